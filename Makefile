@@ -1,0 +1,47 @@
+# Thin wrapper: `make demo` and `make check` do every set-up step on a fresh
+# Debian 12 machine (apt-get when root, npm ci), build, then run.
+BUILD      ?= build
+RELEASE    ?= build-release
+SANITIZE   ?= address,undefined
+DEB_PKGS   := meson ninja-build gcc clang pkg-config libjansson-dev libseccomp-dev \
+              libsqlite3-dev libyaml-dev libcurl4-openssl-dev zlib1g-dev libcmocka-dev \
+              libclang-rt-14-dev bats nodejs npm bubblewrap attr python3 gnuplot-nox \
+              hyperfine uidmap passwd util-linux coreutils findutils git
+MESON_OPTS ?=
+
+.PHONY: all build release deps check unit integration crash fuzz-replay demo bench clean
+
+all: build
+
+deps: .deps-stamp
+.deps-stamp: Makefile package.json package-lock.json
+	@./tools/install-deps $(DEB_PKGS)
+	@touch $@
+
+$(BUILD)/build.ninja: | deps
+	meson setup $(BUILD) -Db_sanitize=$(SANITIZE) -Db_lundef=false $(MESON_OPTS)
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+release: deps
+	@[ -f $(RELEASE)/build.ninja ] || meson setup $(RELEASE) --buildtype=release -Dtests=false
+	ninja -C $(RELEASE)
+
+check: build
+	./tests/run-all $(BUILD)
+
+unit: build
+	meson test -C $(BUILD) --print-errorlogs
+
+integration: build
+	./tests/run-integration $(BUILD)
+
+demo: build
+	./eval/demo $(BUILD)
+
+bench: release
+	./bench/run $(RELEASE)
+
+clean:
+	rm -rf $(BUILD) $(RELEASE) .deps-stamp

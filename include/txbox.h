@@ -1,0 +1,102 @@
+/* txbox: every shell command an agent runs, as a transaction.
+ *
+ * Public C API. All handles are opaque; every function that can fail returns
+ * a negative value and fills a txbox_error (errno-like code + one-line
+ * message). Ownership: objects returned through an out-pointer belong to the
+ * caller and are released with the matching *_free / *_close function;
+ * strings returned as `char *` are malloc'd and freed with free(3). */
+#ifndef TXBOX_H
+#define TXBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TXBOX_API __attribute__((visibility("default")))
+#define TXBOX_MUST_CHECK __attribute__((warn_unused_result))
+
+/* Exit statuses of the CLI besides the command's own (see README). */
+enum {
+    TXBOX_EXIT_BLOCKED = 122,  /* the policy judged the command unsafe; it never ran */
+    TXBOX_EXIT_CONFLICT = 123, /* succeeded, but its base changed: changes kept aside */
+    TXBOX_EXIT_TIMEOUT = 124,  /* killed at the time limit; rolled back */
+    TXBOX_EXIT_ERROR = 125,    /* txbox itself failed (bad input, I/O, setup) */
+};
+
+typedef struct txbox_error {
+    int code;       /* errno value (or EINVAL for bad input); 0 when no error */
+    char msg[512];  /* one line, no trailing newline */
+} txbox_error;
+
+typedef enum txbox_backend {
+    TXBOX_BACKEND_OVERLAY = 0, /* copy-on-write overlayfs upper per transaction (default) */
+    TXBOX_BACKEND_COPY = 1,    /* the paper's method: copy the workspace, restore on failure */
+} txbox_backend;
+
+typedef enum txbox_outcome {
+    TXBOX_OUTCOME_COMMITTED = 0,
+    TXBOX_OUTCOME_ROLLED_BACK,
+    TXBOX_OUTCOME_BLOCKED,
+    TXBOX_OUTCOME_READ_ONLY,
+    TXBOX_OUTCOME_CONFLICT,
+    TXBOX_OUTCOME_TIMED_OUT,
+} txbox_outcome;
+
+TXBOX_API const char *txbox_outcome_name(txbox_outcome o);
+
+/* A workspace: an open directory plus its state in DIR/.txbox/. */
+typedef struct txbox_ws txbox_ws;
+
+enum {
+    TXBOX_WS_CREATE = 1 << 0,    /* create DIR/.txbox/ when missing */
+    TXBOX_WS_NO_RECOVER = 1 << 1 /* do not run crash recovery on open */
+};
+
+TXBOX_API TXBOX_MUST_CHECK int txbox_ws_open(const char *dir, unsigned flags, txbox_ws **out,
+                                             txbox_error *err);
+TXBOX_API void txbox_ws_close(txbox_ws *ws);
+TXBOX_API const char *txbox_ws_path(const txbox_ws *ws);
+
+/* Crash recovery: rolls every half-applied commit forward and discards the
+ * upper of every transaction whose process died. *report (may be NULL)
+ * receives a JSON object describing what was found and done. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_recover(txbox_ws *ws, char **report, txbox_error *err);
+
+typedef struct txbox_run_opts {
+    const char *shell;         /* handed unchanged to /bin/sh -c; or NULL and argv */
+    char *const *argv;         /* program and arguments, executed as is */
+    const char *cwd;           /* directory to start in; NULL: the caller's cwd */
+    double timeout_s;          /* wall-clock limit; 0: none */
+    txbox_backend backend;
+    int allow_copy_fallback;   /* use the copy backend when overlay cannot be mounted */
+    int capture;               /* capture stdout/stderr into the result instead of streaming */
+    size_t output_cap;         /* bytes kept per stream when capturing (0: 1 MiB) */
+    int net;                   /* share the host network */
+    int read_only;             /* run with the workspace read-only, no transaction */
+} txbox_run_opts;
+
+typedef struct txbox_result txbox_result;
+
+/* Runs one command as one transaction. Returns 0 when the transaction
+ * reached an outcome (whatever the command's status), <0 when txbox itself
+ * failed, in which case the workspace is unchanged. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_run(txbox_ws *ws, const txbox_run_opts *opts,
+                                         txbox_result **out, txbox_error *err);
+TXBOX_API txbox_outcome txbox_result_outcome(const txbox_result *r);
+/* The status a shell would report: the exit code, or 128+signal. */
+TXBOX_API int txbox_result_exit_code(const txbox_result *r);
+TXBOX_API const char *txbox_result_tx(const txbox_result *r);
+/* The result as one JSON object (see README for the fields). */
+TXBOX_API char *txbox_result_json(const txbox_result *r);
+/* A short human status line (no newline). */
+TXBOX_API char *txbox_result_summary(const txbox_result *r);
+TXBOX_API void txbox_result_free(txbox_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

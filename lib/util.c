@@ -1,0 +1,234 @@
+#include "util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static int vfill(txbox_error *err, int code, bool with_errno, const char *fmt, va_list ap)
+{
+    if (!err)
+        return -1;
+    err->code = code ? code : EIO;
+    int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    if (n < 0)
+        err->msg[0] = 0;
+    if (with_errno) {
+        size_t l = strlen(err->msg);
+        snprintf(err->msg + l, sizeof err->msg - l, ": %s", strerror(code));
+    }
+    /* Keep the message on one line whatever the inputs contained. */
+    for (char *c = err->msg; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+    return -1;
+}
+
+int tx_err(txbox_error *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfill(err, code, false, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int tx_errno(txbox_error *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfill(err, code, true, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int tx_err_ctx(txbox_error *err, const char *fmt, ...)
+{
+    if (!err)
+        return -1;
+    char old[sizeof err->msg];
+    memcpy(old, err->msg, sizeof old);
+    char pre[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pre, sizeof pre, fmt, ap);
+    va_end(ap);
+    snprintf(err->msg, sizeof err->msg, "%s: %s", pre, old);
+    return -1;
+}
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        abort();
+    return p;
+}
+
+void *xcalloc(size_t n, size_t m)
+{
+    void *p = calloc(n ? n : 1, m ? m : 1);
+    if (!p)
+        abort();
+    return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n ? n : 1);
+    if (!p)
+        abort();
+    return p;
+}
+
+char *xstrdup(const char *s)
+{
+    char *p = strdup(s);
+    if (!p)
+        abort();
+    return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    char *s = NULL;
+    va_start(ap, fmt);
+    int n = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        abort();
+    return s;
+}
+
+void dbuf_init(dbuf *b, size_t cap)
+{
+    memset(b, 0, sizeof *b);
+    b->cap = cap;
+}
+
+void dbuf_add(dbuf *b, const void *data, size_t n)
+{
+    size_t take = n;
+    if (b->cap && b->len + take > b->cap)
+        take = b->cap > b->len ? b->cap - b->len : 0;
+    b->dropped += n - take;
+    if (!take)
+        return;
+    if (b->len + take + 1 > b->alloc) {
+        size_t na = b->alloc ? b->alloc : 256;
+        while (na < b->len + take + 1)
+            na *= 2;
+        b->p = xrealloc(b->p, na);
+        b->alloc = na;
+    }
+    memcpy(b->p + b->len, data, take);
+    b->len += take;
+    b->p[b->len] = 0;
+}
+
+void dbuf_addstr(dbuf *b, const char *s) { dbuf_add(b, s, strlen(s)); }
+
+void dbuf_free(dbuf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+const char *dbuf_str(dbuf *b) { return b->p ? b->p : ""; }
+
+uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+double wall_time(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+ssize_t read_all(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, p + got, n - got);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *len,
+                 txbox_error *err)
+{
+    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return tx_errno(err, errno, "cannot open %s", name);
+    dbuf b;
+    dbuf_init(&b, 0);
+    char tmp[8192];
+    for (;;) {
+        ssize_t r = read(fd, tmp, sizeof tmp);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            dbuf_free(&b);
+            return tx_errno(err, e, "cannot read %s", name);
+        }
+        if (r == 0)
+            break;
+        if (b.len + (size_t)r > max) {
+            dbuf_free(&b);
+            return tx_err(err, EFBIG, "%s is larger than %zu bytes", name, max);
+        }
+        dbuf_add(&b, tmp, (size_t)r);
+    }
+    if (len)
+        *len = b.len;
+    *out = b.p ? b.p : xcalloc(1, 1);
+    return 0;
+}
+
+bool parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s)
+        return false;
+    uint64_t v = 0;
+    for (const char *c = s; *c; c++) {
+        if (*c < '0' || *c > '9')
+            return false;
+        unsigned d = (unsigned)(*c - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}

@@ -1,0 +1,110 @@
+/* Internal helpers shared by every part of libtxbox.
+ *
+ * Error contract (after crun's error_handling.md): a function that can fail
+ * returns a negative value and fills `txbox_error *err` through tx_err();
+ * callers add context with tx_err_ctx() while passing the error up. Only
+ * main() and a sandboxed child after fork may die. */
+#ifndef TXBOX_UTIL_H
+#define TXBOX_UTIL_H
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "txbox.h"
+
+#define MUST_CHECK __attribute__((warn_unused_result))
+#define PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Fill err (if non-NULL) with code and a formatted message; returns -1. */
+int tx_err(txbox_error *err, int code, const char *fmt, ...) PRINTF(3, 4);
+/* Same, with ": strerror(code)" appended. */
+int tx_errno(txbox_error *err, int code, const char *fmt, ...) PRINTF(3, 4);
+/* Prefix the message already in err with context ("context: old"); returns -1. */
+int tx_err_ctx(txbox_error *err, const char *fmt, ...) PRINTF(2, 3);
+
+/* ---- scoped cleanup (bubblewrap/crun utils.h style) ---- */
+static inline void cleanup_freep(void *p) { free(*(void **)p); }
+static inline void cleanup_closep(int *fd)
+{
+    if (*fd >= 0) {
+        int saved = errno;
+        close(*fd);
+        errno = saved;
+    }
+}
+static inline void cleanup_dirp(DIR **d)
+{
+    if (*d)
+        closedir(*d);
+}
+static inline void cleanup_filep(FILE **f)
+{
+    if (*f)
+        fclose(*f);
+}
+#define _cleanup_free_ __attribute__((cleanup(cleanup_freep)))
+#define _cleanup_close_ __attribute__((cleanup(cleanup_closep)))
+#define _cleanup_dir_ __attribute__((cleanup(cleanup_dirp)))
+#define _cleanup_file_ __attribute__((cleanup(cleanup_filep)))
+
+static inline void *steal_ptr(void *pp)
+{
+    void **p = pp, *r = *p;
+    *p = NULL;
+    return r;
+}
+#define steal_pointer(pp) ((__typeof__(*(pp)))steal_ptr(pp))
+static inline int take_fd(int *fd)
+{
+    int r = *fd;
+    *fd = -1;
+    return r;
+}
+
+/* Allocation that cannot fail (aborts on OOM, as there is nothing sane to do). */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t m);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xasprintf(const char *fmt, ...) PRINTF(1, 2);
+
+/* ---- a byte buffer with a hard cap (curl's dynbuf) ---- */
+typedef struct dbuf {
+    char *p;
+    size_t len, alloc;
+    size_t cap;      /* bytes kept at most; 0 = unlimited */
+    uint64_t dropped; /* bytes refused because of the cap */
+} dbuf;
+void dbuf_init(dbuf *b, size_t cap);
+/* Appends what fits under the cap, counts the rest as dropped. */
+void dbuf_add(dbuf *b, const void *data, size_t n);
+void dbuf_addstr(dbuf *b, const char *s);
+void dbuf_free(dbuf *b);
+/* NUL-terminated view (always valid after init). */
+const char *dbuf_str(dbuf *b);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t now_ns(void);
+/* Wall clock, seconds since the epoch, with sub-second precision. */
+double wall_time(void);
+
+/* write(2)/read(2) loops that retry EINTR and short transfers. */
+MUST_CHECK int write_all(int fd, const void *buf, size_t n);
+MUST_CHECK ssize_t read_all(int fd, void *buf, size_t n);
+
+/* Read a whole small file relative to dirfd (cap: max bytes). */
+MUST_CHECK int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *len,
+                            txbox_error *err);
+
+/* Is `s` a non-empty decimal u64 that fits? */
+bool parse_u64(const char *s, uint64_t *out);
+
+#endif

@@ -1,0 +1,76 @@
+/* txbox: dispatch to one subcommand. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cmds.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    {"run", cmd_run, "run a command as one transaction"},
+    {"check", cmd_check, "classify a command with the policy; nothing runs"},
+    {"recover", cmd_recover, "finish or undo a commit interrupted by a crash"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: txbox COMMAND [OPTIONS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\nRun 'txbox COMMAND --help' for the options of one command.\n");
+}
+
+int cli_fail(const txbox_error *err)
+{
+    fprintf(stderr, "txbox: %s\n", err->msg);
+    return TXBOX_EXIT_ERROR;
+}
+
+int cli_failf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("txbox: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return TXBOX_EXIT_ERROR;
+}
+
+int cli_fail_json(const txbox_error *err)
+{
+    json_t *o = json_pack("{s:{s:s,s:i}}", "error", "message", err->msg, "code", err->code);
+    char *s = json_dumps(o, JSON_COMPACT);
+    if (s)
+        printf("%s\n", s);
+    free(s);
+    json_decref(o);
+    fprintf(stderr, "txbox: %s\n", err->msg);
+    return TXBOX_EXIT_ERROR;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return TXBOX_EXIT_ERROR;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        puts("txbox 0.1.0");
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "txbox: unknown command '%s' (see 'txbox --help')\n", argv[1]);
+    return TXBOX_EXIT_ERROR;
+}
