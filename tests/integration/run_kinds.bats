@@ -1,0 +1,120 @@
+#!/usr/bin/env bats
+# Every kind of change a command can make commits exactly (the workspace ends
+# identical, by whole-tree checksum, to the same script run by a plain shell
+# on a copy) and rolls back exactly (script then `exit 1`: the workspace,
+# file mtimes included, is unchanged). Each test covers both backends.
+
+bats_require_minimum_version 1.5.0
+load ../lib/common
+
+@test "new files" {
+    check_kind 'echo new >new.txt; printf "n2\n" >src/lib/new.c; : >empty_new; printf "\0\1\2" >deep/a/b/c/d/bin'
+}
+
+@test "modified files: append, overwrite, truncate, sed -i, in-place write" {
+    check_kind 'echo more >>README; printf x >src/main.c; : >docs/a.txt; sed -i s/util/UTIL/ src/lib/util.c
+printf Q | dd of=medium.bin bs=1 seek=1000 conv=notrunc 2>/dev/null'
+}
+
+@test "deleted files" {
+    check_kind 'rm README src/lib/util.h "sp ace.txt" "$(printf "bad\377name")" empty.txt medium.bin'
+}
+
+@test "new directories with files" {
+    check_kind 'mkdir -p newdir/x/y emptynew; echo 1 >newdir/x/y/f; echo 2 >newdir/g; mkdir src/lib/sub; echo 3 >src/lib/sub/h'
+}
+
+@test "removed directories" {
+    check_kind 'rm -r docs deep; rmdir empty_dir'
+}
+
+@test "directory replaced wholesale" {
+    check_kind 'rm -rf src; mkdir -p src/lib; echo other >src/lib/other.c; echo again >src/main.c'
+}
+
+@test "directory replaced by a file, file replaced by a directory" {
+    check_kind 'rm -r dir_to_file; echo nowfile >dir_to_file; rm file_to_dir; mkdir file_to_dir; echo in >file_to_dir/x; mkdir file_to_dir/sub'
+}
+
+@test "renames: files, directories, over an existing file, a swap" {
+    check_kind 'mv README README.md; mv docs documentation; mv src/main.c src/lib/main.c
+mv exec.sh ro.txt; mv secret t; mv empty.txt secret; mv t empty.txt; mv deep/a deep_a'
+}
+
+@test "symlinks: new, retargeted, replaced, removed" {
+    check_kind 'ln -s src/lib newlink; ln -s /etc/passwd abslink; ln -s nowhere2 dang2
+rm link_rel; ln -sfn docs link_dir; rm link_dangling; echo real >link_dangling
+rm secret; ln -s README secret; rm link_up; mkdir link_up; ln -s ../.. link_up/up2'
+}
+
+@test "permission changes on files, directories and the workspace root" {
+    check_kind 'chmod 0640 README; chmod 0755 ro.txt; chmod 0700 src; chmod u+s exec.sh
+chmod g+s src/lib; chmod 1777 empty_dir; chmod 0444 docs/a.txt; chmod 0700 .'
+}
+
+@test "owner changes (root)" {
+    is_root || skip "chown to other ids needs root"
+    check_kind 'chown 1234:5678 README; chown -h 42:43 link_rel; chown 0:0 owned.txt; chown 7:8 docs; chown 9 src/lib/util.c'
+}
+
+@test "timestamp changes" {
+    check_kind 'touch -d "2001-02-03 04:05:06" README src/lib/util.c; touch -m -d "1999-12-31 23:59:59" docs/a.txt
+touch -d "2010-01-01 00:00:00" newfile_t; touch -d "2011-01-01 00:00:00" fifo' --mtime
+}
+
+@test "untouched files keep their mtimes through a commit" {
+    check_kind 'rm docs/sub/b.txt; mkdir newd; chmod 0700 src; rm -r deep/a/b' --mtime
+}
+
+@test "user xattrs: added, changed, removed, on files and directories" {
+    check_kind 'setfattr -n user.new -v 1 README; setfattr -n user.a -v changed xattr.txt
+setfattr -x user.b xattr.txt; setfattr -n user.e -v dd src; setfattr -x user.d docs
+echo n >newx; setfattr -n user.z -v zz newx'
+}
+
+@test "trusted xattrs (root)" {
+    is_root || skip "trusted.* xattrs need root"
+    check_kind 'setfattr -n trusted.x -v 1 README; setfattr -x trusted.t xattr.txt; setfattr -n trusted.y -v 2 src'
+}
+
+@test "FIFOs: new, removed, replaced by a file" {
+    check_kind 'mkfifo newfifo docs/fifo2; rm fifo; mkfifo fifo2; rm fifo2; echo f >fifo2'
+}
+
+@test "file names with spaces, newlines, leading dashes and non-UTF-8 bytes" {
+    check_kind 'echo a >"new file"; echo b >"$(printf "nl\nin")"; echo c >./-dash; mkdir "$(printf "d\351r")"
+echo d >"$(printf "d\351r/f\376")"; mv "sp ace.txt" "sp  ace2.txt"'
+}
+
+@test "a mix of every kind at once" {
+    local s='echo new >new.txt; echo more >>README; rm src/lib/util.h; mkdir -p nd/x; echo 1 >nd/x/f
+rm -r docs; rm -r dir_to_file; echo f >dir_to_file; rm file_to_dir; mkdir file_to_dir; ln -s README l2
+chmod 0700 src; setfattr -n user.m -v m README; mkfifo f2; mv exec.sh exec2.sh; touch -d "2001-01-01" new.txt'
+    if is_root; then s="$s; chown 3:4 new.txt"; fi
+    check_kind "$s"
+}
+
+@test "the command leaves the workspace fully deleted: commit and rollback" {
+    check_kind 'find . -mindepth 1 -maxdepth 1 -exec rm -rf {} +'
+}
+
+@test "a device node in the upper aborts the commit with the workspace untouched" {
+    is_root || skip "mknod needs root"
+    local s='echo x >new.txt; mknod dev c 1 3 && echo MADE >&2; exit 0'
+    for backend in overlay copy; do
+        new_ws "$backend"
+        snap pre "$WS" --mtime
+        tx --json --backend "$backend" -c "$s"
+        check_any_json
+        if [[ "$stderr" == *MADE* ]]; then
+            # mknod worked inside: the commit must refuse the whole change set
+            [ "$status" != 0 ] || fail "[$backend] device node committed (status 0)"
+            assert_tree pre "$WS" --mtime || fail "[$backend] workspace changed"
+        else
+            # refused inside: the rest commits, without any device
+            assert_status 0
+            [ -f "$WS/new.txt" ] || fail "[$backend] new.txt not committed"
+        fi
+        [ ! -e "$WS/dev" ] || fail "[$backend] a device node reached the workspace"
+    done
+}
