@@ -77,6 +77,8 @@ typedef struct txbox_run_opts {
     size_t output_cap;         /* bytes kept per stream when capturing (0: 1 MiB) */
     int net;                   /* share the host network */
     int read_only;             /* run with the workspace read-only, no transaction */
+    volatile int *cancel;      /* when set non-zero (e.g. from a signal handler), the
+                                  command is killed and its transaction rolled back */
 } txbox_run_opts;
 
 typedef struct txbox_result txbox_result;

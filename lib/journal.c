@@ -1,1 +1,407 @@
-/* placeholder: written next */
+/* The commit journal: applying a transaction's upper to the workspace so
+ * that a crash at any instant leaves exactly the pre-state or exactly the
+ * post-state.
+ *
+ * Files (all under .txbox/, on the workspace's filesystem):
+ *   tx/ID/upper/        the command's write set (overlay upper)
+ *   tx/ID/undo/N        the old entry that operation N replaced or deleted
+ *   active/ID           flock'd by the owning process while ID is in flight
+ *   journal/ID          the intent log, present from the commit point until
+ *                       the transaction is fully applied and recorded
+ *   tx/ID/journal       the same log once done (the commit record, for undo)
+ *   commits/GEN -> ID   which transaction made generation GEN
+ *   gen                 the latest generation (a cache of max(commits/))
+ *
+ * States and transitions (the caller holds the workspace lock throughout):
+ *
+ *   S0 RUNNING   upper being written by the command      (pre-state)
+ *      │ scan_upper(): ops listed, new data fsync'd
+ *   S1 PREPARED  upper durable, nothing in the workspace touched (pre-state)
+ *      │ write_journal(): journal/ID.tmp written, fsync'd, renamed to
+ *      │ journal/ID, journal/ fsync'd                     ── COMMIT POINT ──
+ *   S2 COMMITTED journal durable; operations being applied
+ *      │ apply_ops(): each op by renames, then fsync of every touched dir
+ *   S3 APPLIED   workspace = post-state
+ *      │ finalize(): commits/GEN, gen, journal/ID -> tx/ID/journal
+ *   S4 DONE      recorded; active/ID removed
+ *
+ * Invariants:
+ *   I1. Before the commit point the workspace is never written: a crash in
+ *       S0/S1 is rolled back by discarding tx/ID (recover: no journal/ID and
+ *       a dead owner).
+ *   I2. journal/ID exists only with complete, checksummed contents (written
+ *       under a temporary name, fsync'd, then renamed). A journal whose
+ *       checksum fails is never applied.
+ *   I3. Every operation is idempotent given the files' presence, so
+ *       recovery re-runs apply_ops() from the start:
+ *         REPLACE N: if upper/P exists: (if had_old and workspace P exists
+ *                    and undo/N does not: rename P -> undo/N); rename
+ *                    upper/P -> P.      upper/P gone means done.
+ *         DELETE N:  if workspace P exists and undo/N does not: rename P ->
+ *                    undo/N.
+ *         META:      set mode, owner, times (absolute values).
+ *   I4. No operation's path lies inside another REPLACE/DELETE operation's
+ *       path (the scan stops at those), so the order of REPLACE and DELETE
+ *       operations does not matter; META operations come after everything
+ *       inside their directory.
+ *   I5. Every path is opened beneath the workspace fd without following
+ *       symlinks (safepath.c): nothing the command created can redirect an
+ *       operation outside the workspace.
+ *   I6. An fsync error is never retried as if nothing happened: before the
+ *       commit point the transaction aborts (pre-state); after it, txbox
+ *       stops and the next recovery rolls forward from the journal.
+ */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include "fsops.h"
+#include "safepath.h"
+#include "tx.h"
+
+#define JNL_MAGIC "TXBOXJN1"
+#define JNL_END "TXBOXEND"
+#define JNL_MAX_BYTES (1u << 30)
+
+struct jhdr {
+    char magic[8];
+    uint32_t version, flags;
+    uint64_t id, gen, base_gen, nops;
+};
+
+struct jop {
+    uint8_t kind, had_old, new_dir, old_dir;
+    uint32_t path_len;
+    struct tx_meta nw, old;
+};
+
+static void put(dbuf *b, const void *p, size_t n) { dbuf_add(b, p, n); }
+
+static void jnl_name(char buf[static 32], uint64_t id, const char *suffix)
+{
+    snprintf(buf, 32, "%llu%s", (unsigned long long)id, suffix);
+}
+
+static int write_journal(txbox_ws *ws, const struct tx_journal *j, txbox_error *err)
+{
+    dbuf b;
+    dbuf_init(&b, 0);
+    struct jhdr h;
+    memset(&h, 0, sizeof h);
+    h.version = 1;
+    h.id = j->id;
+    h.gen = j->gen;
+    h.base_gen = j->base_gen;
+    h.nops = j->ops.n;
+    memcpy(h.magic, JNL_MAGIC, 8);
+    put(&b, &h, sizeof h);
+    for (size_t i = 0; i < j->ops.n; i++) {
+        const struct tx_op *o = &j->ops.v[i];
+        struct jop jo;
+        memset(&jo, 0, sizeof jo); /* no stray padding bytes in the file */
+        jo.kind = o->kind;
+        jo.had_old = o->had_old;
+        jo.new_dir = o->new_dir;
+        jo.old_dir = o->old_dir;
+        jo.path_len = (uint32_t)strlen(o->path);
+        jo.nw = o->nw;
+        jo.old = o->old;
+        put(&b, &jo, sizeof jo);
+        put(&b, o->path, jo.path_len);
+    }
+    uint32_t crc = (uint32_t)crc32(0, (const Bytef *)b.p, (uInt)b.len);
+    put(&b, &crc, sizeof crc);
+    put(&b, JNL_END, 8);
+
+    char tmp[32], fin[32];
+    jnl_name(tmp, j->id, ".tmp");
+    jnl_name(fin, j->id, "");
+    int rc = -1;
+    _cleanup_close_ int fd = openat(ws->jnld, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        tx_errno(err, errno, "cannot create the journal");
+    else if (fs_write(fd, b.p, b.len) < 0)
+        tx_errno(err, errno, "cannot write the journal");
+    else if (fs_fsync(fd) < 0)
+        tx_errno(err, errno, "cannot make the journal durable");
+    else if (fs_renameat(ws->jnld, tmp, ws->jnld, fin, 0) < 0)
+        tx_errno(err, errno, "cannot install the journal");
+    else if (fs_fsync(ws->jnld) < 0)
+        /* The rename may or may not be durable: the state is decided by the
+         * next recovery (I6), so do not go on applying. */
+        tx_errno(err, errno, "cannot make the journal durable");
+    else
+        rc = 0;
+    if (rc < 0 && fd >= 0)
+        (void)unlinkat(ws->jnld, tmp, 0);
+    dbuf_free(&b);
+    return rc;
+}
+
+void journal_free(struct tx_journal *j) { ops_free(&j->ops); }
+
+int journal_load(int dirfd, const char *name, struct tx_journal *j, txbox_error *err)
+{
+    memset(j, 0, sizeof *j);
+    _cleanup_free_ char *data = NULL;
+    size_t len = 0;
+    if (read_file_at(dirfd, name, JNL_MAX_BYTES, &data, &len, err) < 0)
+        return -1;
+    struct jhdr h;
+    if (len < sizeof h + 12 || memcmp(data, JNL_MAGIC, 8) ||
+        memcmp(data + len - 8, JNL_END, 8))
+        return tx_err(err, EBADMSG, "journal %s is truncated or not a journal", name);
+    uint32_t crc;
+    memcpy(&crc, data + len - 12, 4);
+    if (crc != (uint32_t)crc32(0, (const Bytef *)data, (uInt)(len - 12)))
+        return tx_err(err, EBADMSG, "journal %s has a bad checksum; it will not be applied", name);
+    memcpy(&h, data, sizeof h);
+    if (h.version != 1)
+        return tx_err(err, EBADMSG, "journal %s has unknown version %u", name, h.version);
+    j->id = h.id;
+    j->gen = h.gen;
+    j->base_gen = h.base_gen;
+    size_t off = sizeof h, end = len - 12;
+    for (uint64_t i = 0; i < h.nops; i++) {
+        struct jop jo;
+        if (end - off < sizeof jo)
+            goto bad;
+        memcpy(&jo, data + off, sizeof jo);
+        off += sizeof jo;
+        if (end - off < jo.path_len)
+            goto bad;
+        _cleanup_free_ char *p = xmalloc(jo.path_len + 1);
+        memcpy(p, data + off, jo.path_len);
+        p[jo.path_len] = 0;
+        off += jo.path_len;
+        if (strlen(p) != jo.path_len || !safe_relpath_ok(p) ||
+            (jo.kind != OP_REPLACE && jo.kind != OP_DELETE && jo.kind != OP_META))
+            goto bad;
+        if (j->ops.n == j->ops.cap) {
+            j->ops.cap = j->ops.cap ? j->ops.cap * 2 : 32;
+            j->ops.v = xrealloc(j->ops.v, j->ops.cap * sizeof *j->ops.v);
+        }
+        struct tx_op *o = &j->ops.v[j->ops.n++];
+        *o = (struct tx_op){jo.kind, jo.had_old, jo.new_dir, jo.old_dir, steal_pointer(&p),
+                            jo.nw, jo.old};
+    }
+    if (off != end)
+        goto bad;
+    return 0;
+bad:
+    journal_free(j);
+    return tx_err(err, EBADMSG, "journal %s is malformed; it will not be applied", name);
+}
+
+/* ---- applying ---- */
+
+struct dirset {
+    int *fds;
+    size_t n, cap;
+};
+
+/* Remember a directory to fsync at the end (deduplicated by inode). */
+static void dirset_add(struct dirset *s, int fd)
+{
+    struct stat a;
+    if (fstat(fd, &a) < 0)
+        return;
+    for (size_t i = 0; i < s->n; i++) {
+        struct stat b;
+        if (fstat(s->fds[i], &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+            return;
+    }
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 16;
+        s->fds = xrealloc(s->fds, s->cap * sizeof *s->fds);
+    }
+    int d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (d >= 0)
+        s->fds[s->n++] = d;
+}
+
+static void dirset_free(struct dirset *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        close(s->fds[i]);
+    free(s->fds);
+}
+
+static bool exists_at(int dirfd, const char *name)
+{
+    struct stat st;
+    return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* Open the parent of path for writing operations: an O_RDONLY directory fd
+ * (fsync needs one), reached without symlinks and beneath root. */
+static int open_parent(int root, const char *path, const char **base)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        *base = path;
+        return openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    }
+    *base = slash + 1;
+    size_t n = (size_t)(slash - path);
+    _cleanup_free_ char *dir = xmalloc(n + 1);
+    memcpy(dir, path, n);
+    dir[n] = 0;
+    return safe_openat(root, dir, O_RDONLY | O_DIRECTORY, 0);
+}
+
+static int apply_meta(int wsfd, const struct tx_op *o, txbox_error *err)
+{
+    _cleanup_close_ int fd = safe_openat(wsfd, o->path, O_RDONLY | O_DIRECTORY, 0);
+    if (fd < 0)
+        return tx_errno(err, errno, "cannot open directory %s", *o->path ? o->path : ".");
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return tx_errno(err, errno, "cannot stat %s", o->path);
+    if ((st.st_uid != o->nw.uid || st.st_gid != o->nw.gid) &&
+        fchown(fd, o->nw.uid, o->nw.gid) < 0)
+        return tx_errno(err, errno, "cannot set the owner of %s", o->path);
+    if ((st.st_mode & 07777) != o->nw.mode && fchmod(fd, o->nw.mode) < 0)
+        return tx_errno(err, errno, "cannot set the mode of %s", o->path);
+    struct timespec ts[2] = {{o->nw.atime_s, o->nw.atime_ns}, {o->nw.mtime_s, o->nw.mtime_ns}};
+    if (futimens(fd, ts) < 0)
+        return tx_errno(err, errno, "cannot set the times of %s", o->path);
+    return 0;
+}
+
+/* S2 -> S3. Idempotent (I3): recovery calls it again after a crash. */
+static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, txbox_error *err)
+{
+    _cleanup_close_ int upper = openat(txfd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int undo = openat(txfd, "undo", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (undo < 0)
+        return tx_errno(err, errno, "cannot open the undo store");
+    struct dirset touched = {0};
+    int rc = 0;
+    for (size_t i = 0; i < ops->n && rc == 0; i++) {
+        const struct tx_op *o = &ops->v[i];
+        if (o->kind == OP_META)
+            continue;
+        char un[32];
+        jnl_name(un, i, "");
+        const char *base;
+        _cleanup_close_ int wp = open_parent(ws->fd, o->path, &base);
+        if (wp < 0) {
+            rc = tx_errno(err, errno, "cannot open the directory of %s in the workspace", o->path);
+            break;
+        }
+        if (o->kind == OP_DELETE) {
+            if (exists_at(wp, base) && !exists_at(undo, un) &&
+                fs_renameat(wp, base, undo, un, RENAME_NOREPLACE) < 0)
+                rc = tx_errno(err, errno, "cannot remove %s", o->path);
+            dirset_add(&touched, wp);
+            continue;
+        }
+        if (upper < 0) {
+            rc = tx_errno(err, ENOENT, "the upper of the transaction is missing");
+            break;
+        }
+        const char *ubase;
+        _cleanup_close_ int up = open_parent(upper, o->path, &ubase);
+        if (up < 0 || !exists_at(up, ubase)) {
+            dirset_add(&touched, wp);
+            continue; /* moved already: done */
+        }
+        /* Keep whatever is in the way as the old version — including
+         * something that appeared although the scan saw nothing (had_old
+         * unset): never overwrite data that is not ours. */
+        if (exists_at(wp, base) && !exists_at(undo, un) &&
+            fs_renameat(wp, base, undo, un, RENAME_NOREPLACE) < 0) {
+            rc = tx_errno(err, errno, "cannot move the old %s aside", o->path);
+            break;
+        }
+        if (fs_renameat(up, ubase, wp, base, RENAME_NOREPLACE) < 0) {
+            rc = tx_errno(err, errno, "cannot install %s", o->path);
+            break;
+        }
+        dirset_add(&touched, wp);
+    }
+    /* Metadata of merged directories, deepest first (scan order). */
+    for (size_t i = 0; i < ops->n && rc == 0; i++)
+        if (ops->v[i].kind == OP_META)
+            rc = apply_meta(ws->fd, &ops->v[i], err);
+    if (rc == 0)
+        dirset_add(&touched, undo);
+    for (size_t i = 0; i < touched.n && rc == 0; i++)
+        if (fs_fsync(touched.fds[i]) < 0)
+            rc = tx_errno(err, errno, "cannot make the workspace changes durable");
+    dirset_free(&touched);
+    return rc;
+}
+
+/* S3 -> S4. Idempotent. */
+static int finalize(txbox_ws *ws, const struct tx_journal *j, int txfd, txbox_error *err)
+{
+    char idn[32], genn[32], jn[32];
+    jnl_name(idn, j->id, "");
+    jnl_name(genn, j->gen, "");
+    jnl_name(jn, j->id, "");
+    if (symlinkat(idn, ws->cmtd, genn) < 0 && errno != EEXIST)
+        return tx_errno(err, errno, "cannot record generation %s", genn);
+    if (fs_fsync(ws->cmtd) < 0)
+        return tx_errno(err, errno, "cannot make the commit record durable");
+    uint64_t cur = 0;
+    if (ws_read_gen(ws, &cur, err) < 0)
+        return -1;
+    if (cur < j->gen && ws_write_gen(ws, j->gen, err) < 0)
+        return -1;
+    if (fs_renameat(ws->jnld, jn, txfd, "journal", 0) < 0)
+        return tx_errno(err, errno, "cannot close the journal");
+    if (fs_fsync(txfd) < 0 || fs_fsync(ws->jnld) < 0)
+        return tx_errno(err, errno, "cannot make the commit record durable");
+    return 0;
+}
+
+int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struct tx_ops *ops,
+                   uint64_t *gen_out, txbox_error *err)
+{
+    uint64_t gen;
+    if (ws_read_gen(ws, &gen, err) < 0)
+        return -1;
+    struct tx_journal j = {.id = id, .gen = gen + 1, .base_gen = base_gen, .ops = *ops};
+    if (fs_mkdirat(txfd, "undo", 0700) < 0 && errno != EEXIST)
+        return tx_errno(err, errno, "cannot create the undo store");
+    if (write_journal(ws, &j, err) < 0)
+        return -1;
+    /* ── commit point ── from here on the transaction will be applied, by
+     * this process or by recovery. */
+    if (apply_ops(ws, txfd, ops, err) < 0)
+        return tx_err_ctx(err, "commit interrupted (run 'txbox recover')");
+    if (finalize(ws, &j, txfd, err) < 0)
+        return tx_err_ctx(err, "commit interrupted (run 'txbox recover')");
+    *gen_out = j.gen;
+    return 0;
+}
+
+int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err)
+{
+    char jn[32];
+    jnl_name(jn, id, "");
+    struct tx_journal j;
+    if (journal_load(ws->jnld, jn, &j, err) < 0) {
+        /* I2: never apply it; move it aside so that it is kept for a human
+         * and does not block every later command. */
+        char bad[40];
+        snprintf(bad, sizeof bad, "%s.corrupt", jn);
+        (void)renameat(ws->jnld, jn, ws->jnld, bad);
+        return -1;
+    }
+    if (j.id != id) {
+        journal_free(&j);
+        return tx_err(err, EBADMSG, "journal %s names transaction %llu", jn,
+                      (unsigned long long)j.id);
+    }
+    _cleanup_close_ int txfd = openat(ws->txd, jn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int rc;
+    if (txfd < 0)
+        rc = tx_errno(err, errno, "transaction %s has a journal but no directory", jn);
+    else if ((rc = apply_ops(ws, txfd, &j.ops, err)) == 0)
+        rc = finalize(ws, &j, txfd, err);
+    journal_free(&j);
+    return rc;
+}

@@ -1,1 +1,162 @@
-/* placeholder: written next */
+#include "result.h"
+
+#include <math.h>
+
+static const char *const outcome_names[] = {
+    [TXBOX_OUTCOME_COMMITTED] = "committed", [TXBOX_OUTCOME_ROLLED_BACK] = "rolled_back",
+    [TXBOX_OUTCOME_BLOCKED] = "blocked",     [TXBOX_OUTCOME_READ_ONLY] = "read_only",
+    [TXBOX_OUTCOME_CONFLICT] = "conflict",   [TXBOX_OUTCOME_TIMED_OUT] = "timed_out",
+};
+
+const char *txbox_outcome_name(txbox_outcome o)
+{
+    return (unsigned)o < ARRAY_SIZE(outcome_names) ? outcome_names[o] : "unknown";
+}
+
+txbox_result *result_new(void)
+{
+    txbox_result *r = xcalloc(1, sizeof *r);
+    dbuf_init(&r->out, 0);
+    dbuf_init(&r->err, 0);
+    return r;
+}
+
+void result_free(txbox_result *r)
+{
+    if (!r)
+        return;
+    json_decref(r->changes);
+    json_decref(r->protections);
+    dbuf_free(&r->out);
+    dbuf_free(&r->err);
+    free(r->fallback);
+    free(r->conflict_path);
+    free(r->verdict);
+    free(r->rule);
+    free(r->reason);
+    free(r->suggestion);
+    free(r);
+}
+
+void txbox_result_free(txbox_result *r) { result_free(r); }
+txbox_outcome txbox_result_outcome(const txbox_result *r) { return r->outcome; }
+int txbox_result_exit_code(const txbox_result *r) { return r->exit_code; }
+const char *txbox_result_tx(const txbox_result *r) { return r->txs; }
+
+static double round3(double v) { return round(v * 1000.0) / 1000.0; }
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (!len || len > n || (len == 2 && c < 0xc2))
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    unsigned cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+    for (size_t i = 1; i < len; i++)
+        cp = (cp << 6) | (s[i] & 0x3f);
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return len;
+}
+
+json_t *json_text(const char *s, size_t n, bool hex)
+{
+    dbuf o;
+    dbuf_init(&o, 0);
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t l = u[i] ? utf8_seq(u + i, n - i) : 0;
+        if (l) {
+            dbuf_add(&o, s + i, l);
+            i += l;
+            continue;
+        }
+        if (hex) {
+            char x[5];
+            snprintf(x, sizeof x, "\\x%02x", u[i]);
+            dbuf_addstr(&o, x);
+        } else {
+            dbuf_addstr(&o, "\xef\xbf\xbd");
+        }
+        i++;
+    }
+    json_t *j = json_stringn(dbuf_str(&o), o.len);
+    dbuf_free(&o);
+    return j ? j : json_string("");
+}
+
+static json_t *text(dbuf *b) { return json_text(dbuf_str(b), b->len, false); }
+
+static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+
+char *txbox_result_json(const txbox_result *rc)
+{
+    txbox_result *r = (txbox_result *)rc;
+    json_t *o = json_object();
+    json_object_set_new(o, "tx", json_string(r->txs));
+    json_object_set_new(o, "verdict", r->verdict ? json_string(r->verdict) : json_string("uncertain"));
+    json_object_set_new(o, "rule", str_or_null(r->rule));
+    json_object_set_new(o, "reason", str_or_null(r->reason));
+    if (r->suggestion)
+        json_object_set_new(o, "suggestion", json_string(r->suggestion));
+    json_object_set_new(o, "outcome", json_string(txbox_outcome_name(r->outcome)));
+    json_object_set_new(o, "exit_code", json_integer(r->exit_code));
+    json_object_set_new(o, "signal", r->signal ? json_integer(r->signal) : json_null());
+    json_object_set_new(o, "changes", r->changes ? json_incref(r->changes) : json_object());
+    if (r->conflict_path)
+        json_object_set_new(o, "conflict_path", json_string(r->conflict_path));
+    json_object_set_new(o, "stdout", text(&r->out));
+    json_object_set_new(o, "stdout_truncated", json_boolean(r->out.dropped > 0));
+    json_object_set_new(o, "stdout_dropped_bytes", json_integer((json_int_t)r->out.dropped));
+    json_object_set_new(o, "stderr", text(&r->err));
+    json_object_set_new(o, "stderr_truncated", json_boolean(r->err.dropped > 0));
+    json_object_set_new(o, "stderr_dropped_bytes", json_integer((json_int_t)r->err.dropped));
+    json_object_set_new(o, "protections", r->protections ? json_incref(r->protections) : json_object());
+    json_object_set_new(o, "backend", json_string(r->backend ? r->backend : "overlay"));
+    if (r->fallback)
+        json_object_set_new(o, "fallback", json_string(r->fallback));
+    json_object_set_new(o, "duration_ms", json_real(round3(r->duration_ms)));
+    json_object_set_new(o, "command_ms", json_real(round3(r->cmd_ms)));
+    json_object_set_new(o, "overhead_ms", json_real(round3(r->overhead_ms)));
+    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(12));
+    json_decref(o);
+    return s;
+}
+
+char *txbox_result_summary(const txbox_result *r)
+{
+    size_t a = 0, m = 0, d = 0;
+    if (r->changes) {
+        a = json_array_size(json_object_get(r->changes, "added"));
+        m = json_array_size(json_object_get(r->changes, "modified"));
+        d = json_array_size(json_object_get(r->changes, "deleted"));
+    }
+    const char *what = txbox_outcome_name(r->outcome);
+    switch (r->outcome) {
+    case TXBOX_OUTCOME_COMMITTED:
+        return xasprintf("txbox: tx %s committed (%zu added, %zu modified, %zu deleted; %.1f ms overhead)",
+                         r->txs, a, m, d, r->overhead_ms);
+    case TXBOX_OUTCOME_ROLLED_BACK:
+        return xasprintf("txbox: tx %s rolled back (exit status %d): the workspace is unchanged",
+                         r->txs, r->exit_code);
+    case TXBOX_OUTCOME_TIMED_OUT:
+        return xasprintf("txbox: tx %s timed out and was rolled back: the workspace is unchanged",
+                         r->txs);
+    case TXBOX_OUTCOME_CONFLICT:
+        return xasprintf("txbox: tx %s conflict: %s was changed by another transaction meanwhile; "
+                         "its changes are kept in .txbox/tx/%s/upper, not applied",
+                         r->txs, r->conflict_path ? r->conflict_path : "a path", r->txs);
+    case TXBOX_OUTCOME_BLOCKED:
+        return xasprintf("txbox: blocked by rule %s: %s%s%s", r->rule ? r->rule : "?",
+                         r->reason ? r->reason : "", r->suggestion ? " — " : "",
+                         r->suggestion ? r->suggestion : "");
+    case TXBOX_OUTCOME_READ_ONLY:
+        return xasprintf("txbox: read-only command (exit status %d)", r->exit_code);
+    }
+    return xasprintf("txbox: tx %s %s", r->txs, what);
+}

@@ -1,1 +1,396 @@
-/* placeholder: written next */
+/* One command, one transaction: the path of txbox_run(). */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "fsops.h"
+#include "result.h"
+#include "sandbox.h"
+#include "tx.h"
+
+extern char **environ;
+
+#define MAX_COMMAND_BYTES (1u << 20) /* 1 MiB: see README, limits */
+#define DEFAULT_OUTPUT_CAP (1u << 20)
+#define CHANGES_CAP 10000
+
+static void pump(void *ctx, int stream, const char *data, size_t n)
+{
+    txbox_result *r = ctx;
+    dbuf_add(stream == 1 ? &r->out : &r->err, data, n);
+}
+
+/* The environment the command gets: ours, minus txbox's own test hooks. */
+static char **command_env(void)
+{
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **e = xcalloc(n + 1, sizeof *e);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "TXBOX_FAULT=", 12))
+            e[k++] = environ[i];
+    return e;
+}
+
+/* Where the command starts: the caller's cwd when it lies inside the
+ * workspace, else the workspace root. */
+static char *start_dir(const txbox_ws *ws, const char *cwd)
+{
+    _cleanup_free_ char *here = cwd ? realpath(cwd, NULL) : getcwd(NULL, 0);
+    if (here) {
+        size_t l = strlen(ws->path);
+        if (!strncmp(here, ws->path, l) && (here[l] == 0 || here[l] == '/')) {
+            const char *rest = here + l;
+            /* Never start inside the hidden state directory. */
+            if (strncmp(rest, "/" TXBOX_STATE_DIR, strlen(TXBOX_STATE_DIR) + 1) ||
+                (rest[strlen(TXBOX_STATE_DIR) + 1] != 0 && rest[strlen(TXBOX_STATE_DIR) + 1] != '/'))
+                return steal_pointer(&here);
+        }
+    }
+    return xstrdup(ws->path);
+}
+
+/* A scratch directory of the transaction; like: a directory whose mode,
+ * owner and times it takes (the upper's root is the merged root's). */
+static int make_dir_fd(int at, const char *name, int like, txbox_error *err)
+{
+    if (mkdirat(at, name, 0700) < 0 && errno != EEXIST)
+        return tx_errno(err, errno, "cannot create %s", name);
+    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return tx_errno(err, errno, "cannot open %s", name);
+    struct stat st;
+    if (like >= 0 && fstat(like, &st) == 0) {
+        struct timespec ts[2] = {st.st_atim, st.st_mtim};
+        if (fchown(fd, st.st_uid, st.st_gid) < 0 && errno != EPERM) {
+            int e = errno;
+            close(fd);
+            return tx_errno(err, e, "cannot set the owner of %s", name);
+        }
+        if (fchmod(fd, st.st_mode & 07777) < 0 || futimens(fd, ts) < 0) {
+            int e = errno;
+            close(fd);
+            return tx_errno(err, e, "cannot prepare %s", name);
+        }
+    }
+    return fd;
+}
+
+/* Did the transactions committed since base_gen write any of our paths? */
+static int check_conflict(txbox_ws *ws, uint64_t base_gen, uint64_t gen, const struct tx_ops *ops,
+                          char **path, txbox_error *err)
+{
+    for (uint64_t g = base_gen + 1; g <= gen; g++) {
+        char gn[32], idn[32];
+        snprintf(gn, sizeof gn, "%llu", (unsigned long long)g);
+        ssize_t l = readlinkat(ws->cmtd, gn, idn, sizeof idn - 1);
+        if (l < 0)
+            return tx_errno(err, errno, "cannot read commit record %s", gn);
+        idn[l] = 0;
+        _cleanup_close_ int tfd = openat(ws->txd, idn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct tx_journal j;
+        if (tfd < 0 || journal_load(tfd, "journal", &j, err) < 0) {
+            /* Its record is gone (pruned): assume the worst. */
+            *path = xasprintf("(unknown: the record of transaction %s is gone)", idn);
+            return 1;
+        }
+        const char *which = NULL;
+        bool clash = ops_overlap(ops, &j.ops, &which);
+        if (clash)
+            *path = xstrdup(*which ? which : ".");
+        journal_free(&j);
+        if (clash)
+            return 1;
+    }
+    return 0;
+}
+
+/* The overlay commit: scan, conflict check, journal, apply. */
+static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
+                          uint64_t base_gen, txbox_error *err)
+{
+    int lockfd = -1;
+    if (ws_lock(ws, &lockfd, err) < 0)
+        return -1;
+    fs_fault_arm();
+    struct tx_ops ops = {0};
+    int rc = scan_upper(upperfd, ws->fd, !ws->root, &ops, err);
+    uint64_t gen = 0;
+    if (rc == 0)
+        rc = ws_read_gen(ws, &gen, err);
+    if (rc == 0 && ops.n == 0) {
+        r->outcome = TXBOX_OUTCOME_COMMITTED; /* nothing to apply */
+        r->changes = json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted",
+                               "truncated", 0);
+        goto out;
+    }
+    if (rc == 0 && gen != base_gen) {
+        _cleanup_free_ char *clash = NULL;
+        int c = check_conflict(ws, base_gen, gen, &ops, &clash, err);
+        if (c < 0) {
+            rc = -1;
+        } else if (c > 0) {
+            r->outcome = TXBOX_OUTCOME_CONFLICT;
+            r->conflict_path = steal_pointer(&clash);
+            r->changes = ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP);
+            goto out;
+        }
+    }
+    if (rc == 0) {
+        r->changes = ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP);
+        rc = journal_commit(ws, r->id, txfd, base_gen, &ops, &gen, err);
+        if (rc == 0)
+            r->outcome = TXBOX_OUTCOME_COMMITTED;
+        else
+            r->commit_point_passed = faccessat(ws->jnld, r->txs, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+    }
+out:
+    fs_fault_disarm();
+    ops_free(&ops);
+    ws_unlock(lockfd);
+    return rc;
+}
+
+static int validate(const txbox_run_opts *o, txbox_error *err)
+{
+    if (!!o->shell == !!o->argv)
+        return tx_err(err, EINVAL, "give exactly one of a shell string (-c) or a program (--)");
+    if (o->shell) {
+        size_t n = strnlen(o->shell, MAX_COMMAND_BYTES + 1);
+        if (n == 0 || !o->shell[strspn(o->shell, " \t\n")])
+            return tx_err(err, EINVAL, "empty command");
+        if (n > MAX_COMMAND_BYTES)
+            return tx_err(err, E2BIG, "command longer than %u bytes", MAX_COMMAND_BYTES);
+    } else {
+        if (!o->argv[0] || !*o->argv[0])
+            return tx_err(err, EINVAL, "empty command");
+        size_t total = 0;
+        for (size_t i = 0; o->argv[i]; i++)
+            total += strlen(o->argv[i]) + 1;
+        if (total > MAX_COMMAND_BYTES)
+            return tx_err(err, E2BIG, "command longer than %u bytes", MAX_COMMAND_BYTES);
+    }
+    if (o->timeout_s < 0 || o->timeout_s > 7 * 86400.0)
+        return tx_err(err, EINVAL, "timeout must be between 0 and 604800 seconds");
+    return 0;
+}
+
+/* Resolve a bare program name along PATH, as execvp would (the sandbox
+ * uses execve). */
+static char *resolve_program(const char *prog)
+{
+    if (strchr(prog, '/'))
+        return xstrdup(prog);
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path;;) {
+        const char *e = strchrnul(p, ':');
+        _cleanup_free_ char *cand = xasprintf("%.*s/%s", (int)(e - p), p, prog);
+        if (access(cand, X_OK) == 0)
+            return steal_pointer(&cand);
+        if (!*e)
+            break;
+        p = e + 1;
+    }
+    return xstrdup(prog);
+}
+
+int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbox_error *err)
+{
+    *out = NULL;
+    uint64_t t0 = now_ns();
+    if (validate(opts, err) < 0)
+        return -1;
+    txbox_result *r = result_new();
+    r->started = wall_time();
+    r->backend = opts->read_only ? "none" : opts->backend == TXBOX_BACKEND_COPY ? "copy" : "overlay";
+    size_t cap = opts->output_cap ? opts->output_cap : DEFAULT_OUTPUT_CAP;
+    dbuf_init(&r->out, cap);
+    dbuf_init(&r->err, cap);
+
+    _cleanup_free_ char *cwd = start_dir(ws, opts->cwd);
+    _cleanup_free_ char **envp = command_env();
+    _cleanup_free_ char *prog = NULL;
+    char sh[] = "/bin/sh", dash_c[] = "-c";
+    char *shell_argv[] = {sh, dash_c, (char *)opts->shell, NULL};
+    char **argv = shell_argv;
+    _cleanup_free_ char **argv_copy = NULL;
+    if (!opts->shell) {
+        size_t n = 0;
+        while (opts->argv[n])
+            n++;
+        argv_copy = xcalloc(n + 1, sizeof *argv_copy);
+        memcpy(argv_copy, opts->argv, n * sizeof *argv_copy);
+        prog = resolve_program(opts->argv[0]);
+        argv_copy[0] = prog;
+        argv = argv_copy;
+    }
+
+    int txfd = -1, activefd = -1, upperfd = -1, workfd = -1;
+    int pout[2] = {-1, -1}, perr[2] = {-1, -1};
+    uint64_t base_gen = 0;
+    bool use_copy = opts->backend == TXBOX_BACKEND_COPY && !opts->read_only;
+    int rc = ws_new_tx(ws, &r->id, &txfd, &activefd, err);
+    if (rc < 0)
+        goto fail;
+    snprintf(r->txs, sizeof r->txs, "%llu", (unsigned long long)r->id);
+    if ((rc = ws_read_gen(ws, &base_gen, err)) < 0)
+        goto fail;
+
+retry:
+    if (use_copy) {
+        r->backend = "copy";
+        if ((rc = copy_begin(ws, txfd, err)) < 0)
+            goto fail;
+    } else if (!opts->read_only) {
+        if ((upperfd = make_dir_fd(txfd, "upper", ws->fd, err)) < 0 ||
+            (workfd = make_dir_fd(txfd, "work", -1, err)) < 0) {
+            rc = -1;
+            goto fail;
+        }
+    }
+    char upper_rel[64], work_rel[64];
+    snprintf(upper_rel, sizeof upper_rel, "%s/tx/%s/upper", TXBOX_STATE_DIR, r->txs);
+    snprintf(work_rel, sizeof work_rel, "%s/tx/%s/work", TXBOX_STATE_DIR, r->txs);
+    if (opts->capture && (pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0)) {
+        rc = tx_errno(err, errno, "pipe");
+        goto fail;
+    }
+    struct sb_spec spec = {
+        .ws_path = ws->path,
+        .ws_fd = ws->fd,
+        .view = opts->read_only ? SB_VIEW_READONLY : use_copy ? SB_VIEW_DIRECT : SB_VIEW_OVERLAY,
+        .upper_fd = upperfd,
+        .work_fd = workfd,
+        .upper_rel = upper_rel,
+        .work_rel = work_rel,
+        .cwd = cwd,
+        .argv = argv,
+        .envp = envp,
+        .net = opts->net,
+        .in_fd = -1,
+        .out_fd = pout[1],
+        .err_fd = perr[1],
+        .timeout_s = opts->timeout_s,
+        .cancel = opts->cancel,
+    };
+    struct sb_status st;
+    rc = sb_run(&spec, pout[0], perr[0], pump, r, &st, err);
+    /* sb_run closed the write ends; the read ends are ours. */
+    if (pout[0] >= 0)
+        close(pout[0]);
+    if (perr[0] >= 0)
+        close(perr[0]);
+    pout[0] = pout[1] = perr[0] = perr[1] = -1;
+    if (rc < 0) {
+        if (!st.ran && st.overlay_failed && opts->allow_copy_fallback && !use_copy) {
+            r->fallback = xasprintf("overlay unavailable (%s); used the copy backend", err->msg);
+            (void)tree_remove(txfd, "upper");
+            (void)tree_remove(txfd, "work");
+            close(upperfd);
+            close(workfd);
+            upperfd = workfd = -1;
+            use_copy = true;
+            goto retry;
+        }
+        goto fail;
+    }
+    r->protections = json_loads(st.protections, 0, NULL);
+    r->cmd_ms = (double)st.cmd_ns / 1e6;
+    r->timed_out = st.timed_out;
+    if (st.exited) {
+        if (WIFEXITED(st.wstatus)) {
+            r->exit_code = WEXITSTATUS(st.wstatus);
+        } else if (WIFSIGNALED(st.wstatus)) {
+            r->signal = WTERMSIG(st.wstatus);
+            r->exit_code = 128 + r->signal;
+        }
+    } else {
+        r->signal = SIGKILL;
+        r->exit_code = 128 + SIGKILL;
+    }
+    bool ok = st.exited && WIFEXITED(st.wstatus) && WEXITSTATUS(st.wstatus) == 0 && !st.timed_out &&
+              !st.cancelled;
+
+    if (opts->read_only) {
+        r->outcome = TXBOX_OUTCOME_READ_ONLY;
+    } else if (use_copy) {
+        if (ok) {
+            rc = copy_commit(ws, txfd, &r->changes, CHANGES_CAP, err);
+            r->outcome = TXBOX_OUTCOME_COMMITTED;
+        } else {
+            rc = copy_rollback(ws, txfd, err);
+            r->outcome = st.timed_out ? TXBOX_OUTCOME_TIMED_OUT : TXBOX_OUTCOME_ROLLED_BACK;
+        }
+        if (rc < 0)
+            goto fail;
+    } else if (ok) {
+        rc = overlay_commit(ws, r, txfd, upperfd, base_gen, err);
+        if (rc < 0) {
+            if (r->commit_point_passed) {
+                /* Past the commit point: leave the journal to recovery
+                 * (invariant I6); release the owner lock so that the next
+                 * txbox command on this workspace finishes the job. */
+                close(activefd);
+                activefd = -1;
+                close(txfd);
+                close(upperfd);
+                close(workfd);
+                result_free(r);
+                return -1;
+            }
+            goto fail;
+        }
+    } else {
+        r->outcome = st.timed_out ? TXBOX_OUTCOME_TIMED_OUT : TXBOX_OUTCOME_ROLLED_BACK;
+    }
+
+    if (r->outcome != TXBOX_OUTCOME_CONFLICT) {
+        (void)tree_remove(txfd, "upper");
+        (void)tree_remove(txfd, "work");
+    } else {
+        (void)tree_remove(txfd, "work"); /* the upper stays, kept aside */
+    }
+    tx_write_outcome(txfd, txbox_outcome_name(r->outcome));
+    if (!r->changes)
+        r->changes = json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted",
+                               "truncated", 0);
+    r->duration_ms = (double)(now_ns() - t0) / 1e6;
+    r->overhead_ms = r->duration_ms - r->cmd_ms;
+    if (upperfd >= 0)
+        close(upperfd);
+    if (workfd >= 0)
+        close(workfd);
+    close(txfd);
+    ws_end_tx(ws, r->id, activefd);
+    *out = r;
+    return 0;
+
+fail:
+    /* Nothing was applied: discard this transaction's scratch space. */
+    if (txfd >= 0) {
+        if (use_copy && copy_recover_one(ws, txfd, NULL) < 0)
+            tx_err_ctx(err, "and the snapshot could not be restored (run 'txbox recover')");
+        (void)tree_remove(txfd, "upper");
+        (void)tree_remove(txfd, "work");
+        tx_write_outcome(txfd, "failed");
+        close(txfd);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (pout[i] >= 0)
+            close(pout[i]);
+        if (perr[i] >= 0)
+            close(perr[i]);
+    }
+    if (upperfd >= 0)
+        close(upperfd);
+    if (workfd >= 0)
+        close(workfd);
+    if (r->id)
+        ws_end_tx(ws, r->id, activefd);
+    result_free(r);
+    return -1;
+}

@@ -1,1 +1,659 @@
-/* placeholder: written next */
+/* The sandbox.
+ *
+ * Process layout:
+ *
+ *   txbox (parent) ──clone3(NEWNS|NEWPID|NEWIPC|NEWUTS|NEWNET [|NEWUSER])──▶ init (pid 1)
+ *        ▲  report pipe: setup error / started / exit status              │ sets up mounts
+ *        │                                                                 ▼
+ *        └────────── pidfd: timeout ⇒ SIGKILL init ⇒ the whole pid ns ── command
+ *                                                     (clone NEWUSER, nested: mounts locked)
+ *
+ * 1. The parent clones init into new namespaces. When txbox is not root a
+ *    user namespace is created too and the parent maps the caller's uid/gid
+ *    to themselves, so files keep their owner.
+ * 2. init makes every mount private, prepares the workspace view as a
+ *    detached mount (overlayfs through fsopen/fsconfig/fsmount, or a clone of
+ *    the workspace with open_tree), remounts every existing mount read-only,
+ *    mounts a private /tmp, a minimal /dev and a read-only /proc for the new
+ *    pid namespace, attaches the workspace view at the workspace's real path
+ *    and hides .txbox/ under an empty read-only tmpfs.
+ * 3. init clones the command into a nested user namespace. Mounts made in a
+ *    more privileged namespace are locked there: the command cannot unmount
+ *    or remount them, even as root, so the read-only host and the hidden
+ *    .txbox/ hold. init maps the nested namespace (identity), lets the
+ *    command exec, reaps every process, reports the command's status and
+ *    exits; the kernel then kills whatever else lives in the pid namespace,
+ *    so nothing the command started survives the transaction.
+ *
+ * Every step that fails is reported as a setup error and nothing runs (fail
+ * closed). What was in force goes back to the parent as `protections`. */
+#include "sandbox.h"
+#include "safepath.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+/* ---- messages from init to the parent ---- */
+enum { MSG_SETUP_ERR = 1, MSG_STARTED, MSG_EXITED, MSG_PROTECTIONS, MSG_OVERLAY_ERR };
+struct sb_msg {
+    int type;
+    int val;
+    uint64_t ts;
+    char text[512];
+};
+
+static void send_msg(int fd, int type, int val, const char *text)
+{
+    struct sb_msg m = {.type = type, .val = val, .ts = now_ns()};
+    if (text)
+        snprintf(m.text, sizeof m.text, "%s", text);
+    if (write_all(fd, &m, sizeof m) < 0)
+        _exit(126);
+}
+
+static int report_fd = -1;
+static bool in_overlay_setup; /* a failure now means: overlayfs unavailable here */
+
+/* In init: report a setup failure and die. */
+__attribute__((noreturn, format(printf, 1, 2))) static void setup_die(const char *fmt, ...)
+{
+    char buf[512];
+    int e = errno;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    size_t l = strlen(buf);
+    if (e)
+        snprintf(buf + l, sizeof buf - l, ": %s", strerror(e));
+    send_msg(report_fd, in_overlay_setup ? MSG_OVERLAY_ERR : MSG_SETUP_ERR, e, buf);
+    _exit(126);
+}
+
+static int write_file(const char *path, const char *text)
+{
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    return write_all(fd, text, strlen(text));
+}
+
+static int write_id_maps(pid_t pid, const char *uidmap, const char *gidmap, bool deny_setgroups)
+{
+    char p[64];
+    if (deny_setgroups) {
+        snprintf(p, sizeof p, "/proc/%d/setgroups", pid);
+        if (write_file(p, "deny") < 0 && errno != ENOENT)
+            return -1;
+    }
+    snprintf(p, sizeof p, "/proc/%d/uid_map", pid);
+    if (write_file(p, uidmap) < 0)
+        return -1;
+    snprintf(p, sizeof p, "/proc/%d/gid_map", pid);
+    return write_file(p, gidmap);
+}
+
+/* ---- mounts ---- */
+
+static char *fdpath(int fd, char buf[static 32])
+{
+    snprintf(buf, 32, "/proc/self/fd/%d", fd);
+    return buf;
+}
+
+static void unescape_mount_path(char *s)
+{
+    char *o = s;
+    for (char *i = s; *i; i++) {
+        if (i[0] == '\\' && i[1] >= '0' && i[1] <= '3' && i[2] >= '0' && i[2] <= '7' &&
+            i[3] >= '0' && i[3] <= '7') {
+            *o++ = (char)((i[1] - '0') * 64 + (i[2] - '0') * 8 + (i[3] - '0'));
+            i += 3;
+        } else {
+            *o++ = *i;
+        }
+    }
+    *o = 0;
+}
+
+static bool path_under(const char *p, const char *dir)
+{
+    size_t n = strlen(dir);
+    return !strncmp(p, dir, n) && (p[n] == 0 || p[n] == '/' || (n == 1 && dir[0] == '/'));
+}
+
+/* Remount every mount of this (private) namespace read-only, keeping the
+ * flags that a user namespace may not clear. /proc, /dev and /tmp are
+ * covered by fresh mounts afterwards and skipped. */
+static void remount_all_readonly(void)
+{
+    _cleanup_file_ FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        setup_die("cannot read /proc/self/mountinfo");
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        /* id parent maj:min root mountpoint options ... */
+        char *save = NULL, *tok;
+        int field = 0;
+        char *mnt = NULL, *opts = NULL;
+        for (tok = strtok_r(line, " ", &save); tok; tok = strtok_r(NULL, " ", &save), field++) {
+            if (field == 4)
+                mnt = tok;
+            else if (field == 5) {
+                opts = tok;
+                break;
+            }
+        }
+        if (!mnt || !opts)
+            continue;
+        unescape_mount_path(mnt);
+        if (path_under(mnt, "/proc") || path_under(mnt, "/dev") || path_under(mnt, "/tmp"))
+            continue;
+        unsigned long fl = MS_REMOUNT | MS_BIND | MS_RDONLY;
+        char *o2 = NULL;
+        for (char *o = strtok_r(opts, ",", &o2); o; o = strtok_r(NULL, ",", &o2)) {
+            if (!strcmp(o, "nosuid"))
+                fl |= MS_NOSUID;
+            else if (!strcmp(o, "nodev"))
+                fl |= MS_NODEV;
+            else if (!strcmp(o, "noexec"))
+                fl |= MS_NOEXEC;
+            else if (!strcmp(o, "noatime"))
+                fl |= MS_NOATIME;
+            else if (!strcmp(o, "nodiratime"))
+                fl |= MS_NODIRATIME;
+            else if (!strcmp(o, "relatime"))
+                fl |= MS_RELATIME;
+            else if (!strcmp(o, "strictatime"))
+                fl |= MS_STRICTATIME;
+        }
+        if (mount(NULL, mnt, NULL, fl, NULL) < 0) {
+            /* A mount we cannot even see (shadowed, or gone) cannot be written
+             * through either; anything else is a protection we could not
+             * apply. */
+            if (errno == ENOENT || errno == EINVAL || errno == EACCES)
+                continue;
+            free(line);
+            setup_die("cannot make %s read-only", mnt);
+        }
+    }
+    free(line);
+}
+
+static void mkdir_p(const char *path, mode_t mode)
+{
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        setup_die("path too long: %s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(buf, mode) < 0 && errno != EEXIST)
+            setup_die("cannot create %s", buf);
+        *p = '/';
+    }
+    if (mkdir(buf, mode) < 0 && errno != EEXIST)
+        setup_die("cannot create %s", buf);
+}
+
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+static void mount_dev(const int *host_dev_fds)
+{
+    if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0)
+        setup_die("cannot mount /dev");
+    for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
+        if (host_dev_fds[i] < 0)
+            continue;
+        char target[64], src[32];
+        snprintf(target, sizeof target, "/dev/%s", dev_nodes[i]);
+        int fd = open(target, O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
+        if (fd < 0)
+            setup_die("cannot create %s", target);
+        close(fd);
+        if (mount(fdpath(host_dev_fds[i], src), target, NULL, MS_BIND, NULL) < 0)
+            setup_die("cannot bind %s", target);
+    }
+    mkdir("/dev/pts", 0755);
+    mkdir("/dev/shm", 01777);
+    if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+              "newinstance,ptmxmode=0666,mode=620") == 0)
+        symlink("pts/ptmx", "/dev/ptmx");
+    if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0)
+        setup_die("cannot mount /dev/shm");
+    symlink("/proc/self/fd", "/dev/fd");
+    symlink("/proc/self/fd/0", "/dev/stdin");
+    symlink("/proc/self/fd/1", "/dev/stdout");
+    symlink("/proc/self/fd/2", "/dev/stderr");
+}
+
+/* An fd opened by the parent names a mount of the parent's namespace, which
+ * mount calls here refuse: open the same directory again through this
+ * namespace, and check that it is the same inode. */
+static int reopen_here(int at, const char *rel, int orig, const char *what)
+{
+    int fd = at == AT_FDCWD ? open(rel, O_PATH | O_DIRECTORY | O_CLOEXEC)
+                            : safe_openat(at, rel, O_PATH | O_DIRECTORY, 0);
+    struct stat a, b;
+    if (fd < 0 || fstat(fd, &a) < 0 || fstat(orig, &b) < 0)
+        setup_die("cannot open the %s", what);
+    if (a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+        errno = 0;
+        setup_die("the %s changed under txbox", what);
+    }
+    return fd;
+}
+
+/* The workspace view, made before the host is remounted read-only (the
+ * overlay's upper must be writable when it is created) and attached after. */
+static int make_view(const struct sb_spec *s, bool userns)
+{
+    char l[32], u[32], w[32];
+    int wsfd = reopen_here(AT_FDCWD, s->ws_path, s->ws_fd, "workspace");
+    if (s->view == SB_VIEW_OVERLAY) {
+        int upfd = reopen_here(wsfd, s->upper_rel, s->upper_fd, "transaction's upper");
+        int wkfd = reopen_here(wsfd, s->work_rel, s->work_fd, "transaction's work directory");
+        in_overlay_setup = true;
+        int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+        if (fs < 0)
+            setup_die("overlayfs is not available");
+        struct {
+            const char *k, *v;
+        } opts[] = {
+            {"lowerdir", fdpath(wsfd, l)},
+            {"upperdir", fdpath(upfd, u)},
+            {"workdir", fdpath(wkfd, w)},
+            /* no redirects: a rename of a lower directory is a copy (EXDEV),
+             * so the upper is a plain picture of the change */
+            {"redirect_dir", userns ? "nofollow" : "off"},
+            {"metacopy", "off"},
+            {"index", "off"},
+            {"xino", "off"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
+            if (fsconfig(fs, FSCONFIG_SET_STRING, opts[i].k, opts[i].v, 0) < 0)
+                setup_die("overlay option %s", opts[i].k);
+        if (userns && fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0)
+            setup_die("overlay option userxattr");
+        if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+            setup_die("cannot mount overlayfs on the workspace (is its filesystem supported as an overlay upper?)");
+        int m = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        if (m < 0)
+            setup_die("cannot create the overlay mount");
+        close(fs);
+        close(upfd);
+        close(wkfd);
+        close(wsfd);
+        in_overlay_setup = false;
+        return m;
+    }
+    int m = open_tree(wsfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    close(wsfd);
+    if (m < 0)
+        setup_die("cannot clone the workspace mount");
+    struct mount_attr a = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                       (s->view == SB_VIEW_READONLY ? MOUNT_ATTR_RDONLY : 0)};
+    if (mount_setattr(m, "", AT_EMPTY_PATH, &a, sizeof a) < 0)
+        setup_die("cannot set workspace mount flags");
+    return m;
+}
+
+static void attach_view(const struct sb_spec *s, int view_fd)
+{
+    mkdir_p(s->ws_path, 0755); /* exists already unless it lies under the new /tmp */
+    if (move_mount(view_fd, "", AT_FDCWD, s->ws_path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        setup_die("cannot attach the workspace view");
+    close(view_fd);
+    /* Hide the state directory: an empty read-only tmpfs over it. */
+    _cleanup_close_ int wfd = open(s->ws_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (wfd < 0)
+        setup_die("cannot open the workspace view");
+    int sfd = openat(wfd, ".txbox", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sfd < 0)
+        setup_die("cannot find .txbox in the workspace view");
+    char p[32];
+    if (mount("tmpfs", fdpath(sfd, p), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "size=4k,nr_inodes=1,mode=0") < 0)
+        setup_die("cannot hide .txbox");
+    close(sfd);
+}
+
+static void loopback_up(void)
+{
+    _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq ifr = {0};
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+    if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+        setup_die("cannot query the loopback interface");
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+        setup_die("cannot bring up the loopback interface");
+}
+
+/* ---- the command, in the nested user namespace ---- */
+
+struct child_args {
+    const struct sb_spec *spec;
+    int go_fd; /* init writes one byte once the id maps are in place */
+};
+
+__attribute__((noreturn)) static void command_main(const struct child_args *a)
+{
+    const struct sb_spec *s = a->spec;
+    char c;
+    if (read_all(a->go_fd, &c, 1) != 1)
+        _exit(126);
+    close(a->go_fd);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (s->in_fd >= 0 && dup2(s->in_fd, 0) < 0)
+        _exit(126);
+    if (s->out_fd >= 0 && dup2(s->out_fd, 1) < 0)
+        _exit(126);
+    if (s->err_fd >= 0 && dup2(s->err_fd, 2) < 0)
+        _exit(126);
+    if (chdir(s->cwd) < 0) {
+        dprintf(2, "txbox: cannot enter %s: %s\n", s->cwd, strerror(errno));
+        _exit(126);
+    }
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        _exit(126);
+    signal(SIGPIPE, SIG_DFL);
+    execve(s->argv[0], s->argv, s->envp);
+    int e = errno;
+    dprintf(2, "txbox: cannot execute %s: %s\n", s->argv[0], strerror(e));
+    _exit(e == ENOENT ? 127 : 126);
+}
+
+static pid_t clone_fork(uint64_t flags, int *pidfd)
+{
+    struct clone_args ca = {.flags = flags, .exit_signal = SIGCHLD};
+    if (pidfd) {
+        ca.flags |= CLONE_PIDFD;
+        ca.pidfd = (uint64_t)(uintptr_t)pidfd;
+    }
+    return (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
+}
+
+__attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool userns, int sync_fd)
+{
+    char c;
+    if (userns && read_all(sync_fd, &c, 1) != 1)
+        _exit(126);
+    close(sync_fd);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        setup_die("cannot make mounts private");
+
+    /* Host device nodes, opened before /dev is covered. */
+    int devfd[ARRAY_SIZE(dev_nodes)];
+    for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
+        char p[64];
+        snprintf(p, sizeof p, "/dev/%s", dev_nodes[i]);
+        devfd[i] = open(p, O_PATH | O_CLOEXEC);
+    }
+    int view = make_view(s, userns);
+    remount_all_readonly();
+    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0)
+        setup_die("cannot mount a private /tmp");
+    mount_dev(devfd);
+    for (size_t i = 0; i < ARRAY_SIZE(devfd); i++)
+        if (devfd[i] >= 0)
+            close(devfd[i]);
+    /* A fresh /proc for the new pid namespace; made read-only below, once
+     * the command's id maps are written. */
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        setup_die("cannot mount /proc");
+    attach_view(s, view);
+    if (!s->net)
+        loopback_up();
+
+    char prot[512];
+    snprintf(prot, sizeof prot,
+             "{\"namespaces\":[\"mount\",\"pid\",\"ipc\",\"uts\",%s\"user\"],"
+             "\"workspace\":\"%s\",\"readonly_root\":true,\"private_tmp\":true,"
+             "\"minimal_dev\":true,\"proc\":\"private,read-only\",\"network\":\"%s\","
+             "\"state_hidden\":true,\"mounts_locked\":true,\"no_new_privs\":true}",
+             s->net ? "" : "\"net\",",
+             s->view == SB_VIEW_OVERLAY ? "overlay" : s->view == SB_VIEW_DIRECT ? "direct" : "read-only",
+             s->net ? "host" : "loopback-only");
+    send_msg(report_fd, MSG_PROTECTIONS, 0, prot);
+
+    /* The command, in a nested user namespace. */
+    int go[2];
+    if (pipe2(go, O_CLOEXEC) < 0)
+        setup_die("pipe");
+    struct child_args ca = {.spec = s, .go_fd = go[0]};
+    pid_t cmd = clone_fork(CLONE_NEWUSER, NULL);
+    if (cmd < 0)
+        setup_die("cannot create the command's user namespace");
+    if (cmd == 0) {
+        close(go[1]);
+        command_main(&ca);
+    }
+    close(go[0]);
+    char map[64];
+    if (userns) {
+        /* Identity for the caller's one uid and gid. */
+        uid_t uid = getuid();
+        gid_t gid = getgid();
+        char gmap[64];
+        snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
+        snprintf(gmap, sizeof gmap, "%u %u 1\n", gid, gid);
+        if (write_id_maps(cmd, map, gmap, false) < 0)
+            setup_die("cannot map ids in the command's namespace");
+    } else {
+        snprintf(map, sizeof map, "0 0 4294967295\n");
+        if (write_id_maps(cmd, map, map, false) < 0)
+            setup_die("cannot map ids in the command's namespace");
+    }
+    /* Nothing in /proc can be written from now on (sysctls, sysrq-trigger),
+     * whatever the command's uid. */
+    if (mount(NULL, "/proc", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              NULL) < 0)
+        setup_die("cannot make /proc read-only");
+    send_msg(report_fd, MSG_STARTED, 0, NULL);
+    if (write_all(go[1], "g", 1) < 0)
+        setup_die("cannot start the command");
+    close(go[1]);
+
+    for (;;) {
+        int ws;
+        pid_t p = waitpid(-1, &ws, __WALL);
+        if (p < 0) {
+            if (errno == EINTR)
+                continue;
+            _exit(126);
+        }
+        if (p == cmd) {
+            send_msg(report_fd, MSG_EXITED, ws, NULL);
+            /* Returning from pid 1 kills everything left in the namespace. */
+            _exit(0);
+        }
+    }
+}
+
+bool sb_is_root(void) { return geteuid() == 0; }
+
+int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn, void *ctx,
+           struct sb_status *st, txbox_error *err)
+{
+    memset(st, 0, sizeof *st);
+    bool userns = !sb_is_root();
+    int rep[2], sync[2];
+    if (pipe2(rep, O_CLOEXEC) < 0)
+        return tx_errno(err, errno, "pipe");
+    if (pipe2(sync, O_CLOEXEC) < 0) {
+        close(rep[0]);
+        close(rep[1]);
+        return tx_errno(err, errno, "pipe");
+    }
+    uint64_t flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
+    if (!s->net)
+        flags |= CLONE_NEWNET;
+    if (userns)
+        flags |= CLONE_NEWUSER;
+    int pidfd = -1;
+    fflush(NULL);
+    pid_t pid = clone_fork(flags, &pidfd);
+    if (pid < 0) {
+        int e = errno;
+        close(rep[0]);
+        close(rep[1]);
+        close(sync[0]);
+        close(sync[1]);
+        return tx_errno(err, e, "cannot create the sandbox namespaces%s",
+                        userns ? " (are unprivileged user namespaces enabled?)" : "");
+    }
+    if (pid == 0) {
+        close(rep[0]);
+        close(sync[1]);
+        if (out_pipe >= 0)
+            close(out_pipe);
+        if (err_pipe >= 0)
+            close(err_pipe);
+        report_fd = rep[1];
+        init_main(s, userns, sync[0]);
+    }
+    close(rep[1]);
+    close(sync[0]);
+    /* The write ends now live in init (and the command): drop ours so that
+     * end of file arrives when they are gone. */
+    if (out_pipe >= 0 && s->out_fd >= 0)
+        close(s->out_fd);
+    if (err_pipe >= 0 && s->err_fd >= 0)
+        close(s->err_fd);
+    int rc = 0;
+    if (userns) {
+        char um[64], gm[64];
+        snprintf(um, sizeof um, "%u %u 1\n", getuid(), getuid());
+        snprintf(gm, sizeof gm, "%u %u 1\n", getgid(), getgid());
+        if (write_id_maps(pid, um, gm, true) < 0) {
+            rc = tx_errno(err, errno, "cannot map ids in the sandbox user namespace");
+            kill(pid, SIGKILL);
+        } else if (write_all(sync[1], "g", 1) < 0) {
+            rc = tx_errno(err, errno, "cannot start the sandbox");
+        }
+    }
+    close(sync[1]);
+
+    /* Pump output and messages until init is gone. */
+    uint64_t t0 = now_ns(), started = 0, deadline = 0;
+    if (s->timeout_s > 0)
+        deadline = t0 + (uint64_t)(s->timeout_s * 1e9);
+    bool init_done = false, killed = false;
+    int fds[3] = {rep[0], out_pipe, err_pipe};
+    char buf[65536];
+    struct sb_msg msg;
+    size_t msg_have = 0;
+    while (fds[0] >= 0 || fds[1] >= 0 || fds[2] >= 0 || !init_done) {
+        struct pollfd pf[4];
+        int n = 0, map[4];
+        for (int i = 0; i < 3; i++)
+            if (fds[i] >= 0) {
+                pf[n] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+                map[n++] = i;
+            }
+        if (!init_done) {
+            pf[n] = (struct pollfd){.fd = pidfd, .events = POLLIN};
+            map[n++] = 3;
+        }
+        int tmo = 200;
+        if (deadline && !killed) {
+            uint64_t now = now_ns();
+            if (now >= deadline) {
+                st->timed_out = true;
+                syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+                killed = true;
+            } else if ((deadline - now) / 1000000 < (uint64_t)tmo) {
+                tmo = (int)((deadline - now) / 1000000) + 1;
+            }
+        }
+        if (s->cancel && *s->cancel && !killed) {
+            st->cancelled = true;
+            syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+            killed = true;
+        }
+        int r = poll(pf, (nfds_t)n, tmo);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = tx_errno(err, errno, "poll");
+            syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+            killed = true;
+            continue;
+        }
+        for (int i = 0; i < n; i++) {
+            if (!pf[i].revents)
+                continue;
+            int k = map[i];
+            if (k == 3) {
+                init_done = true;
+                continue;
+            }
+            if (k == 0) {
+                ssize_t got = read(fds[0], (char *)&msg + msg_have, sizeof msg - msg_have);
+                if (got <= 0) {
+                    if (got < 0 && errno == EINTR)
+                        continue;
+                    close(fds[0]);
+                    fds[0] = -1;
+                    continue;
+                }
+                msg_have += (size_t)got;
+                if (msg_have < sizeof msg)
+                    continue;
+                msg_have = 0;
+                msg.text[sizeof msg.text - 1] = 0;
+                if ((msg.type == MSG_SETUP_ERR || msg.type == MSG_OVERLAY_ERR) && rc == 0) {
+                    rc = tx_err(err, msg.val ? msg.val : EPERM, "sandbox: %s", msg.text);
+                    st->overlay_failed = msg.type == MSG_OVERLAY_ERR;
+                }
+                else if (msg.type == MSG_PROTECTIONS)
+                    snprintf(st->protections, sizeof st->protections, "%s", msg.text);
+                else if (msg.type == MSG_STARTED) {
+                    st->ran = true;
+                    started = msg.ts;
+                } else if (msg.type == MSG_EXITED) {
+                    st->exited = true;
+                    st->wstatus = msg.val;
+                    st->cmd_ns = msg.ts - started;
+                }
+                continue;
+            }
+            ssize_t got = read(fds[k], buf, sizeof buf);
+            if (got <= 0) {
+                if (got < 0 && errno == EINTR)
+                    continue;
+                close(fds[k]);
+                fds[k] = -1;
+                continue;
+            }
+            if (fn)
+                fn(ctx, k, buf, (size_t)got);
+        }
+    }
+    int ws;
+    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+        ;
+    close(pidfd);
+    if (st->ran && !st->exited && !killed && rc == 0)
+        rc = tx_err(err, EIO, "sandbox: init ended without reporting the command's status");
+    if (st->ran && !st->exited && killed)
+        st->cmd_ns = now_ns() - started;
+    return rc;
+}

@@ -1,1 +1,423 @@
-/* placeholder: written next */
+/* From an overlay upper to operations on the workspace.
+ *
+ * After the command and its pid namespace are gone, the upper directory is
+ * the exact write set (redirect_dir, metacopy and index are off):
+ *
+ *   upper entry                               operation
+ *   ----------------------------------------  ------------------------------
+ *   whiteout (0/0 char device, or a 0-byte    DELETE path
+ *     file with overlay.whiteout)
+ *   directory, lower is a directory and the   META path (after its children),
+ *     upper one is not opaque                   and recurse
+ *   directory otherwise (new, opaque, or      REPLACE path by the whole subtree
+ *     replacing a non-directory)
+ *   file, symlink, FIFO, socket               REPLACE path
+ *   any other device node                     error: the commit is refused
+ *
+ * Overlay's own xattrs (trusted.overlay.* as root, user.overlay.* with
+ * userxattr) are understood, checked against the known set and stripped
+ * from everything that will move into the workspace. */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+
+#include "fsops.h"
+#include "safepath.h"
+#include "result.h"
+#include "tx.h"
+
+#define XATTR_LIST_MAX_BYTES 65536
+
+struct scan {
+    const char *pfx; /* "trusted.overlay." or "user.overlay." */
+    size_t pfxlen;
+    struct tx_ops *ops;
+    txbox_error *err;
+    unsigned depth;
+};
+
+void ops_free(struct tx_ops *ops)
+{
+    for (size_t i = 0; i < ops->n; i++)
+        free(ops->v[i].path);
+    free(ops->v);
+    memset(ops, 0, sizeof *ops);
+}
+
+static struct tx_op *op_add(struct tx_ops *ops, uint8_t kind, const char *path)
+{
+    if (ops->n == ops->cap) {
+        ops->cap = ops->cap ? ops->cap * 2 : 32;
+        ops->v = xrealloc(ops->v, ops->cap * sizeof *ops->v);
+    }
+    struct tx_op *o = &ops->v[ops->n++];
+    memset(o, 0, sizeof *o);
+    o->kind = kind;
+    o->path = xstrdup(path);
+    return o;
+}
+
+static char *join(const char *dir, const char *name)
+{
+    return *dir ? xasprintf("%s/%s", dir, name) : xstrdup(name);
+}
+
+static void meta_of(const struct stat *st, struct tx_meta *m)
+{
+    m->mode = st->st_mode & 07777;
+    m->uid = st->st_uid;
+    m->gid = st->st_gid;
+    m->atime_s = st->st_atim.tv_sec;
+    m->atime_ns = st->st_atim.tv_nsec;
+    m->mtime_s = st->st_mtim.tv_sec;
+    m->mtime_ns = st->st_mtim.tv_nsec;
+}
+
+/* The xattr names of dirfd/name (not following a final symlink). */
+static ssize_t list_xattrs(int dirfd, const char *name, char *buf, size_t n)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "/proc/self/fd/%d/%s", dirfd, name);
+    return llistxattr(p, buf, n);
+}
+
+static ssize_t get_xattr(int dirfd, const char *name, const char *key, char *buf, size_t n)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "/proc/self/fd/%d/%s", dirfd, name);
+    return lgetxattr(p, key, buf, n);
+}
+
+static int remove_xattr(int dirfd, const char *name, const char *key)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "/proc/self/fd/%d/%s", dirfd, name);
+    return lremovexattr(p, key);
+}
+
+static const char *const known_ovl[] = {"opaque", "whiteout", "whiteouts", "origin", "impure",
+                                        "nlink",  "upper",    "uuid",      "protattr"};
+
+struct ovl_attrs {
+    bool opaque, xwhiteout, any;
+};
+
+/* Reads and validates the overlay xattrs of one upper entry; with strip,
+ * removes them. */
+static int ovl_attrs(struct scan *s, int dirfd, const char *name, const char *path, bool strip,
+                     struct ovl_attrs *a)
+{
+    memset(a, 0, sizeof *a);
+    char list[XATTR_LIST_MAX_BYTES];
+    ssize_t n = list_xattrs(dirfd, name, list, sizeof list);
+    if (n < 0) {
+        if (errno == ENOTSUP || errno == EOPNOTSUPP)
+            return 0;
+        return tx_errno(s->err, errno, "cannot list attributes of %s", path);
+    }
+    for (char *k = list; k < list + n; k += strlen(k) + 1) {
+        if (strncmp(k, s->pfx, s->pfxlen))
+            continue;
+        const char *suf = k + s->pfxlen;
+        bool known = false;
+        for (size_t i = 0; i < ARRAY_SIZE(known_ovl); i++)
+            if (!strcmp(suf, known_ovl[i]))
+                known = true;
+        if (!known)
+            return tx_err(s->err, EPROTO,
+                          "unexpected overlay attribute %s on %s in the upper; commit refused", k,
+                          path);
+        a->any = true;
+        if (!strcmp(suf, "opaque")) {
+            char v[8];
+            ssize_t l = get_xattr(dirfd, name, k, v, sizeof v);
+            a->opaque = l == 1 && v[0] == 'y';
+        } else if (!strcmp(suf, "whiteout")) {
+            a->xwhiteout = true;
+        }
+        if (strip && remove_xattr(dirfd, name, k) < 0 && errno != ENODATA)
+            return tx_errno(s->err, errno, "cannot strip %s from %s", k, path);
+    }
+    return 0;
+}
+
+static bool is_whiteout(const struct stat *st, const struct ovl_attrs *a)
+{
+    if (S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0))
+        return true;
+    return S_ISREG(st->st_mode) && st->st_size == 0 && a->xwhiteout;
+}
+
+/* Makes a new subtree ready to move into the workspace: validates every
+ * entry, strips overlay xattrs, drops stray whiteouts and fsyncs the data. */
+static int prepare_subtree(struct scan *s, int dirfd, const char *name, const char *path)
+{
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return tx_errno(s->err, errno, "cannot stat %s in the upper", path);
+    struct ovl_attrs a;
+    if (ovl_attrs(s, dirfd, name, path, true, &a) < 0)
+        return -1;
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
+        return tx_err(s->err, EPERM, "the command created a device node %s; commit refused", path);
+    if (S_ISREG(st.st_mode)) {
+        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+            return tx_errno(s->err, errno, "cannot open %s in the upper", path);
+        if (fs_fsync(fd) < 0)
+            return tx_errno(s->err, errno, "cannot make %s durable", path);
+        return 0;
+    }
+    if (!S_ISDIR(st.st_mode))
+        return 0; /* symlink, FIFO, socket: their inode goes with the parent's fsync */
+    if (++s->depth > 4096)
+        return tx_err(s->err, ELOOP, "directory tree too deep at %s", path);
+    _cleanup_close_ int dfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return tx_errno(s->err, errno, "cannot open %s in the upper", path);
+    _cleanup_dir_ DIR *d = fdopendir(dup(dfd));
+    if (!d)
+        return tx_errno(s->err, errno, "cannot read %s in the upper", path);
+    struct dirent *de;
+    while ((errno = 0, de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        _cleanup_free_ char *cp = join(path, de->d_name);
+        struct stat cst;
+        if (fstatat(dfd, de->d_name, &cst, AT_SYMLINK_NOFOLLOW) < 0)
+            return tx_errno(s->err, errno, "cannot stat %s in the upper", cp);
+        if (S_ISCHR(cst.st_mode) && cst.st_rdev == makedev(0, 0)) {
+            /* A whiteout inside a new directory hides nothing: drop it. */
+            if (unlinkat(dfd, de->d_name, 0) < 0)
+                return tx_errno(s->err, errno, "cannot drop whiteout %s", cp);
+            continue;
+        }
+        if (prepare_subtree(s, dfd, de->d_name, cp) < 0)
+            return -1;
+    }
+    if (errno)
+        return tx_errno(s->err, errno, "cannot read %s in the upper", path);
+    s->depth--;
+    if (fs_fsync(dfd) < 0)
+        return tx_errno(s->err, errno, "cannot make %s durable", path);
+    return 0;
+}
+
+static bool meta_differs(const struct tx_meta *a, const struct tx_meta *b)
+{
+    return a->mode != b->mode || a->uid != b->uid || a->gid != b->gid ||
+           a->mtime_s != b->mtime_s || a->mtime_ns != b->mtime_ns;
+}
+
+/* Scans the merged directory `path`: ufd in the upper, wfd in the workspace. */
+static int scan_dir(struct scan *s, int ufd, int wfd, const char *path)
+{
+    if (++s->depth > 4096)
+        return tx_err(s->err, ELOOP, "directory tree too deep at %s", path);
+    _cleanup_dir_ DIR *d = fdopendir(dup(ufd));
+    if (!d)
+        return tx_errno(s->err, errno, "cannot read %s in the upper", *path ? path : ".");
+    bool dirty = false; /* any entry of this directory was replaced here */
+    struct dirent *de;
+    while ((errno = 0, de = readdir(d))) {
+        const char *name = de->d_name;
+        if (!strcmp(name, ".") || !strcmp(name, ".."))
+            continue;
+        if (!*path && !strcmp(name, TXBOX_STATE_DIR))
+            continue; /* hidden from the command; never part of a transaction */
+        _cleanup_free_ char *p = join(path, name);
+        struct stat ust, lst;
+        if (fstatat(ufd, name, &ust, AT_SYMLINK_NOFOLLOW) < 0)
+            return tx_errno(s->err, errno, "cannot stat %s in the upper", p);
+        bool lower = fstatat(wfd, name, &lst, AT_SYMLINK_NOFOLLOW) == 0;
+        if (!lower && errno != ENOENT)
+            return tx_errno(s->err, errno, "cannot stat %s in the workspace", p);
+        struct ovl_attrs a;
+        if (ovl_attrs(s, ufd, name, p, false, &a) < 0)
+            return -1;
+        if (is_whiteout(&ust, &a)) {
+            if (lower) {
+                struct tx_op *o = op_add(s->ops, OP_DELETE, p);
+                o->old_dir = S_ISDIR(lst.st_mode);
+                dirty = true;
+            }
+            continue;
+        }
+        if (S_ISDIR(ust.st_mode) && lower && S_ISDIR(lst.st_mode) && !a.opaque) {
+            _cleanup_close_ int cu = openat(ufd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            _cleanup_close_ int cw = openat(wfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (cu < 0 || cw < 0)
+                return tx_errno(s->err, errno, "cannot open directory %s", p);
+            if (scan_dir(s, cu, cw, p) < 0)
+                return -1;
+            continue;
+        }
+        if (S_ISCHR(ust.st_mode) || S_ISBLK(ust.st_mode))
+            return tx_err(s->err, EPERM, "the command created a device node %s; commit refused", p);
+        if (prepare_subtree(s, ufd, name, p) < 0)
+            return -1;
+        struct tx_op *o = op_add(s->ops, OP_REPLACE, p);
+        o->had_old = lower;
+        o->old_dir = lower && S_ISDIR(lst.st_mode);
+        o->new_dir = S_ISDIR(ust.st_mode);
+        dirty = true;
+    }
+    if (errno)
+        return tx_errno(s->err, errno, "cannot read %s in the upper", *path ? path : ".");
+    s->depth--;
+    if (dirty && fs_fsync(ufd) < 0)
+        return tx_errno(s->err, errno, "cannot make %s durable", *path ? path : ".");
+    /* The directory's own metadata, applied after its children. */
+    struct stat ust, wst;
+    if (fstat(ufd, &ust) < 0 || fstat(wfd, &wst) < 0)
+        return tx_errno(s->err, errno, "cannot stat directory %s", *path ? path : ".");
+    struct tx_meta nw, old;
+    meta_of(&ust, &nw);
+    meta_of(&wst, &old);
+    if (dirty || meta_differs(&nw, &old)) {
+        struct tx_op *o = op_add(s->ops, OP_META, path);
+        o->nw = nw;
+        o->old = old;
+        o->old_dir = o->new_dir = 1;
+    }
+    return 0;
+}
+
+int scan_upper(int upperfd, int wsfd, bool userxattr, struct tx_ops *ops, txbox_error *err)
+{
+    struct scan s = {
+        .pfx = userxattr ? "user.overlay." : "trusted.overlay.",
+        .ops = ops,
+        .err = err,
+    };
+    s.pfxlen = strlen(s.pfx);
+    int r = scan_dir(&s, upperfd, wsfd, "");
+    if (r < 0)
+        return r;
+    /* A META alone on the root with nothing else changed is overlay's
+     * copy-up of the root; keep it only if the metadata really differs. */
+    if (ops->n == 1 && ops->v[0].kind == OP_META && !meta_differs(&ops->v[0].nw, &ops->v[0].old))
+        ops_free(ops);
+    return 0;
+}
+
+/* ---- the change list reported to the user ---- */
+
+struct chg {
+    json_t *added, *modified, *deleted;
+    size_t n, cap;
+    bool truncated;
+};
+
+static void chg_add(struct chg *c, json_t *arr, const char *path, bool dir)
+{
+    if (c->n >= c->cap) {
+        c->truncated = true;
+        return;
+    }
+    c->n++;
+    _cleanup_free_ char *p = dir ? xasprintf("%s/", path) : xstrdup(path);
+    json_array_append_new(arr, json_text(p, strlen(p), true));
+}
+
+/* Lists every entry of the tree name under dirfd into arr. */
+static void chg_tree(struct chg *c, json_t *arr, int at, const char *name, const char *path,
+                     unsigned depth)
+{
+    struct stat st;
+    if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return;
+    if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0))
+        return;
+    chg_add(c, arr, path, S_ISDIR(st.st_mode));
+    if (!S_ISDIR(st.st_mode) || c->truncated || depth > 4096)
+        return;
+    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    _cleanup_dir_ DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) && !c->truncated) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        _cleanup_free_ char *p = join(path, de->d_name);
+        chg_tree(c, arr, dirfd(d), de->d_name, p, depth + 1);
+    }
+}
+
+json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
+{
+    struct chg c = {json_array(), json_array(), json_array(), 0, cap, false};
+    for (size_t i = 0; i < ops->n; i++) {
+        const struct tx_op *o = &ops->v[i];
+        const char *base;
+        if (o->kind == OP_META) {
+            if ((o->nw.mode != o->old.mode || o->nw.uid != o->old.uid || o->nw.gid != o->old.gid))
+                chg_add(&c, c.modified, o->path, true);
+            continue;
+        }
+        _cleanup_close_ int wp = safe_open_parent(wsfd, o->path, &base);
+        if (o->kind == OP_DELETE) {
+            if (wp >= 0)
+                chg_tree(&c, c.deleted, wp, base, o->path, 0);
+            continue;
+        }
+        _cleanup_close_ int up = safe_open_parent(upperfd, o->path, &base);
+        if (o->had_old && !o->old_dir && !o->new_dir) {
+            chg_add(&c, c.modified, o->path, false);
+        } else {
+            if (o->had_old && wp >= 0)
+                chg_tree(&c, c.deleted, wp, base, o->path, 0);
+            if (up >= 0)
+                chg_tree(&c, c.added, up, base, o->path, 0);
+        }
+    }
+    return json_pack("{s:o,s:o,s:o,s:b}", "added", c.added, "modified", c.modified, "deleted",
+                     c.deleted, "truncated", c.truncated);
+}
+
+static bool path_rel(const char *a, const char *b)
+{
+    /* equal, or one is an ancestor of the other ("" is everyone's) */
+    size_t la = strlen(a), lb = strlen(b);
+    if (!la || !lb)
+        return true;
+    size_t m = la < lb ? la : lb;
+    if (strncmp(a, b, m))
+        return false;
+    return la == lb || (la < lb ? b[la] == '/' : a[lb] == '/');
+}
+
+bool ops_overlap(const struct tx_ops *a, const struct tx_ops *b, const char **which)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        for (size_t j = 0; j < b->n; j++) {
+            const struct tx_op *x = &a->v[i], *y = &b->v[j];
+            if (x->kind == OP_META && y->kind == OP_META)
+                continue; /* both only touched a directory's own metadata */
+            if (x->kind == OP_META || y->kind == OP_META) {
+                /* A directory's metadata conflicts with the directory itself
+                 * (or an ancestor) being replaced or deleted. */
+                const struct tx_op *m = x->kind == OP_META ? x : y;
+                const struct tx_op *c = x->kind == OP_META ? y : x;
+                size_t lc = strlen(c->path);
+                if (*m->path && !strncmp(m->path, c->path, lc) &&
+                    (m->path[lc] == 0 || m->path[lc] == '/')) {
+                    *which = x->path;
+                    return true;
+                }
+                continue;
+            }
+            if (path_rel(x->path, y->path)) {
+                *which = x->path;
+                return true;
+            }
+        }
+    }
+    return false;
+}

@@ -1,1 +1,419 @@
-/* placeholder: written next */
+/* A workspace and its state directory, .txbox/; crash recovery. */
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "fsops.h"
+#include "tx.h"
+
+static const char *const subdirs[] = {"tx", "active", "journal", "commits"};
+
+static int open_dir(int at, const char *name, txbox_error *err)
+{
+    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return tx_errno(err, errno, "cannot open %s/%s", TXBOX_STATE_DIR, name);
+    return fd;
+}
+
+static int init_state(int wsfd, txbox_error *err)
+{
+    if (mkdirat(wsfd, TXBOX_STATE_DIR, 0700) < 0 && errno != EEXIST)
+        return tx_errno(err, errno, "cannot create %s", TXBOX_STATE_DIR);
+    _cleanup_close_ int sfd = openat(wsfd, TXBOX_STATE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sfd < 0)
+        return tx_errno(err, errno, "cannot open %s", TXBOX_STATE_DIR);
+    for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++)
+        if (mkdirat(sfd, subdirs[i], 0700) < 0 && errno != EEXIST)
+            return tx_errno(err, errno, "cannot create %s/%s", TXBOX_STATE_DIR, subdirs[i]);
+    /* Keep the state out of version control. */
+    int g = openat(sfd, ".gitignore", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (g >= 0) {
+        if (write_all(g, "*\n", 2) < 0) {
+            close(g);
+            return tx_errno(err, errno, "cannot write %s/.gitignore", TXBOX_STATE_DIR);
+        }
+        close(g);
+    }
+    int f = openat(sfd, "format", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (f >= 0) {
+        char v[32];
+        int n = snprintf(v, sizeof v, "txbox-state %d\n", TXBOX_STATE_FORMAT);
+        int wr = write_all(f, v, (size_t)n);
+        close(f);
+        if (wr < 0)
+            return tx_errno(err, errno, "cannot write %s/format", TXBOX_STATE_DIR);
+    } else if (errno != EEXIST) {
+        return tx_errno(err, errno, "cannot write %s/format", TXBOX_STATE_DIR);
+    }
+    return 0;
+}
+
+static int check_format(int sfd, txbox_error *err)
+{
+    _cleanup_free_ char *s = NULL;
+    if (read_file_at(sfd, "format", 64, &s, NULL, err) < 0)
+        return tx_err_ctx(err, "%s is not a txbox state directory", TXBOX_STATE_DIR);
+    int v = 0;
+    if (sscanf(s, "txbox-state %d", &v) != 1)
+        return tx_err(err, EINVAL, "%s/format is unreadable", TXBOX_STATE_DIR);
+    if (v > TXBOX_STATE_FORMAT)
+        return tx_err(err, EINVAL,
+                      "%s was written by a newer txbox (state format %d, this one reads %d)",
+                      TXBOX_STATE_DIR, v, TXBOX_STATE_FORMAT);
+    return 0;
+}
+
+int txbox_ws_open(const char *dir, unsigned flags, txbox_ws **out, txbox_error *err)
+{
+    *out = NULL;
+    if (!dir || !*dir)
+        return tx_err(err, EINVAL, "empty workspace path");
+    _cleanup_free_ char *real = realpath(dir, NULL);
+    if (!real)
+        return tx_errno(err, errno, "workspace %s", dir);
+    _cleanup_close_ int fd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return tx_errno(err, errno, "workspace %s", dir);
+    if (!strcmp(real, "/"))
+        return tx_err(err, EINVAL, "the root directory cannot be a workspace");
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return tx_errno(err, errno, "workspace %s", dir);
+    if (flags & TXBOX_WS_CREATE) {
+        if (init_state(fd, err) < 0)
+            return tx_err_ctx(err, "workspace %s", dir);
+    }
+    txbox_ws *ws = xcalloc(1, sizeof *ws);
+    ws->fd = ws->sfd = ws->txd = ws->actd = ws->jnld = ws->cmtd = -1;
+    ws->path = steal_pointer(&real);
+    ws->fd = take_fd(&fd);
+    ws->dev = st.st_dev;
+    ws->root = geteuid() == 0;
+    ws->sfd = openat(ws->fd, TXBOX_STATE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (ws->sfd < 0) {
+        int e = errno;
+        txbox_ws_close(ws);
+        if (e == ENOENT)
+            return tx_err(err, ENOENT, "%s has no transactions yet (no %s/)", dir, TXBOX_STATE_DIR);
+        return tx_errno(err, e, "cannot open %s/%s", dir, TXBOX_STATE_DIR);
+    }
+    struct stat sst;
+    if (fstat(ws->sfd, &sst) < 0 || sst.st_dev != ws->dev) {
+        txbox_ws_close(ws);
+        return tx_err(err, EXDEV, "%s/%s must be on the workspace's filesystem", dir,
+                      TXBOX_STATE_DIR);
+    }
+    if (check_format(ws->sfd, err) < 0 || (ws->txd = open_dir(ws->sfd, "tx", err)) < 0 ||
+        (ws->actd = open_dir(ws->sfd, "active", err)) < 0 ||
+        (ws->jnld = open_dir(ws->sfd, "journal", err)) < 0 ||
+        (ws->cmtd = open_dir(ws->sfd, "commits", err)) < 0) {
+        txbox_ws_close(ws);
+        return -1;
+    }
+    if (!(flags & TXBOX_WS_NO_RECOVER) && txbox_recover(ws, NULL, err) < 0) {
+        txbox_ws_close(ws);
+        return tx_err_ctx(err, "recovery");
+    }
+    *out = ws;
+    return 0;
+}
+
+void txbox_ws_close(txbox_ws *ws)
+{
+    if (!ws)
+        return;
+    int fds[] = {ws->fd, ws->sfd, ws->txd, ws->actd, ws->jnld, ws->cmtd};
+    for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    free(ws->path);
+    free(ws);
+}
+
+const char *txbox_ws_path(const txbox_ws *ws) { return ws->path; }
+
+int ws_lock(txbox_ws *ws, int *lockfd, txbox_error *err)
+{
+    int fd = openat(ws->sfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return tx_errno(err, errno, "cannot open the workspace lock");
+    while (flock(fd, LOCK_EX) < 0) {
+        if (errno == EINTR)
+            continue;
+        int e = errno;
+        close(fd);
+        return tx_errno(err, e, "cannot lock the workspace");
+    }
+    *lockfd = fd;
+    return 0;
+}
+
+void ws_unlock(int lockfd)
+{
+    if (lockfd >= 0)
+        close(lockfd);
+}
+
+int ws_new_tx(txbox_ws *ws, uint64_t *id, int *txfd, int *activefd, txbox_error *err)
+{
+    /* The owner lock exists under a temporary name until it is locked, so
+     * recovery never sees an unlocked active/ID of a live process. */
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, ".new.%d", getpid());
+    _cleanup_close_ int afd = openat(ws->actd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (afd < 0)
+        return tx_errno(err, errno, "cannot create a transaction lock");
+    if (flock(afd, LOCK_EX) < 0)
+        return tx_errno(err, errno, "cannot lock a transaction");
+    uint64_t n = 0;
+    _cleanup_free_ char *seq = NULL;
+    if (read_file_at(ws->sfd, "seq", 32, &seq, NULL, NULL) == 0) {
+        seq[strcspn(seq, "\n")] = 0;
+        if (!parse_u64(seq, &n))
+            n = 0;
+    }
+    char name[32];
+    for (;;) {
+        n++;
+        snprintf(name, sizeof name, "%llu", (unsigned long long)n);
+        if (mkdirat(ws->txd, name, 0700) == 0)
+            break;
+        if (errno != EEXIST) {
+            int e = errno;
+            (void)unlinkat(ws->actd, tmp, 0);
+            return tx_errno(err, e, "cannot create a transaction directory");
+        }
+    }
+    /* seq is only a hint (ids come from mkdir); no fsync needed. */
+    char sn[32], st[40];
+    int l = snprintf(sn, sizeof sn, "%llu\n", (unsigned long long)n);
+    snprintf(st, sizeof st, "seq.%d", getpid());
+    int sfd = openat(ws->sfd, st, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (sfd >= 0) {
+        bool ok = write_all(sfd, sn, (size_t)l) == 0;
+        close(sfd);
+        if (!ok || renameat(ws->sfd, st, ws->sfd, "seq") < 0)
+            (void)unlinkat(ws->sfd, st, 0);
+    }
+    if (renameat(ws->actd, tmp, ws->actd, name) < 0) {
+        int e = errno;
+        (void)unlinkat(ws->actd, tmp, 0);
+        (void)unlinkat(ws->txd, name, AT_REMOVEDIR);
+        return tx_errno(err, e, "cannot register transaction %s", name);
+    }
+    int tfd = openat(ws->txd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (tfd < 0)
+        return tx_errno(err, errno, "cannot open transaction %s", name);
+    *id = n;
+    *txfd = tfd;
+    *activefd = take_fd(&afd);
+    return 0;
+}
+
+void ws_end_tx(txbox_ws *ws, uint64_t id, int activefd)
+{
+    char name[32];
+    snprintf(name, sizeof name, "%llu", (unsigned long long)id);
+    (void)unlinkat(ws->actd, name, 0);
+    if (activefd >= 0)
+        close(activefd);
+}
+
+int ws_read_gen(txbox_ws *ws, uint64_t *gen, txbox_error *err)
+{
+    uint64_t g = 0;
+    _cleanup_free_ char *s = NULL;
+    if (read_file_at(ws->sfd, "gen", 32, &s, NULL, NULL) == 0) {
+        s[strcspn(s, "\n")] = 0;
+        if (!parse_u64(s, &g))
+            g = 0;
+    }
+    /* The file is a cache of the highest commits/GEN; it may lag after a
+     * crash, never lead. */
+    for (;;) {
+        char n[32];
+        struct stat st;
+        snprintf(n, sizeof n, "%llu", (unsigned long long)(g + 1));
+        if (fstatat(ws->cmtd, n, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (errno != ENOENT)
+                return tx_errno(err, errno, "cannot read commit records");
+            break;
+        }
+        g++;
+    }
+    *gen = g;
+    return 0;
+}
+
+int ws_write_gen(txbox_ws *ws, uint64_t gen, txbox_error *err)
+{
+    char s[32], tmp[40];
+    int l = snprintf(s, sizeof s, "%llu\n", (unsigned long long)gen);
+    snprintf(tmp, sizeof tmp, "gen.%d", getpid());
+    _cleanup_close_ int fd = openat(ws->sfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || write_all(fd, s, (size_t)l) < 0 || renameat(ws->sfd, tmp, ws->sfd, "gen") < 0) {
+        int e = errno;
+        (void)unlinkat(ws->sfd, tmp, 0);
+        return tx_errno(err, e, "cannot record the generation");
+    }
+    return 0;
+}
+
+bool ws_tx_owner_dead(txbox_ws *ws, uint64_t id)
+{
+    char name[32];
+    snprintf(name, sizeof name, "%llu", (unsigned long long)id);
+    _cleanup_close_ int fd = openat(ws->actd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return errno == ENOENT;
+    return flock(fd, LOCK_EX | LOCK_NB) == 0;
+}
+
+/* ---- recovery ---- */
+
+struct idlist {
+    uint64_t *v;
+    size_t n;
+};
+
+static void list_ids(int dirfd, struct idlist *l)
+{
+    memset(l, 0, sizeof *l);
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    _cleanup_dir_ DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        uint64_t id;
+        if (!parse_u64(de->d_name, &id))
+            continue;
+        l->v = xrealloc(l->v, (l->n + 1) * sizeof *l->v);
+        l->v[l->n++] = id;
+    }
+}
+
+static void remove_scratch(int txfd)
+{
+    (void)tree_remove(txfd, "upper");
+    (void)tree_remove(txfd, "work");
+}
+
+void tx_write_outcome(int txfd, const char *outcome)
+{
+    int fd = openat(txfd, "outcome", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return;
+    if (write_all(fd, outcome, strlen(outcome)) == 0 && write_all(fd, "\n", 1) < 0) {
+        /* informational only */
+    }
+    close(fd);
+}
+
+int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
+{
+    struct idlist jl, al;
+    list_ids(ws->jnld, &jl);
+    list_ids(ws->actd, &al);
+    json_t *rolled_forward = json_array(), *rolled_back = json_array(), *failed = json_array();
+    int lockfd = -1, rc = 0;
+    /* Fast path: nothing in flight whose owner died. */
+    bool work = false;
+    for (size_t i = 0; i < al.n && !work; i++)
+        work = ws_tx_owner_dead(ws, al.v[i]);
+    for (size_t i = 0; i < jl.n && !work; i++)
+        work = ws_tx_owner_dead(ws, jl.v[i]);
+    if (work && ws_lock(ws, &lockfd, err) < 0)
+        rc = -1;
+    /* 1. Journals: roll forward (the commit point was passed). */
+    for (size_t i = 0; work && rc == 0 && i < jl.n; i++) {
+        uint64_t id = jl.v[i];
+        if (!ws_tx_owner_dead(ws, id))
+            continue;
+        txbox_error e = {0};
+        char name[32];
+        snprintf(name, sizeof name, "%llu", (unsigned long long)id);
+        if (journal_recover_one(ws, id, &e) < 0) {
+            json_array_append_new(failed, json_pack("{s:s,s:s}", "tx", name, "error", e.msg));
+            rc = tx_err(err, e.code, "transaction %s: %s", name, e.msg);
+            continue;
+        }
+        _cleanup_close_ int txfd = openat(ws->txd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (txfd >= 0) {
+            remove_scratch(txfd);
+            tx_write_outcome(txfd, "committed (completed by recovery)");
+        }
+        json_array_append_new(rolled_forward, json_string(name));
+        ws_end_tx(ws, id, -1);
+    }
+    /* 2. Transactions in flight without a journal: roll back. */
+    for (size_t i = 0; work && rc == 0 && i < al.n; i++) {
+        uint64_t id = al.v[i];
+        char name[32];
+        snprintf(name, sizeof name, "%llu", (unsigned long long)id);
+        struct stat st;
+        if (fstatat(ws->jnld, name, &st, 0) == 0 || !ws_tx_owner_dead(ws, id))
+            continue;
+        _cleanup_close_ int txfd = openat(ws->txd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (txfd >= 0) {
+            if (fstatat(txfd, "journal", &st, 0) == 0) {
+                /* Fully committed; only the owner's clean-up was cut short. */
+                remove_scratch(txfd);
+                ws_end_tx(ws, id, -1);
+                continue;
+            }
+            txbox_error e = {0};
+            if (copy_recover_one(ws, txfd, &e) < 0) {
+                json_array_append_new(failed, json_pack("{s:s,s:s}", "tx", name, "error", e.msg));
+                rc = tx_err(err, e.code, "transaction %s: %s", name, e.msg);
+                continue;
+            }
+            remove_scratch(txfd);
+            tx_write_outcome(txfd, "rolled_back (its process died)");
+        }
+        json_array_append_new(rolled_back, json_string(name));
+        ws_end_tx(ws, id, -1);
+    }
+    /* Leftover temporary files of dead writers. */
+    if (work && rc == 0) {
+        int fd = openat(ws->jnld, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+            uint64_t id;
+            char base[32];
+            const char *dot = strstr(de->d_name, ".tmp");
+            if (!dot || dot[4] || (size_t)(dot - de->d_name) >= sizeof base)
+                continue;
+            memcpy(base, de->d_name, (size_t)(dot - de->d_name));
+            base[dot - de->d_name] = 0;
+            if (parse_u64(base, &id) && ws_tx_owner_dead(ws, id))
+                (void)unlinkat(ws->jnld, de->d_name, 0);
+        }
+        if (d)
+            closedir(d);
+        else if (fd >= 0)
+            close(fd);
+    }
+    ws_unlock(lockfd);
+    free(jl.v);
+    free(al.v);
+    if (report) {
+        json_t *o = json_pack("{s:o,s:o,s:o}", "rolled_forward", rolled_forward, "rolled_back",
+                              rolled_back, "failed", failed);
+        *report = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+    } else {
+        json_decref(rolled_forward);
+        json_decref(rolled_back);
+        json_decref(failed);
+    }
+    return rc;
+}

@@ -1,2 +1,155 @@
+/* txbox run: one command as one transaction. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cmds.h"
-int cmd_run(int argc, char **argv) { (void)argc; (void)argv; return cli_failf("run: not built yet"); }
+
+static volatile int cancelled;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    cancelled = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: txbox run [-C DIR] [--json] [--timeout S] [--backend overlay|copy]\n"
+            "                 [--allow-copy-fallback] [--net] (-c 'STRING' | -- PROG ARGS...)\n"
+            "\n"
+            "Runs the command in a sandbox where the workspace is a copy-on-write view;\n"
+            "exit status 0 commits its changes atomically, anything else rolls them back.\n"
+            "Exit status: the command's own; 122 blocked, 123 conflict, 124 timed out,\n"
+            "125 txbox error.\n");
+}
+
+static bool parse_seconds(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v <= 0 || v > 604800)
+        return false;
+    *out = v;
+    return true;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    enum { O_JSON = 256, O_TIMEOUT, O_BACKEND, O_FALLBACK, O_NET, O_POLICY, O_HELP };
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, O_JSON},
+        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"backend", required_argument, NULL, O_BACKEND},
+        {"allow-copy-fallback", no_argument, NULL, O_FALLBACK},
+        {"net", no_argument, NULL, O_NET},
+        {"policy", required_argument, NULL, O_POLICY},
+        {"help", no_argument, NULL, O_HELP},
+        {0},
+    };
+    const char *dir = ".", *shell = NULL;
+    bool json = false;
+    txbox_run_opts ro = {0};
+    txbox_error err = {0};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "+C:c:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'C':
+            dir = optarg;
+            break;
+        case 'c':
+            shell = optarg;
+            break;
+        case O_JSON:
+            json = true;
+            break;
+        case O_TIMEOUT:
+            if (!parse_seconds(optarg, &ro.timeout_s))
+                return cli_failf("run: --timeout wants a number of seconds (0 < S <= 604800), not '%s'", optarg);
+            break;
+        case O_BACKEND:
+            if (!strcmp(optarg, "overlay"))
+                ro.backend = TXBOX_BACKEND_OVERLAY;
+            else if (!strcmp(optarg, "copy"))
+                ro.backend = TXBOX_BACKEND_COPY;
+            else
+                return cli_failf("run: --backend is overlay or copy, not '%s'", optarg);
+            break;
+        case O_FALLBACK:
+            ro.allow_copy_fallback = 1;
+            break;
+        case O_NET:
+            ro.net = 1;
+            break;
+        case O_POLICY:
+            break; /* consulted by the policy engine */
+        case 'h':
+        case O_HELP:
+            usage(stdout);
+            return 0;
+        default:
+            if (optopt)
+                return cli_failf("run: option -%c is unknown or lacks its value (see 'txbox run --help')", optopt);
+            return cli_failf("run: unknown option '%s' (see 'txbox run --help')", argv[optind - 1]);
+        }
+    }
+    char **prog = argv + optind;
+    if (shell && *prog)
+        return cli_failf("run: give either -c 'STRING' or -- PROG ARGS, not both");
+    if (!shell && !*prog)
+        return cli_failf("run: no command (use -c 'STRING' or -- PROG ARGS...)");
+    ro.shell = shell;
+    ro.argv = shell ? NULL : prog;
+    ro.capture = json;
+    ro.cancel = &cancelled;
+
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+
+    txbox_ws *ws = NULL;
+    if (txbox_ws_open(dir, TXBOX_WS_CREATE, &ws, &err) < 0)
+        return json ? cli_fail_json(&err) : cli_fail(&err);
+    txbox_result *r = NULL;
+    int rc = txbox_run(ws, &ro, &r, &err);
+    txbox_ws_close(ws);
+    if (rc < 0)
+        return json ? cli_fail_json(&err) : cli_fail(&err);
+    if (json) {
+        char *s = txbox_result_json(r);
+        if (s)
+            printf("%s\n", s);
+        free(s);
+    } else {
+        char *s = txbox_result_summary(r);
+        fprintf(stderr, "%s\n", s);
+        free(s);
+    }
+    int status;
+    switch (txbox_result_outcome(r)) {
+    case TXBOX_OUTCOME_TIMED_OUT:
+        status = TXBOX_EXIT_TIMEOUT;
+        break;
+    case TXBOX_OUTCOME_CONFLICT:
+        status = TXBOX_EXIT_CONFLICT;
+        break;
+    case TXBOX_OUTCOME_BLOCKED:
+        status = TXBOX_EXIT_BLOCKED;
+        break;
+    default:
+        status = txbox_result_exit_code(r);
+    }
+    txbox_result_free(r);
+    fflush(stdout);
+    return status;
+}

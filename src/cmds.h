@@ -3,6 +3,8 @@
 #ifndef TXBOX_CMDS_H
 #define TXBOX_CMDS_H
 
+#include <stdbool.h>
+
 #include "txbox.h"
 
 int cmd_run(int argc, char **argv);

@@ -1,0 +1,214 @@
+/* Internals of the policy engine (lib/policy/).
+ *
+ *   shell.c     walks the tree-sitter-bash syntax tree of a command and
+ *               produces every simple command that can run (struct pcmd),
+ *               with words resolved as bash would resolve them, and recurses
+ *               into wrappers, nested shells, eval, substitutions and
+ *               inline interpreter code.
+ *   rules.c     the policy file (YAML, libyaml): programs, rules, examples.
+ *   classify.c  matches rules against the simple commands and combines
+ *               their verdicts; the public txbox_policy_* API.
+ *   arena.c     the per-check bump allocator and small string helpers.
+ *
+ * Nothing the walker cannot resolve statically is ever reported as plain
+ * text: such words carry W_DYN, such commands a detector bit (D_*), and the
+ * default policy maps every detector to `uncertain` or `unsafe`. */
+#ifndef TXBOX_POL_H
+#define TXBOX_POL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "txbox_policy.h"
+#include "util.h"
+
+/* ---- arena: one per check, reset between checks ---- */
+typedef struct arena_chunk arena_chunk;
+typedef struct arena {
+    arena_chunk *head;
+    size_t used_total;
+    size_t cap; /* bytes at most; past it allocations fail (walk stops) */
+    bool exhausted;
+} arena;
+void arena_init(arena *a, size_t cap);
+void arena_reset(arena *a); /* keeps the first chunk */
+void arena_free(arena *a);
+/* NULL (and a->exhausted) once the cap is reached. */
+void *ar_alloc(arena *a, size_t n);
+char *ar_strndup(arena *a, const char *s, size_t n);
+char *ar_strdup(arena *a, const char *s);
+
+/* ---- lists of strings (policy side, malloc'd) ---- */
+typedef struct strlist {
+    char **v;
+    size_t n;
+} strlist;
+void strlist_add(strlist *l, const char *s);
+void strlist_free(strlist *l);
+bool strlist_has(const strlist *l, const char *s);
+/* Does any glob pattern in l match s (fnmatch)? */
+bool strlist_glob(const strlist *l, const char *s);
+
+/* ---- resolved words ---- */
+enum {
+    W_DYN = 1 << 0,   /* part of the text is not known statically */
+    W_GLOB = 1 << 1,  /* unquoted *, ? or [ (pathname expansion) */
+    W_TILDE = 1 << 2, /* starts with the home directory (~, $HOME) */
+    W_FETCH = 1 << 3, /* made by a substitution that runs a network fetcher */
+    W_SUBST = 1 << 4, /* made (partly) by a command/process substitution */
+    W_SYNTH = 1 << 5, /* dynamic tail cannot escape the static prefix (find's {}) */
+    W_SECRETV = 1 << 6, /* expands a variable whose name looks secret */
+};
+typedef struct pword {
+    const char *s;  /* resolved text; unknown parts show their source text */
+    size_t len;
+    unsigned flags;
+    size_t dynpos;  /* offset of the first unknown byte (len when none) */
+} pword;
+
+enum { RD_IN, RD_OUT, RD_APPEND, RD_INOUT, RD_DUP, RD_HEREDOC, RD_HERESTR };
+typedef struct predir {
+    int op;
+    int fd; /* -1: default for op */
+    pword target;
+} predir;
+
+/* Detector bits: facts the walker found that rules can match (`detector:`). */
+enum {
+    D_PARSE_ERROR = 1 << 0,  /* the syntax tree has errors */
+    D_DYN_PROGRAM = 1 << 1,  /* the program name is made at run time */
+    D_DYN_CODE = 1 << 2,     /* sh -c / eval / source of code not known statically */
+    D_REMOTE_CODE = 1 << 3,  /* code that comes from a network download */
+    D_FORK_BOMB = 1 << 4,
+    D_TOO_DEEP = 1 << 5,     /* nesting past TXBOX_POLICY_MAX_DEPTH */
+    D_TOO_LARGE = 1 << 6,    /* input or work past the caps */
+    D_BAD_INPUT = 1 << 7,    /* NUL byte */
+    D_INLINE_CODE = 1 << 8,  /* interpreter given code inline (python -c ...) */
+    D_WRAPPER = 1 << 9,      /* this is a wrapper around a command reported apart */
+    D_EXEC_ENV = 1 << 10,    /* leading assignment of a variable that changes execution */
+    D_PATH_CHANGED = 1 << 11,/* PATH, an alias or a function shadows program lookup */
+    D_SCRIPT = 1 << 12,      /* runs a script file or reads commands from stdin */
+    D_EMPTY = 1 << 13,       /* nothing runs */
+    D_DYN_ARGS = 1 << 14,    /* arguments added at run time (xargs, parallel) */
+    D_REMOTE = 1 << 15,      /* runs on another host (ssh host CMD) */
+    D_SECRET_IN = 1 << 16,   /* stdin comes from a secret (file or environment) */
+    D_FETCH_IN = 1 << 17,    /* stdin comes from a network fetcher */
+};
+#define D_COUNT 18
+extern const char *const detector_names[D_COUNT];
+
+enum { CWD_INSIDE, CWD_OUTSIDE, CWD_UNKNOWN };
+
+typedef struct pcmd {
+    pword *argv;
+    size_t argc;
+    predir *redir;
+    size_t nredir;
+    unsigned det;
+    int cwd_kind;    /* where relative paths point */
+    const char *cwd; /* CWD_INSIDE: path relative to the workspace ("" = root) */
+    const char *via; /* wrappers and shells it was found in ("sudo sh -c"), or "" */
+    int depth;
+} pcmd;
+
+/* ---- the policy ---- */
+enum { PC_INSIDE = 1, PC_OUTSIDE = 2, PC_DEVICE = 4, PC_SCRATCH = 8, PC_NULL = 16, PC_DYNAMIC = 32 };
+
+typedef struct progspec {
+    char *name; /* may be a glob */
+    strlist options_with_value;
+    bool leading_operands_only;      /* operands stop at the first option (find) */
+    strlist script_operand_unless;   /* first operand is a script unless one of these */
+    /* wrappers */
+    bool wrapper;
+    int skip;                        /* operands to skip before the command */
+    bool assignments;                /* NAME=VALUE operands are skipped (env) */
+    strlist stop_flags;              /* with one of these it runs nothing (command -v) */
+    strlist command_option;          /* option whose value is a shell string (su -c) */
+    strlist chdir_option;            /* option whose value is the new cwd (env -C) */
+    strlist split_option;            /* option whose value is split into words (env -S) */
+    bool join;                       /* the command is its words joined by spaces, as shell */
+    bool remote;                     /* the command runs on another host */
+    bool append_args;                /* the command gets more arguments at run time */
+    char *until;                     /* the command ends at this word (parallel :::) */
+    /* shells and interpreters */
+    bool shell;
+    strlist code_option;             /* interpreter: option whose value is code */
+    bool code_operand;               /* interpreter: first operand is code (awk) unless -f */
+    bool interpreter;
+} progspec;
+
+enum { DEC_SAFE = 0, DEC_UNCERTAIN = 1, DEC_UNSAFE = 2, DEC_OFF = 3 };
+
+typedef struct example {
+    char *cmd;
+    int line;
+    bool must_match;
+} example;
+
+typedef struct rule {
+    char *id;
+    int decision;
+    char *reason, *suggestion;
+    bool network;
+    char *file;
+    int line;
+    /* matchers: every one given must hold */
+    strlist program, subcommand, args_any, args_none, args_all, flags_any, flags_none,
+        operands_any, operands_none, via_any, global_args_none, env_any;
+    unsigned operand_class_any, last_operand_class, redirect_class_any;
+    unsigned detector;
+    int max_operands; /* -1: no limit */
+    int min_operands;
+    bool allow_dynamic_args;
+    int secret_args, secret_input; /* -1 unset, 0/1 */
+    example *ex;
+    size_t nex;
+} rule;
+
+struct txbox_policy {
+    rule *rules;
+    size_t nrules;
+    progspec *progs;
+    size_t nprogs;
+    strlist fetchers, secrets, secret_programs, harmless_env, null_paths, scratch_paths;
+    char *workspace; /* absolute, no trailing slash; NULL: unknown */
+    /* per-check scratch reused when free (trylock): parser + arena */
+    pthread_mutex_t lock;
+    void *parser;
+    arena ar;
+};
+
+/* rules.c */
+int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char *file,
+                      txbox_error *err);
+void policy_clear(txbox_policy *p);
+const progspec *policy_prog(const txbox_policy *p, const char *name);
+int policy_check_examples(const txbox_policy *p, txbox_error *err);
+
+/* shell.c: fills *cmds (arena) with every simple command of src. */
+typedef struct pcmds {
+    pcmd *v;
+    size_t n, alloc;
+} pcmds;
+void shell_walk(const txbox_policy *p, void *parser, arena *ar, const char *src, size_t len,
+                pcmds *out);
+void shell_walk_argv(const txbox_policy *p, void *parser, arena *ar, char *const *argv,
+                     pcmds *out);
+void *shell_parser_new(void);
+void shell_parser_free(void *parser);
+
+/* classify.c */
+unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w);
+int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
+                  const rule **winner_out);
+/* Classify with a private parser/arena (used at load for the examples). */
+int classify_string(const txbox_policy *p, void *parser, arena *ar, const char *cmd, size_t len,
+                    txbox_verdict *out, const rule **winner);
+/* Does rule r match simple command c? */
+bool rule_matches(const txbox_policy *p, const rule *r, const pcmd *c);
+const char *basename_of(const char *s);
+
+#endif

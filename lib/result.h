@@ -1,0 +1,33 @@
+/* The result of one transaction (the object behind txbox_result). */
+#ifndef TXBOX_RESULT_H
+#define TXBOX_RESULT_H
+
+#include <jansson.h>
+
+#include "util.h"
+
+struct txbox_result {
+    uint64_t id;
+    char txs[32];
+    txbox_outcome outcome;
+    int exit_code, signal;
+    bool timed_out;
+    bool commit_point_passed;
+    const char *backend;
+    char *fallback;        /* why another backend was used, or NULL */
+    char *conflict_path;   /* a path a concurrent commit also wrote */
+    json_t *changes;       /* {added, modified, deleted, truncated} */
+    json_t *protections;
+    dbuf out, err;         /* captured output (capped) */
+    double started, duration_ms, cmd_ms, overhead_ms;
+    /* policy */
+    char *verdict, *rule, *reason, *suggestion;
+};
+
+txbox_result *result_new(void);
+/* A JSON string of n bytes: valid UTF-8 is kept; any other byte becomes
+ * U+FFFD, or with hex the four characters \xNN (for file names). */
+json_t *json_text(const char *s, size_t n, bool hex);
+void result_free(txbox_result *r);
+
+#endif

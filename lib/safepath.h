@@ -1,0 +1,23 @@
+/* Workspace paths resolved relative to a directory fd, never leaving it and
+ * never following a symlink (crun's safe_openat): openat2(RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV), with a
+ * component-by-component O_NOFOLLOW walk where openat2 is missing (or when
+ * TXBOX_NO_OPENAT2=1, so that the fallback is tested). */
+#ifndef TXBOX_SAFEPATH_H
+#define TXBOX_SAFEPATH_H
+
+#include <sys/types.h>
+
+#include "util.h"
+
+/* Opens rel ("" = dirfd itself) beneath dirfd. Returns an fd or -1/errno
+ * (ELOOP for a symlink anywhere on the way, EXDEV for an escape). */
+MUST_CHECK int safe_openat(int dirfd, const char *rel, int flags, mode_t mode);
+/* Opens the directory that contains rel's last component; *base points to
+ * that component inside rel. */
+MUST_CHECK int safe_open_parent(int dirfd, const char *rel, const char **base);
+/* Is rel a clean relative path: no leading '/', no empty, "." or ".."
+ * component, no trailing '/'? */
+bool safe_relpath_ok(const char *rel);
+
+#endif

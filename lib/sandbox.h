@@ -1,0 +1,58 @@
+/* The sandbox: one command in new namespaces with the workspace mounted as
+ * the transaction's view. See sandbox.c for the sequence. */
+#ifndef TXBOX_SANDBOX_H
+#define TXBOX_SANDBOX_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "util.h"
+
+enum sb_view {
+    SB_VIEW_OVERLAY,  /* lower = workspace, upper/work given: the transaction */
+    SB_VIEW_DIRECT,   /* the workspace itself, writable (copy backend) */
+    SB_VIEW_READONLY, /* the workspace itself, read-only (safe fast path) */
+};
+
+struct sb_spec {
+    const char *ws_path;   /* absolute real path of the workspace */
+    int ws_fd;             /* the workspace directory */
+    enum sb_view view;
+    int upper_fd, work_fd; /* SB_VIEW_OVERLAY: upper and work directories */
+    const char *upper_rel, *work_rel; /* the same, relative to the workspace */
+    const char *cwd;       /* absolute path to start in (inside the view) */
+    char *const *argv;     /* program to execute and its arguments */
+    char *const *envp;
+    bool net;              /* share the host network namespace */
+    int in_fd, out_fd, err_fd; /* the command's stdio; -1 = inherit */
+    double timeout_s;      /* 0 = none */
+    volatile int *cancel;  /* set non-zero (e.g. by a signal handler) to kill the command */
+};
+
+struct sb_status {
+    bool ran;              /* the command was started */
+    bool exited;           /* wstatus is valid */
+    int wstatus;
+    bool timed_out, cancelled;
+    bool overlay_failed;   /* setup failed because overlayfs could not be mounted */
+    uint64_t cmd_ns;       /* time the command itself ran */
+    char protections[512]; /* JSON object text of what was in force */
+};
+
+/* Output pump: called with data read from the command's captured stdout (1)
+ * or stderr (2). */
+typedef void (*sb_output_fn)(void *ctx, int stream, const char *data, size_t n);
+
+/* Runs the command and waits for it (and every process it started) to end.
+ * out_pipe/err_pipe: read ends of pipes whose write ends are spec->out_fd /
+ * err_fd, pumped into fn while the command runs (-1: none). Returns <0 when
+ * the sandbox could not be set up (nothing ran; err says why). When a pipe is
+ * given, sb_run closes the matching write end (spec->out_fd/err_fd) in this
+ * process once the sandbox holds it. */
+MUST_CHECK int sb_run(const struct sb_spec *spec, int out_pipe, int err_pipe, sb_output_fn fn,
+                      void *ctx, struct sb_status *st, txbox_error *err);
+
+/* Can this process create the namespaces and mount overlayfs here? */
+bool sb_is_root(void);
+
+#endif

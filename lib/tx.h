@@ -1,0 +1,121 @@
+/* The transaction engine's internal interfaces: workspace state, the scan of
+ * an overlay upper into operations, the commit journal, recovery, the copy
+ * backend and tree utilities. */
+#ifndef TXBOX_TX_H
+#define TXBOX_TX_H
+
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "util.h"
+
+/* ---- workspace (ws.c) ---- */
+struct txbox_ws {
+    char *path;      /* real absolute path */
+    int fd;          /* the workspace directory (O_RDONLY|O_DIRECTORY) */
+    int sfd;         /* .txbox/ */
+    int txd;         /* .txbox/tx/ */
+    int actd;        /* .txbox/active/ */
+    int jnld;        /* .txbox/journal/ */
+    int cmtd;        /* .txbox/commits/ */
+    dev_t dev;
+    bool root;
+};
+
+#define TXBOX_STATE_DIR ".txbox"
+#define TXBOX_STATE_FORMAT 1
+
+/* flock(2) on .txbox/lock: serializes id allocation and commits. Released
+ * by the kernel when the holder dies, so a lock is never stale. */
+MUST_CHECK int ws_lock(txbox_ws *ws, int *lockfd, txbox_error *err);
+void ws_unlock(int lockfd);
+/* Allocates the next transaction id and creates .txbox/tx/ID/ and the owner
+ * lock .txbox/active/ID (held, flock'd, in *activefd). */
+MUST_CHECK int ws_new_tx(txbox_ws *ws, uint64_t *id, int *txfd, int *activefd, txbox_error *err);
+/* Releases and removes the owner lock. */
+void ws_end_tx(txbox_ws *ws, uint64_t id, int activefd);
+MUST_CHECK int ws_read_gen(txbox_ws *ws, uint64_t *gen, txbox_error *err);
+MUST_CHECK int ws_write_gen(txbox_ws *ws, uint64_t gen, txbox_error *err);
+/* Is the process that owns transaction id gone? (its active lock is free) */
+bool ws_tx_owner_dead(txbox_ws *ws, uint64_t id);
+
+/* ---- operations (scan.c) ---- */
+enum op_kind { OP_REPLACE = 1, OP_DELETE = 2, OP_META = 3 };
+
+struct tx_meta {
+    uint32_t mode, uid, gid;
+    int64_t atime_s, atime_ns, mtime_s, mtime_ns;
+};
+
+struct tx_op {
+    uint8_t kind;
+    uint8_t had_old;  /* REPLACE: the workspace had an entry at path */
+    uint8_t new_dir;  /* REPLACE: the new entry is a directory (whole subtree) */
+    uint8_t old_dir;  /* the old entry was a directory */
+    char *path;       /* relative to the workspace root; "" = the root */
+    struct tx_meta nw, old; /* META: new and old metadata */
+};
+
+struct tx_ops {
+    struct tx_op *v;
+    size_t n, cap;
+};
+
+void ops_free(struct tx_ops *ops);
+
+/* Turns the upper of a finished overlay transaction into operations on the
+ * workspace, validating it: a device node or an unknown overlay attribute
+ * is an error. Also strips overlay xattrs from the new entries and makes
+ * their data durable (fsync) — everything the commit point needs. */
+MUST_CHECK int scan_upper(int upperfd, int wsfd, bool userxattr, struct tx_ops *ops,
+                          txbox_error *err);
+
+/* The paths added, modified and deleted by ops (before they are applied). */
+json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap);
+
+/* Do the write sets overlap (same path, or one inside the other)? */
+bool ops_overlap(const struct tx_ops *a, const struct tx_ops *b, const char **which);
+
+/* ---- journal (journal.c) ---- */
+struct tx_journal {
+    uint64_t id, gen, base_gen;
+    struct tx_ops ops;
+};
+
+/* The commit protocol, from a scanned upper to the applied workspace. The
+ * caller holds the workspace lock. */
+MUST_CHECK int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen,
+                              struct tx_ops *ops, uint64_t *gen_out, txbox_error *err);
+/* Reads and validates a journal (checksum, format). */
+MUST_CHECK int journal_load(int dirfd, const char *name, struct tx_journal *j, txbox_error *err);
+void journal_free(struct tx_journal *j);
+/* Rolls forward the journal of transaction id (lock held). */
+MUST_CHECK int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err);
+
+/* Records an outcome in tx/ID/outcome (informational; not part of the
+ * protocol). */
+void tx_write_outcome(int txfd, const char *outcome);
+
+/* ---- copy backend (copy.c) ---- */
+/* Snapshot the workspace into tx/ID/snap (the paper's method). */
+MUST_CHECK int copy_begin(txbox_ws *ws, int txfd, txbox_error *err);
+/* After the command: keep its changes (drop the snapshot), listing them. */
+MUST_CHECK int copy_commit(txbox_ws *ws, int txfd, json_t **changes, size_t cap, txbox_error *err);
+/* After the command: put the snapshot back. */
+MUST_CHECK int copy_rollback(txbox_ws *ws, int txfd, txbox_error *err);
+/* Recovery of a copy transaction whose process died: restore if the
+ * snapshot is complete and no commit was decided. No-op for overlay ones. */
+MUST_CHECK int copy_recover_one(txbox_ws *ws, int txfd, txbox_error *err);
+
+/* ---- trees (tree.c) ---- */
+/* Removes name (file or whole tree) under dirfd; missing is fine. */
+int tree_remove(int dirfd, const char *name);
+/* Copies the tree src (under sdir) to dst (under ddir), preserving type,
+ * mode, owner (when permitted), times, symlinks, FIFOs and xattrs. skip: a
+ * top-level name not to copy (NULL: none). */
+MUST_CHECK int tree_copy(int sdir, const char *src, int ddir, const char *dst, const char *skip,
+                         txbox_error *err);
+
+#endif
