@@ -7,6 +7,8 @@
 
 static int openat2_state; /* 0 unknown, 1 works, -1 unavailable */
 
+void safepath_force_fallback(bool on) { openat2_state = on ? -1 : 1; }
+
 bool safe_relpath_ok(const char *rel)
 {
     if (!rel || rel[0] == '/')

@@ -19,5 +19,7 @@ MUST_CHECK int safe_open_parent(int dirfd, const char *rel, const char **base);
 /* Is rel a clean relative path: no leading '/', no empty, "." or ".."
  * component, no trailing '/'? */
 bool safe_relpath_ok(const char *rel);
+/* Tests: force the fallback walk (1) or openat2 (0). */
+void safepath_force_fallback(bool on);
 
 #endif

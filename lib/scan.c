@@ -218,6 +218,7 @@ static int scan_dir(struct scan *s, int ufd, int wfd, const char *path)
     _cleanup_dir_ DIR *d = fdopendir(dup(ufd));
     if (!d)
         return tx_errno(s->err, errno, "cannot read %s in the upper", *path ? path : ".");
+    rewinddir(d); /* the dup shares ufd's offset, which an earlier scan moved */
     bool dirty = false; /* any entry of this directory was replaced here */
     struct dirent *de;
     while ((errno = 0, de = readdir(d))) {

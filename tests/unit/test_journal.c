@@ -1,0 +1,110 @@
+/* The journal round-trips, and a damaged one is never accepted. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "tx.h"
+
+static char root[64];
+
+static void mkfile(int dfd, const char *p, const char *text)
+{
+    int fd = openat(dfd, p, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+static void rewrite(int dfd, const char *name, const char *data, size_t n)
+{
+    int fd = openat(dfd, name, O_WRONLY | O_TRUNC);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, data, n), (ssize_t)n);
+    close(fd);
+}
+
+static void commit_and_damage(void **state)
+{
+    (void)state;
+    snprintf(root, sizeof root, "/tmp/txbox-jnl-XXXXXX");
+    assert_non_null(mkdtemp(root));
+    txbox_ws *ws;
+    txbox_error e = {0};
+    assert_int_equal(txbox_ws_open(root, TXBOX_WS_CREATE, &ws, &e), 0);
+    mkfile(ws->fd, "old", "1");
+    uint64_t id;
+    int txfd, act;
+    assert_int_equal(ws_new_tx(ws, &id, &txfd, &act, &e), 0);
+    mkdirat(txfd, "upper", 0755);
+    int up = openat(txfd, "upper", O_RDONLY | O_DIRECTORY);
+    mkfile(up, "old", "2");
+    mkfile(up, "new file \xff", "3");
+    struct tx_ops ops = {0};
+    assert_int_equal(scan_upper(up, ws->fd, !ws->root, &ops, &e), 0);
+    uint64_t gen = 0;
+    int jr = journal_commit(ws, id, txfd, 0, &ops, &gen, &e);
+    if (jr)
+        print_error("%s\n", e.msg);
+    assert_int_equal(jr, 0);
+    assert_int_equal(gen, 1);
+    /* applied, old version kept for undo */
+    char *s;
+    assert_int_equal(read_file_at(ws->fd, "old", 16, &s, NULL, &e), 0);
+    assert_string_equal(s, "2");
+    free(s);
+    char un[32] = "";
+    for (size_t i = 0; i < ops.n; i++)
+        if (!strcmp(ops.v[i].path, "old"))
+            snprintf(un, sizeof un, "undo/%zu", i);
+    assert_int_equal(read_file_at(txfd, un, 16, &s, NULL, &e), 0);
+    assert_string_equal(s, "1");
+    free(s);
+
+    struct tx_journal j;
+    assert_int_equal(journal_load(txfd, "journal", &j, &e), 0);
+    assert_int_equal(j.ops.n, ops.n);
+    assert_int_equal(j.gen, 1);
+    for (size_t i = 0; i < ops.n; i++)
+        assert_string_equal(j.ops.v[i].path, ops.v[i].path);
+    journal_free(&j);
+
+    size_t len;
+    char *data;
+    assert_int_equal(read_file_at(txfd, "journal", 1 << 20, &data, &len, &e), 0);
+    /* a flipped bit */
+    data[len / 2] ^= 1;
+    rewrite(txfd, "journal", data, len);
+    assert_int_equal(journal_load(txfd, "journal", &j, &e), -1);
+    assert_int_equal(e.code, EBADMSG);
+    data[len / 2] ^= 1;
+    /* truncated */
+    rewrite(txfd, "journal", data, len - 9);
+    assert_int_equal(journal_load(txfd, "journal", &j, &e), -1);
+    /* empty */
+    rewrite(txfd, "journal", data, 0);
+    assert_int_equal(journal_load(txfd, "journal", &j, &e), -1);
+    /* intact again */
+    rewrite(txfd, "journal", data, len);
+    assert_int_equal(journal_load(txfd, "journal", &j, &e), 0);
+    journal_free(&j);
+    free(data);
+    ops_free(&ops);
+    close(up);
+    close(txfd);
+    ws_end_tx(ws, id, act);
+    txbox_ws_close(ws);
+    tree_remove(AT_FDCWD, root);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(commit_and_damage),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,108 @@
+/* safe_openat never follows a symlink and never leaves its directory, with
+ * openat2 and with the fallback walk. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "safepath.h"
+#include "tx.h"
+
+static char root[64];
+static int rootfd = -1;
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(root, sizeof root, "/tmp/txbox-safepath-XXXXXX");
+    if (!mkdtemp(root))
+        return -1;
+    rootfd = open(root, O_RDONLY | O_DIRECTORY);
+    mkdirat(rootfd, "a", 0755);
+    mkdirat(rootfd, "a/b", 0755);
+    close(openat(rootfd, "a/b/file", O_CREAT | O_WRONLY, 0644));
+    if (symlinkat("/etc", rootfd, "etc") < 0 || symlinkat("..", rootfd, "a/up") < 0 ||
+        symlinkat("b", rootfd, "a/lb") < 0)
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tree_remove(AT_FDCWD, root);
+    close(rootfd);
+    return 0;
+}
+
+static void check_all(void)
+{
+    int fd = safe_openat(rootfd, "a/b/file", O_RDONLY, 0);
+    assert_true(fd >= 0);
+    close(fd);
+    fd = safe_openat(rootfd, "", O_RDONLY | O_DIRECTORY, 0);
+    assert_true(fd >= 0);
+    close(fd);
+    /* A symlink anywhere on the way is refused. */
+    errno = 0;
+    assert_int_equal(safe_openat(rootfd, "etc/passwd", O_RDONLY, 0), -1);
+    assert_int_equal(errno, ELOOP);
+    assert_int_equal(safe_openat(rootfd, "a/up/a/b/file", O_RDONLY, 0), -1);
+    assert_int_equal(safe_openat(rootfd, "a/lb/file", O_RDONLY, 0), -1);
+    /* A final symlink is not followed. */
+    assert_int_equal(safe_openat(rootfd, "etc", O_RDONLY | O_DIRECTORY, 0), -1);
+    /* Escapes are not even resolved. */
+    errno = 0;
+    assert_int_equal(safe_openat(rootfd, "../etc/passwd", O_RDONLY, 0), -1);
+    assert_int_equal(errno, EINVAL);
+    assert_int_equal(safe_openat(rootfd, "/etc/passwd", O_RDONLY, 0), -1);
+    assert_int_equal(safe_openat(rootfd, "a//b", O_RDONLY, 0), -1);
+    assert_int_equal(safe_openat(rootfd, "a/./b", O_RDONLY, 0), -1);
+    const char *base;
+    fd = safe_open_parent(rootfd, "a/b/file", &base);
+    assert_true(fd >= 0);
+    assert_string_equal(base, "file");
+    close(fd);
+    assert_int_equal(safe_open_parent(rootfd, "etc/x", &base), -1);
+}
+
+static void with_openat2(void **state)
+{
+    (void)state;
+    safepath_force_fallback(false);
+    check_all();
+}
+
+static void with_fallback_walk(void **state)
+{
+    (void)state;
+    safepath_force_fallback(true);
+    check_all();
+    safepath_force_fallback(false);
+}
+
+static void relpath_rules(void **state)
+{
+    (void)state;
+    assert_true(safe_relpath_ok(""));
+    assert_true(safe_relpath_ok("a/b c/\xff"));
+    assert_false(safe_relpath_ok("a/"));
+    assert_false(safe_relpath_ok("/a"));
+    assert_false(safe_relpath_ok("a/.."));
+    assert_false(safe_relpath_ok(".."));
+    assert_false(safe_relpath_ok("."));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(with_openat2),
+        cmocka_unit_test(with_fallback_walk),
+        cmocka_unit_test(relpath_rules),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

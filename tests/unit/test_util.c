@@ -1,0 +1,64 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "util.h"
+
+static void dbuf_caps_and_counts(void **state)
+{
+    (void)state;
+    dbuf b;
+    dbuf_init(&b, 5);
+    dbuf_add(&b, "abc", 3);
+    dbuf_add(&b, "defg", 4);
+    assert_int_equal(b.len, 5);
+    assert_string_equal(dbuf_str(&b), "abcde");
+    assert_int_equal(b.dropped, 2);
+    dbuf_add(&b, "xyz", 3);
+    assert_int_equal(b.dropped, 5);
+    dbuf_free(&b);
+    dbuf_init(&b, 0);
+    assert_string_equal(dbuf_str(&b), "");
+    for (int i = 0; i < 1000; i++)
+        dbuf_addstr(&b, "0123456789");
+    assert_int_equal(b.len, 10000);
+    assert_int_equal(b.dropped, 0);
+    dbuf_free(&b);
+}
+
+static void parse_u64_rejects_junk(void **state)
+{
+    (void)state;
+    uint64_t v;
+    assert_true(parse_u64("0", &v) && v == 0);
+    assert_true(parse_u64("18446744073709551615", &v) && v == UINT64_MAX);
+    assert_false(parse_u64("18446744073709551616", &v));
+    assert_false(parse_u64("", &v));
+    assert_false(parse_u64("12a", &v));
+    assert_false(parse_u64("-1", &v));
+    assert_false(parse_u64(" 1", &v));
+}
+
+static void errors_are_one_line_with_context(void **state)
+{
+    (void)state;
+    txbox_error e = {0};
+    assert_int_equal(tx_errno(&e, ENOENT, "cannot open %s", "a\nb"), -1);
+    assert_int_equal(e.code, ENOENT);
+    assert_null(strchr(e.msg, '\n'));
+    assert_non_null(strstr(e.msg, "No such file"));
+    tx_err_ctx(&e, "workspace %s", "w");
+    assert_true(!strncmp(e.msg, "workspace w: cannot open a b", 28));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(dbuf_caps_and_counts),
+        cmocka_unit_test(parse_u64_rejects_junk),
+        cmocka_unit_test(errors_are_one_line_with_context),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
