@@ -22,7 +22,8 @@
  *   S2 COMMITTED journal durable; operations being applied
  *      │ apply_ops(): each op by renames, then fsync of every touched dir
  *   S3 APPLIED   workspace = post-state
- *      │ finalize(): commits/GEN, gen, journal/ID -> tx/ID/journal
+ *      │ finalize(): commits/GEN, gen, audit log row (store_log, idempotent),
+ *      │ journal/ID -> tx/ID/journal
  *   S4 DONE      recorded; active/ID removed
  *
  * Invariants:
@@ -66,7 +67,7 @@
 struct jhdr {
     char magic[8];
     uint32_t version, flags;
-    uint64_t id, gen, base_gen, nops;
+    uint64_t id, gen, base_gen, nops, info_len;
 };
 
 struct jop {
@@ -93,8 +94,11 @@ static int write_journal(txbox_ws *ws, const struct tx_journal *j, txbox_error *
     h.gen = j->gen;
     h.base_gen = j->base_gen;
     h.nops = j->ops.n;
+    h.info_len = j->info ? strlen(j->info) : 0;
     memcpy(h.magic, JNL_MAGIC, 8);
     put(&b, &h, sizeof h);
+    if (h.info_len)
+        put(&b, j->info, h.info_len);
     for (size_t i = 0; i < j->ops.n; i++) {
         const struct tx_op *o = &j->ops.v[i];
         struct jop jo;
@@ -138,7 +142,12 @@ static int write_journal(txbox_ws *ws, const struct tx_journal *j, txbox_error *
     return rc;
 }
 
-void journal_free(struct tx_journal *j) { ops_free(&j->ops); }
+void journal_free(struct tx_journal *j)
+{
+    ops_free(&j->ops);
+    free(j->info);
+    j->info = NULL;
+}
 
 int journal_load(int dirfd, const char *name, struct tx_journal *j, txbox_error *err)
 {
@@ -162,6 +171,14 @@ int journal_load(int dirfd, const char *name, struct tx_journal *j, txbox_error 
     j->gen = h.gen;
     j->base_gen = h.base_gen;
     size_t off = sizeof h, end = len - 12;
+    if (h.info_len > end - off)
+        goto bad;
+    if (h.info_len) {
+        j->info = xmalloc(h.info_len + 1);
+        memcpy(j->info, data + off, h.info_len);
+        j->info[h.info_len] = 0;
+        off += h.info_len;
+    }
     for (uint64_t i = 0; i < h.nops; i++) {
         struct jop jo;
         if (end - off < sizeof jo)
@@ -350,6 +367,8 @@ static int finalize(txbox_ws *ws, const struct tx_journal *j, int txfd, txbox_er
         return -1;
     if (cur < j->gen && ws_write_gen(ws, j->gen, err) < 0)
         return -1;
+    if (store_log(ws, j->id, "committed", j->info, &j->ops, txfd, err) < 0)
+        return tx_err_ctx(err, "cannot record the commit in the audit log");
     if (fs_renameat(ws->jnld, jn, txfd, "journal", 0) < 0)
         return tx_errno(err, errno, "cannot close the journal");
     if (fs_fsync(txfd) < 0 || fs_fsync(ws->jnld) < 0)
@@ -358,12 +377,13 @@ static int finalize(txbox_ws *ws, const struct tx_journal *j, int txfd, txbox_er
 }
 
 int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struct tx_ops *ops,
-                   uint64_t *gen_out, txbox_error *err)
+                   const char *info, uint64_t *gen_out, txbox_error *err)
 {
     uint64_t gen;
     if (ws_read_gen(ws, &gen, err) < 0)
         return -1;
-    struct tx_journal j = {.id = id, .gen = gen + 1, .base_gen = base_gen, .ops = *ops};
+    struct tx_journal j = {.id = id, .gen = gen + 1, .base_gen = base_gen, .ops = *ops,
+                           .info = (char *)info};
     if (fs_mkdirat(txfd, "undo", 0700) < 0 && errno != EEXIST)
         return tx_errno(err, errno, "cannot create the undo store");
     if (write_journal(ws, &j, err) < 0)

@@ -31,6 +31,7 @@ void result_free(txbox_result *r)
     dbuf_free(&r->err);
     free(r->fallback);
     free(r->conflict_path);
+    free(r->log_error);
     free(r->verdict);
     free(r->rule);
     free(r->reason);
@@ -120,6 +121,8 @@ char *txbox_result_json(const txbox_result *rc)
     json_object_set_new(o, "backend", json_string(r->backend ? r->backend : "overlay"));
     if (r->fallback)
         json_object_set_new(o, "fallback", json_string(r->fallback));
+    if (r->log_error)
+        json_object_set_new(o, "log_error", json_string(r->log_error));
     json_object_set_new(o, "duration_ms", json_real(round3(r->duration_ms)));
     json_object_set_new(o, "command_ms", json_real(round3(r->cmd_ms)));
     json_object_set_new(o, "overhead_ms", json_real(round3(r->overhead_ms)));

@@ -13,6 +13,8 @@ struct txbox_result {
     int exit_code, signal;
     bool timed_out;
     bool commit_point_passed;
+    bool logged;           /* the commit protocol wrote the audit log row */
+    char *log_error;       /* the audit log could not be written (the outcome stands) */
     const char *backend;
     char *fallback;        /* why another backend was used, or NULL */
     char *conflict_path;   /* a path a concurrent commit also wrote */

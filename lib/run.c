@@ -140,10 +140,12 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
     }
     if (rc == 0) {
         r->changes = ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP);
-        rc = journal_commit(ws, r->id, txfd, base_gen, &ops, &gen, err);
-        if (rc == 0)
+        _cleanup_free_ char *info = txbox_result_json(r);
+        rc = journal_commit(ws, r->id, txfd, base_gen, &ops, info, &gen, err);
+        if (rc == 0) {
             r->outcome = TXBOX_OUTCOME_COMMITTED;
-        else
+            r->logged = true;
+        } else
             r->commit_point_passed = faccessat(ws->jnld, r->txs, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
     }
 out:
@@ -360,6 +362,12 @@ retry:
                                "truncated", 0);
     r->duration_ms = (double)(now_ns() - t0) / 1e6;
     r->overhead_ms = r->duration_ms - r->cmd_ms;
+    if (!r->logged) {
+        txbox_error le = {0};
+        _cleanup_free_ char *info = txbox_result_json(r);
+        if (store_log(ws, r->id, txbox_outcome_name(r->outcome), info, NULL, txfd, &le) < 0)
+            r->log_error = xstrdup(le.msg);
+    }
     if (upperfd >= 0)
         close(upperfd);
     if (workfd >= 0)

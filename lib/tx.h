@@ -82,12 +82,16 @@ bool ops_overlap(const struct tx_ops *a, const struct tx_ops *b, const char **wh
 struct tx_journal {
     uint64_t id, gen, base_gen;
     struct tx_ops ops;
+    char *info;      /* JSON object: what the audit log records of this
+                        transaction (command, cwd, verdict, exit status,
+                        output tail, changes...); NUL-terminated, may be NULL */
 };
 
 /* The commit protocol, from a scanned upper to the applied workspace. The
  * caller holds the workspace lock. */
 MUST_CHECK int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen,
-                              struct tx_ops *ops, uint64_t *gen_out, txbox_error *err);
+                              struct tx_ops *ops, const char *info, uint64_t *gen_out,
+                              txbox_error *err);
 /* Reads and validates a journal (checksum, format). */
 MUST_CHECK int journal_load(int dirfd, const char *name, struct tx_journal *j, txbox_error *err);
 void journal_free(struct tx_journal *j);
@@ -108,6 +112,15 @@ MUST_CHECK int copy_rollback(txbox_ws *ws, int txfd, txbox_error *err);
 /* Recovery of a copy transaction whose process died: restore if the
  * snapshot is complete and no commit was decided. No-op for overlay ones. */
 MUST_CHECK int copy_recover_one(txbox_ws *ws, int txfd, txbox_error *err);
+
+/* ---- audit log (store.c) ---- */
+/* Records transaction id in the audit log with its outcome; idempotent
+ * (recovery calls it again). info: the JSON object described at
+ * struct tx_journal; ops: the applied write set (NULL unless committed). For
+ * a commit it is called inside the commit protocol (finalize), so that a
+ * committed transaction is never left unlogged. */
+MUST_CHECK int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const char *info,
+                         const struct tx_ops *ops, int txfd, txbox_error *err);
 
 /* ---- trees (tree.c) ---- */
 /* Removes name (file or whole tree) under dirfd; missing is fine. */

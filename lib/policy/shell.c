@@ -447,22 +447,6 @@ static void ansi_c(rstr *r, const char *s, size_t n)
 
 static void rs_node(W *w, TSNode n, rstr *r, bool quoted, const ctx *c);
 
-static bool secret_name(const char *s, size_t n)
-{
-    static const char *const words[] = {"TOKEN", "SECRET", "PASSW", "API_KEY", "APIKEY",
-                                        "PRIVATE", "CREDENTIAL", "ACCESS_KEY"};
-    char buf[128];
-    if (n >= sizeof buf)
-        n = sizeof buf - 1;
-    for (size_t i = 0; i < n; i++)
-        buf[i] = (char)toupper((unsigned char)s[i]);
-    buf[n] = 0;
-    for (size_t i = 0; i < ARRAY_SIZE(words); i++)
-        if (strstr(buf, words[i]))
-            return true;
-    return false;
-}
-
 /* Append the value of variable `name` (n bytes); src/srclen is the source
  * text shown when the value is unknown. */
 static void rs_var(W *w, rstr *r, const char *name, size_t n, const char *src, size_t srclen,
@@ -519,7 +503,6 @@ static void rs_var(W *w, rstr *r, const char *name, size_t n, const char *src, s
     if (v && v->fetch)
         r->wflags |= W_FETCH;
     rs_add(r, src, srclen, (uint8_t)(q | RF_DYN));
-    (void)secret_name;
 }
 
 static void rs_children(W *w, TSNode n, rstr *r, bool quoted, const ctx *c)

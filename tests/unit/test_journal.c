@@ -47,7 +47,7 @@ static void commit_and_damage(void **state)
     struct tx_ops ops = {0};
     assert_int_equal(scan_upper(up, ws->fd, !ws->root, &ops, &e), 0);
     uint64_t gen = 0;
-    int jr = journal_commit(ws, id, txfd, 0, &ops, &gen, &e);
+    int jr = journal_commit(ws, id, txfd, 0, &ops, "{\"command\":\"x\"}", &gen, &e);
     if (jr)
         print_error("%s\n", e.msg);
     assert_int_equal(jr, 0);
@@ -69,6 +69,7 @@ static void commit_and_damage(void **state)
     assert_int_equal(journal_load(txfd, "journal", &j, &e), 0);
     assert_int_equal(j.ops.n, ops.n);
     assert_int_equal(j.gen, 1);
+    assert_string_equal(j.info, "{\"command\":\"x\"}");
     for (size_t i = 0; i < ops.n; i++)
         assert_string_equal(j.ops.v[i].path, ops.v[i].path);
     journal_free(&j);
