@@ -79,6 +79,13 @@ typedef struct txbox_run_opts {
     int read_only;             /* run with the workspace read-only, no transaction */
     volatile int *cancel;      /* when set non-zero (e.g. from a signal handler), the
                                   command is killed and its transaction rolled back */
+    int allow_degraded;        /* run even where Landlock or a cgroup cannot be had */
+    uint64_t memory_bytes;     /* memory limit; 0: 8 GiB */
+    uint64_t max_processes;    /* process limit; 0: 4096 */
+    uint64_t cpu_seconds;      /* CPU time per process; 0: none */
+    uint64_t max_write_bytes;  /* disk the command may take; 0: half the free space */
+    const char *const *env_allow; /* fnmatch patterns of secret-looking variables to keep */
+    const char *const *deny_read; /* more paths to hide (absolute, or ~/ for $HOME) */
 } txbox_run_opts;
 
 typedef struct txbox_result txbox_result;

@@ -109,6 +109,10 @@ char *txbox_result_json(const txbox_result *rc)
     json_object_set_new(o, "exit_code", json_integer(r->exit_code));
     json_object_set_new(o, "signal", r->signal ? json_integer(r->signal) : json_null());
     json_object_set_new(o, "changes", r->changes ? json_incref(r->changes) : json_object());
+    if (r->write_limit)
+        json_object_set_new(o, "stopped_by", json_string("write limit"));
+    else if (r->oom)
+        json_object_set_new(o, "stopped_by", json_string("memory limit"));
     if (r->conflict_path)
         json_object_set_new(o, "conflict_path", json_string(r->conflict_path));
     json_object_set_new(o, "stdout", text(&r->out));

@@ -1,8 +1,10 @@
 /* One command, one transaction: the path of txbox_run(). */
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 
+#include "confine.h"
 #include "fsops.h"
 #include "result.h"
 #include "sandbox.h"
@@ -20,18 +22,43 @@ static void pump(void *ctx, int stream, const char *data, size_t n)
     dbuf_add(stream == 1 ? &r->out : &r->err, data, n);
 }
 
-/* The environment the command gets: ours, minus txbox's own test hooks. */
-static char **command_env(void)
+/* Secrets hidden from every command by default, relative to $HOME. */
+static const char *const default_hidden[] = {
+    ".ssh", ".aws", ".gnupg", ".config/gh", ".config/hub", ".netrc", ".docker/config.json",
+    ".kube", ".npmrc", ".yarnrc.yml", ".pypirc", ".git-credentials", ".config/gcloud", ".azure",
+    ".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials", ".vault-token",
+    ".pgpass", ".my.cnf", ".terraform.d/credentials.tfrc.json", ".config/op", ".password-store",
+    ".local/share/keyrings", ".config/rclone", ".s3cfg", ".boto", ".oci",
+};
+
+static char *expand_home(const char *p, const char *home)
 {
+    if (p[0] == '~' && (p[1] == '/' || !p[1]))
+        return home ? xasprintf("%s%s", home, p + 1) : NULL;
+    return p[0] == '/' ? xstrdup(p) : NULL;
+}
+
+static char **hidden_paths(const char *const *extra)
+{
+    const char *home = getenv("HOME");
     size_t n = 0;
-    while (environ[n])
+    while (extra && extra[n])
         n++;
-    char **e = xcalloc(n + 1, sizeof *e);
+    char **v = xcalloc(ARRAY_SIZE(default_hidden) + n + 1, sizeof *v);
     size_t k = 0;
+    for (size_t i = 0; home && *home == '/' && i < ARRAY_SIZE(default_hidden); i++)
+        v[k++] = xasprintf("%s/%s", home, default_hidden[i]);
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "TXBOX_FAULT=", 12))
-            e[k++] = environ[i];
-    return e;
+        if ((v[k] = expand_home(extra[i], home)))
+            k++;
+    return v;
+}
+
+static void free_strv(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
 }
 
 /* Where the command starts: the caller's cwd when it lies inside the
@@ -214,7 +241,13 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     dbuf_init(&r->err, cap);
 
     _cleanup_free_ char *cwd = start_dir(ws, opts->cwd);
-    _cleanup_free_ char **envp = command_env();
+    json_t *scrubbed = json_array();
+    _cleanup_free_ char **envp = confine_env(environ, opts->env_allow, scrubbed);
+    char **hide = hidden_paths(opts->deny_read);
+    struct statvfs vfs;
+    uint64_t max_write = opts->max_write_bytes;
+    if (!max_write && fstatvfs(ws->fd, &vfs) == 0)
+        max_write = (uint64_t)vfs.f_bavail * vfs.f_frsize / 2;
     _cleanup_free_ char *prog = NULL;
     char sh[] = "/bin/sh", dash_c[] = "-c";
     char *shell_argv[] = {sh, dash_c, (char *)opts->shell, NULL};
@@ -278,6 +311,13 @@ retry:
         .err_fd = perr[1],
         .timeout_s = opts->timeout_s,
         .cancel = opts->cancel,
+        .limits = {.cpu_s = opts->cpu_seconds, .file_size = max_write},
+        .pids_max = opts->max_processes ? opts->max_processes : 4096,
+        .memory_max = opts->memory_bytes ? opts->memory_bytes : 8ull << 30,
+        .max_write = max_write,
+        .hide = (const char *const *)hide,
+        .allow_degraded = opts->allow_degraded,
+        .name = r->txs,
     };
     struct sb_status st;
     rc = sb_run(&spec, pout[0], perr[0], pump, r, &st, err);
@@ -288,6 +328,8 @@ retry:
         close(perr[0]);
     pout[0] = pout[1] = perr[0] = perr[1] = -1;
     if (rc < 0) {
+        json_decref(st.protections);
+        st.protections = NULL;
         if (!st.ran && st.overlay_failed && opts->allow_copy_fallback && !use_copy) {
             r->fallback = xasprintf("overlay unavailable (%s); used the copy backend", err->msg);
             (void)tree_remove(txfd, "upper");
@@ -300,7 +342,11 @@ retry:
         }
         goto fail;
     }
-    r->protections = json_loads(st.protections, 0, NULL);
+    r->protections = st.protections;
+    st.protections = NULL;
+    json_object_set(r->protections, "env_removed", scrubbed);
+    r->write_limit = st.write_limit;
+    r->oom = st.oom;
     r->cmd_ms = (double)st.cmd_ns / 1e6;
     r->timed_out = st.timed_out;
     if (st.exited) {
@@ -341,6 +387,8 @@ retry:
                 close(txfd);
                 close(upperfd);
                 close(workfd);
+                free_strv(hide);
+                json_decref(scrubbed);
                 result_free(r);
                 return -1;
             }
@@ -374,6 +422,8 @@ retry:
         close(workfd);
     close(txfd);
     ws_end_tx(ws, r->id, activefd);
+    free_strv(hide);
+    json_decref(scrubbed);
     *out = r;
     return 0;
 
@@ -399,6 +449,8 @@ fail:
         close(workfd);
     if (r->id)
         ws_end_tx(ws, r->id, activefd);
+    free_strv(hide);
+    json_decref(scrubbed);
     result_free(r);
     return -1;
 }

@@ -28,6 +28,7 @@
  * Every step that fails is reported as a setup error and nothing runs (fail
  * closed). What was in force goes back to the parent as `protections`. */
 #include "sandbox.h"
+#include "cgroup.h"
 #include "safepath.h"
 
 #include <fcntl.h>
@@ -42,11 +43,12 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
 /* ---- messages from init to the parent ---- */
-enum { MSG_SETUP_ERR = 1, MSG_STARTED, MSG_EXITED, MSG_PROTECTIONS, MSG_OVERLAY_ERR };
+enum { MSG_SETUP_ERR = 1, MSG_STARTED, MSG_EXITED, MSG_OVERLAY_ERR };
 struct sb_msg {
     int type;
     int val;
@@ -344,11 +346,36 @@ static void loopback_up(void)
         setup_die("cannot bring up the loopback interface");
 }
 
+/* Deny-read: an empty read-only tmpfs over each secret directory, the null
+ * device over each secret file. Paths in or around the workspace are left
+ * alone (the workspace is the command's to read). */
+static void hide_paths(const struct sb_spec *s, int nullfd)
+{
+    for (size_t i = 0; s->hide && s->hide[i]; i++) {
+        const char *p = s->hide[i];
+        if (path_under(p, s->ws_path) || path_under(s->ws_path, p))
+            continue;
+        struct stat st;
+        if (stat(p, &st) < 0)
+            continue; /* nothing there to hide */
+        if (S_ISDIR(st.st_mode)) {
+            if (mount("tmpfs", p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                      "size=4k,nr_inodes=1,mode=0") < 0)
+                setup_die("cannot hide %s", p);
+        } else {
+            char src[32];
+            if (nullfd < 0 || mount(fdpath(nullfd, src), p, NULL, MS_BIND, NULL) < 0)
+                setup_die("cannot hide %s", p);
+        }
+    }
+}
+
 /* ---- the command, in the nested user namespace ---- */
 
 struct child_args {
     const struct sb_spec *spec;
     int go_fd; /* init writes one byte once the id maps are in place */
+    int landlock_abi;
 };
 
 __attribute__((noreturn)) static void command_main(const struct child_args *a)
@@ -370,7 +397,23 @@ __attribute__((noreturn)) static void command_main(const struct child_args *a)
         _exit(126);
     }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-        _exit(126);
+        setup_die("cannot set no_new_privs");
+    txbox_error ce = {0};
+    if (confine_rlimits(&s->limits, &ce) < 0) {
+        errno = 0;
+        setup_die("%s", ce.msg);
+    }
+    if (a->landlock_abi > 0) {
+        const char *writable[] = {s->ws_path, "/tmp", "/dev", NULL};
+        if (confine_landlock(writable, a->landlock_abi, &ce) < 0) {
+            errno = 0;
+            setup_die("%s", ce.msg);
+        }
+    }
+    if (confine_seccomp(&ce) < 0) {
+        errno = 0;
+        setup_die("%s", ce.msg);
+    }
     signal(SIGPIPE, SIG_DFL);
     execve(s->argv[0], s->argv, s->envp);
     int e = errno;
@@ -388,11 +431,12 @@ static pid_t clone_fork(uint64_t flags, int *pidfd)
     return (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
 }
 
-__attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool userns, int sync_fd)
+__attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool userns, int sync_fd,
+                                               int landlock_abi)
 {
     char c;
-    if (userns && read_all(sync_fd, &c, 1) != 1)
-        _exit(126);
+    if (read_all(sync_fd, &c, 1) != 1)
+        _exit(126); /* the parent gave up (maps or cgroup failed) */
     close(sync_fd);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
 
@@ -411,7 +455,8 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
     if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0)
         setup_die("cannot mount a private /tmp");
     mount_dev(devfd);
-    for (size_t i = 0; i < ARRAY_SIZE(devfd); i++)
+    int devfd_null = devfd[0];
+    for (size_t i = 1; i < ARRAY_SIZE(devfd); i++)
         if (devfd[i] >= 0)
             close(devfd[i]);
     /* A fresh /proc for the new pid namespace; made read-only below, once
@@ -422,22 +467,13 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
     if (!s->net)
         loopback_up();
 
-    char prot[512];
-    snprintf(prot, sizeof prot,
-             "{\"namespaces\":[\"mount\",\"pid\",\"ipc\",\"uts\",%s\"user\"],"
-             "\"workspace\":\"%s\",\"readonly_root\":true,\"private_tmp\":true,"
-             "\"minimal_dev\":true,\"proc\":\"private,read-only\",\"network\":\"%s\","
-             "\"state_hidden\":true,\"mounts_locked\":true,\"no_new_privs\":true}",
-             s->net ? "" : "\"net\",",
-             s->view == SB_VIEW_OVERLAY ? "overlay" : s->view == SB_VIEW_DIRECT ? "direct" : "read-only",
-             s->net ? "host" : "loopback-only");
-    send_msg(report_fd, MSG_PROTECTIONS, 0, prot);
+    hide_paths(s, devfd_null);
 
     /* The command, in a nested user namespace. */
     int go[2];
     if (pipe2(go, O_CLOEXEC) < 0)
         setup_die("pipe");
-    struct child_args ca = {.spec = s, .go_fd = go[0]};
+    struct child_args ca = {.spec = s, .go_fd = go[0], .landlock_abi = landlock_abi};
     pid_t cmd = clone_fork(CLONE_NEWUSER, NULL);
     if (cmd < 0)
         setup_die("cannot create the command's user namespace");
@@ -489,17 +525,84 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
 
 bool sb_is_root(void) { return geteuid() == 0; }
 
+/* What is in force, as the result's `protections` object. */
+static json_t *protections(const struct sb_spec *s, bool userns, int abi, const struct cgroup *cg)
+{
+    json_t *ns = json_pack("[s,s,s,s]", "mount", "pid", "ipc", "uts");
+    if (!s->net)
+        json_array_append_new(ns, json_string("net"));
+    json_array_append_new(ns, json_string("user"));
+    json_t *hidden = json_array();
+    for (size_t i = 0; s->hide && s->hide[i]; i++) {
+        struct stat st;
+        if (!path_under(s->hide[i], s->ws_path) && !path_under(s->ws_path, s->hide[i]) &&
+            stat(s->hide[i], &st) == 0)
+            json_array_append_new(hidden, json_string(s->hide[i]));
+    }
+    json_t *lim = json_object();
+    json_object_set_new(lim, "via", json_string(cg->kind ? cg->kind : "rlimits"));
+    json_object_set_new(lim, "processes", json_integer((json_int_t)(cg->kind ? s->pids_max : s->limits.nproc)));
+    json_object_set_new(lim, "memory_bytes", json_integer((json_int_t)(cg->kind ? s->memory_max : s->limits.memory)));
+    json_object_set_new(lim, "cpu_seconds", s->limits.cpu_s ? json_integer((json_int_t)s->limits.cpu_s) : json_null());
+    json_object_set_new(lim, "write_bytes", json_integer((json_int_t)s->max_write));
+    json_object_set_new(lim, "timeout_seconds", s->timeout_s > 0 ? json_real(s->timeout_s) : json_null());
+    const char *view = s->view == SB_VIEW_OVERLAY ? "overlay" : s->view == SB_VIEW_DIRECT ? "direct" : "read-only";
+    json_t *o = json_object();
+    json_object_set_new(o, "namespaces", ns);
+    json_object_set_new(o, "user_namespace", json_string(userns ? "unprivileged, caller's uid mapped" : "nested, identity-mapped (mounts locked)"));
+    json_object_set_new(o, "workspace", json_string(view));
+    json_object_set_new(o, "readonly_root", json_true());
+    json_object_set_new(o, "private_tmp", json_true());
+    json_object_set_new(o, "minimal_dev", json_true());
+    json_object_set_new(o, "proc", json_string("private, read-only"));
+    json_object_set_new(o, "network", json_string(s->net ? "host" : "loopback only"));
+    json_object_set_new(o, "state_hidden", json_true());
+    json_object_set_new(o, "secrets_hidden", hidden);
+    json_object_set_new(o, "no_new_privs", json_true());
+    json_object_set_new(o, "seccomp", json_true());
+    json_object_set_new(o, "landlock", abi > 0 ? json_integer(abi) : json_false());
+    json_object_set_new(o, "limits", lim);
+    return o;
+}
+
 int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn, void *ctx,
            struct sb_status *st, txbox_error *err)
 {
     memset(st, 0, sizeof *st);
     bool userns = !sb_is_root();
+    /* Fail closed: a protection that cannot be had here stops the run,
+     * unless the caller accepts less (and the result says what held). */
+    int abi = confine_landlock_abi();
+    if (abi < 1 && !s->allow_degraded)
+        return tx_err(err, ENOSYS, "Landlock is not available in this kernel; refusing to run with less isolation (--allow-degraded accepts it)");
+    struct cgroup cg;
+    if (cg_create(&cg, s->name ? s->name : "tx", s->pids_max, s->memory_max) < 0 && !userns &&
+        !s->allow_degraded)
+        return tx_err(err, ENOTSUP, "no usable cgroup for the process and memory limits; refusing to run as root without them (--allow-degraded accepts rlimits)");
+    struct sb_spec spec = *s;
+    if (!cg.kind) {
+        /* rlimits instead: per process for memory, per user for processes */
+        if (!spec.limits.nproc)
+            spec.limits.nproc = s->pids_max;
+        if (!spec.limits.memory)
+            spec.limits.memory = s->memory_max;
+    }
+    s = &spec;
+    struct statvfs vfs0;
+    if (fstatvfs(s->ws_fd, &vfs0) < 0) {
+        cg_destroy(&cg);
+        return tx_errno(err, errno, "cannot measure the workspace's filesystem");
+    }
+    uint64_t free0 = (uint64_t)vfs0.f_bavail * vfs0.f_frsize;
     int rep[2], sync[2];
-    if (pipe2(rep, O_CLOEXEC) < 0)
+    if (pipe2(rep, O_CLOEXEC) < 0) {
+        cg_destroy(&cg);
         return tx_errno(err, errno, "pipe");
+    }
     if (pipe2(sync, O_CLOEXEC) < 0) {
         close(rep[0]);
         close(rep[1]);
+        cg_destroy(&cg);
         return tx_errno(err, errno, "pipe");
     }
     uint64_t flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
@@ -516,6 +619,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         close(rep[1]);
         close(sync[0]);
         close(sync[1]);
+        cg_destroy(&cg);
         return tx_errno(err, e, "cannot create the sandbox namespaces%s",
                         userns ? " (are unprivileged user namespaces enabled?)" : "");
     }
@@ -527,7 +631,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         if (err_pipe >= 0)
             close(err_pipe);
         report_fd = rep[1];
-        init_main(s, userns, sync[0]);
+        init_main(s, userns, sync[0], abi);
     }
     close(rep[1]);
     close(sync[0]);
@@ -542,14 +646,17 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         char um[64], gm[64];
         snprintf(um, sizeof um, "%u %u 1\n", getuid(), getuid());
         snprintf(gm, sizeof gm, "%u %u 1\n", getgid(), getgid());
-        if (write_id_maps(pid, um, gm, true) < 0) {
+        if (write_id_maps(pid, um, gm, true) < 0)
             rc = tx_errno(err, errno, "cannot map ids in the sandbox user namespace");
-            kill(pid, SIGKILL);
-        } else if (write_all(sync[1], "g", 1) < 0) {
-            rc = tx_errno(err, errno, "cannot start the sandbox");
-        }
     }
+    if (rc == 0 && cg.kind && cg_attach(&cg, pid) < 0)
+        rc = tx_errno(err, errno, "cannot place the sandbox in its cgroup");
+    if (rc == 0 && write_all(sync[1], "g", 1) < 0)
+        rc = tx_errno(err, errno, "cannot start the sandbox");
+    if (rc < 0)
+        kill(pid, SIGKILL);
     close(sync[1]);
+    st->protections = protections(s, userns, abi, &cg);
 
     /* Pump output and messages until init is gone. */
     uint64_t t0 = now_ns(), started = 0, deadline = 0;
@@ -572,7 +679,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
             pf[n] = (struct pollfd){.fd = pidfd, .events = POLLIN};
             map[n++] = 3;
         }
-        int tmo = 200;
+        int tmo = s->max_write ? 50 : 200;
         if (deadline && !killed) {
             uint64_t now = now_ns();
             if (now >= deadline) {
@@ -581,6 +688,17 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
                 killed = true;
             } else if ((deadline - now) / 1000000 < (uint64_t)tmo) {
                 tmo = (int)((deadline - now) / 1000000) + 1;
+            }
+        }
+        if (!killed && s->max_write) {
+            struct statvfs v;
+            if (fstatvfs(s->ws_fd, &v) == 0) {
+                uint64_t now_free = (uint64_t)v.f_bavail * v.f_frsize;
+                if (free0 > now_free && free0 - now_free > s->max_write) {
+                    st->write_limit = true;
+                    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+                    killed = true;
+                }
             }
         }
         if (s->cancel && *s->cancel && !killed) {
@@ -623,8 +741,6 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
                     rc = tx_err(err, msg.val ? msg.val : EPERM, "sandbox: %s", msg.text);
                     st->overlay_failed = msg.type == MSG_OVERLAY_ERR;
                 }
-                else if (msg.type == MSG_PROTECTIONS)
-                    snprintf(st->protections, sizeof st->protections, "%s", msg.text);
                 else if (msg.type == MSG_STARTED) {
                     st->ran = true;
                     started = msg.ts;
@@ -651,6 +767,8 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
         ;
     close(pidfd);
+    st->oom = cg_oom(&cg);
+    cg_destroy(&cg);
     if (st->ran && !st->exited && !killed && rc == 0)
         rc = tx_err(err, EIO, "sandbox: init ended without reporting the command's status");
     if (st->ran && !st->exited && killed)

@@ -6,6 +6,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+
+#include "confine.h"
 #include "util.h"
 
 enum sb_view {
@@ -27,6 +30,12 @@ struct sb_spec {
     int in_fd, out_fd, err_fd; /* the command's stdio; -1 = inherit */
     double timeout_s;      /* 0 = none */
     volatile int *cancel;  /* set non-zero (e.g. by a signal handler) to kill the command */
+    struct confine_limits limits; /* rlimits of the command */
+    uint64_t pids_max, memory_max; /* per-transaction cgroup limits (root) */
+    uint64_t max_write;    /* bytes the command may take on the workspace's filesystem */
+    const char *const *hide; /* absolute paths made unreadable (NULL-terminated) */
+    bool allow_degraded;   /* run even where Landlock or a cgroup is missing */
+    const char *name;      /* transaction id, names the cgroup */
 };
 
 struct sb_status {
@@ -35,8 +44,10 @@ struct sb_status {
     int wstatus;
     bool timed_out, cancelled;
     bool overlay_failed;   /* setup failed because overlayfs could not be mounted */
+    bool write_limit;      /* killed: it wrote more than max_write */
+    bool oom;              /* the memory limit was hit */
     uint64_t cmd_ns;       /* time the command itself ran */
-    char protections[512]; /* JSON object text of what was in force */
+    json_t *protections;   /* what was in force (caller owns) */
 };
 
 /* Output pump: called with data read from the command's captured stdout (1)

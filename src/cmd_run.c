@@ -4,6 +4,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,12 +22,40 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: txbox run [-C DIR] [--json] [--timeout S] [--backend overlay|copy]\n"
-            "                 [--allow-copy-fallback] [--net] (-c 'STRING' | -- PROG ARGS...)\n"
+            "                 [--allow-copy-fallback] [--net] [--allow-degraded]\n"
+            "                 [--memory SIZE] [--pids N] [--cpu S] [--max-write SIZE]\n"
+            "                 [--keep-env PATTERN]... [--hide PATH]...\n"
+            "                 (-c 'STRING' | -- PROG ARGS...)\n"
             "\n"
             "Runs the command in a sandbox where the workspace is a copy-on-write view;\n"
             "exit status 0 commits its changes atomically, anything else rolls them back.\n"
             "Exit status: the command's own; 122 blocked, 123 conflict, 124 timed out,\n"
             "125 txbox error.\n");
+}
+
+/* A positive whole number, with an optional K/M/G/T suffix (powers of 1024)
+ * when sizes are wanted. */
+static bool parse_size(const char *s, bool suffix, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (!*s || *s == '-')
+        return false;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || v == 0)
+        return false;
+    unsigned shift = 0;
+    if (suffix && *end) {
+        const char *u = strchr("KMGT", *end & ~0x20);
+        if (!u || end[1])
+            return false;
+        shift = 10 * (unsigned)(u - "KMGT" + 1);
+        end++;
+    }
+    if (*end || (shift && v > (UINT64_MAX >> shift)))
+        return false;
+    *out = (uint64_t)v << shift;
+    return true;
 }
 
 static bool parse_seconds(const char *s, double *out)
@@ -42,7 +71,8 @@ static bool parse_seconds(const char *s, double *out)
 
 int cmd_run(int argc, char **argv)
 {
-    enum { O_JSON = 256, O_TIMEOUT, O_BACKEND, O_FALLBACK, O_NET, O_POLICY, O_HELP };
+    enum { O_JSON = 256, O_TIMEOUT, O_BACKEND, O_FALLBACK, O_NET, O_POLICY, O_HELP, O_DEGRADED,
+           O_MEMORY, O_PIDS, O_CPU, O_MAXWRITE, O_KEEPENV, O_HIDE };
     static const struct option opts[] = {
         {"json", no_argument, NULL, O_JSON},
         {"timeout", required_argument, NULL, O_TIMEOUT},
@@ -51,8 +81,17 @@ int cmd_run(int argc, char **argv)
         {"net", no_argument, NULL, O_NET},
         {"policy", required_argument, NULL, O_POLICY},
         {"help", no_argument, NULL, O_HELP},
+        {"allow-degraded", no_argument, NULL, O_DEGRADED},
+        {"memory", required_argument, NULL, O_MEMORY},
+        {"pids", required_argument, NULL, O_PIDS},
+        {"cpu", required_argument, NULL, O_CPU},
+        {"max-write", required_argument, NULL, O_MAXWRITE},
+        {"keep-env", required_argument, NULL, O_KEEPENV},
+        {"hide", required_argument, NULL, O_HIDE},
         {0},
     };
+    const char *keep[65] = {0}, *hide[65] = {0};
+    size_t nkeep = 0, nhide = 0;
     const char *dir = ".", *shell = NULL;
     bool json = false;
     txbox_run_opts ro = {0};
@@ -91,6 +130,36 @@ int cmd_run(int argc, char **argv)
             break;
         case O_POLICY:
             break; /* consulted by the policy engine */
+        case O_DEGRADED:
+            ro.allow_degraded = 1;
+            break;
+        case O_MEMORY:
+        case O_MAXWRITE:
+        case O_PIDS:
+        case O_CPU: {
+            uint64_t v;
+            if (!parse_size(optarg, c == O_MEMORY || c == O_MAXWRITE, &v))
+                return cli_failf("run: %s wants a positive %s, not '%s'", argv[optind - 1],
+                                 c == O_MEMORY || c == O_MAXWRITE ? "size (bytes, or with K/M/G)" : "whole number", optarg);
+            if (c == O_MEMORY)
+                ro.memory_bytes = v;
+            else if (c == O_MAXWRITE)
+                ro.max_write_bytes = v;
+            else if (c == O_PIDS)
+                ro.max_processes = v;
+            else
+                ro.cpu_seconds = v;
+            break;
+        }
+        case O_KEEPENV:
+        case O_HIDE:
+            if ((c == O_KEEPENV ? nkeep : nhide) >= 64)
+                return cli_failf("run: at most 64 %s options", c == O_KEEPENV ? "--keep-env" : "--hide");
+            if (c == O_KEEPENV)
+                keep[nkeep++] = optarg;
+            else
+                hide[nhide++] = optarg;
+            break;
         case 'h':
         case O_HELP:
             usage(stdout);
@@ -108,6 +177,8 @@ int cmd_run(int argc, char **argv)
         return cli_failf("run: no command (use -c 'STRING' or -- PROG ARGS...)");
     ro.shell = shell;
     ro.argv = shell ? NULL : prog;
+    ro.env_allow = keep;
+    ro.deny_read = hide;
     ro.capture = json;
     ro.cancel = &cancelled;
 

@@ -1653,27 +1653,6 @@ static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen)
 
 /* ---- emitting simple commands, with the programs that run programs ---- */
 
-/* Skip options of a program spec; returns the index of the first operand. */
-static size_t skip_options(const progspec *ps, const pword *argv, size_t argc, size_t i,
-                           bool *stop_flag)
-{
-    while (i < argc) {
-        const char *a = argv[i].s;
-        if (argv[i].flags & W_DYN)
-            return i;
-        if (!strcmp(a, "--"))
-            return i + 1;
-        if (a[0] != '-' || !a[1])
-            return i;
-        if (ps && strlist_has(&ps->stop_flags, a) && stop_flag)
-            *stop_flag = true;
-        if (ps && strlist_has(&ps->options_with_value, a))
-            i++;
-        i++;
-    }
-    return i;
-}
-
 static const char *join_words(W *w, const pword *v, size_t n, bool *dyn, unsigned *wf)
 {
     size_t tot = 1;

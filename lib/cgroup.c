@@ -1,0 +1,133 @@
+/* Per-transaction control groups for the process-count and memory limits.
+ *
+ * cgroup v2 where it can be had (a writable unified hierarchy with the pids
+ * and memory controllers), else the v1 pids and memory hierarchies; without
+ * either (typically: not root) the caller falls back to rlimits and says so.
+ * RLIMIT_NPROC does not bind host root, so as root a cgroup is what stops a
+ * fork bomb. */
+#include "cgroup.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
+
+static int write_text(const char *dir, const char *file, const char *text)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    _cleanup_close_ int fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    return write_all(fd, text, strlen(text));
+}
+
+static bool has_controllers_v2(const char *root)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/cgroup.controllers", root);
+    _cleanup_file_ FILE *f = fopen(p, "re");
+    char line[512] = "";
+    if (!f || !fgets(line, sizeof line, f))
+        return false;
+    return strstr(line, "pids") && strstr(line, "memory");
+}
+
+static bool is_fs(const char *p, long magic)
+{
+    struct statfs s;
+    return statfs(p, &s) == 0 && s.f_type == magic;
+}
+
+int cg_create(struct cgroup *cg, const char *name, uint64_t pids, uint64_t memory)
+{
+    memset(cg, 0, sizeof *cg);
+    if (geteuid() != 0)
+        return -1;
+    char v[32];
+    /* v2 */
+    if (is_fs("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC) && has_controllers_v2("/sys/fs/cgroup")) {
+        mkdir("/sys/fs/cgroup/txbox", 0755);
+        if (write_text("/sys/fs/cgroup/txbox", "cgroup.subtree_control", "+pids +memory") == 0) {
+            snprintf(cg->v2, sizeof cg->v2, "/sys/fs/cgroup/txbox/%s", name);
+            if (mkdir(cg->v2, 0755) == 0) {
+                snprintf(v, sizeof v, "%llu", (unsigned long long)pids);
+                bool ok = write_text(cg->v2, "pids.max", v) == 0;
+                snprintf(v, sizeof v, "%llu", (unsigned long long)memory);
+                ok = ok && write_text(cg->v2, "memory.max", v) == 0;
+                (void)write_text(cg->v2, "memory.swap.max", "0");
+                if (ok) {
+                    cg->kind = "cgroup v2";
+                    return 0;
+                }
+                rmdir(cg->v2);
+            }
+            cg->v2[0] = 0;
+        }
+    }
+    /* v1 */
+    if (is_fs("/sys/fs/cgroup/pids", CGROUP_SUPER_MAGIC) &&
+        is_fs("/sys/fs/cgroup/memory", CGROUP_SUPER_MAGIC)) {
+        snprintf(cg->v1_pids, sizeof cg->v1_pids, "/sys/fs/cgroup/pids/txbox-%s", name);
+        snprintf(cg->v1_mem, sizeof cg->v1_mem, "/sys/fs/cgroup/memory/txbox-%s", name);
+        if (mkdir(cg->v1_pids, 0755) == 0 && mkdir(cg->v1_mem, 0755) == 0) {
+            snprintf(v, sizeof v, "%llu", (unsigned long long)pids);
+            bool ok = write_text(cg->v1_pids, "pids.max", v) == 0;
+            snprintf(v, sizeof v, "%llu", (unsigned long long)memory);
+            ok = ok && write_text(cg->v1_mem, "memory.limit_in_bytes", v) == 0;
+            (void)write_text(cg->v1_mem, "memory.memsw.limit_in_bytes", v);
+            if (ok) {
+                cg->kind = "cgroup v1";
+                return 0;
+            }
+        }
+        rmdir(cg->v1_pids);
+        rmdir(cg->v1_mem);
+        cg->v1_pids[0] = cg->v1_mem[0] = 0;
+    }
+    return -1;
+}
+
+int cg_attach(const struct cgroup *cg, pid_t pid)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%d", pid);
+    if (cg->v2[0])
+        return write_text(cg->v2, "cgroup.procs", v);
+    if (cg->v1_pids[0])
+        return write_text(cg->v1_pids, "cgroup.procs", v) == 0 &&
+                       write_text(cg->v1_mem, "cgroup.procs", v) == 0
+                   ? 0
+                   : -1;
+    return -1;
+}
+
+bool cg_oom(const struct cgroup *cg)
+{
+    char p[PATH_MAX];
+    _cleanup_free_ char *s = NULL;
+    if (cg->v2[0]) {
+        snprintf(p, sizeof p, "%s/memory.events", cg->v2);
+        if (read_file_at(AT_FDCWD, p, 4096, &s, NULL, NULL) == 0) {
+            const char *k = strstr(s, "oom_kill ");
+            return k && strtoull(k + 9, NULL, 10) > 0;
+        }
+    } else if (cg->v1_mem[0]) {
+        snprintf(p, sizeof p, "%s/memory.failcnt", cg->v1_mem);
+        if (read_file_at(AT_FDCWD, p, 64, &s, NULL, NULL) == 0)
+            return strtoull(s, NULL, 10) > 0;
+    }
+    return false;
+}
+
+void cg_destroy(struct cgroup *cg)
+{
+    /* The pid namespace is gone when this runs, so the groups are empty. */
+    if (cg->v2[0])
+        rmdir(cg->v2);
+    if (cg->v1_pids[0])
+        rmdir(cg->v1_pids);
+    if (cg->v1_mem[0])
+        rmdir(cg->v1_mem);
+    memset(cg, 0, sizeof *cg);
+}

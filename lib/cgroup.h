@@ -1,0 +1,22 @@
+/* Per-transaction control groups: process-count and memory limits. */
+#ifndef TXBOX_CGROUP_H
+#define TXBOX_CGROUP_H
+
+#include <sys/types.h>
+
+#include "util.h"
+
+struct cgroup {
+    const char *kind; /* "cgroup v2", "cgroup v1", or NULL when none */
+    char v2[128], v1_pids[128], v1_mem[128];
+};
+
+/* Creates the group with its limits; -1 when no cgroup can be had here. */
+int cg_create(struct cgroup *cg, const char *name, uint64_t pids, uint64_t memory);
+/* Moves pid (and its future children) into the group. */
+int cg_attach(const struct cgroup *cg, pid_t pid);
+/* Did the memory limit bite? */
+bool cg_oom(const struct cgroup *cg);
+void cg_destroy(struct cgroup *cg);
+
+#endif

@@ -1,0 +1,31 @@
+/* Seccomp, Landlock, resource limits and the scrubbed environment. */
+#ifndef TXBOX_CONFINE_H
+#define TXBOX_CONFINE_H
+
+#include <jansson.h>
+
+#include "util.h"
+
+/* Installs the syscall filter (no_new_privs must already be set). */
+MUST_CHECK int confine_seccomp(txbox_error *err);
+/* The Landlock ABI version the kernel offers (0: none). */
+int confine_landlock_abi(void);
+/* Restricts writes to the paths given (NULL-terminated) and below. */
+MUST_CHECK int confine_landlock(const char *const *writable, int abi, txbox_error *err);
+
+struct confine_limits {
+    uint64_t nproc;     /* processes of the command's user (0: unlimited) */
+    uint64_t memory;    /* bytes of data segment + private mappings per process */
+    uint64_t cpu_s;     /* CPU seconds per process */
+    uint64_t file_size; /* bytes in one file */
+};
+MUST_CHECK int confine_rlimits(const struct confine_limits *l, txbox_error *err);
+
+/* Does an environment variable named name[0..n) look like a secret (and is
+ * it not allowed by one of the fnmatch patterns in allow)? */
+bool confine_env_is_secret(const char *name, size_t n, const char *const *allow);
+/* env without secrets (the strings are shared with env; free only the
+ * array). The names removed are appended to `removed` (may be NULL). */
+char **confine_env(char *const *env, const char *const *allow, json_t *removed);
+
+#endif

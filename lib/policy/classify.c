@@ -1,0 +1,680 @@
+/* Classification: rules against the simple commands the shell reader
+ * found, and the public txbox_policy_* API.
+ *
+ * For each simple command, every enabled rule is tried: an `unsafe` rule
+ * that matches decides; otherwise an `uncertain` one; otherwise a `safe`
+ * one; otherwise the command is `uncertain` (rule `no-rule`). A command
+ * with a not-understood detector is never `safe`. The verdict of the whole
+ * string is the worst verdict of its commands, reported with the rule of
+ * the first command that has it. */
+#include <ctype.h>
+#include <fnmatch.h>
+#include <limits.h>
+
+#include "pol.h"
+
+extern const char txbox_default_policy[];
+extern const size_t txbox_default_policy_len;
+
+#define D_NEVER_SAFE                                                                            \
+    (D_PARSE_ERROR | D_DYN_PROGRAM | D_DYN_CODE | D_REMOTE_CODE | D_FORK_BOMB | D_TOO_DEEP |    \
+     D_TOO_LARGE | D_BAD_INPUT)
+
+const char *txbox_verdict_name(txbox_verdict_kind v)
+{
+    switch (v) {
+    case TXBOX_VERDICT_SAFE: return "safe";
+    case TXBOX_VERDICT_UNSAFE: return "unsafe";
+    default: return "uncertain";
+    }
+}
+
+static bool glob1(const char *pat, const char *s)
+{
+    if (!strpbrk(pat, "*?["))
+        return !strcmp(pat, s);
+    return fnmatch(pat, s, 0) == 0;
+}
+
+static bool glob_any(const strlist *l, const char *s)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (glob1(l->v[i], s))
+            return true;
+    return false;
+}
+
+/* ---- paths ---- */
+
+/* Lexically normalize an absolute path into out (size >= strlen(in)+2). */
+static void norm_abs(const char *in, char *out)
+{
+    size_t ol = 0;
+    const char *s = in;
+    while (*s) {
+        while (*s == '/')
+            s++;
+        if (!*s)
+            break;
+        const char *e = strchr(s, '/');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        if (n == 1 && s[0] == '.') {
+        } else if (n == 2 && s[0] == '.' && s[1] == '.') {
+            while (ol && out[ol - 1] != '/')
+                ol--;
+            if (ol)
+                ol--;
+        } else {
+            out[ol++] = '/';
+            memcpy(out + ol, s, n);
+            ol += n;
+        }
+        s += n;
+    }
+    if (!ol)
+        out[ol++] = '/';
+    out[ol] = 0;
+}
+
+/* Does the relative path rel (under base, also relative) leave base? */
+static bool rel_escapes(const char *base, const char *rel)
+{
+    long depth = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const char *s = pass ? rel : base;
+        while (s && *s) {
+            while (*s == '/')
+                s++;
+            if (!*s)
+                break;
+            const char *e = strchr(s, '/');
+            size_t n = e ? (size_t)(e - s) : strlen(s);
+            if (n == 2 && s[0] == '.' && s[1] == '.') {
+                if (--depth < 0)
+                    return true;
+            } else if (!(n == 1 && s[0] == '.')) {
+                depth++;
+            }
+            s += n;
+        }
+    }
+    return false;
+}
+
+unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w)
+{
+    if (c->det & D_REMOTE)
+        return PC_OUTSIDE;
+    if (w->flags & W_TILDE)
+        return PC_OUTSIDE;
+    bool dyn = (w->flags & W_DYN) != 0;
+    size_t n = dyn ? w->dynpos : w->len;
+    if (n == 0)
+        return dyn ? PC_DYNAMIC : PC_INSIDE;
+    char stat[PATH_MAX];
+    if (n >= sizeof stat - 2)
+        n = sizeof stat - 3;
+    memcpy(stat, w->s, n);
+    stat[n] = 0;
+    if (stat[0] == '~')
+        return PC_OUTSIDE; /* a quoted ~ is a file named ~, but never mind: say outside */
+    if (stat[0] == '/') {
+        if (!dyn && glob_any(&p->null_paths, stat))
+            return PC_NULL;
+        char norm[PATH_MAX];
+        norm_abs(stat, norm);
+        if (dyn && n && stat[n - 1] != '/') {
+            /* /ho$X: only the directory part is known */
+            char *sl = strrchr(norm, '/');
+            if (sl && sl != norm)
+                *sl = 0;
+            else
+                strcpy(norm, "/");
+        }
+        if (p->workspace) {
+            size_t wl = strlen(p->workspace);
+            if (!strncmp(norm, p->workspace, wl) && (norm[wl] == '/' || !norm[wl]))
+                return dyn && !(w->flags & W_SYNTH) && strstr(w->s + n, "..") ? PC_DYNAMIC
+                                                                               : PC_INSIDE;
+        }
+        if (!strncmp(norm, "/dev/", 5) && !glob_any(&p->scratch_paths, norm))
+            return glob_any(&p->null_paths, norm) ? PC_NULL : PC_DEVICE;
+        if (glob_any(&p->scratch_paths, norm) && strcmp(norm, "/tmp") && strcmp(norm, "/var/tmp"))
+            return PC_SCRATCH;
+        return PC_OUTSIDE;
+    }
+    /* relative */
+    if (c->cwd_kind == CWD_UNKNOWN)
+        return PC_DYNAMIC;
+    if (c->cwd_kind == CWD_OUTSIDE)
+        return PC_OUTSIDE;
+    if (rel_escapes(c->cwd, stat))
+        return PC_OUTSIDE;
+    if (dyn && !(w->flags & W_SYNTH))
+        return PC_DYNAMIC;
+    return PC_INSIDE;
+}
+
+/* ---- operands ---- */
+typedef struct view {
+    const pcmd *c;
+    const progspec *ps;
+    size_t ops[64]; /* indices into argv of operands */
+    size_t nops;
+    size_t script; /* index of a script operand (sed, awk), or 0 */
+    size_t subcmd_end; /* argv index after the last global option */
+    bool prog_ok;
+    const char *prog;
+} view;
+
+static void make_view(const txbox_policy *p, const pcmd *c, view *v)
+{
+    memset(v, 0, sizeof *v);
+    v->c = c;
+    if (!c->argc) {
+        v->prog = "";
+        return;
+    }
+    v->prog_ok = !(c->argv[0].flags & W_DYN);
+    v->prog = v->prog_ok ? basename_of(c->argv[0].s) : "";
+    v->ps = policy_prog(p, v->prog);
+    bool after_dd = false, have_script_opt = false;
+    for (size_t i = 1; i < c->argc; i++) {
+        const pword *a = &c->argv[i];
+        if (!after_dd && !(a->flags & W_DYN) && v->ps &&
+            strlist_has(&v->ps->script_operand_unless, a->s))
+            have_script_opt = true;
+        if (!after_dd && !(a->flags & W_DYN) && v->ps && !strncmp(a->s, "--", 2) &&
+            strchr(a->s, '=')) {
+            for (size_t k = 0; k < v->ps->script_operand_unless.n; k++) {
+                const char *o = v->ps->script_operand_unless.v[k];
+                if (!strncmp(a->s, o, strlen(o)) && a->s[strlen(o)] == '=')
+                    have_script_opt = true;
+            }
+        }
+        if (!after_dd && !strcmp(a->s, "--") && !(a->flags & W_DYN)) {
+            after_dd = true;
+            continue;
+        }
+        bool opt = !after_dd && a->s[0] == '-' && a->len > 1 && !(a->flags & W_DYN);
+        if (opt) {
+            if (v->ps && v->ps->leading_operands_only)
+                break;
+            if (v->ps && strlist_has(&v->ps->options_with_value, a->s))
+                i++;
+            continue;
+        }
+        if (v->nops < ARRAY_SIZE(v->ops))
+            v->ops[v->nops++] = i;
+    }
+    if (v->ps && v->ps->script_operand_unless.n && !have_script_opt && v->nops) {
+        v->script = v->ops[0];
+        memmove(v->ops, v->ops + 1, (v->nops - 1) * sizeof v->ops[0]);
+        v->nops--;
+    }
+}
+
+static bool flag_in(const char *a, const char *flag)
+{
+    if (flag[0] == '-' && flag[1] == '-') {
+        size_t l = strlen(flag);
+        return !strncmp(a, flag, l) && (a[l] == 0 || a[l] == '=');
+    }
+    char letter = flag[0] == '-' ? flag[1] : flag[0];
+    if (a[0] != '-' || a[1] == '-' || !a[1])
+        return false;
+    for (const char *s = a + 1; *s; s++) {
+        if (*s == letter)
+            return true;
+        if (!isalpha((unsigned char)*s))
+            return false; /* -n5: the rest is a value */
+    }
+    return false;
+}
+
+static bool flags_match(const pcmd *c, const strlist *flags)
+{
+    for (size_t i = 1; i < c->argc; i++) {
+        const pword *a = &c->argv[i];
+        if (a->flags & W_DYN)
+            continue;
+        if (!strcmp(a->s, "--"))
+            return false;
+        for (size_t k = 0; k < flags->n; k++)
+            if (flag_in(a->s, flags->v[k]))
+                return true;
+    }
+    return false;
+}
+
+static bool args_match(const pcmd *c, const strlist *l)
+{
+    for (size_t i = 1; i < c->argc; i++)
+        if (glob_any(l, c->argv[i].s))
+            return true;
+    return false;
+}
+
+bool rule_matches(const txbox_policy *p, const rule *r, const pcmd *c)
+{
+    if (r->decision == DEC_OFF)
+        return false;
+    if (r->detector && !(c->det & r->detector))
+        return false;
+    view v;
+    bool have_view = false;
+#define VIEW()                                                                                  \
+    do {                                                                                        \
+        if (!have_view) {                                                                       \
+            make_view(p, c, &v);                                                                \
+            have_view = true;                                                                   \
+        }                                                                                       \
+    } while (0)
+    if (r->program.n) {
+        if (!c->argc || (c->argv[0].flags & W_DYN))
+            return false;
+        if (!glob_any(&r->program, basename_of(c->argv[0].s)))
+            return false;
+    }
+    if (r->decision == DEC_SAFE && !r->allow_dynamic_args) {
+        for (size_t i = 0; i < c->argc; i++)
+            if ((c->argv[i].flags & W_DYN) && !(c->argv[i].flags & W_SYNTH))
+                return false;
+    }
+    if (r->decision == DEC_SAFE && (c->det & D_NEVER_SAFE))
+        return false;
+    if (r->args_any.n && !args_match(c, &r->args_any))
+        return false;
+    if (r->args_none.n && args_match(c, &r->args_none))
+        return false;
+    if (r->args_all.n) {
+        if (c->argc < 2)
+            return false;
+        for (size_t i = 1; i < c->argc; i++)
+            if (!glob_any(&r->args_all, c->argv[i].s))
+                return false;
+    }
+    if (r->flags_any.n && !flags_match(c, &r->flags_any))
+        return false;
+    if (r->flags_none.n && flags_match(c, &r->flags_none))
+        return false;
+    if (r->via_any.n) {
+        bool hit = false;
+        for (size_t k = 0; k < r->via_any.n && !hit; k++) {
+            const char *s = c->via;
+            size_t l = strlen(r->via_any.v[k]);
+            while ((s = strstr(s, r->via_any.v[k]))) {
+                if ((s == c->via || s[-1] == ' ') && (s[l] == 0 || s[l] == ' ')) {
+                    hit = true;
+                    break;
+                }
+                s += l;
+            }
+        }
+        if (!hit)
+            return false;
+    }
+    if (r->secret_args >= 0) {
+        bool s = false;
+        for (size_t i = 1; i < c->argc && !s; i++)
+            s = strlist_glob(&p->secrets, c->argv[i].s);
+        if (s != (r->secret_args == 1))
+            return false;
+    }
+    if (r->secret_input >= 0 && ((c->det & D_SECRET_IN) != 0) != (r->secret_input == 1))
+        return false;
+    if (r->redirect_class_any) {
+        bool hit = false;
+        for (size_t i = 0; i < c->nredir && !hit; i++) {
+            const predir *d = &c->redir[i];
+            if (d->op == RD_OUT || d->op == RD_APPEND || d->op == RD_INOUT)
+                hit = (path_class(p, c, &d->target) & r->redirect_class_any) != 0;
+        }
+        if (!hit)
+            return false;
+    }
+    /* operand matchers */
+    size_t first_op = 0;
+    if (r->subcommand.n) {
+        VIEW();
+        bool hit = false;
+        for (size_t k = 0; k < r->subcommand.n && !hit; k++) {
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", r->subcommand.v[k]);
+            size_t idx = 0;
+            bool ok = true;
+            for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok && ok;
+                 tok = strtok_r(NULL, " ", &save)) {
+                if (idx >= v.nops || !glob1(tok, c->argv[v.ops[idx]].s))
+                    ok = false;
+                idx++;
+            }
+            if (ok) {
+                hit = true;
+                first_op = idx;
+            }
+        }
+        if (!hit)
+            return false;
+    }
+    if (r->global_args_none.n) {
+        VIEW();
+        size_t end = v.nops ? v.ops[0] : c->argc;
+        for (size_t i = 1; i < end; i++)
+            if (glob_any(&r->global_args_none, c->argv[i].s))
+                return false;
+    }
+    if (r->operands_any.n || r->operands_none.n || r->operand_class_any ||
+        r->last_operand_class || r->max_operands >= 0 || r->min_operands > 0) {
+        VIEW();
+        size_t nops = v.nops - first_op;
+        if (r->max_operands >= 0 && nops > (size_t)r->max_operands)
+            return false;
+        if (r->min_operands > 0 && nops < (size_t)r->min_operands)
+            return false;
+        bool any = false, none_hit = false, cls = false;
+        for (size_t i = first_op; i < v.nops; i++) {
+            const pword *a = &c->argv[v.ops[i]];
+            if (r->operands_any.n && glob_any(&r->operands_any, a->s))
+                any = true;
+            if (r->operands_none.n && glob_any(&r->operands_none, a->s))
+                none_hit = true;
+            if (r->operand_class_any && (path_class(p, c, a) & r->operand_class_any))
+                cls = true;
+        }
+        if (r->operands_any.n && !any)
+            return false;
+        if (r->operands_none.n && none_hit)
+            return false;
+        if (r->operand_class_any && !cls)
+            return false;
+        if (r->last_operand_class) {
+            if (nops < 1)
+                return false;
+            if (!(path_class(p, c, &c->argv[v.ops[v.nops - 1]]) & r->last_operand_class))
+                return false;
+        }
+    }
+#undef VIEW
+    return true;
+}
+
+/* ---- verdicts ---- */
+static void describe(const pcmd *c, char *buf, size_t size)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < c->argc && o + 1 < size; i++) {
+        int n = snprintf(buf + o, size - o, "%s%s", i ? " " : "", c->argv[i].s);
+        if (n < 0)
+            break;
+        o += (size_t)n;
+    }
+    if (o >= size)
+        o = size - 1;
+    for (size_t i = 0; i < o; i++)
+        if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f)
+            buf[i] = ' ';
+    if (o > 80)
+        memcpy(buf + 77, "...", 4);
+}
+
+/* Replace control bytes so a reason stays on one line. */
+static void one_line(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = ' ';
+}
+
+int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
+                  const rule **winner_out)
+{
+    int worst = -1;
+    const rule *win = NULL;
+    const pcmd *wcmd = NULL;
+    bool net = false, forced = false;
+    for (size_t i = 0; i < cmds->n; i++) {
+        const pcmd *c = &cmds->v[i];
+        if ((c->det & D_EMPTY) && !c->nredir && !(c->det & ~(unsigned)D_EMPTY & D_NEVER_SAFE))
+            continue;
+        const rule *best[3] = {NULL, NULL, NULL};
+        for (size_t k = 0; k < p->nrules; k++) {
+            const rule *r = &p->rules[k];
+            if (r->decision == DEC_OFF || best[r->decision])
+                continue;
+            if (r->decision == DEC_SAFE && (best[DEC_UNCERTAIN] || best[DEC_UNSAFE]))
+                continue;
+            if (rule_matches(p, r, c)) {
+                best[r->decision] = r;
+                if (r->decision == DEC_UNSAFE)
+                    break;
+            }
+        }
+        int d;
+        const rule *r;
+        bool f = false;
+        if (best[DEC_UNSAFE])
+            d = DEC_UNSAFE, r = best[DEC_UNSAFE];
+        else if (best[DEC_UNCERTAIN])
+            d = DEC_UNCERTAIN, r = best[DEC_UNCERTAIN];
+        else if (best[DEC_SAFE])
+            d = DEC_SAFE, r = best[DEC_SAFE];
+        else
+            d = DEC_UNCERTAIN, r = NULL;
+        if (d == DEC_SAFE && (c->det & D_NEVER_SAFE)) {
+            d = DEC_UNCERTAIN;
+            f = true;
+        }
+        if (r && r->network && d != DEC_UNSAFE)
+            net = true;
+        if (d > worst) {
+            worst = d;
+            win = r;
+            wcmd = c;
+            forced = f;
+        }
+    }
+    memset(out, 0, sizeof *out);
+    if (worst < 0) {
+        /* nothing runs (empty string, comments, plain assignments) */
+        out->verdict = TXBOX_VERDICT_SAFE;
+        snprintf(out->rule, sizeof out->rule, "nothing-runs");
+        snprintf(out->reason, sizeof out->reason, "no command runs");
+        if (winner_out)
+            *winner_out = NULL;
+        return 0;
+    }
+    out->verdict = (txbox_verdict_kind)worst;
+    char what[160];
+    describe(wcmd, what, sizeof what);
+    const char *via = wcmd->via && *wcmd->via ? wcmd->via : NULL;
+    if (forced || !win) {
+        snprintf(out->rule, sizeof out->rule, "%s", forced ? "not-understood" : "no-rule");
+        snprintf(out->reason, sizeof out->reason, "%s%s%s%s%s",
+                 forced ? "part of the command cannot be resolved statically"
+                        : "no rule knows this command; it may change state",
+                 *what ? ": " : "", what, via ? " (via " : "", via ? via : "");
+        if (via)
+            strncat(out->reason, ")", sizeof out->reason - strlen(out->reason) - 1);
+    } else {
+        snprintf(out->rule, sizeof out->rule, "%s", win->id);
+        snprintf(out->reason, sizeof out->reason, "%s%s%s%s%s", win->reason, *what ? ": " : "",
+                 what, via ? " (via " : "", via ? via : "");
+        if (via)
+            strncat(out->reason, ")", sizeof out->reason - strlen(out->reason) - 1);
+        if (worst == DEC_UNSAFE && win->suggestion)
+            snprintf(out->suggestion, sizeof out->suggestion, "%s", win->suggestion);
+    }
+    one_line(out->reason);
+    one_line(out->suggestion);
+    out->needs_network = worst != DEC_UNSAFE && net;
+    if (winner_out)
+        *winner_out = forced ? NULL : win;
+    return 0;
+}
+
+int classify_string(const txbox_policy *p, void *parser, arena *ar, const char *cmd, size_t len,
+                    txbox_verdict *out, const rule **winner)
+{
+    pcmds cmds;
+    arena_reset(ar);
+    shell_walk(p, parser, ar, cmd, len, &cmds);
+    return classify_cmds(p, &cmds, out, winner);
+}
+
+/* ---- public API ---- */
+#define ARENA_CAP (64u << 20)
+
+static int load_file(txbox_policy *p, const char *path, bool must_exist, txbox_error *err)
+{
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        if (!must_exist && errno == ENOENT)
+            return 0;
+        return tx_errno(err, errno, "policy %s: cannot open", path);
+    }
+    _cleanup_file_ FILE *ff = f;
+    dbuf b;
+    dbuf_init(&b, 4u << 20);
+    char chunk[8192];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, ff)) > 0)
+        dbuf_add(&b, chunk, n);
+    int rc = 0;
+    if (ferror(ff))
+        rc = tx_errno(err, EIO, "policy %s: cannot read", path);
+    else if (b.dropped)
+        rc = tx_err(err, EFBIG, "policy %s: larger than 4 MiB", path);
+    else
+        rc = policy_parse_yaml(p, dbuf_str(&b), b.len, path, err);
+    dbuf_free(&b);
+    return rc;
+}
+
+int txbox_policy_load(const char *user_file, const char *workspace_dir, txbox_policy **out,
+                      txbox_error *err)
+{
+    if (!out)
+        return tx_err(err, EINVAL, "txbox_policy_load: no output pointer");
+    *out = NULL;
+    txbox_policy *p = xcalloc(1, sizeof *p);
+    pthread_mutex_init(&p->lock, NULL);
+    arena_init(&p->ar, ARENA_CAP);
+    int rc = policy_parse_yaml(p, txbox_default_policy, txbox_default_policy_len,
+                               "policy/default.yaml", err);
+    if (rc == 0 && workspace_dir) {
+        char *real = realpath(workspace_dir, NULL);
+        if (!real) {
+            rc = tx_errno(err, errno, "workspace %s", workspace_dir);
+        } else {
+            size_t l = strlen(real);
+            while (l > 1 && real[l - 1] == '/')
+                real[--l] = 0;
+            p->workspace = real;
+            char *wsfile = xasprintf("%s/.txbox-policy.yaml", real);
+            rc = load_file(p, wsfile, false, err);
+            free(wsfile);
+        }
+    }
+    if (rc == 0 && user_file)
+        rc = load_file(p, user_file, true, err);
+    if (rc == 0)
+        rc = policy_check_examples(p, err);
+    if (rc == 0) {
+        p->parser = shell_parser_new();
+        if (!p->parser)
+            rc = tx_err(err, EINVAL, "tree-sitter-bash: language version mismatch");
+    }
+    if (rc < 0) {
+        txbox_policy_free(p);
+        return -1;
+    }
+    *out = p;
+    return 0;
+}
+
+void txbox_policy_free(txbox_policy *p)
+{
+    if (!p)
+        return;
+    policy_clear(p);
+    shell_parser_free(p->parser);
+    arena_free(&p->ar);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+typedef struct scratch {
+    void *parser;
+    arena *ar;
+    arena own;
+    bool locked, owned;
+} scratch;
+
+static void scratch_get(txbox_policy *p, scratch *s)
+{
+    memset(s, 0, sizeof *s);
+    if (pthread_mutex_trylock(&p->lock) == 0) {
+        s->locked = true;
+        s->parser = p->parser;
+        s->ar = &p->ar;
+        arena_reset(s->ar);
+        return;
+    }
+    /* another thread is checking: use a private parser */
+    s->owned = true;
+    s->parser = shell_parser_new();
+    arena_init(&s->own, ARENA_CAP);
+    s->ar = &s->own;
+}
+
+static void scratch_put(txbox_policy *p, scratch *s)
+{
+    if (s->locked) {
+        arena_reset(s->ar);
+        pthread_mutex_unlock(&p->lock);
+    }
+    if (s->owned) {
+        shell_parser_free(s->parser);
+        arena_free(&s->own);
+    }
+}
+
+int txbox_policy_check(const txbox_policy *cp, const char *cmd, size_t len, txbox_verdict *out,
+                       txbox_error *err)
+{
+    if (!cp || !out || (!cmd && len))
+        return tx_err(err, EINVAL, "txbox_policy_check: bad arguments");
+    txbox_policy *p = (txbox_policy *)cp; /* only the scratch area changes */
+    scratch s;
+    scratch_get(p, &s);
+    if (!s.parser) {
+        scratch_put(p, &s);
+        return tx_err(err, ENOMEM, "txbox_policy_check: cannot create a parser");
+    }
+    pcmds cmds;
+    shell_walk(p, s.parser, s.ar, cmd ? cmd : "", len, &cmds);
+    int rc = classify_cmds(p, &cmds, out, NULL);
+    scratch_put(p, &s);
+    return rc;
+}
+
+int txbox_policy_check_argv(const txbox_policy *cp, char *const *argv, txbox_verdict *out,
+                            txbox_error *err)
+{
+    if (!cp || !out || !argv)
+        return tx_err(err, EINVAL, "txbox_policy_check_argv: bad arguments");
+    txbox_policy *p = (txbox_policy *)cp;
+    scratch s;
+    scratch_get(p, &s);
+    if (!s.parser) {
+        scratch_put(p, &s);
+        return tx_err(err, ENOMEM, "txbox_policy_check_argv: cannot create a parser");
+    }
+    pcmds cmds;
+    shell_walk_argv(p, s.parser, s.ar, argv, &cmds);
+    int rc = classify_cmds(p, &cmds, out, NULL);
+    scratch_put(p, &s);
+    return rc;
+}

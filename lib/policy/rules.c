@@ -1,0 +1,587 @@
+/* The policy file: YAML read with libyaml's document API, so every error
+ * names file:line. Later files add rules and override rules (and program
+ * specs) by id; lists of names (fetchers, secrets, ...) are extended.
+ * Unknown keys are errors: a typo must not silently drop a matcher. */
+#include <fnmatch.h>
+#include <strings.h>
+#include <yaml.h>
+
+#include "pol.h"
+
+const char *const detector_names[D_COUNT] = {
+    "parse-error", "dynamic-program", "dynamic-code", "remote-code", "fork-bomb",
+    "too-deep",    "too-large",       "bad-input",    "inline-code", "wrapper",
+    "exec-env",    "path-changed",    "script",       "empty",       "dynamic-args",
+    "remote",      "secret-input",    "fetch-input",
+};
+
+typedef struct yctx {
+    yaml_document_t *doc;
+    const char *file;
+    txbox_error *err;
+} yctx;
+
+static int yerr(yctx *y, const yaml_node_t *n, const char *fmt, ...) PRINTF(3, 4);
+static int yerr(yctx *y, const yaml_node_t *n, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return tx_err(y->err, EINVAL, "policy %s:%zu: %s", y->file,
+                  n ? (size_t)n->start_mark.line + 1 : (size_t)0, msg);
+}
+
+static yaml_node_t *ynode(yctx *y, int i) { return yaml_document_get_node(y->doc, i); }
+
+static const char *yscalar(const yaml_node_t *n)
+{
+    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static int ystr(yctx *y, yaml_node_t *n, char **out, const char *what)
+{
+    const char *s = yscalar(n);
+    if (!s)
+        return yerr(y, n, "%s must be a string", what);
+    free(*out);
+    *out = xstrdup(s);
+    return 0;
+}
+
+static int ybool(yctx *y, yaml_node_t *n, bool *out, const char *what)
+{
+    const char *s = yscalar(n);
+    if (s && (!strcmp(s, "true") || !strcmp(s, "yes"))) {
+        *out = true;
+        return 0;
+    }
+    if (s && (!strcmp(s, "false") || !strcmp(s, "no"))) {
+        *out = false;
+        return 0;
+    }
+    return yerr(y, n, "%s must be true or false", what);
+}
+
+static int yint(yctx *y, yaml_node_t *n, int *out, const char *what)
+{
+    const char *s = yscalar(n);
+    uint64_t v;
+    if (!s || !parse_u64(s, &v) || v > 100000)
+        return yerr(y, n, "%s must be a small non-negative number", what);
+    *out = (int)v;
+    return 0;
+}
+
+/* A string or a list of strings. */
+static int ylist(yctx *y, yaml_node_t *n, strlist *out, const char *what)
+{
+    if (n->type == YAML_SCALAR_NODE) {
+        strlist_add(out, yscalar(n));
+        return 0;
+    }
+    if (n->type != YAML_SEQUENCE_NODE)
+        return yerr(y, n, "%s must be a string or a list of strings", what);
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++) {
+        yaml_node_t *e = ynode(y, *it);
+        if (!yscalar(e))
+            return yerr(y, e, "%s: every entry must be a string", what);
+        strlist_add(out, yscalar(e));
+    }
+    return 0;
+}
+
+static int yclasses(yctx *y, yaml_node_t *n, unsigned *out, const char *what)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } cls[] = {{"inside", PC_INSIDE},   {"outside", PC_OUTSIDE}, {"device", PC_DEVICE},
+               {"scratch", PC_SCRATCH}, {"null", PC_NULL},       {"dynamic", PC_DYNAMIC}};
+    strlist l = {0};
+    if (ylist(y, n, &l, what) < 0) {
+        strlist_free(&l);
+        return -1;
+    }
+    for (size_t i = 0; i < l.n; i++) {
+        size_t k;
+        for (k = 0; k < ARRAY_SIZE(cls); k++)
+            if (!strcmp(l.v[i], cls[k].name))
+                break;
+        if (k == ARRAY_SIZE(cls)) {
+            yerr(y, n, "%s: unknown path class '%s' (inside, outside, device, scratch, null, dynamic)",
+                 what, l.v[i]);
+            strlist_free(&l);
+            return -1;
+        }
+        *out |= cls[k].bit;
+    }
+    strlist_free(&l);
+    return 0;
+}
+
+static int ydetectors(yctx *y, yaml_node_t *n, unsigned *out)
+{
+    strlist l = {0};
+    if (ylist(y, n, &l, "detector") < 0) {
+        strlist_free(&l);
+        return -1;
+    }
+    for (size_t i = 0; i < l.n; i++) {
+        size_t k;
+        for (k = 0; k < D_COUNT; k++)
+            if (!strcmp(l.v[i], detector_names[k]))
+                break;
+        if (k == D_COUNT) {
+            yerr(y, n, "unknown detector '%s'", l.v[i]);
+            strlist_free(&l);
+            return -1;
+        }
+        *out |= 1u << k;
+    }
+    strlist_free(&l);
+    return 0;
+}
+
+#define FOR_PAIRS(y, map, K, V)                                                                 \
+    for (yaml_node_pair_t *K##_pair = (map)->data.mapping.pairs.start;                          \
+         K##_pair < (map)->data.mapping.pairs.top; K##_pair++)                                  \
+        for (yaml_node_t *K##_node = ynode(y, K##_pair->key), *V = ynode(y, K##_pair->value);   \
+             K##_node; K##_node = NULL)                                                         \
+            for (const char *K = yscalar(K##_node) ? yscalar(K##_node) : ""; K; K = NULL)
+
+static void progspec_free(progspec *s)
+{
+    free(s->name);
+    strlist_free(&s->options_with_value);
+    strlist_free(&s->script_operand_unless);
+    strlist_free(&s->stop_flags);
+    strlist_free(&s->command_option);
+    strlist_free(&s->chdir_option);
+    strlist_free(&s->split_option);
+    strlist_free(&s->code_option);
+    free(s->until);
+    memset(s, 0, sizeof *s);
+}
+
+static void rule_free(rule *r)
+{
+    free(r->id);
+    free(r->reason);
+    free(r->suggestion);
+    free(r->file);
+    strlist *ls[] = {&r->program,      &r->subcommand,  &r->args_any,      &r->args_none,
+                     &r->args_all,     &r->flags_any,   &r->flags_none,    &r->operands_any,
+                     &r->operands_none, &r->via_any,    &r->global_args_none};
+    for (size_t i = 0; i < ARRAY_SIZE(ls); i++)
+        strlist_free(ls[i]);
+    for (size_t i = 0; i < r->nex; i++)
+        free(r->ex[i].cmd);
+    free(r->ex);
+    memset(r, 0, sizeof *r);
+}
+
+void policy_clear(txbox_policy *p)
+{
+    for (size_t i = 0; i < p->nrules; i++)
+        rule_free(&p->rules[i]);
+    free(p->rules);
+    for (size_t i = 0; i < p->nprogs; i++)
+        progspec_free(&p->progs[i]);
+    free(p->progs);
+    strlist *ls[] = {&p->fetchers,     &p->secrets,    &p->secret_programs,
+                     &p->harmless_env, &p->null_paths, &p->scratch_paths};
+    for (size_t i = 0; i < ARRAY_SIZE(ls); i++)
+        strlist_free(ls[i]);
+    free(p->workspace);
+    p->rules = NULL;
+    p->progs = NULL;
+    p->nrules = p->nprogs = 0;
+    p->workspace = NULL;
+}
+
+static int parse_prog(yctx *y, const char *name, yaml_node_t *m, progspec *s)
+{
+    s->name = xstrdup(name);
+    if (m->type != YAML_MAPPING_NODE)
+        return yerr(y, m, "programs.%s must be a mapping", name);
+    int rc = 0;
+    FOR_PAIRS(y, m, k, v)
+    {
+        if (rc < 0)
+            break;
+        if (!strcmp(k, "options_with_value"))
+            rc = ylist(y, v, &s->options_with_value, k);
+        else if (!strcmp(k, "leading_operands_only"))
+            rc = ybool(y, v, &s->leading_operands_only, k);
+        else if (!strcmp(k, "script_operand_unless"))
+            rc = ylist(y, v, &s->script_operand_unless, k);
+        else if (!strcmp(k, "wrapper"))
+            rc = ybool(y, v, &s->wrapper, k);
+        else if (!strcmp(k, "skip"))
+            rc = yint(y, v, &s->skip, k);
+        else if (!strcmp(k, "assignments"))
+            rc = ybool(y, v, &s->assignments, k);
+        else if (!strcmp(k, "stop_flags"))
+            rc = ylist(y, v, &s->stop_flags, k);
+        else if (!strcmp(k, "command_option"))
+            rc = ylist(y, v, &s->command_option, k);
+        else if (!strcmp(k, "chdir_option"))
+            rc = ylist(y, v, &s->chdir_option, k);
+        else if (!strcmp(k, "split_option"))
+            rc = ylist(y, v, &s->split_option, k);
+        else if (!strcmp(k, "join"))
+            rc = ybool(y, v, &s->join, k);
+        else if (!strcmp(k, "remote"))
+            rc = ybool(y, v, &s->remote, k);
+        else if (!strcmp(k, "append_args"))
+            rc = ybool(y, v, &s->append_args, k);
+        else if (!strcmp(k, "until"))
+            rc = ystr(y, v, &s->until, k);
+        else if (!strcmp(k, "shell"))
+            rc = ybool(y, v, &s->shell, k);
+        else if (!strcmp(k, "interpreter"))
+            rc = ybool(y, v, &s->interpreter, k);
+        else if (!strcmp(k, "code_option"))
+            rc = ylist(y, v, &s->code_option, k);
+        else if (!strcmp(k, "code_operand"))
+            rc = ybool(y, v, &s->code_operand, k);
+        else
+            rc = yerr(y, k_node, "programs.%s: unknown key '%s'", name, k);
+    }
+    return rc;
+}
+
+static int parse_examples(yctx *y, yaml_node_t *m, rule *r)
+{
+    if (m->type != YAML_MAPPING_NODE)
+        return yerr(y, m, "rule %s: examples must be a mapping with match and no_match", r->id);
+    FOR_PAIRS(y, m, k, v)
+    {
+        bool must;
+        if (!strcmp(k, "match"))
+            must = true;
+        else if (!strcmp(k, "no_match"))
+            must = false;
+        else
+            return yerr(y, k_node, "rule %s: examples: unknown key '%s'", r->id, k);
+        if (v->type != YAML_SEQUENCE_NODE)
+            return yerr(y, v, "rule %s: examples.%s must be a list of commands", r->id, k);
+        for (yaml_node_item_t *it = v->data.sequence.items.start;
+             it < v->data.sequence.items.top; it++) {
+            yaml_node_t *e = ynode(y, *it);
+            if (!yscalar(e))
+                return yerr(y, e, "rule %s: every example must be a string", r->id);
+            r->ex = xrealloc(r->ex, (r->nex + 1) * sizeof *r->ex);
+            r->ex[r->nex++] = (example){.cmd = xstrdup(yscalar(e)),
+                                        .line = (int)e->start_mark.line + 1,
+                                        .must_match = must};
+        }
+    }
+    return 0;
+}
+
+static int parse_match(yctx *y, yaml_node_t *m, rule *r)
+{
+    if (m->type != YAML_MAPPING_NODE)
+        return yerr(y, m, "rule %s: match must be a mapping", r->id);
+    int rc = 0, n = 0;
+    FOR_PAIRS(y, m, k, v)
+    {
+        if (rc < 0)
+            break;
+        n++;
+        bool b;
+        if (!strcmp(k, "program"))
+            rc = ylist(y, v, &r->program, k);
+        else if (!strcmp(k, "subcommand"))
+            rc = ylist(y, v, &r->subcommand, k);
+        else if (!strcmp(k, "args_any"))
+            rc = ylist(y, v, &r->args_any, k);
+        else if (!strcmp(k, "args_none"))
+            rc = ylist(y, v, &r->args_none, k);
+        else if (!strcmp(k, "args_all"))
+            rc = ylist(y, v, &r->args_all, k);
+        else if (!strcmp(k, "flags_any"))
+            rc = ylist(y, v, &r->flags_any, k);
+        else if (!strcmp(k, "flags_none"))
+            rc = ylist(y, v, &r->flags_none, k);
+        else if (!strcmp(k, "operands_any"))
+            rc = ylist(y, v, &r->operands_any, k);
+        else if (!strcmp(k, "operands_none"))
+            rc = ylist(y, v, &r->operands_none, k);
+        else if (!strcmp(k, "via_any"))
+            rc = ylist(y, v, &r->via_any, k);
+        else if (!strcmp(k, "global_args_none"))
+            rc = ylist(y, v, &r->global_args_none, k);
+        else if (!strcmp(k, "operand_class_any"))
+            rc = yclasses(y, v, &r->operand_class_any, k);
+        else if (!strcmp(k, "last_operand_class"))
+            rc = yclasses(y, v, &r->last_operand_class, k);
+        else if (!strcmp(k, "redirect_class_any"))
+            rc = yclasses(y, v, &r->redirect_class_any, k);
+        else if (!strcmp(k, "detector"))
+            rc = ydetectors(y, v, &r->detector);
+        else if (!strcmp(k, "max_operands"))
+            rc = yint(y, v, &r->max_operands, k);
+        else if (!strcmp(k, "min_operands"))
+            rc = yint(y, v, &r->min_operands, k);
+        else if (!strcmp(k, "allow_dynamic_args"))
+            rc = ybool(y, v, &r->allow_dynamic_args, k);
+        else if (!strcmp(k, "secret_args")) {
+            rc = ybool(y, v, &b, k);
+            r->secret_args = b;
+        } else if (!strcmp(k, "secret_input")) {
+            rc = ybool(y, v, &b, k);
+            r->secret_input = b;
+        } else
+            rc = yerr(y, k_node, "rule %s: match: unknown key '%s'", r->id, k);
+    }
+    if (rc == 0 && n == 0)
+        rc = yerr(y, m, "rule %s: match is empty (it would match every command)", r->id);
+    return rc;
+}
+
+/* Detectors for what the engine did not understand: never `safe`. */
+#define D_NOT_UNDERSTOOD                                                                        \
+    (D_PARSE_ERROR | D_DYN_PROGRAM | D_DYN_CODE | D_REMOTE_CODE | D_FORK_BOMB | D_TOO_DEEP |    \
+     D_TOO_LARGE | D_BAD_INPUT)
+
+static int parse_rule(yctx *y, yaml_node_t *m, rule *r)
+{
+    r->max_operands = -1;
+    r->secret_args = r->secret_input = -1;
+    r->decision = -1;
+    if (m->type != YAML_MAPPING_NODE)
+        return yerr(y, m, "every rule must be a mapping");
+    r->line = (int)m->start_mark.line + 1;
+    r->file = xstrdup(y->file);
+    yaml_node_t *match = NULL, *examples = NULL;
+    FOR_PAIRS(y, m, k, v)
+    {
+        if (!strcmp(k, "id")) {
+            if (ystr(y, v, &r->id, "id") < 0)
+                return -1;
+        }
+    }
+    if (!r->id || !*r->id)
+        return yerr(y, m, "rule without an id");
+    if (strlen(r->id) >= sizeof(((txbox_verdict *)0)->rule))
+        return yerr(y, m, "rule id '%s' is too long", r->id);
+    FOR_PAIRS(y, m, k, v)
+    {
+        int rc = 0;
+        if (!strcmp(k, "id"))
+            continue;
+        if (!strcmp(k, "decision")) {
+            const char *s = yscalar(v);
+            if (s && !strcmp(s, "safe"))
+                r->decision = DEC_SAFE;
+            else if (s && !strcmp(s, "uncertain"))
+                r->decision = DEC_UNCERTAIN;
+            else if (s && !strcmp(s, "unsafe"))
+                r->decision = DEC_UNSAFE;
+            else if (s && !strcmp(s, "off"))
+                r->decision = DEC_OFF;
+            else
+                rc = yerr(y, v, "rule %s: decision must be safe, uncertain, unsafe or off", r->id);
+        } else if (!strcmp(k, "reason"))
+            rc = ystr(y, v, &r->reason, k);
+        else if (!strcmp(k, "suggestion"))
+            rc = ystr(y, v, &r->suggestion, k);
+        else if (!strcmp(k, "network"))
+            rc = ybool(y, v, &r->network, k);
+        else if (!strcmp(k, "match"))
+            match = v;
+        else if (!strcmp(k, "examples"))
+            examples = v;
+        else
+            rc = yerr(y, k_node, "rule %s: unknown key '%s'", r->id, k);
+        if (rc < 0)
+            return -1;
+    }
+    if (r->decision < 0)
+        return yerr(y, m, "rule %s: no decision (safe, uncertain, unsafe or off)", r->id);
+    if (r->decision == DEC_OFF)
+        return 0; /* switches off the rule of that id; nothing else is needed */
+    if (!r->reason || !*r->reason || strchr(r->reason, '\n'))
+        return yerr(y, m, "rule %s: needs a one-line reason", r->id);
+    if (r->decision == DEC_UNSAFE && (!r->suggestion || !*r->suggestion))
+        return yerr(y, m, "rule %s: an unsafe rule needs a suggestion for the agent", r->id);
+    if (!match)
+        return yerr(y, m, "rule %s: needs a match", r->id);
+    if (parse_match(y, match, r) < 0)
+        return -1;
+    if (r->decision == DEC_SAFE && (r->detector & D_NOT_UNDERSTOOD))
+        return yerr(y, match, "rule %s: what the engine cannot understand is never safe", r->id);
+    if (!examples)
+        return yerr(y, m, "rule %s: needs examples (match and no_match)", r->id);
+    if (parse_examples(y, examples, r) < 0)
+        return -1;
+    bool has_match = false, has_no = false;
+    for (size_t i = 0; i < r->nex; i++)
+        if (r->ex[i].must_match)
+            has_match = true;
+        else
+            has_no = true;
+    /* a command too large to write down cannot be an example */
+    if (!has_match && r->detector != D_TOO_LARGE)
+        return yerr(y, examples, "rule %s: needs at least one example that must match", r->id);
+    if (!has_no)
+        return yerr(y, examples, "rule %s: needs at least one example that must not match", r->id);
+    return 0;
+}
+
+static void add_or_replace_rule(txbox_policy *p, rule *r)
+{
+    for (size_t i = 0; i < p->nrules; i++) {
+        if (!strcmp(p->rules[i].id, r->id)) {
+            rule_free(&p->rules[i]);
+            p->rules[i] = *r;
+            return;
+        }
+    }
+    p->rules = xrealloc(p->rules, (p->nrules + 1) * sizeof *p->rules);
+    p->rules[p->nrules++] = *r;
+}
+
+static int parse_doc(txbox_policy *p, yctx *y)
+{
+    yaml_node_t *root = yaml_document_get_root_node(y->doc);
+    if (!root)
+        return yerr(y, NULL, "empty policy (a policy needs at least `rules:`)");
+    if (root->type != YAML_MAPPING_NODE)
+        return yerr(y, root, "the policy must be a mapping (version, rules, ...)");
+    FOR_PAIRS(y, root, k, v)
+    {
+        int rc = 0;
+        if (!strcmp(k, "version")) {
+            const char *s = yscalar(v);
+            if (!s || strcmp(s, "1"))
+                rc = yerr(y, v, "unsupported policy version (this txbox reads version 1)");
+        } else if (!strcmp(k, "fetchers"))
+            rc = ylist(y, v, &p->fetchers, k);
+        else if (!strcmp(k, "secrets"))
+            rc = ylist(y, v, &p->secrets, k);
+        else if (!strcmp(k, "secret_programs"))
+            rc = ylist(y, v, &p->secret_programs, k);
+        else if (!strcmp(k, "harmless_env"))
+            rc = ylist(y, v, &p->harmless_env, k);
+        else if (!strcmp(k, "null_paths"))
+            rc = ylist(y, v, &p->null_paths, k);
+        else if (!strcmp(k, "scratch_paths"))
+            rc = ylist(y, v, &p->scratch_paths, k);
+        else if (!strcmp(k, "programs")) {
+            if (v->type != YAML_MAPPING_NODE)
+                return yerr(y, v, "programs must be a mapping of program names");
+            FOR_PAIRS(y, v, pn, pv)
+            {
+                progspec s = {0};
+                if (!*pn || parse_prog(y, pn, pv, &s) < 0) {
+                    if (!*pn)
+                        yerr(y, pn_node, "program names must be strings");
+                    progspec_free(&s);
+                    return -1;
+                }
+                size_t i;
+                for (i = 0; i < p->nprogs; i++)
+                    if (!strcmp(p->progs[i].name, pn))
+                        break;
+                if (i < p->nprogs) {
+                    progspec_free(&p->progs[i]);
+                    p->progs[i] = s;
+                } else {
+                    p->progs = xrealloc(p->progs, (p->nprogs + 1) * sizeof *p->progs);
+                    p->progs[p->nprogs++] = s;
+                }
+            }
+        } else if (!strcmp(k, "rules")) {
+            if (v->type != YAML_SEQUENCE_NODE)
+                return yerr(y, v, "rules must be a list");
+            for (yaml_node_item_t *it = v->data.sequence.items.start;
+                 it < v->data.sequence.items.top; it++) {
+                rule r = {0};
+                if (parse_rule(y, ynode(y, *it), &r) < 0) {
+                    rule_free(&r);
+                    return -1;
+                }
+                add_or_replace_rule(p, &r);
+            }
+        } else {
+            rc = yerr(y, k_node, "unknown top-level key '%s'", k);
+        }
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char *file,
+                      txbox_error *err)
+{
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    if (!yaml_parser_initialize(&parser))
+        return tx_err(err, ENOMEM, "policy %s: cannot start the YAML parser", file);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        int rc = tx_err(err, EINVAL, "policy %s:%zu: %s%s%s", file,
+                        (size_t)(parser.problem_mark.line + 1),
+                        parser.problem ? parser.problem : "invalid YAML",
+                        parser.context ? " " : "", parser.context ? parser.context : "");
+        yaml_parser_delete(&parser);
+        return rc;
+    }
+    yctx y = {.doc = &doc, .file = file, .err = err};
+    int rc = parse_doc(p, &y);
+    yaml_document_delete(&doc);
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
+const progspec *policy_prog(const txbox_policy *p, const char *name)
+{
+    const progspec *glob = NULL;
+    for (size_t i = 0; i < p->nprogs; i++) {
+        const progspec *s = &p->progs[i];
+        if (!strcmp(s->name, name))
+            return s;
+        if (!glob && strpbrk(s->name, "*?[") && fnmatch(s->name, name, 0) == 0)
+            glob = s;
+    }
+    return glob;
+}
+
+int policy_check_examples(const txbox_policy *p, txbox_error *err)
+{
+    void *parser = shell_parser_new();
+    if (!parser)
+        return tx_err(err, EINVAL, "tree-sitter-bash: language version mismatch");
+    arena ar;
+    arena_init(&ar, 64u << 20);
+    int rc = 0;
+    for (size_t i = 0; i < p->nrules && rc == 0; i++) {
+        const rule *r = &p->rules[i];
+        if (r->decision == DEC_OFF)
+            continue;
+        for (size_t j = 0; j < r->nex && rc == 0; j++) {
+            const example *e = &r->ex[j];
+            pcmds cmds;
+            arena_reset(&ar);
+            shell_walk(p, parser, &ar, e->cmd, strlen(e->cmd), &cmds);
+            bool hit = false;
+            for (size_t k = 0; k < cmds.n && !hit; k++)
+                hit = rule_matches(p, r, &cmds.v[k]);
+            if (hit != e->must_match)
+                rc = tx_err(err, EINVAL, "policy %s:%d: rule %s: example '%s' %s", r->file,
+                            e->line, r->id, e->cmd,
+                            e->must_match ? "must match but does not"
+                                          : "must not match but does");
+        }
+    }
+    arena_free(&ar);
+    shell_parser_free(parser);
+    return rc;
+}
