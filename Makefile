@@ -37,8 +37,8 @@ unit: build
 integration: build
 	./tests/run-integration $(BUILD)
 
-demo: build
-	./eval/demo $(BUILD)
+demo: release
+	./eval/demo $(RELEASE)
 
 bench: release
 	./bench/run $(RELEASE)
