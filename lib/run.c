@@ -398,6 +398,7 @@ retry:
         r->outcome = st.timed_out ? TXBOX_OUTCOME_TIMED_OUT : TXBOX_OUTCOME_ROLLED_BACK;
     }
 
+    uint64_t t_decided = now_ns();
     if (r->outcome != TXBOX_OUTCOME_CONFLICT) {
         (void)tree_remove(txfd, "upper");
         (void)tree_remove(txfd, "work");
@@ -410,6 +411,14 @@ retry:
                                "truncated", 0);
     r->duration_ms = (double)(now_ns() - t0) / 1e6;
     r->overhead_ms = r->duration_ms - r->cmd_ms;
+    if (getenv("TXBOX_TIMING"))
+        fprintf(stderr,
+                "txbox timing (ms): prepare %.2f | clone->go %.2f | go->started %.2f | command %.2f |"
+                " exited->reaped %.2f | reaped->decided %.2f | cleanup %.2f\n",
+                (double)(st.t_clone - t0) / 1e6, (double)(st.t_go - st.t_clone) / 1e6,
+                (double)(st.t_started - st.t_go) / 1e6, (double)(st.t_exited - st.t_started) / 1e6,
+                (double)(st.t_reaped - st.t_exited) / 1e6, (double)(t_decided - st.t_reaped) / 1e6,
+                (double)(now_ns() - t_decided) / 1e6);
     if (!r->logged) {
         txbox_error le = {0};
         _cleanup_free_ char *info = txbox_result_json(r);

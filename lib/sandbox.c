@@ -291,6 +291,12 @@ static int make_view(const struct sb_spec *s, bool userns)
                 setup_die("overlay option %s", opts[i].k);
         if (userns && fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0)
             setup_die("overlay option userxattr");
+        /* No sync of the whole upper filesystem at unmount, and the
+         * command's own fsyncs are free: the commit makes exactly the
+         * transaction's data durable itself (scan.c), and a crash before
+         * that discards the upper anyway. */
+        if (fsconfig(fs, FSCONFIG_SET_FLAG, "volatile", NULL, 0) < 0)
+            setup_die("overlay option volatile");
         if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
             setup_die("cannot mount overlayfs on the workspace (is its filesystem supported as an overlay upper?)");
         int m = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
@@ -612,6 +618,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         flags |= CLONE_NEWUSER;
     int pidfd = -1;
     fflush(NULL);
+    st->t_clone = now_ns();
     pid_t pid = clone_fork(flags, &pidfd);
     if (pid < 0) {
         int e = errno;
@@ -656,6 +663,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     if (rc < 0)
         kill(pid, SIGKILL);
     close(sync[1]);
+    st->t_go = now_ns();
     st->protections = protections(s, userns, abi, &cg);
 
     /* Pump output and messages until init is gone. */
@@ -744,10 +752,12 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
                 else if (msg.type == MSG_STARTED) {
                     st->ran = true;
                     started = msg.ts;
+                    st->t_started = msg.ts;
                 } else if (msg.type == MSG_EXITED) {
                     st->exited = true;
                     st->wstatus = msg.val;
                     st->cmd_ns = msg.ts - started;
+                    st->t_exited = msg.ts;
                 }
                 continue;
             }
@@ -767,6 +777,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
         ;
     close(pidfd);
+    st->t_reaped = now_ns();
     st->oom = cg_oom(&cg);
     cg_destroy(&cg);
     if (st->ran && !st->exited && !killed && rc == 0)

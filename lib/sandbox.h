@@ -47,6 +47,7 @@ struct sb_status {
     bool write_limit;      /* killed: it wrote more than max_write */
     bool oom;              /* the memory limit was hit */
     uint64_t cmd_ns;       /* time the command itself ran */
+    uint64_t t_clone, t_go, t_started, t_exited, t_reaped; /* phase clock (now_ns) */
     json_t *protections;   /* what was in force (caller owns) */
 };
 

@@ -357,6 +357,16 @@ bool rule_matches(const txbox_policy *p, const rule *r, const pcmd *c)
         if (!hit)
             return false;
     }
+    if (r->script_none.n) {
+        /* the script of sed/awk: its operand, or the values of its script options */
+        VIEW();
+        if (v.script && glob_any(&r->script_none, c->argv[v.script].s))
+            return false;
+        for (size_t i = 1; v.ps && i + 1 < c->argc; i++)
+            if (strlist_has(&v.ps->script_operand_unless, c->argv[i].s) &&
+                glob_any(&r->script_none, c->argv[i + 1].s))
+                return false;
+    }
     if (r->global_args_none.n) {
         VIEW();
         size_t end = v.nops ? v.ops[0] : c->argc;

@@ -174,7 +174,7 @@ static void rule_free(rule *r)
     free(r->file);
     strlist *ls[] = {&r->program,      &r->subcommand,  &r->args_any,      &r->args_none,
                      &r->args_all,     &r->flags_any,   &r->flags_none,    &r->operands_any,
-                     &r->operands_none, &r->via_any,    &r->global_args_none};
+                     &r->operands_none, &r->via_any,    &r->global_args_none, &r->script_none};
     for (size_t i = 0; i < ARRAY_SIZE(ls); i++)
         strlist_free(ls[i]);
     for (size_t i = 0; i < r->nex; i++)
@@ -316,6 +316,8 @@ static int parse_match(yctx *y, yaml_node_t *m, rule *r)
             rc = ylist(y, v, &r->via_any, k);
         else if (!strcmp(k, "global_args_none"))
             rc = ylist(y, v, &r->global_args_none, k);
+        else if (!strcmp(k, "script_none"))
+            rc = ylist(y, v, &r->script_none, k);
         else if (!strcmp(k, "operand_class_any"))
             rc = yclasses(y, v, &r->operand_class_any, k);
         else if (!strcmp(k, "last_operand_class"))
@@ -427,7 +429,7 @@ static int parse_rule(yctx *y, yaml_node_t *m, rule *r)
         else
             has_no = true;
     /* a command too large to write down cannot be an example */
-    if (!has_match && r->detector != D_TOO_LARGE)
+    if (!has_match && !(r->detector && !(r->detector & ~(unsigned)(D_TOO_LARGE | D_BAD_INPUT))))
         return yerr(y, examples, "rule %s: needs at least one example that must match", r->id);
     if (!has_no)
         return yerr(y, examples, "rule %s: needs at least one example that must not match", r->id);

@@ -2437,6 +2437,11 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
             if (!v)
                 return NULL;
             memcpy(v, argv + i, n * sizeof *v);
+            for (size_t m = 0; m < n; m++)
+                if (strstr(v[m].s, "{}") && !(v[m].flags & W_DYN)) {
+                    v[m].flags |= W_DYN;
+                    v[m].dynpos = (size_t)(strstr(v[m].s, "{}") - v[m].s);
+                }
             v[n] = mkword(w, "{args}", 6, W_DYN);
             v[n].dynpos = 0;
             inner = v;

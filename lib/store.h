@@ -1,0 +1,100 @@
+/* History: the audit log (store.c, SQLite in .txbox/log.db) and what is
+ * built on it and on the retained pre-images (undo.c: undo, gc, diff).
+ *
+ * The txbox_* functions here are the library's history API (the CLI's
+ * log/show/diff/undo/gc call them); they could move to a public header as
+ * they are. The store_* and undo_* ones are internal hooks of the commit
+ * protocol and of recovery. */
+#ifndef TXBOX_STORE_H
+#define TXBOX_STORE_H
+
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "tx.h"
+
+/* Schema versions this txbox reads and writes (PRAGMA user_version). */
+#define STORE_SCHEMA_VERSION 2
+
+/* ---- hooks of the commit protocol ---- */
+
+/* Opens (creating or migrating) the audit log and checks that it can take a
+ * row: called before a commit point, so that a damaged log or one from a
+ * newer txbox refuses the commit while the workspace is still untouched. */
+MUST_CHECK int store_check(txbox_ws *ws, txbox_error *err);
+
+/* The context of a command that the audit log records besides its result:
+ * command text (and argv), cwd relative to the workspace, workspace,
+ * start time. A JSON object string; the caller frees it. */
+char *store_context(const txbox_ws *ws, const txbox_run_opts *o, const char *cwd, double started);
+/* The info object for the journal and store_log: txbox_result_json(r)
+ * merged with ctx (the fields of ctx that r lacks). */
+char *store_info(const txbox_result *r, const char *ctx);
+
+/* Recovery (ws.c), under the workspace lock: roll forward every journal
+ * whose owner died. A commit calls it before it reads the generation, so
+ * that it never overtakes an earlier commit's pending journal (both would
+ * claim one generation). done/failed may be NULL; else tx ids (strings)
+ * are appended. Returns -1 if one could not be rolled forward. */
+MUST_CHECK int ws_roll_forward_locked(txbox_ws *ws, json_t *done, json_t *failed,
+                                      txbox_error *err);
+
+/* Recovery of an undo transaction that died before its commit point: puts
+ * the pre-images it had moved into its upper back where they came from
+ * (tx/T/undo/N). No-op for other transactions. */
+MUST_CHECK int undo_unstage(txbox_ws *ws, int txfd, txbox_error *err);
+
+/* After a commit (lock released): prune retained pre-images when over the
+ * configured bounds. Best effort; never fails the commit. */
+void history_autogc(txbox_ws *ws);
+
+/* ---- the history API ---- */
+
+/* The newest `limit` transactions (0: all), newest first: a JSON array. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_log_json(txbox_ws *ws, long limit, char **json,
+                                              txbox_error *err);
+/* Everything recorded about transaction tx: a JSON object. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_show_json(txbox_ws *ws, const char *tx, char **json,
+                                               txbox_error *err);
+/* A unified diff of transaction tx's text files (a summary for others) on
+ * out. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_diff(txbox_ws *ws, const char *tx, FILE *out,
+                                          txbox_error *err);
+
+typedef struct txbox_undo_opts {
+    const char *tx; /* NULL: the latest committed transaction not undone */
+    int force;      /* undo although later transactions changed the same paths */
+} txbox_undo_opts;
+
+/* Undoes a committed transaction as a new transaction. Returns 0 (undone;
+ * *json describes the undo), 1 (refused: a conflict; *json names the paths
+ * and transactions), or -1 (error; nothing changed). */
+TXBOX_API TXBOX_MUST_CHECK int txbox_undo(txbox_ws *ws, const txbox_undo_opts *o, char **json,
+                                          txbox_error *err);
+
+typedef struct txbox_gc_opts {
+    long keep;          /* keep the pre-images of this many newest commits; <0: setting */
+    long long max_bytes;/* and at most this many bytes of them; <0: setting */
+    int dry_run;        /* say what would be freed, free nothing */
+    int save;           /* store keep/max_bytes as the workspace's settings */
+} txbox_gc_opts;
+
+/* Prunes retained pre-images, oldest first, down to the bounds. *json:
+ * what was freed (and kept). */
+TXBOX_API TXBOX_MUST_CHECK int txbox_gc(txbox_ws *ws, const txbox_gc_opts *o, char **json,
+                                        txbox_error *err);
+
+/* ---- internal: shared by store.c and undo.c ---- */
+typedef struct sqlite3 sqlite3;
+/* Opens the audit log (creating/migrating it when `write`). */
+MUST_CHECK int store_open(txbox_ws *ws, bool write, sqlite3 **db, txbox_error *err);
+void store_close(sqlite3 *db);
+/* SHA-256 of a regular file (hex) and its size. */
+MUST_CHECK int hash_file_at(int dirfd, const char *name, char hex[65], uint64_t *size);
+/* Parses a transaction id given by a user ("12", "tx12" is refused). */
+MUST_CHECK int parse_txid(const char *s, uint64_t *id, txbox_error *err);
+/* Retention settings (defaults when unset). */
+void store_get_retention(sqlite3 *db, long *keep, long long *max_bytes);
+
+#endif
