@@ -5,8 +5,8 @@ RELEASE    ?= build-release
 SANITIZE   ?= address,undefined
 DEB_PKGS   := meson ninja-build gcc clang pkg-config libjansson-dev libseccomp-dev \
               libsqlite3-dev libyaml-dev libcurl4-openssl-dev zlib1g-dev libcmocka-dev \
-              libclang-rt-14-dev bats nodejs npm bubblewrap attr python3 gnuplot-nox \
-              hyperfine uidmap passwd util-linux coreutils findutils git
+              libclang-rt-14-dev bats bubblewrap attr python3 gnuplot-nox \
+              hyperfine passwd util-linux coreutils findutils git iproute2 dosfstools
 MESON_OPTS ?=
 
 .PHONY: all build release deps check unit integration crash fuzz-replay demo bench clean
