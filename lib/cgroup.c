@@ -8,6 +8,7 @@
 #include "cgroup.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <linux/magic.h>
@@ -39,16 +40,38 @@ static bool is_fs(const char *p, long magic)
     return statfs(p, &s) == 0 && s.f_type == magic;
 }
 
-int cg_create(struct cgroup *cg, const char *name, uint64_t pids, uint64_t memory)
+/* Groups are named txbox-PID-NAME after the txbox process that made them.
+ * One killed before it could remove its group leaves it behind: remove the
+ * groups of processes that are gone (a group's processes are dead by then:
+ * its pid namespace died with its init). */
+static void sweep(const char *dir)
+{
+    _cleanup_dir_ DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        unsigned long pid;
+        if (sscanf(de->d_name, "txbox-%lu-", &pid) != 1 || pid == 0 || pid > INT32_MAX)
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        rmdir(p);
+    }
+}
+
+int cg_create(struct cgroup *cg, const char *txname, uint64_t pids, uint64_t memory)
 {
     memset(cg, 0, sizeof *cg);
     if (geteuid() != 0)
         return -1;
-    char v[32];
+    char v[32], name[96];
+    snprintf(name, sizeof name, "txbox-%d-%s", getpid(), txname);
     /* v2 */
     if (is_fs("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC) && has_controllers_v2("/sys/fs/cgroup")) {
         mkdir("/sys/fs/cgroup/txbox", 0755);
         if (write_text("/sys/fs/cgroup/txbox", "cgroup.subtree_control", "+pids +memory") == 0) {
+            sweep("/sys/fs/cgroup/txbox");
             snprintf(cg->v2, sizeof cg->v2, "/sys/fs/cgroup/txbox/%s", name);
             if (mkdir(cg->v2, 0755) == 0) {
                 snprintf(v, sizeof v, "%llu", (unsigned long long)pids);
@@ -68,8 +91,10 @@ int cg_create(struct cgroup *cg, const char *name, uint64_t pids, uint64_t memor
     /* v1 */
     if (is_fs("/sys/fs/cgroup/pids", CGROUP_SUPER_MAGIC) &&
         is_fs("/sys/fs/cgroup/memory", CGROUP_SUPER_MAGIC)) {
-        snprintf(cg->v1_pids, sizeof cg->v1_pids, "/sys/fs/cgroup/pids/txbox-%s", name);
-        snprintf(cg->v1_mem, sizeof cg->v1_mem, "/sys/fs/cgroup/memory/txbox-%s", name);
+        sweep("/sys/fs/cgroup/pids");
+        sweep("/sys/fs/cgroup/memory");
+        snprintf(cg->v1_pids, sizeof cg->v1_pids, "/sys/fs/cgroup/pids/%s", name);
+        snprintf(cg->v1_mem, sizeof cg->v1_mem, "/sys/fs/cgroup/memory/%s", name);
         if (mkdir(cg->v1_pids, 0755) == 0 && mkdir(cg->v1_mem, 0755) == 0) {
             snprintf(v, sizeof v, "%llu", (unsigned long long)pids);
             bool ok = write_text(cg->v1_pids, "pids.max", v) == 0;

@@ -11,7 +11,8 @@ struct cgroup {
     char v2[128], v1_pids[128], v1_mem[128];
 };
 
-/* Creates the group with its limits; -1 when no cgroup can be had here. */
+/* Creates the group (named after this process and txname) with its limits;
+ * -1 when no cgroup can be had here. Sweeps groups of dead txbox processes. */
 int cg_create(struct cgroup *cg, const char *name, uint64_t pids, uint64_t memory);
 /* Moves pid (and its future children) into the group. */
 int cg_attach(const struct cgroup *cg, pid_t pid);
