@@ -139,7 +139,7 @@ unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w)
         }
         if (!strncmp(norm, "/dev/", 5) && !glob_any(&p->scratch_paths, norm))
             return glob_any(&p->null_paths, norm) ? PC_NULL : PC_DEVICE;
-        if (glob_any(&p->scratch_paths, norm) && strcmp(norm, "/tmp") && strcmp(norm, "/var/tmp"))
+        if (glob_any(&p->scratch_paths, norm))
             return PC_SCRATCH;
         return PC_OUTSIDE;
     }
@@ -315,9 +315,16 @@ bool rule_matches(const txbox_policy *p, const rule *r, const pcmd *c)
             return false;
     }
     if (r->secret_args >= 0) {
+        /* operands only: `ssh -i ~/.ssh/id_x` and `curl -H "...$TOKEN"` use a
+         * secret where it belongs */
+        VIEW();
         bool s = false;
-        for (size_t i = 1; i < c->argc && !s; i++)
-            s = strlist_glob(&p->secrets, c->argv[i].s);
+        for (size_t i = 0; i < v.nops && !s; i++)
+            s = strlist_glob(&p->secrets, c->argv[v.ops[i]].s);
+        if (!s)
+            for (size_t i = 1; i < c->argc && !s; i++) /* --data=@file, --post-file=x */
+                s = c->argv[i].s[0] == '-' && strchr(c->argv[i].s, '=') &&
+                    strlist_glob(&p->secrets, strchr(c->argv[i].s, '=') + 1);
         if (s != (r->secret_args == 1))
             return false;
     }
@@ -565,6 +572,12 @@ static int load_file(txbox_policy *p, const char *path, bool must_exist, txbox_e
 int txbox_policy_load(const char *user_file, const char *workspace_dir, txbox_policy **out,
                       txbox_error *err)
 {
+    return policy_load(user_file, workspace_dir, true, out, err);
+}
+
+int policy_load(const char *user_file, const char *workspace_dir, bool check_examples,
+                txbox_policy **out, txbox_error *err)
+{
     if (!out)
         return tx_err(err, EINVAL, "txbox_policy_load: no output pointer");
     *out = NULL;
@@ -589,7 +602,7 @@ int txbox_policy_load(const char *user_file, const char *workspace_dir, txbox_po
     }
     if (rc == 0 && user_file)
         rc = load_file(p, user_file, true, err);
-    if (rc == 0)
+    if (rc == 0 && check_examples)
         rc = policy_check_examples(p, err);
     if (rc == 0) {
         p->parser = shell_parser_new();
@@ -687,4 +700,39 @@ int txbox_policy_check_argv(const txbox_policy *cp, char *const *argv, txbox_ver
     int rc = classify_cmds(p, &cmds, out, NULL);
     scratch_put(p, &s);
     return rc;
+}
+
+/* Development aid (tests/policy/policy-dump): the simple commands found in
+ * cmd, one a line, with their detectors and the rule each one gets. */
+void policy_dump(const txbox_policy *cp, const char *cmd, size_t len, FILE *f)
+{
+    txbox_policy *p = (txbox_policy *)cp;
+    scratch s;
+    scratch_get(p, &s);
+    pcmds cmds;
+    shell_walk(p, s.parser, s.ar, cmd, len, &cmds);
+    for (size_t i = 0; i < cmds.n; i++) {
+        const pcmd *c = &cmds.v[i];
+        fprintf(f, "  [%zu] depth=%d cwd=%s:%s via='%s' det=", i, c->depth,
+                c->cwd_kind == CWD_INSIDE ? "in" : c->cwd_kind == CWD_OUTSIDE ? "out" : "?",
+                c->cwd ? c->cwd : "", c->via);
+        for (int k = 0; k < D_COUNT; k++)
+            if (c->det & (1u << k))
+                fprintf(f, "%s,", detector_names[k]);
+        fprintf(f, " argv=");
+        for (size_t j = 0; j < c->argc; j++) {
+            const pword *w = &c->argv[j];
+            unsigned pc = path_class(p, c, w);
+            fprintf(f, "<%s>%s%s%s{%x}", w->s, w->flags & W_DYN ? "D" : "",
+                    w->flags & W_TILDE ? "~" : "", w->flags & W_FETCH ? "F" : "", pc);
+        }
+        for (size_t j = 0; j < c->nredir; j++)
+            fprintf(f, " redir(op=%d fd=%d <%s>{%x})", c->redir[j].op, c->redir[j].fd,
+                    c->redir[j].target.s, path_class(p, c, &c->redir[j].target));
+        pcmds one = {.v = (pcmd *)c, .n = 1, .alloc = 1};
+        txbox_verdict v;
+        classify_cmds(p, &one, &v, NULL);
+        fprintf(f, " => %s %s\n", txbox_verdict_name(v.verdict), v.rule);
+    }
+    scratch_put(p, &s);
 }

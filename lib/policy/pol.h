@@ -187,6 +187,10 @@ int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char 
 void policy_clear(txbox_policy *p);
 const progspec *policy_prog(const txbox_policy *p, const char *name);
 int policy_check_examples(const txbox_policy *p, txbox_error *err);
+int policy_examples_report(const txbox_policy *p, FILE *f, txbox_error *err);
+/* txbox_policy_load, optionally without checking the examples. */
+int policy_load(const char *user_file, const char *workspace_dir, bool check_examples,
+                txbox_policy **out, txbox_error *err);
 
 /* shell.c: fills *cmds (arena) with every simple command of src. */
 typedef struct pcmds {
@@ -210,5 +214,6 @@ int classify_string(const txbox_policy *p, void *parser, arena *ar, const char *
 /* Does rule r match simple command c? */
 bool rule_matches(const txbox_policy *p, const rule *r, const pcmd *c);
 const char *basename_of(const char *s);
+void policy_dump(const txbox_policy *p, const char *cmd, size_t len, FILE *f);
 
 #endif

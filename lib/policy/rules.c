@@ -558,17 +558,23 @@ const progspec *policy_prog(const txbox_policy *p, const char *name)
 
 int policy_check_examples(const txbox_policy *p, txbox_error *err)
 {
+    return policy_examples_report(p, NULL, err);
+}
+
+/* Checks every example; with f, reports every failure there (and goes on). */
+int policy_examples_report(const txbox_policy *p, FILE *f, txbox_error *err)
+{
     void *parser = shell_parser_new();
     if (!parser)
         return tx_err(err, EINVAL, "tree-sitter-bash: language version mismatch");
     arena ar;
     arena_init(&ar, 64u << 20);
     int rc = 0;
-    for (size_t i = 0; i < p->nrules && rc == 0; i++) {
+    for (size_t i = 0; i < p->nrules && (rc == 0 || f); i++) {
         const rule *r = &p->rules[i];
         if (r->decision == DEC_OFF)
             continue;
-        for (size_t j = 0; j < r->nex && rc == 0; j++) {
+        for (size_t j = 0; j < r->nex && (rc == 0 || f); j++) {
             const example *e = &r->ex[j];
             pcmds cmds;
             arena_reset(&ar);
@@ -576,7 +582,12 @@ int policy_check_examples(const txbox_policy *p, txbox_error *err)
             bool hit = false;
             for (size_t k = 0; k < cmds.n && !hit; k++)
                 hit = rule_matches(p, r, &cmds.v[k]);
-            if (hit != e->must_match)
+            if (hit != e->must_match && f) {
+                fprintf(f, "policy %s:%d: rule %s: example '%s' %s\n", r->file, e->line, r->id,
+                        e->cmd, e->must_match ? "must match but does not" : "must not match but does");
+                policy_dump(p, e->cmd, strlen(e->cmd), f);
+                rc = -1;
+            } else if (hit != e->must_match)
                 rc = tx_err(err, EINVAL, "policy %s:%d: rule %s: example '%s' %s", r->file,
                             e->line, r->id, e->cmd,
                             e->must_match ? "must match but does not"

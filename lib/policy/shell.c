@@ -2221,7 +2221,9 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
             i++;
         }
         pcmd *pc = push(w, argv, i < argc ? i : argc, det | D_WRAPPER, c);
-        const char *via = via_add(w, c, cflag ? xasprintf("%s -c", prog) : prog);
+        char vb[64];
+        snprintf(vb, sizeof vb, "%s%s", prog, cflag ? " -c" : "");
+        const char *via = via_add(w, c, vb);
         if (cflag) {
             if (i >= argc)
                 return NULL;
