@@ -382,43 +382,106 @@ json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
                      c.deleted, "truncated", c.truncated);
 }
 
-static bool path_rel(const char *a, const char *b)
+/* Path order in which '/' sorts before every other byte, so that a
+ * directory's descendants directly follow it. */
+static int pathcmp(const char *a, const char *b)
 {
-    /* equal, or one is an ancestor of the other ("" is everyone's) */
-    size_t la = strlen(a), lb = strlen(b);
-    if (!la || !lb)
-        return true;
-    size_t m = la < lb ? la : lb;
-    if (strncmp(a, b, m))
-        return false;
-    return la == lb || (la < lb ? b[la] == '/' : a[lb] == '/');
+    for (;; a++, b++) {
+        unsigned ca = (unsigned char)*a, cb = (unsigned char)*b;
+        if (ca == cb) {
+            if (!ca)
+                return 0;
+            continue;
+        }
+        if (!ca || !cb)
+            return ca ? 1 : -1;
+        if (ca == '/' || cb == '/')
+            return ca == '/' ? -1 : 1;
+        return ca < cb ? -1 : 1;
+    }
+}
+
+static int pathcmp_p(const void *a, const void *b)
+{
+    return pathcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+struct pathset {
+    const char **v;
+    size_t n;
+};
+
+static void pathset_of(const struct tx_ops *ops, bool meta, struct pathset *s)
+{
+    s->v = xcalloc(ops->n + 1, sizeof *s->v);
+    s->n = 0;
+    for (size_t i = 0; i < ops->n; i++)
+        if ((ops->v[i].kind == OP_META) == meta)
+            s->v[s->n++] = ops->v[i].path;
+    qsort(s->v, s->n, sizeof *s->v, pathcmp_p);
+}
+
+/* First index whose path is >= p. */
+static size_t lower_bound(const struct pathset *s, const char *p)
+{
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (pathcmp(s->v[mid], p) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static bool has_exact(const struct pathset *s, const char *p)
+{
+    size_t i = lower_bound(s, p);
+    return i < s->n && !strcmp(s->v[i], p);
+}
+
+/* Is p, or something inside p, in s? */
+static const char *has_self_or_below(const struct pathset *s, const char *p)
+{
+    size_t i = lower_bound(s, p), l = strlen(p);
+    if (i < s->n && !strncmp(s->v[i], p, l) && (s->v[i][l] == 0 || s->v[i][l] == '/' || !l))
+        return s->v[i];
+    return NULL;
+}
+
+/* Is an ancestor of p (not p itself) in s? */
+static const char *has_ancestor(const struct pathset *s, const char *p)
+{
+    _cleanup_free_ char *buf = xstrdup(p);
+    for (char *slash = strrchr(buf, '/'); slash; slash = strrchr(buf, '/')) {
+        *slash = 0;
+        if (has_exact(s, buf))
+            return p;
+    }
+    return NULL;
 }
 
 bool ops_overlap(const struct tx_ops *a, const struct tx_ops *b, const char **which)
 {
-    for (size_t i = 0; i < a->n; i++) {
-        for (size_t j = 0; j < b->n; j++) {
-            const struct tx_op *x = &a->v[i], *y = &b->v[j];
-            if (x->kind == OP_META && y->kind == OP_META)
-                continue; /* both only touched a directory's own metadata */
-            if (x->kind == OP_META || y->kind == OP_META) {
-                /* A directory's metadata conflicts with the directory itself
-                 * (or an ancestor) being replaced or deleted. */
-                const struct tx_op *m = x->kind == OP_META ? x : y;
-                const struct tx_op *c = x->kind == OP_META ? y : x;
-                size_t lc = strlen(c->path);
-                if (*m->path && !strncmp(m->path, c->path, lc) &&
-                    (m->path[lc] == 0 || m->path[lc] == '/')) {
-                    *which = x->path;
-                    return true;
-                }
-                continue;
-            }
-            if (path_rel(x->path, y->path)) {
-                *which = x->path;
-                return true;
-            }
+    /* Content operations (REPLACE, DELETE) conflict when their paths are
+     * equal or nested; a directory's metadata (META) conflicts with that
+     * directory or an ancestor being replaced or deleted; two META never. */
+    struct pathset bc, bm;
+    pathset_of(b, false, &bc);
+    pathset_of(b, true, &bm);
+    bool hit = false;
+    for (size_t i = 0; i < a->n && !hit; i++) {
+        const char *p = a->v[i].path;
+        if (a->v[i].kind == OP_META) {
+            hit = (*p && has_exact(&bc, p)) || (*p && has_ancestor(&bc, p));
+        } else {
+            hit = has_self_or_below(&bc, p) || has_ancestor(&bc, p) || has_self_or_below(&bm, p);
         }
+        if (hit)
+            *which = p;
     }
-    return false;
+    free(bc.v);
+    free(bm.v);
+    return hit;
 }

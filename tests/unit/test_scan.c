@@ -164,9 +164,54 @@ static void refuses_device_nodes_and_unknown_overlay_attrs(void **state)
     ops_free(&ops);
 }
 
+static void add(struct tx_ops *o, uint8_t kind, const char *path)
+{
+    o->v = realloc(o->v, (o->n + 1) * sizeof *o->v);
+    memset(&o->v[o->n], 0, sizeof o->v[0]);
+    o->v[o->n].kind = kind;
+    o->v[o->n].path = strdup(path);
+    o->n++;
+}
+
+static bool clash(const char *a_spec, const char *b_spec)
+{
+    /* "R:path" content, "M:path" metadata; separated by spaces */
+    struct tx_ops a = {0}, b = {0};
+    struct tx_ops *sets[2] = {&a, &b};
+    const char *specs[2] = {a_spec, b_spec};
+    for (int k = 0; k < 2; k++) {
+        char *dup = strdup(specs[k]), *save = NULL;
+        for (char *t = strtok_r(dup, " ", &save); t; t = strtok_r(NULL, " ", &save))
+            add(sets[k], t[0] == 'M' ? OP_META : OP_REPLACE, t + 2);
+        free(dup);
+    }
+    const char *which = NULL;
+    bool r = ops_overlap(&a, &b, &which);
+    ops_free(&a);
+    ops_free(&b);
+    return r;
+}
+
+static void overlap_rules(void **state)
+{
+    (void)state;
+    assert_true(clash("R:a/b", "R:a/b"));
+    assert_true(clash("R:a", "R:a/b/c"));
+    assert_true(clash("R:a/b/c", "R:a"));
+    assert_false(clash("R:a/b", "R:a/c"));
+    assert_false(clash("R:a/b", "R:a/b-c R:a/bc R:a.b"));
+    assert_false(clash("M: M:a", "M: M:a R:b"));
+    assert_true(clash("M:a/b", "R:a"));
+    assert_true(clash("R:a", "M:a/b"));
+    assert_false(clash("M:a", "R:a/x"));
+    assert_false(clash("R:a/x", "M:a M:"));
+    assert_false(clash("R:x R:y R:z", "R:w R:x0 R:yy R:y0/q"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(overlap_rules),
         cmocka_unit_test(every_kind),
         cmocka_unit_test(refuses_device_nodes_and_unknown_overlay_attrs),
     };
