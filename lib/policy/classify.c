@@ -455,10 +455,17 @@ int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
         const pcmd *c = &cmds->v[i];
         if ((c->det & D_EMPTY) && !c->nredir && !(c->det & ~(unsigned)D_EMPTY & D_NEVER_SAFE))
             continue;
-        const rule *best[3] = {NULL, NULL, NULL};
+        const rule *best[3] = {NULL, NULL, NULL}, *fb = NULL;
         for (size_t k = 0; k < p->nrules; k++) {
             const rule *r = &p->rules[k];
-            if (r->decision == DEC_OFF || best[r->decision])
+            if (r->decision == DEC_OFF)
+                continue;
+            if (r->fallback) {
+                if (!fb && !best[DEC_UNCERTAIN] && !best[DEC_UNSAFE] && rule_matches(p, r, c))
+                    fb = r;
+                continue;
+            }
+            if (best[r->decision])
                 continue;
             if (r->decision == DEC_SAFE && (best[DEC_UNCERTAIN] || best[DEC_UNSAFE]))
                 continue;
@@ -471,12 +478,15 @@ int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
         int d;
         const rule *r;
         bool f = false;
+        /* unsafe > uncertain > safe > fallback (uncertain) > no rule (uncertain) */
         if (best[DEC_UNSAFE])
             d = DEC_UNSAFE, r = best[DEC_UNSAFE];
         else if (best[DEC_UNCERTAIN])
             d = DEC_UNCERTAIN, r = best[DEC_UNCERTAIN];
         else if (best[DEC_SAFE])
             d = DEC_SAFE, r = best[DEC_SAFE];
+        else if (fb)
+            d = DEC_UNCERTAIN, r = fb;
         else
             d = DEC_UNCERTAIN, r = NULL;
         if (d == DEC_SAFE && (c->det & D_NEVER_SAFE)) {

@@ -153,6 +153,7 @@ typedef struct rule {
     int decision;
     char *reason, *suggestion;
     bool network;
+    bool fallback; /* uncertain, but only when no safe rule matches */
     char *file;
     int line;
     /* matchers: every one given must hold */

@@ -395,6 +395,8 @@ static int parse_rule(yctx *y, yaml_node_t *m, rule *r)
             rc = ystr(y, v, &r->suggestion, k);
         else if (!strcmp(k, "network"))
             rc = ybool(y, v, &r->network, k);
+        else if (!strcmp(k, "fallback"))
+            rc = ybool(y, v, &r->fallback, k);
         else if (!strcmp(k, "match"))
             match = v;
         else if (!strcmp(k, "examples"))
@@ -412,6 +414,8 @@ static int parse_rule(yctx *y, yaml_node_t *m, rule *r)
         return yerr(y, m, "rule %s: needs a one-line reason", r->id);
     if (r->decision == DEC_UNSAFE && (!r->suggestion || !*r->suggestion))
         return yerr(y, m, "rule %s: an unsafe rule needs a suggestion for the agent", r->id);
+    if (r->fallback && r->decision != DEC_UNCERTAIN)
+        return yerr(y, m, "rule %s: only uncertain rules can be fallback rules", r->id);
     if (!match)
         return yerr(y, m, "rule %s: needs a match", r->id);
     if (parse_match(y, match, r) < 0)
