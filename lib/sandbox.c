@@ -115,84 +115,21 @@ static char *fdpath(int fd, char buf[static 32])
     return buf;
 }
 
-static void unescape_mount_path(char *s)
-{
-    char *o = s;
-    for (char *i = s; *i; i++) {
-        if (i[0] == '\\' && i[1] >= '0' && i[1] <= '3' && i[2] >= '0' && i[2] <= '7' &&
-            i[3] >= '0' && i[3] <= '7') {
-            *o++ = (char)((i[1] - '0') * 64 + (i[2] - '0') * 8 + (i[3] - '0'));
-            i += 3;
-        } else {
-            *o++ = *i;
-        }
-    }
-    *o = 0;
-}
-
 static bool path_under(const char *p, const char *dir)
 {
     size_t n = strlen(dir);
     return !strncmp(p, dir, n) && (p[n] == 0 || p[n] == '/' || (n == 1 && dir[0] == '/'));
 }
 
-/* Remount every mount of this (private) namespace read-only, keeping the
- * flags that a user namespace may not clear. /proc, /dev and /tmp are
- * covered by fresh mounts afterwards and skipped. */
+/* Every mount of this (private) namespace read-only, in one call: a
+ * recursive mount_setattr only adds the flag, so it is allowed on mounts a
+ * user namespace may not otherwise change. /proc, /dev and /tmp are covered
+ * by fresh mounts afterwards. */
 static void remount_all_readonly(void)
 {
-    _cleanup_file_ FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (!f)
-        setup_die("cannot read /proc/self/mountinfo");
-    char *line = NULL;
-    size_t cap = 0;
-    while (getline(&line, &cap, f) > 0) {
-        /* id parent maj:min root mountpoint options ... */
-        char *save = NULL, *tok;
-        int field = 0;
-        char *mnt = NULL, *opts = NULL;
-        for (tok = strtok_r(line, " ", &save); tok; tok = strtok_r(NULL, " ", &save), field++) {
-            if (field == 4)
-                mnt = tok;
-            else if (field == 5) {
-                opts = tok;
-                break;
-            }
-        }
-        if (!mnt || !opts)
-            continue;
-        unescape_mount_path(mnt);
-        if (path_under(mnt, "/proc") || path_under(mnt, "/dev") || path_under(mnt, "/tmp"))
-            continue;
-        unsigned long fl = MS_REMOUNT | MS_BIND | MS_RDONLY;
-        char *o2 = NULL;
-        for (char *o = strtok_r(opts, ",", &o2); o; o = strtok_r(NULL, ",", &o2)) {
-            if (!strcmp(o, "nosuid"))
-                fl |= MS_NOSUID;
-            else if (!strcmp(o, "nodev"))
-                fl |= MS_NODEV;
-            else if (!strcmp(o, "noexec"))
-                fl |= MS_NOEXEC;
-            else if (!strcmp(o, "noatime"))
-                fl |= MS_NOATIME;
-            else if (!strcmp(o, "nodiratime"))
-                fl |= MS_NODIRATIME;
-            else if (!strcmp(o, "relatime"))
-                fl |= MS_RELATIME;
-            else if (!strcmp(o, "strictatime"))
-                fl |= MS_STRICTATIME;
-        }
-        if (mount(NULL, mnt, NULL, fl, NULL) < 0) {
-            /* A mount we cannot even see (shadowed, or gone) cannot be written
-             * through either; anything else is a protection we could not
-             * apply. */
-            if (errno == ENOENT || errno == EINVAL || errno == EACCES)
-                continue;
-            free(line);
-            setup_die("cannot make %s read-only", mnt);
-        }
-    }
-    free(line);
+    struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY};
+    if (mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &a, sizeof a) < 0)
+        setup_die("cannot make the host read-only");
 }
 
 static void mkdir_p(const char *path, mode_t mode)
