@@ -33,6 +33,15 @@ fail() {
     return 1
 }
 
+# clip STRING: at most 1500 characters of STRING, for failure messages.
+clip() {
+    if [ "${#1}" -gt 1500 ]; then
+        printf '%s...[%d characters in all]' "${1:0:1500}" "${#1}"
+    else
+        printf '%s' "$1"
+    fi
+}
+
 # Run the binary with a watchdog. The exit status is txbox's own; if txbox
 # is still running after TXBOX_DEADLINE seconds it is killed and the call
 # fails with a message (status 254), so no test hangs the suite.
@@ -78,7 +87,7 @@ txj() {
 check_run_json() {
     printf '%s' "$output" | "$RUNJSON" check-run ||
         fail "txbox run --json output does not follow the contract (status $status)" \
-            "stderr: $stderr"
+            "stderr: $(clip "$stderr")"
 }
 
 # Either a run object or an error object (txbox may report a failed commit
@@ -87,7 +96,7 @@ check_any_json() {
     printf '%s' "$output" | "$RUNJSON" check-run 2>/dev/null ||
         printf '%s' "$output" | "$RUNJSON" check-error ||
         fail "txbox run --json printed neither a run object nor an error object (status $status)" \
-            "stdout: $output" "stderr: $stderr"
+            "stdout: $(clip "$output")" "stderr: $(clip "$stderr")"
 }
 
 # jget FIELD: a field of the JSON in $output.
@@ -99,21 +108,21 @@ jget() {
 assert_status() {
     local want="$1"
     [ "$status" = "$want" ] ||
-        fail "expected exit status $want, got $status" "stdout: $output" "stderr: $stderr"
+        fail "expected exit status $want, got $status" "stdout: $(clip "$output")" "stderr: $(clip "$stderr")"
 }
 
 assert_outcome() {
     local got
     got="$(jget outcome)" || return 1
     [ "$got" = "$1" ] ||
-        fail "expected outcome $1, got $got" "stdout: $output" "stderr: $stderr"
+        fail "expected outcome $1, got $got" "stdout: $(clip "$output")" "stderr: $(clip "$stderr")"
 }
 
 assert_json_field() {
     local got
     got="$(jget "$1")" || return 1
     [ "$got" = "$2" ] ||
-        fail "expected $1 = $2, got $got" "stdout: $output" "stderr: $stderr"
+        fail "expected $1 = $2, got $got" "stdout: $(clip "$output")" "stderr: $(clip "$stderr")"
 }
 
 # A txbox error: status 125, stderr exactly one line `txbox: ...`; with
@@ -121,12 +130,12 @@ assert_json_field() {
 assert_txbox_error() {
     assert_status 125 || return 1
     [ "${#stderr_lines[@]}" = 1 ] ||
-        fail "expected one line on stderr, got ${#stderr_lines[@]}:" "$stderr"
+        fail "expected one line on stderr, got ${#stderr_lines[@]}:" "$(clip "$stderr")"
     [[ "${stderr_lines[0]}" == "txbox: "?* ]] ||
         fail "stderr line is not 'txbox: ...': ${stderr_lines[0]}"
     if [ "${1:-}" = json ]; then
         printf '%s' "$output" | "$RUNJSON" check-error ||
-            fail "stdout is not a JSON error object: $output"
+            fail "stdout is not a JSON error object: $(clip "$output")"
     fi
 }
 
@@ -203,12 +212,14 @@ populate() {
     ) || fail "populate $d failed"
 }
 
-# new_ws [NAME]: a fresh populated workspace at $BATS_TEST_TMPDIR/NAME
-# (default ws) in $WS.
+# new_ws [NAME]: a fresh workspace at $BATS_TEST_TMPDIR/NAME$WS_SUFFIX
+# (NAME defaults to ws) in $WS, filled by the function named in $POPULATE
+# (default: populate).
 new_ws() {
-    WS="$BATS_TEST_TMPDIR/${1:-ws}"
+    WS="$BATS_TEST_TMPDIR/${1:-ws}${WS_SUFFIX:-}"
     rm -rf "$WS"
-    populate "$WS"
+    mkdir -p "$(dirname "$WS")"
+    "${POPULATE:-populate}" "$WS"
 }
 
 # make_ref DIR REF SCRIPT: REF = cp -a DIR, then SCRIPT run there by a plain

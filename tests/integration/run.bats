@@ -1,0 +1,166 @@
+#!/usr/bin/env bats
+# `txbox run`: the basic contract (status, output, JSON, argv vs shell
+# string, cwd, namespaces) and `txbox recover` on a clean workspace.
+
+bats_require_minimum_version 1.5.0
+load ../lib/common
+
+setup() {
+    new_ws
+}
+
+@test "exit 0 commits; output streams through; one txbox: status line on stderr" {
+    snap pre "$WS"
+    tx -c 'echo new >new.txt; echo out; echo err >&2'
+    assert_status 0
+    [ "$output" = out ] || fail "stdout is not the command's own: '$output'"
+    [ "${#stderr_lines[@]}" = 2 ] || fail "stderr should be the command's line and one status line:" "$stderr"
+    [ "${stderr_lines[0]}" = err ] || fail "command's stderr not passed through first: $stderr"
+    [[ "${stderr_lines[1]}" == txbox:* ]] || fail "status line not prefixed txbox: '${stderr_lines[1]}'"
+    [ "$(cat "$WS/new.txt")" = new ] || fail "new.txt not committed"
+}
+
+@test "non-zero exit status passes through and rolls back" {
+    snap pre "$WS" --mtime
+    tx -c 'echo x >>README; rm -r src; exit 7'
+    assert_status 7
+    assert_tree pre "$WS" --mtime
+    txj -c 'echo x >>README; exit 42'
+    assert_status 42
+    assert_outcome rolled_back
+    assert_json_field exit_code 42
+    assert_json_field signal null
+    assert_tree pre "$WS" --mtime
+}
+
+@test "--json: one object with every field; output captured, not streamed" {
+    txj -c 'echo new >new.txt; rm README; echo more >>docs/a.txt; printf out; printf err >&2'
+    assert_status 0
+    assert_outcome committed
+    assert_json_field exit_code 0
+    assert_json_field signal null
+    assert_json_field stdout out
+    assert_json_field stderr err
+    assert_json_field stdout_truncated false
+    assert_json_field stderr_truncated false
+    assert_json_field backend overlay
+    [ -n "$(jget tx)" ] || fail "empty tx id"
+    [ "$(jget changes.added)" = new.txt ] || fail "added: $(jget changes.added)"
+    [ "$(jget changes.deleted)" = README ] || fail "deleted: $(jget changes.deleted)"
+    [ "$(jget changes.modified)" = docs/a.txt ] || fail "modified: $(jget changes.modified)"
+    [ "${#stderr_lines[@]}" -le 1 ] || fail "with --json, stderr has more than a status line:" "$stderr"
+    [[ "$stderr" != *err* || "$stderr" == txbox:* ]] || fail "captured stderr also streamed: $stderr"
+}
+
+@test "--json: directories are listed with a trailing slash" {
+    txj -c 'mkdir -p nd/sub; echo 1 >nd/sub/f; rm -r docs'
+    assert_status 0
+    jget changes.added | grep -qx 'nd/' || fail "nd/ not in added: $(jget changes.added)"
+    jget changes.deleted | grep -qx 'docs/' || fail "docs/ not in deleted: $(jget changes.deleted)"
+}
+
+@test "--json: large output is capped with a truncation flag; without --json it streams whole" {
+    txj -c 'head -c 5000000 /dev/zero | tr "\0" a; head -c 5000000 /dev/zero | tr "\0" b >&2'
+    assert_status 0
+    assert_json_field stdout_truncated true
+    assert_json_field stderr_truncated true
+    local n
+    n="$(jget stdout | wc -c)"
+    [ "$n" -lt 5000000 ] && [ "$n" -gt 0 ] || fail "captured stdout has $n bytes"
+    txbox_bin run -C "$WS" -c 'head -c 5000000 /dev/zero | tr "\0" a' >"$BATS_TEST_TMPDIR/out" 2>/dev/null
+    [ "$(wc -c <"$BATS_TEST_TMPDIR/out")" = 5000000 ] || fail "streamed output is not whole"
+}
+
+@test "argv after -- is executed as is, never re-joined into a shell string" {
+    tx -- printf '%s|' 'a b' '$HOME' ';x' '"q"' '' "$(printf 'n\nl')" '*'
+    assert_status 0
+    [ "$output" = "a b|\$HOME|;x|\"q\"||$(printf 'n\nl')|*|" ] || fail "argv changed: '$output'"
+    tx -- touch 'new file;rm -rf src'
+    assert_status 0
+    [ -f "$WS/new file;rm -rf src" ] && [ -d "$WS/src" ] || fail "argv was re-joined"
+}
+
+@test "the shell string goes unchanged to /bin/sh -c" {
+    tx -c 'x="a  b"; printf "[%s]\n" "$x" $x; echo $#; echo $((6*7)) # comment
+printf "%s\n" "$(printf "%s" "'\''q'\''")"'
+    assert_status 0
+    [ "$output" = "$(printf '[a  b]\n[a]\n[b]\n0\n42\n'"'"'q'"'")" ] || fail "got: $output"
+}
+
+@test "argv mode: status and rollback" {
+    snap pre "$WS" --mtime
+    tx -- sh -c 'echo x >>README; exit 3'
+    assert_status 3
+    assert_tree pre "$WS" --mtime
+    tx -- false
+    assert_status 1
+    tx -- /nonexistent/program
+    [ "$status" != 0 ] || fail "a missing program reported success"
+    assert_tree pre "$WS" --mtime
+}
+
+@test "the command sees the workspace at its real path, with its cwd kept" {
+    cd "$WS/src/lib"
+    tx -c 'pwd; echo here >made_here'
+    assert_status 0
+    [ "$output" = "$WS/src/lib" ] || fail "cwd inside is '$output', want $WS/src/lib"
+    [ -f "$WS/src/lib/made_here" ] || fail "relative write did not land in the cwd"
+    cd "$WS"
+    run --separate-stderr txbox_bin run -c 'pwd; test -f "'"$WS"'/README" && echo seen'
+    assert_status 0
+    [ "$output" = "$WS
+seen" ] || fail "without -C the workspace is not the cwd: '$output'"
+}
+
+@test "sequential transactions build on each other" {
+    tx -c 'echo 1 >counter'
+    assert_status 0
+    tx -c 'n=$(cat counter); echo $((n+1)) >counter'
+    assert_status 0
+    tx -c 'n=$(cat counter); echo $((n+1)) >counter; exit 1'
+    assert_status 1
+    [ "$(cat "$WS/counter")" = 2 ] || fail "counter is $(cat "$WS/counter")"
+}
+
+@test "a command that changes nothing commits nothing" {
+    snap pre "$WS" --mtime
+    txj -c 'cat README >/dev/null; ls -R >/dev/null'
+    assert_status 0
+    case "$(jget outcome)" in committed | read_only) ;; *) fail "outcome $(jget outcome)" ;; esac
+    [ -z "$(jget changes.added)$(jget changes.modified)$(jget changes.deleted)" ] ||
+        fail "changes reported: $output"
+    assert_tree pre "$WS" --mtime
+}
+
+@test "--backend copy: same contract" {
+    txj --backend copy -c 'echo c >copy.txt; printf out'
+    assert_status 0
+    assert_outcome committed
+    assert_json_field backend copy
+    assert_json_field stdout out
+    [ -f "$WS/copy.txt" ] || fail "copy backend did not commit"
+    snap pre "$WS" --mtime
+    txj --backend copy -c 'rm -rf src; exit 5'
+    assert_status 5
+    assert_outcome rolled_back
+    assert_tree pre "$WS" --mtime
+}
+
+@test "recover on a clean workspace does nothing and succeeds" {
+    tx -c 'echo 1 >f'
+    snap pre "$WS" --mtime
+    run --separate-stderr txbox_bin recover -C "$WS"
+    assert_status 0
+    assert_tree pre "$WS" --mtime
+    run --separate-stderr txbox_bin recover -C "$WS" --json
+    assert_status 0
+    printf '%s' "$output" | "$RUNJSON" check-object ||
+        fail "recover --json did not print one JSON object: $output"
+    assert_tree pre "$WS" --mtime
+}
+
+@test "protections are reported" {
+    txj -c true
+    assert_status 0
+    [ "$(jget protections)" != "{}" ] || fail "protections object is empty"
+}
