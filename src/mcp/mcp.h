@@ -1,0 +1,54 @@
+/* txbox mcp: internal interfaces between the server loop (server.c) and the
+ * tool table (tools.c). Each tool maps to one txbox CLI invocation, run as
+ * a child process: `txbox run --json`, `txbox check --json`, `txbox log
+ * --json`, ... (see docs/mcp.md). */
+#ifndef TXBOX_MCP_H
+#define TXBOX_MCP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "util.h"
+
+/* Negotiated protocol revisions, newest first (the first is ours). */
+extern const char *const mcp_protocol_versions[];
+
+typedef struct mcp_config {
+    char *workspace; /* absolute, resolved */
+    char *policy;    /* absolute, or NULL */
+} mcp_config;
+
+typedef struct mcp_tool mcp_tool;
+
+/* {"tools": [...]} for tools/list (a new reference). */
+json_t *mcp_tools_list(void);
+const mcp_tool *mcp_tool_find(const char *name);
+const char *mcp_tool_name(const mcp_tool *t);
+
+/* One CLI invocation: argv (argv[0] "txbox", NULL-terminated, owned) and
+ * the directory it starts in (an O_PATH fd, owned). */
+typedef struct mcp_invocation {
+    char **argv;
+    int cwd_fd;
+} mcp_invocation;
+
+/* Checks the arguments against the tool's input schema and builds the
+ * invocation. On bad arguments returns -1 with a one-line message in err
+ * (the model's mistake: reported as a tool error or Invalid params). */
+int mcp_tool_prepare(const mcp_tool *t, const mcp_config *cfg, json_t *args, mcp_invocation *inv,
+                     txbox_error *err) MUST_CHECK;
+void mcp_invocation_free(mcp_invocation *inv);
+
+/* The CallToolResult for a finished child: wstatus from waitpid, its
+ * stdout and stderr. A new reference. */
+json_t *mcp_tool_result(const mcp_tool *t, int wstatus, const char *out, size_t outlen,
+                        const char *err, size_t errlen);
+/* A CallToolResult with isError and one text part. */
+json_t *mcp_error_result(const char *fmt, ...) PRINTF(1, 2);
+
+/* Server instructions sent in the initialize result. */
+extern const char mcp_instructions[];
+
+#endif

@@ -1,0 +1,731 @@
+/* txbox mcp: a Model Context Protocol server on stdin/stdout.
+ *
+ *   txbox mcp [-C DIR] [--policy FILE] [--max-calls N]
+ *
+ * One thread, one poll loop. Messages are newline-delimited JSON-RPC 2.0
+ * (MCP stdio transport); each line is capped at JRPC_MAX_LINE. A tools/call
+ * becomes one child process running the txbox CLI (`txbox run --json ...`),
+ * with its own pipes, so several calls are in flight at once and a call is
+ * cancelled by signalling its child: SIGTERM makes `txbox run` kill its
+ * sandbox and roll the transaction back. Children die with the server
+ * (PR_SET_PDEATHSIG), so even a killed server leaves no transaction
+ * running.
+ *
+ * stdout carries protocol messages only: the server keeps a private
+ * descriptor for the protocol and points fd 1 at stderr, so nothing else
+ * (a library's stray printf) can reach the client. Diagnostics go to stderr.
+ *
+ * Lifecycle: requests other than initialize and ping before initialize get
+ * -32600; at end of input the server stops reading, lets running calls
+ * finish and answers them, then exits 0; on SIGTERM/SIGINT/SIGHUP it
+ * cancels every running call (each rolls back), waits for them and exits 0.
+ * See docs/mcp.md. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../cmds.h"
+#include "jsonrpc.h"
+#include "mcp.h"
+#include "txbox_policy.h"
+
+#define MAX_CALLS_DEFAULT 8     /* children at once; more calls wait in a queue */
+#define MAX_QUEUED 256          /* calls waiting; more are refused */
+#define CHILD_OUT_CAP (64u << 20) /* a child's stdout (the CLI's JSON) */
+#define CHILD_ERR_CAP (64u << 10) /* a child's stderr (its error line) */
+#define OUTQ_PAUSE (64u << 20)  /* stop reading requests while this much output waits */
+#define KILL_AFTER_NS (30ull * 1000000000ull) /* a cancelled child that ignores SIGTERM */
+#define SERVER_ERROR (-32000)   /* implementation-defined server error */
+
+typedef enum { CALL_QUEUED, CALL_RUNNING } call_state;
+
+typedef struct call {
+    struct call *next;
+    json_t *id;
+    const mcp_tool *tool;
+    mcp_invocation inv;
+    call_state state;
+    pid_t pid;
+    int pidfd, out_fd, err_fd;
+    dbuf out, err;
+    bool cancelled;   /* no answer will be sent */
+    uint64_t term_ns; /* when SIGTERM was sent */
+    bool killed;
+} call;
+
+typedef struct server {
+    mcp_config cfg;
+    int in_fd, out_fd, sig_fd;
+    jrpc_framer framer;
+    dbuf outq;        /* bytes waiting to be written to the client */
+    size_t outq_off;
+    bool out_broken;  /* the client closed our stdout */
+    bool eof, stopping;
+    enum { S_NEW, S_READY } state;
+    const char *version; /* negotiated */
+    call *calls;
+    unsigned running, queued, max_calls;
+} server;
+
+static void logmsg(const char *fmt, ...) PRINTF(1, 2);
+static void logmsg(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("txbox mcp: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---- output ---- */
+
+static void send_line(server *s, char *msg)
+{
+    if (!s->out_broken) {
+        dbuf_addstr(&s->outq, msg);
+        dbuf_add(&s->outq, "\n", 1);
+    }
+    free(msg);
+}
+
+static void reply(server *s, const json_t *id, json_t *result)
+{
+    send_line(s, jrpc_result(id, result));
+}
+
+static void reply_error(server *s, const json_t *id, int code, const char *fmt, ...) PRINTF(4, 5);
+static void reply_error(server *s, const json_t *id, int code, const char *fmt, ...)
+{
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    send_line(s, jrpc_error(id, code, msg, NULL));
+}
+
+/* Writes what the client will take without blocking (poll said POLLOUT). */
+static void flush_some(server *s)
+{
+    while (s->outq_off < s->outq.len) {
+        size_t n = s->outq.len - s->outq_off;
+        if (n > 4096) /* PIPE_BUF: fits whenever POLLOUT is set */
+            n = 4096;
+        ssize_t w = write(s->out_fd, s->outq.p + s->outq_off, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0) {
+            if (errno != EAGAIN) {
+                logmsg("cannot write to stdout (%s); discarding output", strerror(errno));
+                s->out_broken = true;
+                s->outq.len = s->outq_off = 0;
+            }
+            return;
+        }
+        s->outq_off += (size_t)w;
+        struct pollfd p = {.fd = s->out_fd, .events = POLLOUT};
+        if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT))
+            break;
+    }
+    if (s->outq_off == s->outq.len) {
+        s->outq.len = s->outq_off = 0;
+    } else if (s->outq_off > (1u << 20)) {
+        memmove(s->outq.p, s->outq.p + s->outq_off, s->outq.len - s->outq_off);
+        s->outq.len -= s->outq_off;
+        s->outq_off = 0;
+    }
+}
+
+/* ---- children ---- */
+
+static int pidfd_open_(pid_t pid)
+{
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static void call_free(call *c)
+{
+    json_decref(c->id);
+    mcp_invocation_free(&c->inv);
+    if (c->pidfd >= 0)
+        close(c->pidfd);
+    if (c->out_fd >= 0)
+        close(c->out_fd);
+    if (c->err_fd >= 0)
+        close(c->err_fd);
+    dbuf_free(&c->out);
+    dbuf_free(&c->err);
+    free(c);
+}
+
+static void unlink_call(server *s, call *c)
+{
+    for (call **p = &s->calls; *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    if (c->state == CALL_RUNNING)
+        s->running--;
+    else
+        s->queued--;
+}
+
+/* fork + exec of /proc/self/exe with the call's argv; stdout and stderr to
+ * pipes, stdin from /dev/null, started in the call's directory. */
+static int spawn(server *s, call *c)
+{
+    int outp[2] = {-1, -1}, errp[2] = {-1, -1};
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devnull < 0 || pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+        int e = errno;
+        if (devnull >= 0)
+            close(devnull);
+        for (int i = 0; i < 2; i++) {
+            if (outp[i] >= 0)
+                close(outp[i]);
+            if (errp[i] >= 0)
+                close(errp[i]);
+        }
+        errno = e;
+        return -1;
+    }
+    pid_t parent = getpid();
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(devnull);
+        close(outp[0]), close(outp[1]), close(errp[0]), close(errp[1]);
+        errno = e;
+        return -1;
+    }
+    if (pid == 0) {
+        /* The child: default signals, nothing blocked, dies with the server. */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGPIPE, SIG_DFL);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(TXBOX_EXIT_ERROR);
+        if (dup2(devnull, 0) < 0 || dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)
+            _exit(TXBOX_EXIT_ERROR);
+        if (fchdir(c->inv.cwd_fd) < 0) {
+            dprintf(2, "txbox: cannot enter the working directory: %s\n", strerror(errno));
+            _exit(TXBOX_EXIT_ERROR);
+        }
+        execv("/proc/self/exe", c->inv.argv);
+        dprintf(2, "txbox: cannot execute /proc/self/exe: %s\n", strerror(errno));
+        _exit(TXBOX_EXIT_ERROR);
+    }
+    close(devnull);
+    close(outp[1]);
+    close(errp[1]);
+    c->pid = pid;
+    c->out_fd = outp[0];
+    c->err_fd = errp[0];
+    fcntl(c->out_fd, F_SETFL, O_NONBLOCK);
+    fcntl(c->err_fd, F_SETFL, O_NONBLOCK);
+    c->pidfd = pidfd_open_(pid);
+    if (c->pidfd < 0) {
+        logmsg("pidfd_open: %s", strerror(errno));
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return 0;
+}
+
+/* Moves queued calls to running while there is room. */
+static void start_queued(server *s)
+{
+    call *c = s->calls;
+    while (c && s->running < s->max_calls) {
+        call *next = c->next;
+        if (c->state == CALL_QUEUED) {
+            if (spawn(s, c) < 0) {
+                int e = errno;
+                reply(s, c->id, mcp_error_result("txbox mcp: cannot start txbox %s: %s",
+                                                 mcp_tool_name(c->tool), strerror(e)));
+                unlink_call(s, c);
+                call_free(c);
+            } else {
+                c->state = CALL_RUNNING;
+                s->queued--;
+                s->running++;
+            }
+        }
+        c = next;
+    }
+}
+
+/* Reads what a child's pipe has; returns false at EOF or error. */
+static bool drain(int *fd, dbuf *b)
+{
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(*fd, buf, sizeof buf);
+        if (n > 0) {
+            dbuf_add(b, buf, (size_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return true;
+        close(*fd);
+        *fd = -1;
+        return false;
+    }
+}
+
+static void finish(server *s, call *c)
+{
+    int wstatus = 0;
+    while (waitpid(c->pid, &wstatus, 0) < 0 && errno == EINTR)
+        ;
+    if (c->out_fd >= 0)
+        drain(&c->out_fd, &c->out);
+    if (c->err_fd >= 0)
+        drain(&c->err_fd, &c->err);
+    if (c->cancelled) {
+        logmsg("request cancelled: txbox %s ended (status 0x%x)", mcp_tool_name(c->tool), (unsigned)wstatus);
+    } else if (c->out.dropped) {
+        reply(s, c->id, mcp_error_result("txbox %s printed more than %u bytes; result dropped",
+                                         mcp_tool_name(c->tool), CHILD_OUT_CAP));
+    } else {
+        reply(s, c->id, mcp_tool_result(c->tool, wstatus, dbuf_str(&c->out), c->out.len,
+                                        dbuf_str(&c->err), c->err.len));
+    }
+    unlink_call(s, c);
+    call_free(c);
+}
+
+static void cancel_call(server *s, call *c, const char *why)
+{
+    if (c->state == CALL_QUEUED) {
+        logmsg("queued request cancelled (%s)", why);
+        unlink_call(s, c);
+        call_free(c);
+        return;
+    }
+    if (!c->cancelled) {
+        c->cancelled = true;
+        c->term_ns = now_ns();
+        kill(c->pid, SIGTERM);
+        logmsg("cancelling txbox %s (pid %d): %s", mcp_tool_name(c->tool), (int)c->pid, why);
+    }
+}
+
+/* ---- requests ---- */
+
+static void do_initialize(server *s, const json_t *id, json_t *params)
+{
+    json_t *pv = json_object_get(params, "protocolVersion");
+    json_t *caps = json_object_get(params, "capabilities");
+    json_t *info = json_object_get(params, "clientInfo");
+    if (!json_is_object(params) || !json_is_string(pv)) {
+        reply_error(s, id, JRPC_INVALID_PARAMS, "Invalid params: initialize needs a string protocolVersion");
+        return;
+    }
+    if ((caps && !json_is_object(caps)) || (info && !json_is_object(info))) {
+        reply_error(s, id, JRPC_INVALID_PARAMS, "Invalid params: capabilities and clientInfo must be objects");
+        return;
+    }
+    if (s->state != S_NEW) {
+        reply_error(s, id, JRPC_INVALID_REQUEST, "Invalid Request: already initialized");
+        return;
+    }
+    const char *want = json_string_value(pv);
+    /* The client's revision when we speak it, else our latest (the
+     * client then decides whether it can go on). */
+    s->version = mcp_protocol_versions[0];
+    for (size_t i = 0; mcp_protocol_versions[i]; i++)
+        if (!strcmp(want, mcp_protocol_versions[i]))
+            s->version = mcp_protocol_versions[i];
+    s->state = S_READY;
+    logmsg("initialized: client asked for %.40s, speaking %s", want, s->version);
+    reply(s, id,
+          json_pack("{s:s,s:{s:{s:b}},s:{s:s,s:s,s:s},s:s}", "protocolVersion", s->version, "capabilities",
+                    "tools", "listChanged", 0, "serverInfo", "name", "txbox", "title",
+                    "txbox: every command a transaction", "version", "0.1.0", "instructions",
+                    mcp_instructions));
+}
+
+static void do_tools_call(server *s, const json_t *id, json_t *params)
+{
+    json_t *name = json_object_get(params, "name");
+    json_t *args = json_object_get(params, "arguments");
+    if (!json_is_object(params) || !json_is_string(name)) {
+        reply_error(s, id, JRPC_INVALID_PARAMS, "Invalid params: tools/call needs a string \"name\"");
+        return;
+    }
+    if (args && !json_is_object(args) && !json_is_null(args)) {
+        reply_error(s, id, JRPC_INVALID_PARAMS, "Invalid params: \"arguments\" must be an object");
+        return;
+    }
+    const mcp_tool *t = mcp_tool_find(json_string_value(name));
+    if (!t) {
+        reply_error(s, id, JRPC_INVALID_PARAMS, "Invalid params: unknown tool '%.64s'", json_string_value(name));
+        return;
+    }
+    if (s->queued >= MAX_QUEUED) {
+        reply_error(s, id, SERVER_ERROR, "server busy: %u calls already waiting", s->queued);
+        return;
+    }
+    json_t *empty = NULL;
+    if (!json_is_object(args))
+        args = empty = json_object();
+    call *c = xcalloc(1, sizeof *c);
+    c->pidfd = c->out_fd = c->err_fd = -1;
+    txbox_error err = {0};
+    int rc = mcp_tool_prepare(t, &s->cfg, args, &c->inv, &err);
+    json_decref(empty);
+    if (rc < 0) {
+        /* The model's mistake. Since 2025-11-25 (SEP-1303) argument errors
+         * are tool execution errors the model can read and correct;
+         * earlier revisions call them Invalid params. */
+        if (!strcmp(s->version, "2025-11-25"))
+            reply(s, id, mcp_error_result("invalid arguments for %s: %s", mcp_tool_name(t), err.msg));
+        else
+            reply_error(s, id, JRPC_INVALID_PARAMS, "Invalid params: %s: %s", mcp_tool_name(t), err.msg);
+        call_free(c);
+        return;
+    }
+    c->id = json_deep_copy(id);
+    c->tool = t;
+    c->state = CALL_QUEUED;
+    dbuf_init(&c->out, CHILD_OUT_CAP);
+    dbuf_init(&c->err, CHILD_ERR_CAP);
+    /* append: calls start in the order they came */
+    call **p = &s->calls;
+    while (*p)
+        p = &(*p)->next;
+    *p = c;
+    s->queued++;
+    start_queued(s);
+}
+
+static call *find_call(server *s, const json_t *id)
+{
+    for (call *c = s->calls; c; c = c->next)
+        if (json_equal(c->id, (json_t *)id))
+            return c;
+    return NULL;
+}
+
+static void do_request(server *s, const json_t *id, const char *method, json_t *params)
+{
+    if (find_call(s, id)) {
+        reply_error(s, id, JRPC_INVALID_REQUEST, "Invalid Request: id already in use by a request in progress");
+        return;
+    }
+    if (!strcmp(method, "initialize")) {
+        do_initialize(s, id, params);
+        return;
+    }
+    if (!strcmp(method, "ping")) {
+        reply(s, id, json_object());
+        return;
+    }
+    if (s->state == S_NEW) {
+        reply_error(s, id, JRPC_INVALID_REQUEST, "Invalid Request: not initialized (send initialize first)");
+        return;
+    }
+    if (!strcmp(method, "tools/list")) {
+        json_t *cursor = json_object_get(params, "cursor");
+        if ((params && !json_is_object(params)) || (cursor && !json_is_string(cursor))) {
+            reply_error(s, id, JRPC_INVALID_PARAMS, "Invalid params: tools/list takes an optional string cursor");
+            return;
+        }
+        reply(s, id, mcp_tools_list());
+        return;
+    }
+    if (!strcmp(method, "tools/call")) {
+        do_tools_call(s, id, params);
+        return;
+    }
+    reply_error(s, id, JRPC_METHOD_NOT_FOUND, "Method not found: %.100s", method);
+}
+
+static void do_notification(server *s, const char *method, json_t *params)
+{
+    if (!strcmp(method, "notifications/cancelled")) {
+        json_t *rid = json_object_get(params, "requestId");
+        if (!jrpc_valid_id(rid))
+            return; /* malformed: ignored, as the spec says */
+        call *c = find_call(s, rid);
+        if (c) {
+            const char *why = json_string_value(json_object_get(params, "reason"));
+            cancel_call(s, c, why ? why : "notifications/cancelled");
+        }
+        return;
+    }
+    /* notifications/initialized and anything else: nothing to do */
+}
+
+static void on_line(void *ctx, jrpc_frame_kind kind, const char *line, size_t len)
+{
+    server *s = ctx;
+    if (kind == JRPC_FRAME_OVERLONG) {
+        reply_error(s, NULL, JRPC_INVALID_REQUEST, "Invalid Request: message longer than %u bytes", JRPC_MAX_LINE);
+        return;
+    }
+    jrpc_msg m;
+    switch (jrpc_parse(line, len, &m)) {
+    case JRPC_MSG_BLANK:
+    case JRPC_MSG_RESPONSE: /* we send no requests: nothing is waiting for it */
+        break;
+    case JRPC_MSG_INVALID:
+        send_line(s, jrpc_error(m.id, m.code, m.message, NULL));
+        break;
+    case JRPC_MSG_NOTIFICATION:
+        do_notification(s, m.method, m.params);
+        break;
+    case JRPC_MSG_REQUEST:
+        do_request(s, m.id, m.method, m.params);
+        break;
+    }
+    jrpc_msg_free(&m);
+}
+
+/* ---- the loop ---- */
+
+static void read_input(server *s)
+{
+    char buf[65536];
+    ssize_t n = read(s->in_fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        if (n < 0)
+            logmsg("reading stdin: %s", strerror(errno));
+        jrpc_framer_eof(&s->framer, on_line, s);
+        s->eof = true;
+        return;
+    }
+    jrpc_framer_feed(&s->framer, buf, (size_t)n, on_line, s);
+}
+
+static void on_signal(server *s)
+{
+    struct signalfd_siginfo si;
+    while (read(s->sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+        logmsg("signal %u: cancelling %u running call(s) and stopping", si.ssi_signo, s->running);
+        s->stopping = true;
+    }
+    for (call *c = s->calls, *next; c; c = next) {
+        next = c->next;
+        cancel_call(s, c, "server stopping");
+    }
+}
+
+static int loop(server *s)
+{
+    enum { MAXFDS = 3 + 3 * 64 };
+    for (;;) {
+        bool want_input = !s->eof && !s->stopping && s->outq.len - s->outq_off < OUTQ_PAUSE;
+        if ((s->eof || s->stopping) && !s->calls && (s->out_broken || s->outq_off == s->outq.len))
+            return 0;
+        struct pollfd pf[MAXFDS];
+        call *owner[MAXFDS];
+        int which[MAXFDS]; /* 0 pidfd, 1 out, 2 err */
+        nfds_t n = 0;
+        pf[n++] = (struct pollfd){.fd = s->sig_fd, .events = POLLIN};
+        pf[n++] = (struct pollfd){.fd = want_input ? s->in_fd : -1, .events = POLLIN};
+        pf[n++] = (struct pollfd){.fd = (!s->out_broken && s->outq_off < s->outq.len) ? s->out_fd : -1,
+                                  .events = POLLOUT};
+        int timeout = -1;
+        uint64_t now = now_ns();
+        for (call *c = s->calls; c; c = c->next) {
+            if (c->state != CALL_RUNNING || n + 3 > MAXFDS)
+                continue;
+            int fds[3] = {c->pidfd, c->out_fd, c->err_fd};
+            for (int k = 0; k < 3; k++) {
+                if (fds[k] < 0)
+                    continue;
+                owner[n] = c;
+                which[n] = k;
+                pf[n++] = (struct pollfd){.fd = fds[k], .events = POLLIN};
+            }
+            if (c->cancelled && !c->killed) {
+                if (now - c->term_ns >= KILL_AFTER_NS) {
+                    logmsg("txbox %s (pid %d) ignored SIGTERM for 30 s: killing it", mcp_tool_name(c->tool),
+                           (int)c->pid);
+                    kill(c->pid, SIGKILL);
+                    c->killed = true;
+                } else {
+                    timeout = 1000;
+                }
+            }
+        }
+        int r = poll(pf, n, timeout);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            logmsg("poll: %s", strerror(errno));
+            return TXBOX_EXIT_ERROR;
+        }
+        if (pf[0].revents)
+            on_signal(s);
+        if (pf[2].revents & (POLLOUT | POLLERR | POLLHUP)) {
+            if (pf[2].revents & POLLOUT)
+                flush_some(s);
+            else {
+                logmsg("the client closed stdout; discarding output");
+                s->out_broken = true;
+                s->outq.len = s->outq_off = 0;
+            }
+        }
+        /* children: pipes first, then exits (a child's last output is read
+         * before its result is built) */
+        for (nfds_t i = 3; i < n; i++) {
+            if (!pf[i].revents || which[i] == 0)
+                continue;
+            call *c = owner[i];
+            if (which[i] == 1)
+                drain(&c->out_fd, &c->out);
+            else
+                drain(&c->err_fd, &c->err);
+        }
+        for (nfds_t i = 3; i < n; i++)
+            if (pf[i].revents && which[i] == 0) {
+                finish(s, owner[i]);
+                /* owner[] may now hold freed calls; later entries of this
+                 * round are pipes or other pidfds of other calls */
+                for (nfds_t j = i + 1; j < n; j++)
+                    if (owner[j] == owner[i])
+                        pf[j].revents = 0;
+            }
+        start_queued(s);
+        if (pf[1].revents & (POLLIN | POLLHUP | POLLERR))
+            read_input(s);
+        if (!s->out_broken && s->outq_off < s->outq.len) {
+            struct pollfd p = {.fd = s->out_fd, .events = POLLOUT};
+            if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT))
+                flush_some(s);
+        }
+        if (s->stopping)
+            for (call *c = s->calls, *next; c; c = next) {
+                next = c->next;
+                cancel_call(s, c, "server stopping");
+            }
+    }
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: txbox mcp [-C DIR] [--policy FILE] [--max-calls N]\n"
+               "\nA Model Context Protocol server on stdin/stdout (newline-delimited JSON-RPC 2.0).\n"
+               "Tools: run, check, log, show, diff, undo; each call runs the txbox CLI on the\n"
+               "workspace DIR (default: the current directory). --max-calls: commands running at\n"
+               "once (default %d; more wait their turn). See docs/mcp.md.\n",
+            MAX_CALLS_DEFAULT);
+}
+
+int cmd_mcp(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"policy", required_argument, NULL, 'p'},
+        {"max-calls", required_argument, NULL, 'm'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *dir = ".", *policy = NULL;
+    unsigned max_calls = MAX_CALLS_DEFAULT;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+C:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'C': dir = optarg; break;
+        case 'p': policy = optarg; break;
+        case 'm': {
+            uint64_t v;
+            if (!parse_u64(optarg, &v) || v < 1 || v > 64)
+                return cli_failf("mcp: --max-calls wants a number from 1 to 64, not '%s'", optarg);
+            max_calls = (unsigned)v;
+            break;
+        }
+        case 'h': usage(stdout); return 0;
+        default:
+            return cli_failf("mcp: unknown option or missing value '%s' (see 'txbox mcp --help')",
+                             argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_failf("mcp: unexpected argument '%s'", argv[optind]);
+
+    server s = {.in_fd = -1, .out_fd = -1, .sig_fd = -1, .max_calls = max_calls, .version = mcp_protocol_versions[0]};
+    s.cfg.workspace = realpath(dir, NULL);
+    if (!s.cfg.workspace)
+        return cli_failf("mcp: workspace '%s': %s", dir, strerror(errno));
+    if (policy) {
+        s.cfg.policy = realpath(policy, NULL);
+        if (!s.cfg.policy)
+            return cli_failf("mcp: policy '%s': %s", policy, strerror(errno));
+    }
+    /* Refuse to start with a policy that does not load: better than every
+     * call failing. */
+    txbox_policy *pol = NULL;
+    txbox_error err = {0};
+    if (txbox_policy_load(s.cfg.policy, s.cfg.workspace, &pol, &err) < 0) {
+        free(s.cfg.workspace);
+        free(s.cfg.policy);
+        return cli_failf("mcp: %s", err.msg);
+    }
+    txbox_policy_free(pol);
+
+    /* The protocol gets private descriptors; fd 0 reads /dev/null and fd 1
+     * is stderr, so nothing but protocol messages reaches the client. */
+    s.in_fd = fcntl(0, F_DUPFD_CLOEXEC, 3);
+    s.out_fd = fcntl(1, F_DUPFD_CLOEXEC, 3);
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (s.in_fd < 0 || s.out_fd < 0 || devnull < 0 || dup2(devnull, 0) < 0 || dup2(2, 1) < 0)
+        return cli_failf("mcp: cannot set up stdin/stdout: %s", strerror(errno));
+    close(devnull);
+
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    s.sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (s.sig_fd < 0)
+        return cli_failf("mcp: signalfd: %s", strerror(errno));
+
+    jrpc_framer_init(&s.framer, JRPC_MAX_LINE);
+    dbuf_init(&s.outq, 0);
+    logmsg("serving workspace %s (MCP %s and older)", s.cfg.workspace, mcp_protocol_versions[0]);
+    int rc = loop(&s);
+    while (s.calls) { /* only after an error: do not leave children behind */
+        call *k = s.calls;
+        kill(k->pid, SIGTERM);
+        waitpid(k->pid, NULL, 0);
+        unlink_call(&s, k);
+        call_free(k);
+    }
+    jrpc_framer_free(&s.framer);
+    dbuf_free(&s.outq);
+    close(s.sig_fd);
+    close(s.in_fd);
+    close(s.out_fd);
+    free(s.cfg.workspace);
+    free(s.cfg.policy);
+    return rc;
+}

@@ -1,0 +1,607 @@
+/* txbox mcp: the tools, their schemas and descriptions, how their arguments
+ * become a txbox CLI invocation, and how the CLI's JSON becomes a
+ * CallToolResult (structuredContent plus a readable text part). */
+#include "mcp.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+const char *const mcp_protocol_versions[] = {"2025-11-25", "2025-06-18", "2024-11-05", NULL};
+
+const char mcp_instructions[] =
+    "txbox runs every shell command as a transaction on the workspace. A command runs in an "
+    "isolated copy-on-write sandbox; if it exits 0 its file changes are committed atomically, "
+    "otherwise they are discarded and the workspace is exactly as before. A policy classifies "
+    "each command first: dangerous ones are blocked and never run (the result says which rule "
+    "and what to do instead). Use `run` for commands, `check` to ask the policy without "
+    "running, `log`/`show`/`diff` to inspect past transactions and `undo` to revert one.";
+
+typedef enum { K_RUN, K_CHECK, K_HISTORY } tool_kind;
+
+struct mcp_tool {
+    const char *name;
+    tool_kind kind;
+    const char *subcommand; /* txbox SUBCOMMAND */
+    const char *list_key;   /* K_HISTORY: key for a JSON array result, or for text */
+    bool json_flag;         /* the subcommand takes --json */
+    const char *json;       /* the Tool object minus name */
+};
+
+#define OUTCOMES "\"committed\",\"rolled_back\",\"blocked\",\"read_only\",\"conflict\",\"timed_out\""
+#define TX_ARG(what)                                                                              \
+    "\"tx\":{\"type\":\"string\",\"pattern\":\"^[0-9A-Za-z][0-9A-Za-z._:-]{0,63}$\","            \
+    "\"description\":\"" what "\"}"
+#define LOOSE_OUTPUT "\"outputSchema\":{\"type\":\"object\",\"additionalProperties\":true}"
+
+static const mcp_tool tools[] = {
+    {"run", K_RUN, "run", NULL, true,
+     "{\"title\":\"Run a shell command as a transaction\","
+     "\"description\":\"Runs one shell command (given to /bin/sh -c) in the workspace as a "
+     "transaction. It runs in an isolated copy-on-write sandbox: if it exits 0 its file changes "
+     "are committed to the workspace atomically; otherwise they are discarded and the workspace "
+     "is exactly as it was. The result's `outcome` says what happened: `committed` (changes "
+     "applied, listed in `changes`), `read_only` (the policy judged it read-only; it ran without "
+     "a transaction), `rolled_back` (it failed or was cancelled: nothing it did remains, so fix "
+     "the cause and run it again; no cleanup is needed), `blocked` (the policy refused it and "
+     "it never ran: read `rule`, `reason` and `suggestion` and do what the suggestion says "
+     "instead; do not try to get around the policy), `conflict` (it succeeded but the files it "
+     "changed were changed meanwhile: its changes were kept aside; re-read the files and run it "
+     "again), `timed_out` (killed at the time limit and rolled back: raise `timeout` or split "
+     "the work). There is no network unless `network` is true. A committed transaction can be "
+     "reverted with `undo`.\","
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
+     "\"command\":{\"type\":\"string\",\"minLength\":1,\"description\":\"The shell command, "
+     "exactly as for sh -c.\"},"
+     "\"cwd\":{\"type\":\"string\",\"description\":\"Directory to start in, relative to the "
+     "workspace root (default: the root). Must stay inside the workspace.\"},"
+     "\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":604800,"
+     "\"description\":\"Wall-clock limit in seconds; at the limit the command is killed and "
+     "rolled back.\"},"
+     "\"network\":{\"type\":\"boolean\",\"default\":false,\"description\":\"Allow network "
+     "access (off by default).\"}},"
+     "\"required\":[\"command\"],\"additionalProperties\":false},"
+     "\"outputSchema\":{\"type\":\"object\",\"properties\":{"
+     "\"tx\":{\"type\":\"string\"},"
+     "\"verdict\":{\"type\":\"string\",\"enum\":[\"safe\",\"uncertain\",\"unsafe\"]},"
+     "\"rule\":{\"type\":[\"string\",\"null\"]},\"reason\":{\"type\":[\"string\",\"null\"]},"
+     "\"suggestion\":{\"type\":\"string\"},"
+     "\"outcome\":{\"type\":\"string\",\"enum\":[" OUTCOMES "]},"
+     "\"exit_code\":{\"type\":\"integer\"},"
+     "\"changes\":{\"type\":\"object\"},"
+     "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"
+     "\"stdout_truncated\":{\"type\":\"boolean\"},\"stderr_truncated\":{\"type\":\"boolean\"},"
+     "\"protections\":{\"type\":\"object\"},\"overhead_ms\":{\"type\":\"number\"}},"
+     "\"required\":[\"tx\",\"verdict\",\"outcome\",\"exit_code\",\"changes\"]},"
+     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":false,"
+     "\"idempotentHint\":false,\"openWorldHint\":true}}"},
+    {"check", K_CHECK, "check", NULL, true,
+     "{\"title\":\"Classify a command without running it\","
+     "\"description\":\"Asks the policy how it would treat a shell command; nothing runs. "
+     "`verdict` is `safe` (read-only: `run` executes it without a transaction), `uncertain` "
+     "(may change files: `run` executes it as a transaction that commits on success and rolls "
+     "back on failure) or `unsafe` (`run` would block it: `reason` says why and `suggestion` "
+     "what to do instead).\","
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
+     "\"command\":{\"type\":\"string\",\"minLength\":1,\"description\":\"The shell command.\"}},"
+     "\"required\":[\"command\"],\"additionalProperties\":false},"
+     "\"outputSchema\":{\"type\":\"object\",\"properties\":{"
+     "\"command\":{\"type\":\"string\"},"
+     "\"verdict\":{\"type\":\"string\",\"enum\":[\"safe\",\"uncertain\",\"unsafe\"]},"
+     "\"rule\":{\"type\":\"string\"},\"reason\":{\"type\":\"string\"},"
+     "\"suggestion\":{\"type\":\"string\"},\"needs_network\":{\"type\":\"boolean\"}},"
+     "\"required\":[\"verdict\",\"rule\",\"reason\"]},"
+     "\"annotations\":{\"readOnlyHint\":true,\"idempotentHint\":true,\"openWorldHint\":false}}"},
+    {"log", K_HISTORY, "log", "transactions", true,
+     "{\"title\":\"List past transactions\","
+     "\"description\":\"Lists the workspace's transactions, most recent first: id, command, "
+     "verdict, outcome and time. Use `show` for one transaction's details, `diff` for its "
+     "changes and `undo` to revert a committed one.\","
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{\"limit\":{\"type\":\"integer\","
+     "\"minimum\":1,\"maximum\":10000,\"description\":\"At most this many, newest first "
+     "(default: all).\"}},\"additionalProperties\":false}," LOOSE_OUTPUT ","
+     "\"annotations\":{\"readOnlyHint\":true,\"idempotentHint\":true,\"openWorldHint\":false}}"},
+    {"show", K_HISTORY, "show", "items", true,
+     "{\"title\":\"Show one transaction\","
+     "\"description\":\"Shows one transaction: its command, the policy verdict and rule, the "
+     "protections in force, its outcome and exit status, and the paths it added, modified or "
+     "deleted.\","
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" TX_ARG("Transaction id (from `run` or `log`).") "},"
+     "\"required\":[\"tx\"],\"additionalProperties\":false}," LOOSE_OUTPUT ","
+     "\"annotations\":{\"readOnlyHint\":true,\"idempotentHint\":true,\"openWorldHint\":false}}"},
+    {"diff", K_HISTORY, "diff", "diff", false,
+     "{\"title\":\"Show a transaction's changes\","
+     "\"description\":\"Shows what one transaction changed in the workspace as a unified diff "
+     "(text files; sizes and hashes for binary ones), in `diff`.\","
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" TX_ARG("Transaction id (from `run` or `log`).") "},"
+     "\"required\":[\"tx\"],\"additionalProperties\":false}," LOOSE_OUTPUT ","
+     "\"annotations\":{\"readOnlyHint\":true,\"idempotentHint\":true,\"openWorldHint\":false}}"},
+    {"undo", K_HISTORY, "undo", "items", true,
+     "{\"title\":\"Revert a committed transaction\","
+     "\"description\":\"Reverts a committed transaction (default: the most recent one), itself as "
+     "a new transaction. If files it touched have changed since, undo reports a `conflict` and "
+     "changes nothing: inspect them with `diff` and fix by hand or with `run`.\","
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" TX_ARG("Transaction to revert (default: the last committed one).") "},"
+     "\"additionalProperties\":false}," LOOSE_OUTPUT ","
+     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":false,"
+     "\"openWorldHint\":false}}"},
+};
+
+json_t *mcp_tools_list(void)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; i < ARRAY_SIZE(tools); i++) {
+        json_error_t je;
+        json_t *t = json_loads(tools[i].json, 0, &je);
+        if (!t) {
+            fprintf(stderr, "txbox mcp: bad built-in schema of %s: %s\n", tools[i].name, je.text);
+            abort();
+        }
+        json_t *o = json_pack("{s:s}", "name", tools[i].name);
+        json_object_update(o, t);
+        json_decref(t);
+        json_array_append_new(list, o);
+    }
+    return json_pack("{s:o}", "tools", list);
+}
+
+const mcp_tool *mcp_tool_find(const char *name)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(tools); i++)
+        if (!strcmp(tools[i].name, name))
+            return &tools[i];
+    return NULL;
+}
+
+const char *mcp_tool_name(const mcp_tool *t) { return t->name; }
+
+/* ---- arguments ---- */
+
+typedef struct argv_b {
+    char **v;
+    size_t n;
+} argv_b;
+
+static void push(argv_b *a, const char *s)
+{
+    a->v = xrealloc(a->v, (a->n + 2) * sizeof *a->v);
+    a->v[a->n++] = xstrdup(s);
+    a->v[a->n] = NULL;
+}
+
+void mcp_invocation_free(mcp_invocation *inv)
+{
+    for (size_t i = 0; inv->argv && inv->argv[i]; i++)
+        free(inv->argv[i]);
+    free(inv->argv);
+    inv->argv = NULL;
+    if (inv->cwd_fd >= 0)
+        close(inv->cwd_fd);
+    inv->cwd_fd = -1;
+}
+
+/* Only the names in `allowed` (NULL-terminated) may appear. */
+static int only_known(json_t *args, const char *const *allowed, txbox_error *err)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(args, k, v) {
+        bool ok = false;
+        for (size_t i = 0; allowed[i] && !ok; i++)
+            ok = !strcmp(k, allowed[i]);
+        if (!ok)
+            return tx_err(err, EINVAL, "unknown argument '%.64s'", k);
+    }
+    return 0;
+}
+
+static int get_string(json_t *args, const char *name, bool required, const char **out,
+                      txbox_error *err)
+{
+    json_t *v = json_object_get(args, name);
+    *out = NULL;
+    if (!v)
+        return required ? tx_err(err, EINVAL, "argument '%s' is required", name) : 0;
+    if (!json_is_string(v))
+        return tx_err(err, EINVAL, "argument '%s' must be a string", name);
+    if (strlen(json_string_value(v)) != json_string_length(v))
+        return tx_err(err, EINVAL, "argument '%s' must not contain NUL characters", name);
+    *out = json_string_value(v);
+    return 0;
+}
+
+static int get_tx(json_t *args, bool required, const char **out, txbox_error *err)
+{
+    if (get_string(args, "tx", required, out, err) < 0)
+        return -1;
+    const char *s = *out;
+    if (!s)
+        return 0;
+    size_t n = strlen(s);
+    bool ok = n >= 1 && n <= 64 && s[0] != '-' && s[0] != '.' && s[0] != ':' && s[0] != '_';
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (s[i] >= '0' && s[i] <= '9') || ((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'z') ||
+             strchr("._:-", s[i]) != NULL;
+    if (!ok)
+        return tx_err(err, EINVAL, "argument 'tx' must be a transaction id such as 42 (letters, digits, . _ : -)");
+    return 0;
+}
+
+/* The directory to start in: cwd (relative to the workspace, or absolute)
+ * resolved, and inside the workspace but not in its .txbox/. */
+static int open_cwd(const mcp_config *cfg, const char *cwd, int *out, txbox_error *err)
+{
+    _cleanup_free_ char *joined = NULL;
+    if (!cwd || !*cwd)
+        cwd = ".";
+    joined = cwd[0] == '/' ? xstrdup(cwd) : xasprintf("%s/%s", cfg->workspace, cwd);
+    _cleanup_free_ char *real = realpath(joined, NULL);
+    if (!real)
+        return tx_errno(err, errno, "cwd '%.200s'", cwd);
+    size_t wl = strlen(cfg->workspace);
+    bool inside = !strcmp(cfg->workspace, "/") ||
+                  (!strncmp(real, cfg->workspace, wl) && (real[wl] == 0 || real[wl] == '/'));
+    if (!inside)
+        return tx_err(err, EINVAL, "cwd '%.200s' is outside the workspace %.200s", cwd, cfg->workspace);
+    const char *rest = real + (strcmp(cfg->workspace, "/") ? wl : 0);
+    if (!strncmp(rest, "/.txbox", 7) && (rest[7] == 0 || rest[7] == '/'))
+        return tx_err(err, EINVAL, "cwd '%.200s' is inside txbox's own state directory", cwd);
+    int fd = open(real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return tx_errno(err, errno, "cwd '%.200s'", cwd);
+    *out = fd;
+    return 0;
+}
+
+int mcp_tool_prepare(const mcp_tool *t, const mcp_config *cfg, json_t *args, mcp_invocation *inv,
+                     txbox_error *err)
+{
+    static const char *const run_args[] = {"command", "cwd", "timeout", "network", NULL};
+    static const char *const check_args[] = {"command", NULL};
+    static const char *const tx_args[] = {"tx", NULL};
+    static const char *const log_args[] = {"limit", NULL};
+    argv_b a = {0};
+    const char *command = NULL, *cwd = NULL, *tx = NULL;
+    json_t *timeout = NULL, *net = NULL, *limit = NULL;
+    inv->argv = NULL;
+    inv->cwd_fd = -1;
+
+    switch (t->kind) {
+    case K_RUN:
+        if (only_known(args, run_args, err) < 0 || get_string(args, "command", true, &command, err) < 0 ||
+            get_string(args, "cwd", false, &cwd, err) < 0)
+            return -1;
+        timeout = json_object_get(args, "timeout");
+        if (timeout && (!json_is_number(timeout) || !(json_number_value(timeout) > 0) ||
+                        json_number_value(timeout) > 604800))
+            return tx_err(err, EINVAL, "argument 'timeout' must be a number of seconds, 0 < timeout <= 604800");
+        net = json_object_get(args, "network");
+        if (net && !json_is_boolean(net))
+            return tx_err(err, EINVAL, "argument 'network' must be true or false");
+        break;
+    case K_CHECK:
+        if (only_known(args, check_args, err) < 0 || get_string(args, "command", true, &command, err) < 0)
+            return -1;
+        break;
+    case K_HISTORY:
+        if (!strcmp(t->name, "log")) {
+            if (only_known(args, log_args, err) < 0)
+                return -1;
+            limit = json_object_get(args, "limit");
+            if (limit && (!json_is_integer(limit) || json_integer_value(limit) < 1 ||
+                          json_integer_value(limit) > 10000))
+                return tx_err(err, EINVAL, "argument 'limit' must be a whole number from 1 to 10000");
+        } else if (only_known(args, tx_args, err) < 0 ||
+                   get_tx(args, strcmp(t->name, "undo") != 0, &tx, err) < 0) {
+            return -1;
+        }
+        break;
+    }
+    if (command && !*command)
+        return tx_err(err, EINVAL, "argument 'command' must not be empty");
+    if (open_cwd(cfg, cwd, &inv->cwd_fd, err) < 0)
+        return -1;
+
+    push(&a, "txbox");
+    push(&a, t->subcommand);
+    if (t->json_flag)
+        push(&a, "--json");
+    push(&a, "-C");
+    push(&a, cfg->workspace);
+    if (cfg->policy && (t->kind == K_RUN || t->kind == K_CHECK)) {
+        push(&a, "--policy");
+        push(&a, cfg->policy);
+    }
+    if (timeout) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%.17g", json_number_value(timeout));
+        push(&a, "--timeout");
+        push(&a, buf);
+    }
+    if (limit) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(limit));
+        push(&a, "-n");
+        push(&a, buf);
+    }
+    if (net && json_is_true(net))
+        push(&a, "--net");
+    if (command) {
+        push(&a, "-c");
+        push(&a, command);
+    }
+    if (tx) {
+        push(&a, "--");
+        push(&a, tx);
+    }
+    inv->argv = a.v;
+    return 0;
+}
+
+/* ---- results ---- */
+
+static json_t *text_part(const char *s)
+{
+    json_t *t = json_string(s);
+    if (!t) /* not UTF-8 (cannot happen for our own text; be safe) */
+        t = json_string("(output not shown: not UTF-8)");
+    return json_pack("{s:s,s:o}", "type", "text", "text", t);
+}
+
+static json_t *result_of(json_t *structured, const char *text, bool is_error)
+{
+    json_t *r = json_object();
+    json_object_set_new(r, "content", json_pack("[o]", text_part(text)));
+    if (structured)
+        json_object_set_new(r, "structuredContent", structured);
+    json_object_set_new(r, "isError", json_boolean(is_error));
+    return r;
+}
+
+json_t *mcp_error_result(const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return result_of(NULL, buf, true);
+}
+
+static const char *str(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+/* At most `max` bytes of s, not splitting a UTF-8 sequence. */
+static void add_clipped(dbuf *b, const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n <= max) {
+        dbuf_addstr(b, s);
+        return;
+    }
+    size_t cut = max;
+    while (cut > 0 && ((unsigned char)s[cut] & 0xC0) == 0x80)
+        cut--;
+    dbuf_add(b, s, cut);
+    char tail[96];
+    snprintf(tail, sizeof tail, "\n[... %zu more bytes in structuredContent]", n - cut);
+    dbuf_addstr(b, tail);
+}
+
+static void add_paths(dbuf *b, json_t *changes, const char *key, const char *label)
+{
+    json_t *arr = json_object_get(changes, key);
+    size_t n = json_array_size(arr);
+    if (!n)
+        return;
+    char buf[64];
+    snprintf(buf, sizeof buf, "\n%s (%zu):", label, n);
+    dbuf_addstr(b, buf);
+    for (size_t i = 0; i < n && i < 20; i++) {
+        json_t *p = json_array_get(arr, i);
+        dbuf_addstr(b, " ");
+        dbuf_addstr(b, json_is_string(p) ? json_string_value(p) : "?");
+    }
+    if (n > 20)
+        dbuf_addstr(b, " ...");
+}
+
+static json_t *run_result(json_t *o)
+{
+    const char *outcome = str(o, "outcome");
+    dbuf b;
+    dbuf_init(&b, 0);
+    char line[1024];
+    bool is_error = !strcmp(outcome, "blocked") || !strcmp(outcome, "rolled_back") ||
+                    !strcmp(outcome, "conflict") || !strcmp(outcome, "timed_out");
+    if (!strcmp(outcome, "blocked")) {
+        snprintf(line, sizeof line,
+                 "blocked by the txbox policy (rule %s): %s\nsuggestion: %s\nThe command did not run; "
+                 "the workspace is unchanged.",
+                 str(o, "rule"), str(o, "reason"), *str(o, "suggestion") ? str(o, "suggestion") : "(none)");
+        dbuf_addstr(&b, line);
+    } else {
+        static const struct {
+            const char *outcome, *meaning;
+        } meanings[] = {
+            {"committed", "its changes were committed to the workspace"},
+            {"read_only", "read-only command: ran without a transaction"},
+            {"rolled_back", "it failed: its changes were rolled back and the workspace is as before"},
+            {"conflict", "it succeeded, but the workspace changed meanwhile: its changes were kept aside, not applied"},
+            {"timed_out", "killed at the time limit: its changes were rolled back"},
+        };
+        const char *meaning = "";
+        for (size_t i = 0; i < ARRAY_SIZE(meanings); i++)
+            if (!strcmp(outcome, meanings[i].outcome))
+                meaning = meanings[i].meaning;
+        snprintf(line, sizeof line, "%s (exit status %lld, transaction %s): %s", outcome,
+                 (long long)json_integer_value(json_object_get(o, "exit_code")), str(o, "tx"), meaning);
+        dbuf_addstr(&b, line);
+        json_t *ch = json_object_get(o, "changes");
+        add_paths(&b, ch, "added", "added");
+        add_paths(&b, ch, "modified", "modified");
+        add_paths(&b, ch, "deleted", "deleted");
+        if (*str(o, "stdout")) {
+            dbuf_addstr(&b, "\n--- stdout ---\n");
+            add_clipped(&b, str(o, "stdout"), 16384);
+        }
+        if (*str(o, "stderr")) {
+            dbuf_addstr(&b, "\n--- stderr ---\n");
+            add_clipped(&b, str(o, "stderr"), 8192);
+        }
+    }
+    json_t *r = result_of(o, dbuf_str(&b), is_error);
+    dbuf_free(&b);
+    return r;
+}
+
+static json_t *check_result(json_t *o)
+{
+    char line[1400];
+    const char *v = str(o, "verdict");
+    if (!strcmp(v, "unsafe"))
+        snprintf(line, sizeof line, "unsafe (rule %s): %s\nsuggestion: %s", str(o, "rule"), str(o, "reason"),
+                 str(o, "suggestion"));
+    else
+        snprintf(line, sizeof line, "%s (rule %s): %s%s", v, str(o, "rule"), str(o, "reason"),
+                 !strcmp(v, "safe") ? "\n`run` executes it read-only, without a transaction."
+                                    : "\n`run` executes it as a transaction.");
+    return result_of(o, line, false);
+}
+
+/* Every JSON value in text (one, or one a line), or NULL if it is not JSON. */
+static json_t *parse_values(const char *text, size_t len)
+{
+    json_error_t je;
+    json_t *one = json_loadb(text, len, 0, &je);
+    if (one)
+        return one;
+    json_t *arr = json_array();
+    const char *p = text, *end = text + len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        bool blank = true;
+        for (size_t i = 0; i < n && blank; i++)
+            blank = p[i] == ' ' || p[i] == '\t' || p[i] == '\r';
+        if (!blank) {
+            json_t *v = json_loadb(p, n, 0, &je);
+            if (!v) {
+                json_decref(arr);
+                return NULL;
+            }
+            json_array_append_new(arr, v);
+        }
+        p += n + 1;
+    }
+    if (!json_array_size(arr)) {
+        json_decref(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+/* One line per transaction of a `txbox log --json` array; false when the
+ * value is not such an array. */
+static bool log_lines(dbuf *b, json_t *arr)
+{
+    if (!json_is_array(arr))
+        return false;
+    if (!json_array_size(arr))
+        dbuf_addstr(b, "no transactions yet");
+    size_t i;
+    json_t *t;
+    json_array_foreach(arr, i, t) {
+        if (b->len > 32768) {
+            dbuf_addstr(b, "\n[... more in structuredContent]");
+            break;
+        }
+        json_t *cmd = json_object_get(t, "command");
+        char line[400];
+        snprintf(line, sizeof line, "%stx %s %s exit %lld (+%lld ~%lld -%lld): ", i ? "\n" : "", str(t, "tx"),
+                 str(t, "outcome"), (long long)json_integer_value(json_object_get(t, "exit_code")),
+                 (long long)json_integer_value(json_object_get(t, "n_added")),
+                 (long long)json_integer_value(json_object_get(t, "n_modified")),
+                 (long long)json_integer_value(json_object_get(t, "n_deleted")));
+        dbuf_addstr(b, line);
+        add_clipped(b, json_is_string(cmd) ? json_string_value(cmd) : "(argv)", 200);
+    }
+    return true;
+}
+
+static const char *first_line(const char *s, char *buf, size_t cap)
+{
+    size_t n = strcspn(s, "\n");
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    return buf;
+}
+
+json_t *mcp_tool_result(const mcp_tool *t, int wstatus, const char *out, size_t outlen,
+                        const char *errtext, size_t errlen)
+{
+    (void)errlen;
+    char eline[512];
+    if (WIFSIGNALED(wstatus))
+        return mcp_error_result("txbox %s was killed by signal %d%s%s", t->subcommand, WTERMSIG(wstatus),
+                                *errtext ? ": " : "", first_line(errtext, eline, sizeof eline));
+    int code = WEXITSTATUS(wstatus);
+    json_t *v = parse_values(out, outlen);
+    json_t *error = json_is_object(v) ? json_object_get(v, "error") : NULL;
+    if (error && code != 0) {
+        const char *msg = json_string_value(json_object_get(error, "message"));
+        json_t *r = mcp_error_result("txbox %s: %s", t->subcommand, msg ? msg : first_line(errtext, eline, sizeof eline));
+        json_decref(v);
+        return r;
+    }
+    switch (t->kind) {
+    case K_RUN:
+        if (json_is_object(v) && json_is_string(json_object_get(v, "outcome")))
+            return run_result(v);
+        break;
+    case K_CHECK:
+        if (code == 0 && json_is_object(v) && json_is_string(json_object_get(v, "verdict")))
+            return check_result(v);
+        break;
+    case K_HISTORY:
+        if (v) {
+            if (!json_is_object(v))
+                v = json_pack("{s:o}", t->list_key, v);
+            dbuf b;
+            dbuf_init(&b, 0);
+            if (!log_lines(&b, json_object_get(v, "transactions"))) {
+                char *pretty = json_dumps(v, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+                add_clipped(&b, pretty ? pretty : "", 32768);
+                free(pretty);
+            }
+            json_t *r = result_of(v, dbuf_str(&b), code != 0);
+            dbuf_free(&b);
+            return r;
+        }
+        if (code == 0 && outlen) {
+            json_t *s = json_stringn(out, outlen);
+            if (s) {
+                dbuf b;
+                dbuf_init(&b, 0);
+                add_clipped(&b, json_string_value(s), 32768);
+                json_t *r = result_of(json_pack("{s:o}", t->list_key, s), dbuf_str(&b), false);
+                dbuf_free(&b);
+                return r;
+            }
+        }
+        break;
+    }
+    json_decref(v);
+    return mcp_error_result("txbox %s failed (exit status %d)%s%s", t->subcommand, code,
+                            *errtext ? ": " : "", first_line(errtext, eline, sizeof eline));
+}
