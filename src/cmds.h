@@ -10,6 +10,8 @@
 int cmd_run(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_recover(int argc, char **argv);
+int cmd_mcp(int argc, char **argv);
+int cmd_hook(int argc, char **argv);
 
 /* Print "txbox: MSG" on stderr (one line) and return TXBOX_EXIT_ERROR. */
 int cli_fail(const txbox_error *err);

@@ -15,6 +15,8 @@ static const struct {
     {"run", cmd_run, "run a command as one transaction"},
     {"check", cmd_check, "classify a command with the policy; nothing runs"},
     {"recover", cmd_recover, "finish or undo a commit interrupted by a crash"},
+    {"mcp", cmd_mcp, "Model Context Protocol server on stdin/stdout"},
+    {"hook", cmd_hook, "pre-tool-use hook for agent CLIs (claude-code, gemini-cli)"},
 };
 
 static void usage(FILE *f)
