@@ -374,12 +374,18 @@ bool rule_matches(const txbox_policy *p, const rule *r, const pcmd *c)
                 glob_any(&r->script_none, c->argv[i + 1].s))
                 return false;
     }
-    if (r->global_args_none.n) {
+    if (r->global_args_none.n || r->global_args_any.n) {
+        /* the options before the first operand (git -c x log) */
         VIEW();
         size_t end = v.nops ? v.ops[0] : c->argc;
-        for (size_t i = 1; i < end; i++)
+        bool any = false;
+        for (size_t i = 1; i < end; i++) {
             if (glob_any(&r->global_args_none, c->argv[i].s))
                 return false;
+            any |= glob_any(&r->global_args_any, c->argv[i].s);
+        }
+        if (r->global_args_any.n && !any)
+            return false;
     }
     if (r->operands_any.n || r->operands_none.n || r->operand_class_any ||
         r->last_operand_class || r->max_operands >= 0 || r->min_operands > 0) {

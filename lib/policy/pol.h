@@ -158,7 +158,7 @@ typedef struct rule {
     int line;
     /* matchers: every one given must hold */
     strlist program, subcommand, args_any, args_none, args_all, flags_any, flags_none,
-        operands_any, operands_none, via_any, global_args_none, script_none;
+        operands_any, operands_none, via_any, global_args_none, global_args_any, script_none;
     unsigned operand_class_any, last_operand_class, redirect_class_any;
     unsigned detector;
     int max_operands; /* -1: no limit */

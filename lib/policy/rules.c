@@ -174,7 +174,7 @@ static void rule_free(rule *r)
     free(r->file);
     strlist *ls[] = {&r->program,      &r->subcommand,  &r->args_any,      &r->args_none,
                      &r->args_all,     &r->flags_any,   &r->flags_none,    &r->operands_any,
-                     &r->operands_none, &r->via_any,    &r->global_args_none, &r->script_none};
+                     &r->operands_none, &r->via_any,    &r->global_args_none, &r->global_args_any, &r->script_none};
     for (size_t i = 0; i < ARRAY_SIZE(ls); i++)
         strlist_free(ls[i]);
     for (size_t i = 0; i < r->nex; i++)
@@ -316,6 +316,8 @@ static int parse_match(yctx *y, yaml_node_t *m, rule *r)
             rc = ylist(y, v, &r->via_any, k);
         else if (!strcmp(k, "global_args_none"))
             rc = ylist(y, v, &r->global_args_none, k);
+        else if (!strcmp(k, "global_args_any"))
+            rc = ylist(y, v, &r->global_args_any, k);
         else if (!strcmp(k, "script_none"))
             rc = ylist(y, v, &r->script_none, k);
         else if (!strcmp(k, "operand_class_any"))

@@ -129,6 +129,7 @@ static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen);
 static const char *walk_source(W *w, const char *src, size_t len, const ctx *c, const char *via,
                                size_t *olen);
 static void walk_subst_only(W *w, TSNode n, const ctx *c);
+static void recover_segments(W *w, const char *src, size_t len, const ctx *c);
 static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx *c, size_t *olen);
 
 static bool is(TSNode n, const char *type) { return !strcmp(ts_node_type(n), type); }
@@ -1229,6 +1230,8 @@ static const char *walk_redirected(W *w, TSNode n, const ctx *c, size_t *olen)
             stdout_redirected = true;
     if (have_body)
         out = walk_node(w, body, &sc, &outlen);
+    else
+        push(w, NULL, 0, D_EMPTY, &sc); /* `> file` alone truncates it */
     if (stdout_redirected)
         out = NULL;
     if (have_cont) {
@@ -2167,6 +2170,12 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
         push(w, argv, argc, det, c);
         return NULL;
     }
+    if (!strcmp(prog, "set") && argc >= 2 && !strcmp(argv[1].s, "--")) {
+        w->st.pos = argv + 2;
+        w->st.npos = argc - 2;
+        push(w, argv, argc, det, c);
+        return NULL;
+    }
     if (!strcmp(prog, "trap") && argc >= 3) {
         pcmd *pc = push(w, argv, argc, det | D_WRAPPER, c);
         run_code(w, &argv[1], c, via_add(w, c, "trap"), NULL, 0, pc);
@@ -2204,7 +2213,7 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
 
     if (ps && ps->shell) {
         /* sh [-flags] [-c STRING [NAME ARGS...] | FILE | (stdin)] */
-        bool cflag = false;
+        bool cflag = false, sflag = false;
         size_t i = 1;
         while (i < argc && !(argv[i].flags & W_DYN)) {
             const char *a = argv[i].s;
@@ -2216,6 +2225,8 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
                 break;
             if (a[1] != '-' && strchr(a + 1, 'c') && a[0] == '-')
                 cflag = true;
+            if (a[1] != '-' && strchr(a + 1, 's') && a[0] == '-')
+                sflag = true;
             if (strlist_has(&ps->options_with_value, a))
                 i++;
             i++;
@@ -2231,7 +2242,7 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
                      i + 2 < argc ? argc - i - 2 : 0, pc);
             return NULL;
         }
-        if (i < argc) {
+        if (i < argc && !sflag) {
             if (pc) {
                 pc->argc = argc;
                 pc->det = (pc->det & ~(unsigned)D_WRAPPER) | D_SCRIPT;
@@ -2371,6 +2382,10 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
                 i++;
             i++;
         }
+        /* su USER -c CMD, flock FILE -c CMD: the command option may follow operands */
+        for (size_t j = i; !cmdopt && j + 1 < argc && ps->command_option.n; j++)
+            if (!(argv[j].flags & W_DYN) && strlist_has(&ps->command_option, argv[j].s))
+                cmdopt = &argv[j + 1];
         if (ps->assignments)
             while (i < argc && !(argv[i].flags & W_DYN) && strchr(argv[i].s, '=') &&
                    argv[i].s[0] != '=' && argv[i].s[0] != '-') {
@@ -2419,6 +2434,20 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
         }
         if (i >= end)
             return NULL;
+        if (ps->until && end < argc) {
+            /* parallel CMD ::: A B: CMD runs once with each argument appended */
+            bool dyn = false;
+            unsigned wf = 0;
+            const char *s = join_words(w, argv + i, end - i, &dyn, &wf);
+            for (size_t j = end + 1; j < argc && j <= end + MAX_FOR_VALUES; j++) {
+                char *src = xasprintf("%s %s", s, argv[j].s);
+                pword code = mkword(w, src, strlen(src),
+                                    (dyn || (argv[j].flags & W_DYN) ? W_DYN : 0) | (wf & W_FETCH));
+                free(src);
+                run_code(w, &code, &sc, sc.via, NULL, 0, self);
+            }
+            return NULL;
+        }
         if (ps->join || ps->remote) {
             bool dyn = false;
             unsigned wf = 0;
@@ -2628,12 +2657,62 @@ static const char *walk_source(W *w, const char *src, size_t len, const ctx *c, 
         w->parse_error_seen = true;
     }
     const char *out = walk_node(w, root, &sc, olen);
+    if (ts_node_has_error(root) && !w->stopped)
+        recover_segments(w, src, len, &sc);
     w->depth--;
     w->src = saved_src;
     w->node_depth = saved_nd;
     w->parse_error_seen = saved_pe;
     ts_tree_delete(tree);
     return out;
+}
+
+/* After a parse error, tree-sitter may have swallowed commands into the
+ * broken node: split the source at unquoted ; & | and newlines and read
+ * each piece that parses cleanly on its own (more commands can only make
+ * the verdict stricter). */
+static void recover_segments(W *w, const char *src, size_t len, const ctx *c)
+{
+    size_t start = 0, nseg = 0;
+    char q = 0;
+    for (size_t i = 0; i <= len && nseg < 256 && !w->stopped; i++) {
+        char ch = i < len ? src[i] : '\n';
+        if (q) {
+            if (ch == '\\' && q == '"')
+                i++;
+            else if (ch == q)
+                q = 0;
+            continue;
+        }
+        if (ch == '\\') {
+            i++;
+            continue;
+        }
+        if (ch == '\'' || ch == '"' || ch == '`') {
+            q = ch;
+            continue;
+        }
+        if (ch != ';' && ch != '&' && ch != '|' && ch != '\n' && i < len)
+            continue;
+        if (i > start) {
+            const char *seg = src + start;
+            size_t sl = i - start;
+            strinput in = {.s = seg, .len = sl};
+            TSTree *t = ts_parser_parse(w->parser, NULL,
+                                        (TSInput){.payload = &in, .read = str_read,
+                                                  .encoding = TSInputEncodingUTF8});
+            if (t && !ts_node_has_error(ts_tree_root_node(t))) {
+                const char *saved_src = w->src;
+                w->src = seg;
+                walk_node(w, ts_tree_root_node(t), c, NULL);
+                w->src = saved_src;
+            }
+            if (t)
+                ts_tree_delete(t);
+            nseg++;
+        }
+        start = i + 1;
+    }
 }
 
 void *shell_parser_new(void)
