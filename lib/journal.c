@@ -58,6 +58,7 @@
 
 #include "fsops.h"
 #include "safepath.h"
+#include "store.h"
 #include "tx.h"
 
 #define JNL_MAGIC "TXBOXJN1"
@@ -386,6 +387,11 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
                            .info = (char *)info};
     if (fs_mkdirat(txfd, "undo", 0700) < 0 && errno != EEXIST)
         return tx_errno(err, errno, "cannot create the undo store");
+    /* History: the audit log must be able to take the row finalize() will
+     * write; a damaged one refuses the commit here, before the commit
+     * point, with the workspace untouched. */
+    if (store_check(ws, err) < 0)
+        return -1;
     if (write_journal(ws, &j, err) < 0)
         return -1;
     /* ── commit point ── from here on the transaction will be applied, by

@@ -8,6 +8,7 @@
 #include "fsops.h"
 #include "result.h"
 #include "sandbox.h"
+#include "store.h"
 #include "tx.h"
 
 extern char **environ;
@@ -136,11 +137,17 @@ static int check_conflict(txbox_ws *ws, uint64_t base_gen, uint64_t gen, const s
 
 /* The overlay commit: scan, conflict check, journal, apply. */
 static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
-                          uint64_t base_gen, txbox_error *err)
+                          uint64_t base_gen, const char *hctx, txbox_error *err)
 {
     int lockfd = -1;
     if (ws_lock(ws, &lockfd, err) < 0)
         return -1;
+    /* History: finish first any commit whose process died after its commit
+     * point since we opened the workspace (it holds the next generation). */
+    if (ws_roll_forward_locked(ws, NULL, NULL, err) < 0) {
+        ws_unlock(lockfd);
+        return tx_err_ctx(err, "recovery");
+    }
     fs_fault_arm();
     struct tx_ops ops = {0};
     int rc = scan_upper(upperfd, ws->fd, !ws->root, &ops, err);
@@ -167,7 +174,7 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
     }
     if (rc == 0) {
         r->changes = ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP);
-        _cleanup_free_ char *info = txbox_result_json(r);
+        _cleanup_free_ char *info = store_info(r, hctx); /* history: + command, cwd */
         rc = journal_commit(ws, r->id, txfd, base_gen, &ops, info, &gen, err);
         if (rc == 0) {
             r->outcome = TXBOX_OUTCOME_COMMITTED;
@@ -241,6 +248,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     dbuf_init(&r->err, cap);
 
     _cleanup_free_ char *cwd = start_dir(ws, opts->cwd);
+    _cleanup_free_ char *hctx = store_context(ws, opts, cwd, r->started); /* history */
     json_t *scrubbed = json_array();
     _cleanup_free_ char **envp = confine_env(environ, opts->env_allow, scrubbed);
     char **hide = hidden_paths(opts->deny_read);
@@ -376,7 +384,7 @@ retry:
         if (rc < 0)
             goto fail;
     } else if (ok) {
-        rc = overlay_commit(ws, r, txfd, upperfd, base_gen, err);
+        rc = overlay_commit(ws, r, txfd, upperfd, base_gen, hctx, err);
         if (rc < 0) {
             if (r->commit_point_passed) {
                 /* Past the commit point: leave the journal to recovery
@@ -421,7 +429,7 @@ retry:
                 (double)(now_ns() - t_decided) / 1e6);
     if (!r->logged) {
         txbox_error le = {0};
-        _cleanup_free_ char *info = txbox_result_json(r);
+        _cleanup_free_ char *info = store_info(r, hctx); /* history: + command, cwd */
         if (store_log(ws, r->id, txbox_outcome_name(r->outcome), info, NULL, txfd, &le) < 0)
             r->log_error = xstrdup(le.msg);
     }
@@ -433,6 +441,8 @@ retry:
     ws_end_tx(ws, r->id, activefd);
     free_strv(hide);
     json_decref(scrubbed);
+    if (r->outcome == TXBOX_OUTCOME_COMMITTED && r->logged)
+        history_autogc(ws); /* history: retention bounds */
     *out = r;
     return 0;
 

@@ -1,9 +1,1153 @@
-/* The audit log. (Placeholder: the SQLite store lands next.) */
-#include "tx.h"
+/* The audit log: one SQLite database, .txbox/log.db.
+ *
+ * Durability: WAL mode, synchronous=FULL (every commit of the log fsyncs
+ * the WAL). A committed transaction's row is written by store_log() inside
+ * the commit protocol (journal.c, finalize(): after the workspace changes
+ * are durable, before the journal is closed), so that a crash never leaves
+ * a committed transaction unlogged (recovery re-applies and re-logs: the
+ * row is keyed by the transaction id, INSERT OR REPLACE) nor a logged
+ * commit unapplied (the row is written after the apply). store_check() runs
+ * before the commit point: a damaged log, or one from a newer txbox,
+ * refuses the commit while the workspace is untouched.
+ *
+ * Concurrency: every connection has a busy timeout (TXBOX_DB_BUSY_MS,
+ * default 10 s), so readers and writers wait a bounded time, then fail
+ * with a clear error; WAL lets readers run alongside a writer.
+ *
+ * Schema: versioned by PRAGMA user_version, migrated step by step (each
+ * step one SQLite transaction); a database from a newer txbox is refused.
+ *   v1  tx: one row per transaction; change: its write set, one row per
+ *       path (kind, type, size, mode, SHA-256 before and after)
+ *   v2  setting (retention bounds), gc_run (what each gc freed), tx.pruned
+ *
+ * Content hashes: SHA-256 (OpenSSL libcrypto; SHA-NI where the CPU has it,
+ * ~1.5-2 GB/s): cryptographic, so an agent cannot craft a file that the log
+ * shows as unchanged, and the same digests as sha256sum. Before-images are
+ * hashed from tx/ID/undo/N, after-images from the workspace right after the
+ * apply (in the page cache), both inside finalize().
+ *
+ * Fault injection: with TXBOX_FAULT set, the database is opened through a
+ * small VFS shim whose writes and syncs are fault points of fsops.c, so the
+ * crash matrix covers the log's own I/O. */
+#include <fcntl.h>
+#include <math.h>
+#include <sys/stat.h>
+
+#include <openssl/evp.h>
+#include <sqlite3.h>
+
+#include "fsops.h"
+#include "result.h"
+#include "safepath.h"
+#include "store.h"
+
+#define DB_NAME "log.db"
+#define TAIL_BYTES 4096        /* stdout/stderr kept in the log, per stream */
+#define ROWS_CAP 10000         /* write-set rows per transaction */
+#define INFO_CAP (4u << 20)    /* info JSON stored per transaction */
+#define DEFAULT_KEEP 100
+#define DEFAULT_MAX_BYTES (1LL << 30)
+
+/* ---- hashing ---- */
+
+int hash_file_at(int dirfd, const char *name, char hex[65], uint64_t *size)
+{
+    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        errno = EINVAL;
+        return -1;
+    }
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+        EVP_MD_CTX_free(ctx);
+        errno = ENOMEM;
+        return -1;
+    }
+    static char buf[1 << 18];
+    uint64_t total = 0;
+    int rc = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf, sizeof buf);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = -1;
+            break;
+        }
+        if (r == 0)
+            break;
+        EVP_DigestUpdate(ctx, buf, (size_t)r);
+        total += (uint64_t)r;
+    }
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    if (rc == 0 && EVP_DigestFinal_ex(ctx, md, &mdlen) && mdlen == 32) {
+        for (int i = 0; i < 32; i++)
+            snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        *size = total;
+    } else if (rc == 0) {
+        errno = EIO;
+        rc = -1;
+    }
+    EVP_MD_CTX_free(ctx);
+    return rc;
+}
+
+void hash_bytes_hex(const void *p, size_t n, char hex[65])
+{
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    EVP_Digest(p, n, md, &mdlen, EVP_sha256(), NULL);
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+/* ---- a fault-injecting VFS shim (only with TXBOX_FAULT) ---- */
+
+struct shim_file {
+    sqlite3_file base;
+    sqlite3_file *real; /* follows this struct in the same allocation */
+};
+
+static sqlite3_vfs shim_vfs, *real_vfs;
+
+/* A fault point of fsops.c without a real operation: fs_fsync(-1) and
+ * fs_write(-1, "", 0) only count (and maybe fail or kill); the real
+ * operation is then done by SQLite's own VFS. */
+static bool fault_sync(void)
+{
+    errno = 0;
+    return fs_fsync(-1) < 0 && errno != EBADF;
+}
+
+static bool fault_write(void) { return fs_write(-1, "", 0) < 0; }
+
+#define REAL(f) (((struct shim_file *)(f))->real)
+static int sh_close(sqlite3_file *f)
+{
+    int rc = REAL(f)->pMethods ? REAL(f)->pMethods->xClose(REAL(f)) : SQLITE_OK;
+    return rc;
+}
+static int sh_read(sqlite3_file *f, void *p, int n, sqlite3_int64 o)
+{
+    return REAL(f)->pMethods->xRead(REAL(f), p, n, o);
+}
+static int sh_write(sqlite3_file *f, const void *p, int n, sqlite3_int64 o)
+{
+    if (fault_write())
+        return SQLITE_IOERR_WRITE;
+    return REAL(f)->pMethods->xWrite(REAL(f), p, n, o);
+}
+static int sh_truncate(sqlite3_file *f, sqlite3_int64 n)
+{
+    return REAL(f)->pMethods->xTruncate(REAL(f), n);
+}
+static int sh_sync(sqlite3_file *f, int flags)
+{
+    if (fault_sync())
+        return SQLITE_IOERR_FSYNC;
+    return REAL(f)->pMethods->xSync(REAL(f), flags);
+}
+static int sh_size(sqlite3_file *f, sqlite3_int64 *n) { return REAL(f)->pMethods->xFileSize(REAL(f), n); }
+static int sh_lock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xLock(REAL(f), l); }
+static int sh_unlock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xUnlock(REAL(f), l); }
+static int sh_reserved(sqlite3_file *f, int *r)
+{
+    return REAL(f)->pMethods->xCheckReservedLock(REAL(f), r);
+}
+static int sh_fcntl(sqlite3_file *f, int op, void *a) { return REAL(f)->pMethods->xFileControl(REAL(f), op, a); }
+static int sh_sector(sqlite3_file *f) { return REAL(f)->pMethods->xSectorSize(REAL(f)); }
+static int sh_devchar(sqlite3_file *f) { return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f)); }
+static int sh_shmmap(sqlite3_file *f, int pg, int sz, int ext, void volatile **pp)
+{
+    return REAL(f)->pMethods->xShmMap(REAL(f), pg, sz, ext, pp);
+}
+static int sh_shmlock(sqlite3_file *f, int off, int n, int flags)
+{
+    return REAL(f)->pMethods->xShmLock(REAL(f), off, n, flags);
+}
+static void sh_shmbarrier(sqlite3_file *f) { REAL(f)->pMethods->xShmBarrier(REAL(f)); }
+static int sh_shmunmap(sqlite3_file *f, int del) { return REAL(f)->pMethods->xShmUnmap(REAL(f), del); }
+
+static const sqlite3_io_methods shim_io = {
+    .iVersion = 2,
+    .xClose = sh_close,
+    .xRead = sh_read,
+    .xWrite = sh_write,
+    .xTruncate = sh_truncate,
+    .xSync = sh_sync,
+    .xFileSize = sh_size,
+    .xLock = sh_lock,
+    .xUnlock = sh_unlock,
+    .xCheckReservedLock = sh_reserved,
+    .xFileControl = sh_fcntl,
+    .xSectorSize = sh_sector,
+    .xDeviceCharacteristics = sh_devchar,
+    .xShmMap = sh_shmmap,
+    .xShmLock = sh_shmlock,
+    .xShmBarrier = sh_shmbarrier,
+    .xShmUnmap = sh_shmunmap,
+};
+
+static int shim_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *out)
+{
+    (void)vfs;
+    struct shim_file *sf = (struct shim_file *)f;
+    sf->real = (sqlite3_file *)(sf + 1);
+    memset(sf->real, 0, (size_t)real_vfs->szOsFile);
+    int rc = real_vfs->xOpen(real_vfs, name, sf->real, flags, out);
+    f->pMethods = rc == SQLITE_OK && sf->real->pMethods ? &shim_io : NULL;
+    return rc;
+}
+
+static const char *shim_name(void)
+{
+    if (!getenv("TXBOX_FAULT"))
+        return NULL;
+    if (!real_vfs) {
+        real_vfs = sqlite3_vfs_find(NULL);
+        if (!real_vfs)
+            return NULL;
+        shim_vfs = *real_vfs;
+        shim_vfs.zName = "txbox-fault";
+        shim_vfs.szOsFile = (int)sizeof(struct shim_file) + real_vfs->szOsFile;
+        shim_vfs.xOpen = shim_open;
+        shim_vfs.pNext = NULL;
+        if (sqlite3_vfs_register(&shim_vfs, 0) != SQLITE_OK) {
+            real_vfs = NULL;
+            return NULL;
+        }
+    }
+    return "txbox-fault";
+}
+
+/* ---- opening, schema, migrations ---- */
+
+static const char *const migrations[STORE_SCHEMA_VERSION] = {
+    /* v1 */
+    "CREATE TABLE tx("
+    " id INTEGER PRIMARY KEY,"  /* the transaction id */
+    " outcome TEXT NOT NULL,"   /* committed, rolled_back, blocked, read_only, conflict, timed_out */
+    " gen INTEGER,"             /* the generation a commit made */
+    " started REAL, finished REAL," /* unix time */
+    " duration_ms REAL, command_ms REAL, overhead_ms REAL,"
+    " recovered INTEGER NOT NULL DEFAULT 0," /* completed (or rolled back) by recovery */
+    " workspace TEXT, cwd TEXT, command TEXT, argv TEXT," /* argv: JSON array or NULL */
+    " verdict TEXT, rule TEXT, reason TEXT, protections TEXT," /* protections: JSON */
+    " exit_code INTEGER, signal INTEGER, backend TEXT,"
+    " n_added INTEGER, n_modified INTEGER, n_deleted INTEGER, changes_truncated INTEGER,"
+    " stdout_tail TEXT, stderr_tail TEXT, stdout_dropped INTEGER, stderr_dropped INTEGER,"
+    " undo_of INTEGER, forced INTEGER,"  /* an undo: which transaction, --force */
+    " retained_bytes INTEGER,"           /* pre-images kept in tx/ID/undo/ */
+    " info TEXT);"                       /* the whole record (JSON), output tails only */
+    "CREATE TABLE change("
+    " tx INTEGER NOT NULL, seq INTEGER NOT NULL,"
+    " path BLOB NOT NULL,"      /* raw bytes, relative to the workspace */
+    " kind TEXT NOT NULL,"      /* added, modified, deleted */
+    " op INTEGER NOT NULL,"     /* journal operation: its pre-image is tx/ID/undo/OP[/SUB] */
+    " sub BLOB NOT NULL,"       /* path inside that operation's entry ('' = itself) */
+    " type_before TEXT, type_after TEXT," /* f d l p s; NULL: absent */
+    " size_before INTEGER, size_after INTEGER,"
+    " mode_before INTEGER, mode_after INTEGER,"
+    " hash_before TEXT, hash_after TEXT," /* sha256 of a file, of a symlink's target */
+    " PRIMARY KEY(tx, seq));"
+    "CREATE INDEX change_path ON change(path);",
+    /* v2 */
+    "CREATE TABLE setting(key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+    "CREATE TABLE gc_run(id INTEGER PRIMARY KEY, at REAL NOT NULL, txs INTEGER NOT NULL,"
+    " bytes INTEGER NOT NULL, detail TEXT);"
+    "ALTER TABLE tx ADD COLUMN pruned REAL;"        /* when gc dropped its pre-images */
+    "ALTER TABLE tx ADD COLUMN pruned_bytes INTEGER;"
+    "CREATE INDEX tx_undo_of ON tx(undo_of);",
+};
+
+static int db_fail(sqlite3 *db, int rc, txbox_error *err, const char *what)
+{
+    int base = rc & 0xff;
+    const char *m = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    if (base == SQLITE_CORRUPT || base == SQLITE_NOTADB)
+        return tx_err(err, EBADMSG,
+                      "the audit log %s/%s is damaged (%s); nothing was changed. Move it aside "
+                      "to start a new log",
+                      TXBOX_STATE_DIR, DB_NAME, m);
+    if (base == SQLITE_BUSY || base == SQLITE_LOCKED)
+        return tx_err(err, EBUSY, "the audit log is busy (%s); try again", m);
+    if (base == SQLITE_FULL)
+        return tx_err(err, ENOSPC, "the audit log: %s: %s", what, m);
+    int e = base == SQLITE_IOERR ? EIO : base == SQLITE_CANTOPEN ? ENOENT : base == SQLITE_READONLY ? EROFS : EPROTO;
+    return tx_err(err, e, "the audit log: %s: %s", what, m);
+}
+
+static int exec(sqlite3 *db, const char *sql, txbox_error *err)
+{
+    int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    return rc == SQLITE_OK ? 0 : db_fail(db, rc, err, "cannot update it");
+}
+
+static int user_version(sqlite3 *db, int *v, txbox_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        *v = sqlite3_column_int(st, 0);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_OK ? 0 : db_fail(db, rc, err, "cannot read it");
+}
+
+static int migrate(sqlite3 *db, txbox_error *err)
+{
+    int v;
+    if (user_version(db, &v, err) < 0)
+        return -1;
+    if (v == STORE_SCHEMA_VERSION)
+        return 0;
+    if (exec(db, "BEGIN IMMEDIATE", err) < 0)
+        return -1;
+    if (user_version(db, &v, err) < 0) /* another process may have done it */
+        goto fail;
+    if (v > STORE_SCHEMA_VERSION) {
+        tx_err(err, EPROTO, "the audit log has schema version %d, newer than this txbox's (%d)",
+               v, STORE_SCHEMA_VERSION);
+        goto fail;
+    }
+    for (; v < STORE_SCHEMA_VERSION; v++) {
+        if (exec(db, migrations[v], err) < 0)
+            goto fail;
+        char pv[48];
+        snprintf(pv, sizeof pv, "PRAGMA user_version=%d", v + 1);
+        if (exec(db, pv, err) < 0)
+            goto fail;
+    }
+    if (exec(db, "COMMIT", err) < 0)
+        goto fail;
+    return 0;
+fail:
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return tx_err_ctx(err, "cannot migrate the audit log");
+}
+
+static int busy_ms(void)
+{
+    const char *s = getenv("TXBOX_DB_BUSY_MS");
+    uint64_t v;
+    if (s && parse_u64(s, &v) && v > 0 && v < 3600000)
+        return (int)v;
+    return 10000;
+}
+
+void store_close(sqlite3 *db)
+{
+    if (db)
+        sqlite3_close_v2(db);
+}
+
+int store_open(txbox_ws *ws, bool write, sqlite3 **out, txbox_error *err)
+{
+    *out = NULL;
+    struct stat st;
+    if (!write && fstatat(ws->sfd, DB_NAME, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+        return tx_err(err, ENOENT, "the audit log is empty: no transaction was recorded yet");
+    if (fstatat(ws->sfd, DB_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+        return tx_err(err, EBADMSG, "the audit log %s/%s is not a regular file", TXBOX_STATE_DIR,
+                      DB_NAME);
+    _cleanup_free_ char *path = xasprintf("%s/%s/%s", ws->path, TXBOX_STATE_DIR, DB_NAME);
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(path, &db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW,
+                             shim_name());
+    if (rc != SQLITE_OK) {
+        db_fail(db, rc, err, "cannot open it");
+        store_close(db);
+        return -1;
+    }
+    sqlite3_extended_result_codes(db, 1);
+    sqlite3_busy_timeout(db, busy_ms());
+    int v;
+    if (user_version(db, &v, err) < 0)
+        goto fail;
+    if (v > STORE_SCHEMA_VERSION) {
+        tx_err(err, EPROTO,
+               "the audit log %s/%s has schema version %d; this txbox reads up to %d (it was "
+               "written by a newer txbox)",
+               TXBOX_STATE_DIR, DB_NAME, v, STORE_SCHEMA_VERSION);
+        goto fail;
+    }
+    /* WAL is persistent in the file; switching needs a moment alone. */
+    sqlite3_stmt *jm = NULL;
+    if ((rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &jm, NULL)) == SQLITE_OK)
+        rc = sqlite3_step(jm);
+    sqlite3_finalize(jm);
+    if (rc != SQLITE_ROW) {
+        db_fail(db, rc, err, "cannot set WAL mode");
+        goto fail;
+    }
+    if (exec(db, "PRAGMA synchronous=FULL", err) < 0 || migrate(db, err) < 0)
+        goto fail;
+    /* A cheap sanity read of the tables a write touches: a damaged file is
+     * mostly found here, before a commit point. */
+    if (exec(db, "SELECT max(id) FROM tx; SELECT count(*) FROM setting", err) < 0)
+        goto fail;
+    *out = db;
+    return 0;
+fail:
+    store_close(db);
+    return -1;
+}
+
+int store_check(txbox_ws *ws, txbox_error *err)
+{
+    sqlite3 *db;
+    if (store_open(ws, true, &db, err) < 0)
+        return tx_err_ctx(err, "commit refused");
+    store_close(db);
+    return 0;
+}
+
+void store_get_retention(sqlite3 *db, long *keep, long long *max_bytes)
+{
+    *keep = DEFAULT_KEEP;
+    *max_bytes = DEFAULT_MAX_BYTES;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT key, value FROM setting", -1, &st, NULL) != SQLITE_OK)
+        return;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *k = (const char *)sqlite3_column_text(st, 0);
+        sqlite3_int64 v = sqlite3_column_int64(st, 1);
+        if (k && !strcmp(k, "keep") && v >= 0)
+            *keep = (long)v;
+        else if (k && !strcmp(k, "max_bytes") && v >= 0)
+            *max_bytes = v;
+    }
+    sqlite3_finalize(st);
+}
+
+int parse_txid(const char *s, uint64_t *id, txbox_error *err)
+{
+    if (!s || !parse_u64(s, id) || *id == 0 || strlen(s) > 19)
+        return tx_err(err, EINVAL, "'%.64s' is not a transaction id (a positive number, as "
+                      "'txbox log' shows)", s ? s : "");
+    return 0;
+}
+
+/* ---- the record of a command ---- */
+
+char *store_context(const txbox_ws *ws, const txbox_run_opts *o, const char *cwd, double started)
+{
+    json_t *c = json_object();
+    if (o->shell) {
+        json_object_set_new(c, "command", json_text(o->shell, strlen(o->shell), false));
+    } else if (o->argv) {
+        json_t *a = json_array();
+        dbuf b;
+        dbuf_init(&b, 0);
+        for (size_t i = 0; o->argv[i]; i++) {
+            json_array_append_new(a, json_text(o->argv[i], strlen(o->argv[i]), false));
+            if (i)
+                dbuf_addstr(&b, " ");
+            dbuf_addstr(&b, o->argv[i]);
+        }
+        json_object_set_new(c, "command", json_text(dbuf_str(&b), b.len, false));
+        json_object_set_new(c, "argv", a);
+        dbuf_free(&b);
+    }
+    const char *rel = cwd;
+    size_t l = strlen(ws->path);
+    if (cwd && !strncmp(cwd, ws->path, l) && (cwd[l] == 0 || cwd[l] == '/'))
+        rel = cwd[l] ? cwd + l + 1 : ".";
+    json_object_set_new(c, "cwd", json_text(rel ? rel : ".", rel ? strlen(rel) : 1, true));
+    json_object_set_new(c, "workspace", json_text(ws->path, strlen(ws->path), true));
+    json_object_set_new(c, "started", json_real(started));
+    char *s = json_dumps(c, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(c);
+    return s;
+}
+
+char *store_info(const txbox_result *r, const char *ctx)
+{
+    char *s = txbox_result_json(r);
+    json_t *c = ctx ? json_loads(ctx, 0, NULL) : NULL;
+    if (!c)
+        return s;
+    json_t *o = json_loads(s, 0, NULL);
+    free(s);
+    if (!o) {
+        json_decref(c);
+        return NULL;
+    }
+    json_object_update_missing(o, c);
+    s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(o);
+    json_decref(c);
+    return s;
+}
+
+/* ---- the write set of a commit ---- */
+
+struct side {
+    char type; /* 0 absent; f d l p s */
+    uint32_t mode;
+    uint64_t size;
+    bool hashed;
+    char hash[65];
+};
+
+struct ent {
+    char *sub;
+    struct side s;
+};
+
+struct ents {
+    struct ent *v;
+    size_t n, cap;
+    uint64_t bytes; /* regular file and symlink bytes, all of the tree */
+    bool truncated;
+};
+
+struct row {
+    char *path, *sub;
+    const char *kind;
+    size_t op;
+    struct side b, a;
+};
+
+struct rows {
+    struct row *v;
+    size_t n, cap;
+    uint64_t dropped, retained;
+};
+
+static char type_of(mode_t m)
+{
+    return S_ISREG(m) ? 'f' : S_ISDIR(m) ? 'd' : S_ISLNK(m) ? 'l' : S_ISFIFO(m) ? 'p' : S_ISSOCK(m) ? 's' : '?';
+}
+
+static void describe(int dirfd, const char *name, const struct stat *st, struct side *s)
+{
+    memset(s, 0, sizeof *s);
+    s->type = type_of(st->st_mode);
+    s->mode = st->st_mode & 07777;
+    if (S_ISREG(st->st_mode)) {
+        s->size = (uint64_t)st->st_size;
+        s->hashed = hash_file_at(dirfd, name, s->hash, &s->size) == 0;
+    } else if (S_ISLNK(st->st_mode)) {
+        char t[PATH_MAX];
+        ssize_t n = readlinkat(dirfd, name, t, sizeof t);
+        if (n >= 0) {
+            s->size = (uint64_t)n;
+            hash_bytes_hex(t, (size_t)n, s->hash);
+            s->hashed = true;
+        }
+    }
+}
+
+static char *join_sub(const char *a, const char *b)
+{
+    return *a ? xasprintf("%s/%s", a, b) : xstrdup(b);
+}
+
+/* Every entry of the tree dirfd/name into e (sub paths relative to it). */
+static void walk(int at, const char *name, const char *sub, struct ents *e, unsigned depth)
+{
+    struct stat st;
+    if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return;
+    if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
+        e->bytes += (uint64_t)st.st_size;
+    if (e->n >= ROWS_CAP) {
+        e->truncated = true;
+    } else {
+        if (e->n == e->cap) {
+            e->cap = e->cap ? e->cap * 2 : 16;
+            e->v = xrealloc(e->v, e->cap * sizeof *e->v);
+        }
+        struct ent *x = &e->v[e->n++];
+        x->sub = xstrdup(sub);
+        describe(at, name, &st, &x->s);
+    }
+    if (!S_ISDIR(st.st_mode) || depth > 4096)
+        return;
+    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    _cleanup_dir_ DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        _cleanup_free_ char *s = join_sub(sub, de->d_name);
+        walk(dirfd(d), de->d_name, s, e, depth + 1);
+    }
+}
+
+static void ents_free(struct ents *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        free(e->v[i].sub);
+    free(e->v);
+    memset(e, 0, sizeof *e);
+}
+
+static int ent_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct ent *)a)->sub, ((const struct ent *)b)->sub);
+}
+
+static void row_add(struct rows *r, const char *path, const char *sub, const char *kind, size_t op,
+                    const struct side *b, const struct side *a)
+{
+    if (r->n >= ROWS_CAP) {
+        r->dropped++;
+        return;
+    }
+    if (r->n == r->cap) {
+        r->cap = r->cap ? r->cap * 2 : 32;
+        r->v = xrealloc(r->v, r->cap * sizeof *r->v);
+    }
+    struct row *x = &r->v[r->n++];
+    memset(x, 0, sizeof *x);
+    x->path = *sub ? xasprintf("%s/%s", path, sub) : xstrdup(path);
+    x->sub = xstrdup(sub);
+    x->kind = kind;
+    x->op = op;
+    if (b)
+        x->b = *b;
+    if (a)
+        x->a = *a;
+}
+
+static void rows_free(struct rows *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        free(r->v[i].path);
+        free(r->v[i].sub);
+    }
+    free(r->v);
+    memset(r, 0, sizeof *r);
+}
+
+static bool side_differs(const struct side *a, const struct side *b)
+{
+    if (a->type != b->type || a->mode != b->mode)
+        return true;
+    if (a->type == 'f' || a->type == 'l')
+        return a->size != b->size || a->hashed != b->hashed || strcmp(a->hash, b->hash);
+    return false;
+}
+
+/* Old tree o and new tree n of one operation, merged by sub path. */
+static void merge(struct rows *r, const char *path, size_t op, struct ents *o, struct ents *n)
+{
+    if (o->n)
+        qsort(o->v, o->n, sizeof *o->v, ent_cmp);
+    if (n->n)
+        qsort(n->v, n->n, sizeof *n->v, ent_cmp);
+    size_t i = 0, j = 0;
+    while (i < o->n || j < n->n) {
+        int c = i == o->n ? 1 : j == n->n ? -1 : strcmp(o->v[i].sub, n->v[j].sub);
+        if (c < 0) {
+            row_add(r, path, o->v[i].sub, "deleted", op, &o->v[i].s, NULL);
+            i++;
+        } else if (c > 0) {
+            row_add(r, path, n->v[j].sub, "added", op, NULL, &n->v[j].s);
+            j++;
+        } else {
+            struct side *b = &o->v[i].s, *a = &n->v[j].s;
+            if (b->type != a->type) {
+                row_add(r, path, o->v[i].sub, "deleted", op, b, NULL);
+                row_add(r, path, n->v[j].sub, "added", op, NULL, a);
+            } else if (side_differs(b, a)) {
+                row_add(r, path, o->v[i].sub, "modified", op, b, a);
+            }
+            i++;
+            j++;
+        }
+    }
+    if (o->truncated || n->truncated)
+        r->dropped++;
+}
+
+static void collect(txbox_ws *ws, int txfd, const struct tx_ops *ops, struct rows *r)
+{
+    _cleanup_close_ int undo = openat(txfd, "undo", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    for (size_t i = 0; i < ops->n; i++) {
+        const struct tx_op *o = &ops->v[i];
+        if (o->kind == OP_META) {
+            if (o->nw.mode != o->old.mode || o->nw.uid != o->old.uid || o->nw.gid != o->old.gid) {
+                struct side b = {.type = 'd', .mode = o->old.mode}, a = {.type = 'd', .mode = o->nw.mode};
+                row_add(r, o->path, "", "modified", i, &b, &a);
+            }
+            continue;
+        }
+        char un[32];
+        snprintf(un, sizeof un, "%zu", i);
+        struct ents old = {0}, nw = {0};
+        if (undo >= 0)
+            walk(undo, un, "", &old, 0);
+        r->retained += old.bytes;
+        if (o->kind == OP_REPLACE) {
+            const char *base;
+            _cleanup_close_ int wp = safe_open_parent(ws->fd, o->path, &base);
+            if (wp >= 0)
+                walk(wp, base, "", &nw, 0);
+        }
+        merge(r, o->path, i, &old, &nw);
+        ents_free(&old);
+        ents_free(&nw);
+    }
+}
+
+/* ---- store_log ---- */
+
+static const char *jstr(json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+/* The last TAIL_BYTES of a UTF-8 string, cut at a character boundary. */
+static const char *tail(const char *s, size_t *n)
+{
+    size_t l = s ? strlen(s) : 0;
+    if (l <= TAIL_BYTES) {
+        *n = l;
+        return s ? s : "";
+    }
+    const char *p = s + l - TAIL_BYTES;
+    while (p < s + l && ((unsigned char)*p & 0xc0) == 0x80)
+        p++;
+    *n = (size_t)(s + l - p);
+    return p;
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+    if (s)
+        sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static void bind_real(sqlite3_stmt *st, int i, json_t *v)
+{
+    if (json_is_number(v))
+        sqlite3_bind_double(st, i, json_number_value(v));
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static void bind_int(sqlite3_stmt *st, int i, json_t *v)
+{
+    if (json_is_integer(v))
+        sqlite3_bind_int64(st, i, json_integer_value(v));
+    else if (json_is_boolean(v))
+        sqlite3_bind_int(st, i, json_is_true(v));
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static void bind_json(sqlite3_stmt *st, int i, json_t *v)
+{
+    if (!v || json_is_null(v)) {
+        sqlite3_bind_null(st, i);
+        return;
+    }
+    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (s)
+        sqlite3_bind_text(st, i, s, -1, free);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static void bind_side(sqlite3_stmt *st, int i, const struct side *s)
+{
+    /* type, size, mode, hash at i, i+2, i+4, i+6 (before/after interleave) */
+    if (!s->type) {
+        sqlite3_bind_null(st, i);
+        sqlite3_bind_null(st, i + 2);
+        sqlite3_bind_null(st, i + 4);
+        sqlite3_bind_null(st, i + 6);
+        return;
+    }
+    char t[2] = {s->type, 0};
+    sqlite3_bind_text(st, i, t, 1, SQLITE_TRANSIENT);
+    if (s->type == 'f' || s->type == 'l')
+        sqlite3_bind_int64(st, i + 2, (sqlite3_int64)s->size);
+    else
+        sqlite3_bind_null(st, i + 2);
+    sqlite3_bind_int(st, i + 4, (int)s->mode);
+    if (s->hashed)
+        sqlite3_bind_text(st, i + 6, s->hash, 64, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, i + 6);
+}
+
+/* The generation transaction id made (finalize() has just recorded it). */
+static sqlite3_int64 find_gen(txbox_ws *ws, uint64_t id)
+{
+    uint64_t g = 0;
+    if (ws_read_gen(ws, &g, NULL) < 0)
+        return -1;
+    char want[32];
+    snprintf(want, sizeof want, "%llu", (unsigned long long)id);
+    for (uint64_t k = 0; g > 0 && k < 64; k++, g--) {
+        char gn[32], t[32];
+        snprintf(gn, sizeof gn, "%llu", (unsigned long long)g);
+        ssize_t l = readlinkat(ws->cmtd, gn, t, sizeof t - 1);
+        if (l > 0) {
+            t[l] = 0;
+            if (!strcmp(t, want))
+                return (sqlite3_int64)g;
+        }
+    }
+    return -1;
+}
+
+static size_t count_of(json_t *changes, const char *k)
+{
+    return json_array_size(json_object_get(changes, k));
+}
+
+static const char TX_INSERT[] =
+    "INSERT OR REPLACE INTO tx(id, outcome, gen, started, finished, duration_ms, command_ms,"
+    " overhead_ms, recovered, workspace, cwd, command, argv, verdict, rule, reason, protections,"
+    " exit_code, signal, backend, n_added, n_modified, n_deleted, changes_truncated, stdout_tail,"
+    " stderr_tail, stdout_dropped, stderr_dropped, undo_of, forced, retained_bytes, info)"
+    " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,"
+    "?24,?25,?26,?27,?28,?29,?30,?31,?32)";
+
+static int bind_tx(sqlite3_stmt *st, txbox_ws *ws, uint64_t id, const char *outcome, json_t *in,
+                   bool committed, const struct rows *rows, bool recovered)
+{
+    double now = wall_time();
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+    sqlite3_bind_text(st, 2, outcome, -1, SQLITE_STATIC);
+    sqlite3_int64 gen = committed ? find_gen(ws, id) : -1;
+    if (gen > 0)
+        sqlite3_bind_int64(st, 3, gen);
+    json_t *started = json_object_get(in, "started");
+    bind_real(st, 4, started);
+    sqlite3_bind_double(st, 5, now);
+    json_t *cmd_ms = json_object_get(in, "command_ms");
+    double dur = json_number_value(json_object_get(in, "duration_ms"));
+    if (committed && rows && json_is_number(started)) {
+        /* The info was written before the commit: time it up to now. */
+        dur = recovered ? NAN : (now - json_number_value(started)) * 1000.0;
+    }
+    if (isfinite(dur) && dur > 0) {
+        sqlite3_bind_double(st, 6, dur);
+        sqlite3_bind_double(st, 8, dur - json_number_value(cmd_ms));
+    }
+    bind_real(st, 7, cmd_ms);
+    sqlite3_bind_int(st, 9, recovered);
+    const char *wsp = jstr(in, "workspace");
+    bind_text(st, 10, wsp ? wsp : ws->path);
+    bind_text(st, 11, jstr(in, "cwd"));
+    bind_text(st, 12, jstr(in, "command"));
+    bind_json(st, 13, json_object_get(in, "argv"));
+    bind_text(st, 14, jstr(in, "verdict"));
+    bind_text(st, 15, jstr(in, "rule"));
+    bind_text(st, 16, jstr(in, "reason"));
+    bind_json(st, 17, json_object_get(in, "protections"));
+    bind_int(st, 18, json_object_get(in, "exit_code"));
+    bind_int(st, 19, json_object_get(in, "signal"));
+    bind_text(st, 20, jstr(in, "backend"));
+    json_t *ch = json_object_get(in, "changes");
+    if (json_is_object(ch)) {
+        sqlite3_bind_int64(st, 21, (sqlite3_int64)count_of(ch, "added"));
+        sqlite3_bind_int64(st, 22, (sqlite3_int64)count_of(ch, "modified"));
+        sqlite3_bind_int64(st, 23, (sqlite3_int64)count_of(ch, "deleted"));
+    }
+    sqlite3_bind_int(st, 24, json_is_true(json_object_get(ch, "truncated")) || (rows && rows->dropped));
+    size_t n;
+    const char *t = tail(jstr(in, "stdout"), &n);
+    sqlite3_bind_text(st, 25, t, (int)n, SQLITE_TRANSIENT);
+    t = tail(jstr(in, "stderr"), &n);
+    sqlite3_bind_text(st, 26, t, (int)n, SQLITE_TRANSIENT);
+    json_int_t od = json_integer_value(json_object_get(in, "stdout_dropped_bytes"));
+    json_int_t ed = json_integer_value(json_object_get(in, "stderr_dropped_bytes"));
+    size_t ol = jstr(in, "stdout") ? strlen(jstr(in, "stdout")) : 0;
+    size_t el = jstr(in, "stderr") ? strlen(jstr(in, "stderr")) : 0;
+    sqlite3_bind_int64(st, 27, (sqlite3_int64)(od + (json_int_t)(ol > TAIL_BYTES ? ol - TAIL_BYTES : 0)));
+    sqlite3_bind_int64(st, 28, (sqlite3_int64)(ed + (json_int_t)(el > TAIL_BYTES ? el - TAIL_BYTES : 0)));
+    const char *uo = jstr(in, "undo_of");
+    uint64_t u;
+    if (uo && parse_u64(uo, &u))
+        sqlite3_bind_int64(st, 29, (sqlite3_int64)u);
+    bind_int(st, 30, json_object_get(in, "forced"));
+    if (rows)
+        sqlite3_bind_int64(st, 31, (sqlite3_int64)rows->retained);
+    /* The whole record, with the output cut to its tails. */
+    json_t *copy = json_deep_copy(in);
+    json_object_del(copy, "stdout");
+    json_object_del(copy, "stderr");
+    char *s = json_dumps(copy, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(copy);
+    if (s && strlen(s) > INFO_CAP) {
+        free(s);
+        s = xstrdup("{\"truncated\":true}");
+    }
+    if (s)
+        sqlite3_bind_text(st, 32, s, -1, free);
+    return 0;
+}
+
+static const char CHANGE_INSERT[] =
+    "INSERT INTO change(tx, seq, path, kind, op, sub, type_before, type_after, size_before,"
+    " size_after, mode_before, mode_after, hash_before, hash_after)"
+    " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)";
+
+static int write_rows(sqlite3 *db, uint64_t id, const struct rows *rows, txbox_error *err)
+{
+    sqlite3_stmt *del = NULL, *ins = NULL;
+    int rc = sqlite3_prepare_v2(db, "DELETE FROM change WHERE tx=?1", -1, &del, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(del, 1, (sqlite3_int64)id);
+        rc = sqlite3_step(del) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db);
+    }
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db, CHANGE_INSERT, -1, &ins, NULL);
+    for (size_t i = 0; rc == SQLITE_OK && i < rows->n; i++) {
+        const struct row *x = &rows->v[i];
+        sqlite3_reset(ins);
+        sqlite3_clear_bindings(ins);
+        sqlite3_bind_int64(ins, 1, (sqlite3_int64)id);
+        sqlite3_bind_int64(ins, 2, (sqlite3_int64)i);
+        sqlite3_bind_blob(ins, 3, x->path, (int)strlen(x->path), SQLITE_STATIC);
+        sqlite3_bind_text(ins, 4, x->kind, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(ins, 5, (sqlite3_int64)x->op);
+        sqlite3_bind_blob(ins, 6, x->sub, (int)strlen(x->sub), SQLITE_STATIC);
+        bind_side(ins, 7, &x->b);
+        bind_side(ins, 8, &x->a);
+        rc = sqlite3_step(ins) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db);
+    }
+    sqlite3_finalize(del);
+    sqlite3_finalize(ins);
+    return rc == SQLITE_OK ? 0 : db_fail(db, rc, err, "cannot record the write set");
+}
 
 int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const char *info,
               const struct tx_ops *ops, int txfd, txbox_error *err)
 {
-    (void)ws, (void)id, (void)outcome, (void)info, (void)ops, (void)txfd, (void)err;
+    bool committed = ops && !strcmp(outcome, "committed");
+    /* Owned by a live process (us), or finished by recovery? */
+    bool recovered = ws_tx_owner_dead(ws, id);
+    json_t *in = info ? json_loads(info, 0, NULL) : NULL;
+    if (!in) {
+        in = json_object();
+        if (!info)
+            json_object_set_new(in, "reason", json_string("its process died before the commit "
+                                                          "point; discarded by recovery"));
+    }
+    struct rows rows = {0};
+    if (committed)
+        collect(ws, txfd, ops, &rows); /* outside the log's write lock */
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+    if (store_open(ws, true, &db, err) < 0)
+        goto out;
+    if (exec(db, "BEGIN IMMEDIATE", err) < 0)
+        goto out;
+    int prc = sqlite3_prepare_v2(db, TX_INSERT, -1, &st, NULL);
+    if (prc != SQLITE_OK) {
+        db_fail(db, prc, err, "cannot record the transaction");
+        goto rollback;
+    }
+    if (!info) {
+        /* A row from recovery without a record never replaces a real one. */
+        sqlite3_stmt *ex = NULL;
+        bool have = false;
+        if (sqlite3_prepare_v2(db, "SELECT 1 FROM tx WHERE id=?1", -1, &ex, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(ex, 1, (sqlite3_int64)id);
+            have = sqlite3_step(ex) == SQLITE_ROW;
+        }
+        sqlite3_finalize(ex);
+        if (have) {
+            rc = exec(db, "COMMIT", err);
+            goto out;
+        }
+    }
+    bind_tx(st, ws, id, outcome, in, committed, committed ? &rows : NULL, recovered);
+    if ((prc = sqlite3_step(st)) != SQLITE_DONE) {
+        db_fail(db, prc, err, "cannot record the transaction");
+        goto rollback;
+    }
+    if (committed && write_rows(db, id, &rows, err) < 0)
+        goto rollback;
+    rc = exec(db, "COMMIT", err);
+    if (rc == 0)
+        goto out;
+rollback:
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    rc = -1;
+out:
+    sqlite3_finalize(st);
+    store_close(db);
+    rows_free(&rows);
+    json_decref(in);
+    return rc;
+}
+
+/* ---- reading ---- */
+
+static json_t *col_json(sqlite3_stmt *st, int i)
+{
+    switch (sqlite3_column_type(st, i)) {
+    case SQLITE_INTEGER:
+        return json_integer(sqlite3_column_int64(st, i));
+    case SQLITE_FLOAT:
+        return json_real(sqlite3_column_double(st, i));
+    case SQLITE_TEXT:
+        return json_text((const char *)sqlite3_column_text(st, i), (size_t)sqlite3_column_bytes(st, i), false);
+    case SQLITE_BLOB:
+        return json_text(sqlite3_column_blob(st, i), (size_t)sqlite3_column_bytes(st, i), true);
+    default:
+        return json_null();
+    }
+}
+
+static json_t *id_json(sqlite3_stmt *st, int i)
+{
+    if (sqlite3_column_type(st, i) == SQLITE_NULL)
+        return json_null();
+    char b[32];
+    snprintf(b, sizeof b, "%lld", (long long)sqlite3_column_int64(st, i));
+    return json_string(b);
+}
+
+/* A row as an object; columns named *_json are parsed, ids become strings. */
+static json_t *row_object(sqlite3_stmt *st)
+{
+    json_t *o = json_object();
+    for (int i = 0; i < sqlite3_column_count(st); i++) {
+        const char *name = sqlite3_column_name(st, i);
+        size_t l = strlen(name);
+        json_t *v;
+        if (!strcmp(name, "tx") || !strcmp(name, "undo_of") || !strcmp(name, "undone_by")) {
+            v = id_json(st, i);
+        } else if (l > 5 && !strcmp(name + l - 5, "_json")) {
+            const char *t = (const char *)sqlite3_column_text(st, i);
+            v = t ? json_loads(t, JSON_DECODE_ANY, NULL) : NULL;
+            if (!v)
+                v = json_null();
+            char key[64];
+            snprintf(key, sizeof key, "%.*s", (int)(l - 5), name);
+            json_object_set_new(o, key, v);
+            continue;
+        } else {
+            v = col_json(st, i);
+        }
+        json_object_set_new(o, name, v);
+    }
+    return o;
+}
+
+#define TX_COLUMNS                                                                                 \
+    "id AS tx, outcome, gen, started, finished, duration_ms, command_ms, overhead_ms, recovered,"  \
+    " workspace, cwd, command, argv AS argv_json, verdict, rule, reason,"                          \
+    " protections AS protections_json, exit_code, signal, backend, n_added, n_modified,"           \
+    " n_deleted, changes_truncated, undo_of, forced,"                                              \
+    " (SELECT min(u.id) FROM tx u WHERE u.undo_of = tx.id AND u.outcome = 'committed')"            \
+    " AS undone_by, retained_bytes, pruned, pruned_bytes"
+
+int txbox_log_json(txbox_ws *ws, long limit, char **json, txbox_error *err)
+{
+    *json = NULL;
+    sqlite3 *db;
+    if (store_open(ws, false, &db, err) < 0) {
+        if (err && err->code == ENOENT) {
+            *json = xstrdup("[]");
+            return 0;
+        }
+        return -1;
+    }
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, "SELECT " TX_COLUMNS " FROM tx ORDER BY id DESC LIMIT ?1",
+                                -1, &st, NULL);
+    json_t *a = json_array();
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, limit > 0 ? limit : -1);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+            json_array_append_new(a, row_object(st));
+    }
+    sqlite3_finalize(st);
+    int r = 0;
+    if (rc != SQLITE_DONE)
+        r = db_fail(db, rc, err, "cannot read it");
+    else
+        *json = json_dumps(a, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(a);
+    store_close(db);
+    return r;
+}
+
+int store_open_for(txbox_ws *ws, const char *tx, uint64_t *id, sqlite3 **db, txbox_error *err)
+{
+    if (parse_txid(tx, id, err) < 0)
+        return -1;
+    if (store_open(ws, false, db, err) < 0) {
+        if (err && err->code == ENOENT)
+            return tx_err(err, ENOENT, "transaction %s is not in the audit log", tx);
+        return -1;
+    }
     return 0;
+}
+
+int txbox_show_json(txbox_ws *ws, const char *tx, char **json, txbox_error *err)
+{
+    *json = NULL;
+    uint64_t id;
+    sqlite3 *db;
+    if (store_open_for(ws, tx, &id, &db, err) < 0)
+        return -1;
+    sqlite3_stmt *st = NULL;
+    json_t *o = NULL;
+    int rc = sqlite3_prepare_v2(db, "SELECT " TX_COLUMNS ", stdout_tail AS stdout, stderr_tail AS"
+                                " stderr, stdout_dropped, stderr_dropped, info AS info_json"
+                                " FROM tx WHERE id=?1", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW)
+            o = row_object(st);
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc == SQLITE_DONE) {
+        store_close(db);
+        return tx_err(err, ENOENT, "transaction %s is not in the audit log", tx);
+    }
+    if (rc != SQLITE_ROW) {
+        db_fail(db, rc, err, "cannot read it");
+        store_close(db);
+        return -1;
+    }
+    json_t *ch = json_array();
+    rc = sqlite3_prepare_v2(db, "SELECT path, kind, op, sub, type_before, type_after, size_before,"
+                            " size_after, mode_before, mode_after, hash_before, hash_after"
+                            " FROM change WHERE tx=?1 ORDER BY seq", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+            json_array_append_new(ch, row_object(st));
+    }
+    sqlite3_finalize(st);
+    json_object_set_new(o, "write_set", ch);
+    int r = 0;
+    if (rc != SQLITE_DONE)
+        r = db_fail(db, rc, err, "cannot read it");
+    else
+        *json = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(o);
+    store_close(db);
+    return r;
 }

@@ -90,8 +90,13 @@ typedef struct sqlite3 sqlite3;
 /* Opens the audit log (creating/migrating it when `write`). */
 MUST_CHECK int store_open(txbox_ws *ws, bool write, sqlite3 **db, txbox_error *err);
 void store_close(sqlite3 *db);
+/* Parses the id tx and opens the log to read it ("not in the audit log"
+ * when there is none). */
+MUST_CHECK int store_open_for(txbox_ws *ws, const char *tx, uint64_t *id, sqlite3 **db,
+                              txbox_error *err);
 /* SHA-256 of a regular file (hex) and its size. */
 MUST_CHECK int hash_file_at(int dirfd, const char *name, char hex[65], uint64_t *size);
+void hash_bytes_hex(const void *p, size_t n, char hex[65]);
 /* Parses a transaction id given by a user ("12", "tx12" is refused). */
 MUST_CHECK int parse_txid(const char *s, uint64_t *id, txbox_error *err);
 /* Retention settings (defaults when unset). */

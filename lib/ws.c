@@ -6,6 +6,7 @@
 #include <jansson.h>
 
 #include "fsops.h"
+#include "store.h"
 #include "tx.h"
 
 static const char *const subdirs[] = {"tx", "active", "journal", "commits"};
@@ -317,6 +318,47 @@ void tx_write_outcome(int txfd, const char *outcome)
     close(fd);
 }
 
+/* Step 1 of recovery, for each journal in jl whose owner died. (History,
+ * issue 5: moved out of txbox_recover() so that a commit can run it under
+ * its lock, see ws_roll_forward_locked() in store.h.) */
+static int roll_forward(txbox_ws *ws, const struct idlist *jl, json_t *rolled_forward,
+                        json_t *failed, txbox_error *err)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < jl->n; i++) {
+        uint64_t id = jl->v[i];
+        if (!ws_tx_owner_dead(ws, id))
+            continue;
+        txbox_error e = {0};
+        char name[32];
+        snprintf(name, sizeof name, "%llu", (unsigned long long)id);
+        if (journal_recover_one(ws, id, &e) < 0) {
+            if (failed)
+                json_array_append_new(failed, json_pack("{s:s,s:s}", "tx", name, "error", e.msg));
+            rc = tx_err(err, e.code, "transaction %s: %s", name, e.msg);
+            continue;
+        }
+        _cleanup_close_ int txfd = openat(ws->txd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (txfd >= 0) {
+            remove_scratch(txfd);
+            tx_write_outcome(txfd, "committed (completed by recovery)");
+        }
+        if (rolled_forward)
+            json_array_append_new(rolled_forward, json_string(name));
+        ws_end_tx(ws, id, -1);
+    }
+    return rc;
+}
+
+int ws_roll_forward_locked(txbox_ws *ws, json_t *done, json_t *failed, txbox_error *err)
+{
+    struct idlist jl;
+    list_ids(ws->jnld, &jl);
+    int rc = roll_forward(ws, &jl, done, failed, err);
+    free(jl.v);
+    return rc;
+}
+
 int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
 {
     struct idlist jl, al;
@@ -333,26 +375,8 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
     if (work && ws_lock(ws, &lockfd, err) < 0)
         rc = -1;
     /* 1. Journals: roll forward (the commit point was passed). */
-    for (size_t i = 0; work && rc == 0 && i < jl.n; i++) {
-        uint64_t id = jl.v[i];
-        if (!ws_tx_owner_dead(ws, id))
-            continue;
-        txbox_error e = {0};
-        char name[32];
-        snprintf(name, sizeof name, "%llu", (unsigned long long)id);
-        if (journal_recover_one(ws, id, &e) < 0) {
-            json_array_append_new(failed, json_pack("{s:s,s:s}", "tx", name, "error", e.msg));
-            rc = tx_err(err, e.code, "transaction %s: %s", name, e.msg);
-            continue;
-        }
-        _cleanup_close_ int txfd = openat(ws->txd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (txfd >= 0) {
-            remove_scratch(txfd);
-            tx_write_outcome(txfd, "committed (completed by recovery)");
-        }
-        json_array_append_new(rolled_forward, json_string(name));
-        ws_end_tx(ws, id, -1);
-    }
+    if (work && rc == 0)
+        rc = roll_forward(ws, &jl, rolled_forward, failed, err);
     /* 2. Transactions in flight without a journal: roll back. */
     for (size_t i = 0; work && rc == 0 && i < al.n; i++) {
         uint64_t id = al.v[i];
@@ -370,13 +394,19 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
                 continue;
             }
             txbox_error e = {0};
-            if (copy_recover_one(ws, txfd, &e) < 0) {
+            /* History: an undo puts back the pre-images it had staged. */
+            if (copy_recover_one(ws, txfd, &e) < 0 || undo_unstage(ws, txfd, &e) < 0) {
                 json_array_append_new(failed, json_pack("{s:s,s:s}", "tx", name, "error", e.msg));
                 rc = tx_err(err, e.code, "transaction %s: %s", name, e.msg);
                 continue;
             }
             remove_scratch(txfd);
             tx_write_outcome(txfd, "rolled_back (its process died)");
+            /* History: the audit log records it (a row the transaction
+             * wrote itself, e.g. a conflict, is kept). Best effort. */
+            if (store_log(ws, id, "rolled_back", NULL, NULL, txfd, NULL) < 0) {
+                /* the log is damaged or busy: recovery goes on */
+            }
         }
         json_array_append_new(rolled_back, json_string(name));
         ws_end_tx(ws, id, -1);

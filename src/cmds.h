@@ -4,12 +4,25 @@
 #define TXBOX_CMDS_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "txbox.h"
 
 int cmd_run(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_recover(int argc, char **argv);
+/* history (cmd_log.c, cmd_show.c, cmd_diff.c, cmd_undo.c, cmd_gc.c) */
+int cmd_log(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_undo(int argc, char **argv);
+int cmd_gc(int argc, char **argv);
+/* Helpers of the history commands (cmd_log.c): a local time, a string
+ * with control characters escaped (at most max characters, 0: all), and
+ * opening a workspace with the error printed (returns the exit status). */
+void cli_time(char out[32], double t);
+void cli_print_clean(FILE *f, const char *s, size_t max);
+int cli_open_ws(const char *dir, unsigned flags, bool json, txbox_ws **ws);
 int cmd_mcp(int argc, char **argv);
 int cmd_hook(int argc, char **argv);
 

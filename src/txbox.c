@@ -15,6 +15,11 @@ static const struct {
     {"run", cmd_run, "run a command as one transaction"},
     {"check", cmd_check, "classify a command with the policy; nothing runs"},
     {"recover", cmd_recover, "finish or undo a commit interrupted by a crash"},
+    {"log", cmd_log, "the audit log, newest first"},
+    {"show", cmd_show, "everything recorded about one transaction"},
+    {"diff", cmd_diff, "what one transaction changed, as a unified diff"},
+    {"undo", cmd_undo, "revert a committed transaction (as a new one)"},
+    {"gc", cmd_gc, "prune retained pre-images (undo history), oldest first"},
     {"mcp", cmd_mcp, "Model Context Protocol server on stdin/stdout"},
     {"hook", cmd_hook, "pre-tool-use hook for agent CLIs (claude-code, gemini-cli)"},
 };

@@ -1,0 +1,127 @@
+/* txbox gc: prune retained pre-images (undo history), oldest first. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cmds.h"
+#include "store.h"
+
+/* A size: bytes, or with a K/M/G/T suffix (powers of 1024). */
+static bool parse_bytes(const char *s, long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *s == '-')
+        return false;
+    int shift = 0;
+    if (*end) {
+        const char *u = "KMGT", *p = strchr(u, *end & ~0x20);
+        if (!p || end[1])
+            return false;
+        shift = 10 * (int)(p - u + 1);
+    }
+    if (v > (0x7fffffffffffffffULL >> shift))
+        return false;
+    *out = (long long)(v << shift);
+    return true;
+}
+
+int cmd_gc(int argc, char **argv)
+{
+    enum { O_JSON = 256, O_KEEP, O_MAX, O_DRY, O_SAVE, O_HELP };
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, O_JSON},
+        {"keep", required_argument, NULL, O_KEEP},
+        {"max-bytes", required_argument, NULL, O_MAX},
+        {"dry-run", no_argument, NULL, O_DRY},
+        {"save", no_argument, NULL, O_SAVE},
+        {"help", no_argument, NULL, O_HELP},
+        {0},
+    };
+    const char *dir = ".";
+    bool json = false;
+    txbox_gc_opts go = {.keep = -1, .max_bytes = -1};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "+C:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'C':
+            dir = optarg;
+            break;
+        case O_JSON:
+            json = true;
+            break;
+        case O_KEEP: {
+            long long v;
+            if (!parse_bytes(optarg, &v) || strpbrk(optarg, "KMGTkmgt") || v > 1000000000)
+                return cli_failf("gc: --keep wants a number of transactions, not '%s'", optarg);
+            go.keep = (long)v;
+            break;
+        }
+        case O_MAX:
+            if (!parse_bytes(optarg, &go.max_bytes))
+                return cli_failf("gc: --max-bytes wants a size (bytes, or with K/M/G/T), not '%s'",
+                                 optarg);
+            break;
+        case O_DRY:
+            go.dry_run = 1;
+            break;
+        case O_SAVE:
+            go.save = 1;
+            break;
+        case 'h':
+        case O_HELP:
+            puts("usage: txbox gc [-C DIR] [--json] [--keep N] [--max-bytes SIZE] [--save]\n"
+                 "                [--dry-run]\n\n"
+                 "Prunes the retained pre-images that make undo possible, oldest first,\n"
+                 "until at most N committed transactions (default 100) and SIZE bytes\n"
+                 "(default 1G) are kept, and says what it freed. --save makes N and SIZE\n"
+                 "this workspace's bounds, which every commit then enforces. The audit\n"
+                 "log itself is never pruned.");
+            return 0;
+        default:
+            return cli_failf("gc: unknown option or missing value (see 'txbox gc --help')");
+        }
+    }
+    if (optind < argc)
+        return cli_failf("gc: unexpected argument '%s'", argv[optind]);
+    txbox_ws *ws;
+    int rc = cli_open_ws(dir, 0, json, &ws);
+    if (rc)
+        return rc;
+    txbox_error err = {0};
+    char *s = NULL;
+    rc = txbox_gc(ws, &go, &s, &err);
+    txbox_ws_close(ws);
+    if (rc < 0)
+        return json ? cli_fail_json(&err) : cli_fail(&err);
+    if (json) {
+        printf("%s\n", s);
+        free(s);
+        return 0;
+    }
+    json_t *o = json_loads(s, 0, NULL);
+    free(s);
+    json_t *p = json_object_get(o, "pruned"), *k = json_object_get(o, "kept"), *v;
+    size_t i;
+    bool dry = json_is_true(json_object_get(o, "dry_run"));
+    json_array_foreach(p, i, v)
+        printf("%s tx %s: %s, %lld bytes\n", dry ? "would prune" : "pruned",
+               json_string_value(json_object_get(v, "tx")), json_string_value(json_object_get(v, "what")),
+               (long long)json_integer_value(json_object_get(v, "bytes")));
+    printf("txbox gc: %s %zu, %lld bytes; kept the pre-images of %lld transactions, %lld bytes "
+           "(bounds: %lld transactions, %lld bytes)\n",
+           dry ? "would free" : "freed", json_array_size(p),
+           (long long)json_integer_value(json_object_get(o, "freed_bytes")),
+           (long long)json_integer_value(json_object_get(k, "transactions")),
+           (long long)json_integer_value(json_object_get(k, "bytes")),
+           (long long)json_integer_value(json_object_get(json_object_get(o, "limits"), "keep")),
+           (long long)json_integer_value(json_object_get(json_object_get(o, "limits"), "max_bytes")));
+    json_decref(o);
+    return 0;
+}

@@ -1,0 +1,135 @@
+/* txbox log: the audit log, newest first, one line per transaction. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "cmds.h"
+#include "store.h"
+
+void cli_time(char out[32], double t)
+{
+    time_t s = (time_t)t;
+    struct tm tm;
+    if (t <= 0 || !localtime_r(&s, &tm) || !strftime(out, 32, "%Y-%m-%d %H:%M:%S", &tm))
+        snprintf(out, 32, "-");
+}
+
+void cli_print_clean(FILE *f, const char *s, size_t max)
+{
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (max && n >= max) {
+            fputs("...", f);
+            return;
+        }
+        if (*p == '\n')
+            fputs("\\n", f), n += 2;
+        else if (*p == '\t')
+            fputs("\\t", f), n += 2;
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\x%02x", *p), n += 4;
+        else
+            fputc(*p, f), n++;
+    }
+}
+
+int cli_open_ws(const char *dir, unsigned flags, bool json, txbox_ws **ws)
+{
+    txbox_error err = {0};
+    if (txbox_ws_open(dir, flags, ws, &err) < 0)
+        return json ? cli_fail_json(&err) : cli_fail(&err);
+    return 0;
+}
+
+static long long jint(json_t *o, const char *k)
+{
+    return (long long)json_integer_value(json_object_get(o, k));
+}
+
+int cmd_log(int argc, char **argv)
+{
+    enum { O_JSON = 256, O_HELP };
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, O_JSON},
+        {"help", no_argument, NULL, O_HELP},
+        {0},
+    };
+    const char *dir = ".";
+    bool json = false;
+    long limit = 0;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "+C:n:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'C':
+            dir = optarg;
+            break;
+        case 'n': {
+            char *end;
+            errno = 0;
+            limit = strtol(optarg, &end, 10);
+            if (errno || end == optarg || *end || limit <= 0)
+                return cli_failf("log: -n wants a positive number, not '%s'", optarg);
+            break;
+        }
+        case O_JSON:
+            json = true;
+            break;
+        case 'h':
+        case O_HELP:
+            puts("usage: txbox log [-C DIR] [--json] [-n N]\n\n"
+                 "The audit log, newest first: one line per transaction with its id, time,\n"
+                 "outcome, number of files changed and command. --json prints an array of\n"
+                 "objects. See 'txbox show TX' for everything recorded about one.");
+            return 0;
+        default:
+            return cli_failf("log: unknown option or missing value (see 'txbox log --help')");
+        }
+    }
+    if (optind < argc)
+        return cli_failf("log: unexpected argument '%s'", argv[optind]);
+    txbox_ws *ws;
+    int rc = cli_open_ws(dir, TXBOX_WS_NO_RECOVER, json, &ws);
+    if (rc)
+        return rc;
+    txbox_error err = {0};
+    char *s = NULL;
+    rc = txbox_log_json(ws, limit, &s, &err);
+    txbox_ws_close(ws);
+    if (rc < 0)
+        return json ? cli_fail_json(&err) : cli_fail(&err);
+    if (json) {
+        printf("%s\n", s);
+        free(s);
+        return 0;
+    }
+    json_t *a = json_loads(s, 0, NULL);
+    free(s);
+    size_t i;
+    json_t *o;
+    json_array_foreach(a, i, o) {
+        char t[32];
+        cli_time(t, json_number_value(json_object_get(o, "started")) > 0
+                        ? json_number_value(json_object_get(o, "started"))
+                        : json_number_value(json_object_get(o, "finished")));
+        long long files = jint(o, "n_added") + jint(o, "n_modified") + jint(o, "n_deleted");
+        printf("%-6s %s  %-11s %5lld  ", json_string_value(json_object_get(o, "tx")), t,
+               json_string_value(json_object_get(o, "outcome")), files);
+        const char *cmd = json_string_value(json_object_get(o, "command"));
+        cli_print_clean(stdout, cmd ? cmd : "(unknown)", 72);
+        const char *uo = json_string_value(json_object_get(o, "undo_of"));
+        const char *ub = json_string_value(json_object_get(o, "undone_by"));
+        if (uo)
+            printf("  [undo of %s]", uo);
+        if (ub)
+            printf("  [undone by %s]", ub);
+        putchar('\n');
+    }
+    json_decref(a);
+    return 0;
+}
