@@ -11,6 +11,7 @@
 int cmd_run(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_recover(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
 /* history (cmd_log.c, cmd_show.c, cmd_diff.c, cmd_undo.c, cmd_gc.c) */
 int cmd_log(int argc, char **argv);
 int cmd_show(int argc, char **argv);

@@ -20,6 +20,7 @@ static const struct {
     {"diff", cmd_diff, "what one transaction changed, as a unified diff"},
     {"undo", cmd_undo, "revert a committed transaction (as a new one)"},
     {"gc", cmd_gc, "prune retained pre-images (undo history), oldest first"},
+    {"agent", cmd_agent, "headless agent loop against an OpenAI-compatible server"},
     {"mcp", cmd_mcp, "Model Context Protocol server on stdin/stdout"},
     {"hook", cmd_hook, "pre-tool-use hook for agent CLIs (claude-code, gemini-cli)"},
 };

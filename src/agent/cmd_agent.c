@@ -1,0 +1,273 @@
+/* txbox agent: parse the options into an agent_cfg and run the loop. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../cmds.h"
+#include "agent.h"
+
+#define TASK_FILE_CAP (256 * 1024)
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: txbox agent --endpoint URL --model NAME (--task TEXT | --task-file F)\n"
+            "                   [-C DIR] [--max-steps N] [--token-budget N] [--api-key-env VAR]\n"
+            "                   [--json] [--quiet] [--stream] [--protocol auto|tools|text]\n"
+            "                   [--timeout S] [--connect-timeout S] [--idle-timeout S]\n"
+            "                   [--retries N] [--retry-delay S] [--max-response-bytes N]\n"
+            "                   [--command-timeout S] [--policy FILE] [--temperature T]\n"
+            "                   [--max-completion-tokens N] [--result-bytes N]\n"
+            "\n"
+            "A headless agent loop against an OpenAI-compatible chat completions server\n"
+            "(vLLM, llama.cpp's server, Ollama, hosted APIs). Each command the model asks\n"
+            "for runs as one txbox transaction. See docs/agent.md.\n"
+            "Exit status: 0 finished; 110 step budget, 111 token budget, 112 stopped for\n"
+            "repeating a blocked/failing command, 113 model ignored the protocol, 114\n"
+            "endpoint error, 115 interrupted; 125 txbox error.\n");
+}
+
+static bool num(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool integer(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    uint64_t v;
+    if (!parse_u64(s, &v) || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static char *read_task_file(const char *path, txbox_error *err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    if (read_file_at(AT_FDCWD, path, TASK_FILE_CAP, &buf, &len, err) < 0) {
+        tx_err_ctx(err, "--task-file %s", path);
+        return NULL;
+    }
+    if (memchr(buf, 0, len)) {
+        free(buf);
+        tx_err(err, EINVAL, "--task-file %s contains a NUL byte", path);
+        return NULL;
+    }
+    return buf;
+}
+
+int cmd_agent(int argc, char **argv)
+{
+    enum {
+        O_ENDPOINT = 256, O_MODEL, O_TASK, O_TASK_FILE, O_MAX_STEPS, O_TOKENS, O_KEY_ENV, O_JSON,
+        O_QUIET, O_STREAM, O_PROTOCOL, O_TIMEOUT, O_CONNECT, O_IDLE, O_RETRIES, O_RETRY_DELAY,
+        O_MAX_BYTES, O_CMD_TIMEOUT, O_POLICY, O_TEMP, O_MAX_COMPLETION, O_RESULT_BYTES, O_HELP,
+    };
+    static const struct option opts[] = {
+        {"endpoint", required_argument, NULL, O_ENDPOINT},
+        {"model", required_argument, NULL, O_MODEL},
+        {"task", required_argument, NULL, O_TASK},
+        {"task-file", required_argument, NULL, O_TASK_FILE},
+        {"max-steps", required_argument, NULL, O_MAX_STEPS},
+        {"token-budget", required_argument, NULL, O_TOKENS},
+        {"api-key-env", required_argument, NULL, O_KEY_ENV},
+        {"json", no_argument, NULL, O_JSON},
+        {"quiet", no_argument, NULL, O_QUIET},
+        {"stream", no_argument, NULL, O_STREAM},
+        {"protocol", required_argument, NULL, O_PROTOCOL},
+        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"connect-timeout", required_argument, NULL, O_CONNECT},
+        {"idle-timeout", required_argument, NULL, O_IDLE},
+        {"retries", required_argument, NULL, O_RETRIES},
+        {"retry-delay", required_argument, NULL, O_RETRY_DELAY},
+        {"max-response-bytes", required_argument, NULL, O_MAX_BYTES},
+        {"command-timeout", required_argument, NULL, O_CMD_TIMEOUT},
+        {"policy", required_argument, NULL, O_POLICY},
+        {"temperature", required_argument, NULL, O_TEMP},
+        {"max-completion-tokens", required_argument, NULL, O_MAX_COMPLETION},
+        {"result-bytes", required_argument, NULL, O_RESULT_BYTES},
+        {"help", no_argument, NULL, O_HELP},
+        {0},
+    };
+    agent_cfg cfg = {
+        .max_steps = 30,
+        .token_budget = 200000,
+        .command_timeout_s = 600,
+        .temperature = -1,
+        .result_bytes = 2000,
+        .llm = {.connect_timeout_s = 10, .timeout_s = 600, .idle_timeout_s = 120, .retries = 4,
+                .retry_delay_s = 1, .max_bytes = 8 << 20, .content_cap = 256 << 10,
+                .args_cap = 64 << 10},
+    };
+    const char *dir = ".", *task = NULL, *task_file = NULL, *key_env = NULL;
+    uint64_t u;
+    double d;
+    txbox_error err = {0};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "+C:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'C':
+            dir = optarg;
+            break;
+        case O_ENDPOINT:
+            cfg.endpoint = optarg;
+            break;
+        case O_MODEL:
+            cfg.model = optarg;
+            break;
+        case O_TASK:
+            task = optarg;
+            break;
+        case O_TASK_FILE:
+            task_file = optarg;
+            break;
+        case O_MAX_STEPS:
+            if (!integer(optarg, 1, 10000, &u))
+                return cli_failf("agent: --max-steps wants a whole number 1..10000, not '%s'", optarg);
+            cfg.max_steps = (int)u;
+            break;
+        case O_TOKENS:
+            if (!integer(optarg, 1, 1000000000000ull, &u))
+                return cli_failf("agent: --token-budget wants a positive whole number, not '%s'", optarg);
+            cfg.token_budget = (long long)u;
+            break;
+        case O_KEY_ENV:
+            key_env = optarg;
+            break;
+        case O_JSON:
+            cfg.json = true;
+            break;
+        case O_QUIET:
+            cfg.quiet = true;
+            break;
+        case O_STREAM:
+            cfg.stream = true;
+            break;
+        case O_PROTOCOL:
+            if (!strcmp(optarg, "auto"))
+                cfg.protocol = PROTO_AUTO;
+            else if (!strcmp(optarg, "tools"))
+                cfg.protocol = PROTO_TOOLS;
+            else if (!strcmp(optarg, "text"))
+                cfg.protocol = PROTO_TEXT;
+            else
+                return cli_failf("agent: --protocol is auto, tools or text, not '%s'", optarg);
+            break;
+        case O_TIMEOUT:
+            if (!num(optarg, 0.1, 86400, &cfg.llm.timeout_s))
+                return cli_failf("agent: --timeout wants seconds (0.1..86400), not '%s'", optarg);
+            break;
+        case O_CONNECT:
+            if (!num(optarg, 0.1, 3600, &cfg.llm.connect_timeout_s))
+                return cli_failf("agent: --connect-timeout wants seconds (0.1..3600), not '%s'", optarg);
+            break;
+        case O_IDLE:
+            if (!num(optarg, 1, 86400, &cfg.llm.idle_timeout_s))
+                return cli_failf("agent: --idle-timeout wants seconds (1..86400), not '%s'", optarg);
+            break;
+        case O_RETRIES:
+            if (!integer(optarg, 0, 20, &u))
+                return cli_failf("agent: --retries wants a whole number 0..20, not '%s'", optarg);
+            cfg.llm.retries = (int)u;
+            break;
+        case O_RETRY_DELAY:
+            if (!num(optarg, 0, 60, &cfg.llm.retry_delay_s))
+                return cli_failf("agent: --retry-delay wants seconds (0..60), not '%s'", optarg);
+            break;
+        case O_MAX_BYTES:
+            if (!integer(optarg, 1024, 1ull << 30, &u))
+                return cli_failf("agent: --max-response-bytes wants 1024..1073741824, not '%s'", optarg);
+            cfg.llm.max_bytes = (size_t)u;
+            break;
+        case O_CMD_TIMEOUT:
+            if (!num(optarg, 0.1, 604800, &cfg.command_timeout_s))
+                return cli_failf("agent: --command-timeout wants seconds (0.1..604800), not '%s'", optarg);
+            break;
+        case O_POLICY:
+            cfg.policy = optarg;
+            break;
+        case O_TEMP:
+            if (!num(optarg, 0, 2, &d))
+                return cli_failf("agent: --temperature wants a number 0..2, not '%s'", optarg);
+            cfg.temperature = d;
+            break;
+        case O_MAX_COMPLETION:
+            if (!integer(optarg, 1, 10000000, &u))
+                return cli_failf("agent: --max-completion-tokens wants a positive whole number, not '%s'",
+                                 optarg);
+            cfg.max_completion_tokens = (long)u;
+            break;
+        case O_RESULT_BYTES:
+            if (!integer(optarg, 256, 1 << 20, &u))
+                return cli_failf("agent: --result-bytes wants 256..1048576, not '%s'", optarg);
+            cfg.result_bytes = (size_t)u;
+            break;
+        case 'h':
+        case O_HELP:
+            usage(stdout);
+            return 0;
+        default:
+            if (optopt)
+                return cli_failf("agent: option -%c is unknown or lacks its value (see 'txbox agent --help')",
+                                 optopt);
+            return cli_failf("agent: unknown option '%s' (see 'txbox agent --help')", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_failf("agent: unexpected argument '%s' (the task goes in --task)", argv[optind]);
+    if (!cfg.endpoint)
+        return cli_failf("agent: --endpoint URL is required");
+    if (!cfg.model || !*cfg.model)
+        return cli_failf("agent: --model NAME is required");
+    if (!!task == !!task_file)
+        return cli_failf("agent: give the task with exactly one of --task TEXT or --task-file F");
+    _cleanup_free_ char *task_buf = NULL;
+    if (task_file) {
+        task_buf = read_task_file(task_file, &err);
+        if (!task_buf)
+            return cli_fail(&err);
+        task = task_buf;
+    }
+    if (!*task || strspn(task, " \t\r\n") == strlen(task))
+        return cli_failf("agent: the task is empty");
+    json_t *jt = json_string(task);
+    if (!jt)
+        return cli_failf("agent: the task is not valid UTF-8");
+    json_decref(jt);
+    cfg.task = task;
+    if (key_env) {
+        const char *k = getenv(key_env);
+        if (!k || !*k)
+            return cli_failf("agent: --api-key-env %s: that environment variable is not set or empty",
+                             key_env);
+        for (const char *p = k; *p; p++)
+            if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
+                return cli_failf("agent: the key in %s contains a blank or unprintable character",
+                                 key_env);
+        cfg.llm.api_key = k;
+    }
+    _cleanup_free_ char *url = llm_endpoint_url(cfg.endpoint, &err);
+    if (!url)
+        return cli_fail(&err);
+    cfg.llm.url = url;
+    _cleanup_free_ char *ws = realpath(dir, NULL);
+    if (!ws)
+        return cli_failf("agent: workspace %s: %s", dir, strerror(errno));
+    cfg.ws = ws;
+    if (cfg.policy && access(cfg.policy, R_OK) < 0)
+        return cli_failf("agent: --policy %s: %s", cfg.policy, strerror(errno));
+    return agent_run(&cfg);
+}

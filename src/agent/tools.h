@@ -1,0 +1,43 @@
+/* The agent's tools, carried out by child txbox processes: run_command is
+ * `/proc/self/exe run --json -C WS -c CMD` (argv, never a re-joined string),
+ * undo is `/proc/self/exe undo --json -C WS [TX]`; the agent process never
+ * enters the sandbox itself. Results are turned into the compact summaries
+ * the model reads. */
+#ifndef TXBOX_AGENT_TOOLS_H
+#define TXBOX_AGENT_TOOLS_H
+
+#include <jansson.h>
+#include <signal.h>
+
+#include "util.h"
+
+typedef struct child_result {
+    int status;          /* exit code, or 128+signal */
+    bool killed;         /* we killed it (deadline or cancel) */
+    dbuf out, err;       /* captured, capped */
+} child_result;
+
+/* Runs the txbox binary itself with argv (argv[0] is its name), stdin from
+ * /dev/null, in dir, capturing stdout and stderr. After deadline_s (0: none)
+ * or once *cancel is set it is sent SIGTERM (txbox rolls back), then SIGKILL
+ * 5 s later. Returns 0 when the child ran (whatever its status). */
+MUST_CHECK int run_self(char *const argv[], const char *dir, double deadline_s,
+                        volatile sig_atomic_t *cancel, child_result *res, txbox_error *err);
+void child_result_free(child_result *r);
+
+/* The command with leading/trailing blanks and a trailing ';' removed and
+ * every run of blanks made one space: two spellings of the same command
+ * compare equal. */
+char *normalize_command(const char *cmd);
+
+/* A compact summary of a `txbox run --json` object for the model: outcome,
+ * exit code, tx, rule/reason/suggestion when blocked, changed paths (at
+ * most max_paths per kind), the tail of stdout and stderr, all within
+ * about max_bytes. */
+json_t *compact_run_result(json_t *run, size_t max_bytes, size_t max_paths);
+
+/* At most max bytes from the end of s (a UTF-8 string), cut on a
+ * character boundary. */
+const char *utf8_tail(const char *s, size_t len, size_t max, bool *cut);
+
+#endif

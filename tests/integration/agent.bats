@@ -1,0 +1,126 @@
+#!/usr/bin/env bats
+# `txbox agent` against a scripted OpenAI-compatible server: each case file
+# in tests/agent/cases holds the canned replies and the requests expected
+# (curl's manner); tests/agent/runcase.py starts the server on 127.0.0.1
+# (ephemeral port), runs `txbox agent --json`, and checks the requests sent,
+# the workspace and the summary. Plus the command line's own errors.
+
+bats_require_minimum_version 1.5.0
+load ../lib/common
+
+CASES="$REPO_DIR/tests/agent/cases"
+
+# agent_case NAME: run one case file; status 77 from the runner is a skip.
+agent_case() {
+    run --separate-stderr timeout 150 python3 "$REPO_DIR/tests/agent/runcase.py" \
+        --txbox "$TXBOX" --tmp "$BATS_TEST_TMPDIR" "$CASES/$1.case"
+    if [ "$status" = 77 ]; then
+        skip "$output"
+    fi
+    [ "$status" = 0 ] || fail "case $1 failed (status $status):" "$output" "$(clip "$stderr")"
+}
+
+@test "agent: a task completed in several steps with commits" { agent_case steps-commit; }
+@test "agent: a destructive command blocked, the model adapts" { agent_case blocked-adapt; }
+@test "agent: a failing command rolled back, then corrected" { agent_case rollback; }
+@test "agent: stubbornness breaker (same failing command) ends with 112" { agent_case stubborn; }
+@test "agent: a failed command retried after a commit is not stubborn" { agent_case stubborn-reset; }
+@test "agent: text protocol for servers without tool calling" { agent_case text-protocol; }
+@test "agent: automatic fallback when the server refuses tools" { agent_case auto-fallback; }
+@test "agent: streaming (SSE) with fragmented tool-call deltas" { agent_case stream; }
+@test "agent: malformed stream chunk is an endpoint error" { agent_case stream-malformed; }
+@test "agent: 429 and 503 retried with backoff, then success" { agent_case retry-429; }
+@test "agent: a persistent 500 ends with 114 after the retries" { agent_case server-500; }
+@test "agent: a hanging server times out" { agent_case hang; }
+@test "agent: malformed JSON response" { agent_case malformed; }
+@test "agent: oversized response refused at the cap" { agent_case oversized; }
+@test "agent: a response without choices" { agent_case no-choices; }
+@test "agent: an HTML page is not an OpenAI-compatible endpoint" { agent_case not-openai; }
+@test "agent: 404 names the URL" { agent_case not-found; }
+@test "agent: API key from the environment only, never logged; 401" { agent_case auth; }
+@test "agent: connection refused is retried then fails" { agent_case connect-refused; }
+@test "agent: step budget ends with 110" { agent_case step-budget; }
+@test "agent: token budget ends with 111" { agent_case token-budget; }
+@test "agent: a model that never acts ends with 113" { agent_case no-action; }
+@test "agent: undo refused when a later transaction changed the path" { agent_case undo-conflict; }
+@test "agent: undo reverts the last transaction" { agent_case undo; }
+
+@test "agent: every case file is listed here" {
+    local f name
+    for f in "$CASES"/*.case; do
+        name="$(basename "$f" .case)"
+        grep -q "agent_case $name;" "$BATS_TEST_FILENAME" || fail "case $name has no @test"
+    done
+}
+
+# ---- the command line ----
+
+agent_err() {
+    run --separate-stderr txbox_bin agent "$@"
+    assert_txbox_error
+}
+
+@test "agent: bad options are one-line errors with status 125" {
+    mkdir -p "$BATS_TEST_TMPDIR/ws"
+    local e=http://127.0.0.1:9/v1 ws="$BATS_TEST_TMPDIR/ws"
+    agent_err -C "$ws" --model m --task t
+    [[ "$stderr" == *"--endpoint URL is required"* ]] || fail "$stderr"
+    agent_err -C "$ws" --endpoint "$e" --task t
+    [[ "$stderr" == *"--model NAME is required"* ]] || fail "$stderr"
+    agent_err -C "$ws" --endpoint "$e" --model m
+    agent_err -C "$ws" --endpoint "$e" --model m --task t --task-file /etc/hostname
+    [[ "$stderr" == *"exactly one of --task"* ]] || fail "$stderr"
+    agent_err -C "$ws" --endpoint "$e" --model m --task-file "$BATS_TEST_TMPDIR/nope"
+    agent_err -C "$ws" --endpoint "$e" --model m --task '   '
+    agent_err -C "$ws" --endpoint "$e" --model m --task t --max-steps 0
+    agent_err -C "$ws" --endpoint "$e" --model m --task t --max-steps 12x
+    agent_err -C "$ws" --endpoint "$e" --model m --task t --protocol xml
+    agent_err -C "$ws" --endpoint "$e" --model m --task t --timeout -1
+    agent_err -C "$ws" --endpoint "ftp://127.0.0.1/v1" --model m --task t
+    agent_err -C "$ws" --endpoint "http://me:hunter2@127.0.0.1:9/v1" --model m --task t
+    [[ "$stderr" != *hunter2* ]] || fail "the credential was echoed: $stderr"
+    agent_err -C "$ws" --endpoint "$e" --model m --task t --api-key-env TXBOX_TEST_UNSET_VAR
+    [[ "$stderr" == *"TXBOX_TEST_UNSET_VAR"* ]] || fail "$stderr"
+    agent_err -C "$BATS_TEST_TMPDIR/missing" --endpoint "$e" --model m --task t
+    agent_err -C "$ws" --endpoint "$e" --model m --task t extra-arg
+    agent_err -C "$ws" --endpoint "$e" --model m --task t --bogus
+    # nothing was created by a refused invocation
+    [ ! -e "$ws/.txbox" ] || fail "a refused invocation created $ws/.txbox"
+}
+
+@test "agent: --help documents the exit statuses" {
+    run --separate-stderr txbox_bin agent --help
+    assert_status 0
+    [[ "$output" == *"110 step budget"* && "$output" == *"125 txbox error"* ]] || fail "$output"
+}
+
+@test "agent: without --json, progress on stderr and a human summary; no terminal needed" {
+    new_ws
+    # The case runner always passes --json; here the scripted server is
+    # started standalone and txbox runs detached from any terminal (setsid,
+    # stdin from /dev/null).
+    local port_file="$BATS_TEST_TMPDIR/port" out
+    python3 "$REPO_DIR/tests/agent/server.py" "$CASES/steps-commit.case" >"$port_file" 2>/dev/null &
+    local srv=$!
+    local i
+    for i in $(seq 50); do
+        [ -s "$port_file" ] && break
+        sleep 0.1
+    done
+    local port
+    port="$(awk '/^port/ { print $2; exit }' "$port_file")"
+    [ -n "$port" ] || fail "the scripted server did not start"
+    run --separate-stderr timeout 120 setsid "$TXBOX" agent -C "$WS" --endpoint "http://127.0.0.1:$port" \
+        --model test-model --task "Create hello.txt" </dev/null
+    kill "$srv" 2>/dev/null || true
+    wait "$srv" 2>/dev/null || true
+    assert_status 0
+    [[ "${lines[0]}" == "txbox agent: finished after 3 steps: the model called finish" ]] || fail "$output"
+    [[ "$output" == *"commands: 2 (2 committed)"* ]] || fail "$output"
+    # (the standard workspace has no notes.md: the case's setup is not run here)
+    [[ "$output" == *"files changed: 2 +hello.txt +notes.md"* ]] || fail "$output"
+    [[ "$output" == *"summary: created hello.txt, appended to notes.md"* ]] || fail "$output"
+    [[ "$stderr" == *"txbox: step 1: run_command: printf 'hello\\n' > hello.txt -> committed (tx "* ]] ||
+        fail "no progress line: $stderr"
+    [ "$(cat "$WS/hello.txt")" = hello ] || fail "hello.txt not committed"
+}
