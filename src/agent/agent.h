@@ -35,6 +35,7 @@ typedef struct agent_cfg {
     long long token_budget;
     double command_timeout_s;
     const char *policy;          /* passed to txbox run, or NULL */
+    const char *api_key_env;     /* the key's variable: kept from the children */
     double temperature;          /* < 0: not sent */
     long max_completion_tokens;  /* 0: not sent */
     size_t result_bytes;         /* size of one tool result for the model */

@@ -258,6 +258,7 @@ int cmd_agent(int argc, char **argv)
                 return cli_failf("agent: the key in %s contains a blank or unprintable character",
                                  key_env);
         cfg.llm.api_key = k;
+        cfg.api_key_env = key_env;
     }
     _cleanup_free_ char *url = llm_endpoint_url(cfg.endpoint, &err);
     if (!url)

@@ -51,6 +51,7 @@ typedef struct agent {
     repeat *repeats;
     char run_id[48], started[32];
     int dirfd;             /* WS/.txbox/agent */
+    char **env;            /* the children's environment: ours without the key */
     /* how it ended */
     const char *status;
     int exit_code;
@@ -334,7 +335,7 @@ static json_t *do_run(agent *a, const char *cmd, json_t *action)
     child_result cr;
     txbox_error err = {0};
     char *c1 = oneline(cmd);
-    if (run_self((char *const *)argv, c->ws, c->command_timeout_s + 60, &cancelled, &cr, &err) < 0) {
+    if (run_self((char *const *)argv, a->env, c->ws, c->command_timeout_s + 60, &cancelled, &cr, &err) < 0) {
         child_result_free(&cr);
         count(a->by_outcome, "error");
         a->errors++;
@@ -403,7 +404,7 @@ static json_t *do_undo(agent *a, const char *tx, json_t *action)
     argv[n] = NULL;
     child_result cr;
     txbox_error err = {0};
-    if (run_self((char *const *)argv, c->ws, c->command_timeout_s + 60, &cancelled, &cr, &err) < 0) {
+    if (run_self((char *const *)argv, a->env, c->ws, c->command_timeout_s + 60, &cancelled, &cr, &err) < 0) {
         child_result_free(&cr);
         progress(a, "undo -> error: %s", err.msg);
         return tool_error("undo failed: %s", err.msg);
@@ -793,6 +794,7 @@ int agent_run(const agent_cfg *cfg)
     signal(SIGPIPE, SIG_IGN);
 
     make_run_id(&a);
+    a.env = env_without(cfg->api_key_env);
     a.proto = cfg->protocol == PROTO_TEXT ? PROTO_TEXT : PROTO_TOOLS;
     a.messages = json_array();
     a.steps = json_array();
@@ -849,6 +851,7 @@ int agent_run(const agent_cfg *cfg)
     json_decref(a.undone);
     json_decref(a.by_outcome);
     json_decref(a.by_verdict);
+    free(a.env);
     free(a.fallback);
     free(a.reason);
     free(a.final_message);

@@ -17,8 +17,22 @@ void child_result_free(child_result *r)
     dbuf_free(&r->err);
 }
 
-int run_self(char *const argv[], const char *dir, double deadline_s, volatile sig_atomic_t *cancel,
-             child_result *res, txbox_error *err)
+char **env_without(const char *drop)
+{
+    size_t n = 0, dl = drop ? strlen(drop) : 0;
+    while (environ[n])
+        n++;
+    char **e = xcalloc(n + 1, sizeof *e);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!drop || strncmp(environ[i], drop, dl) || environ[i][dl] != '=')
+            e[k++] = environ[i];
+    e[k] = NULL;
+    return e;
+}
+
+int run_self(char *const argv[], char *const envp[], const char *dir, double deadline_s,
+             volatile sig_atomic_t *cancel, child_result *res, txbox_error *err)
 {
     memset(res, 0, sizeof *res);
     dbuf_init(&res->out, CHILD_OUT_CAP);
@@ -52,7 +66,7 @@ int run_self(char *const argv[], const char *dir, double deadline_s, volatile si
     posix_spawnattr_setsigdefault(&at, &def);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     pid_t pid;
-    int rc = posix_spawn(&pid, "/proc/self/exe", &fa, &at, argv, environ);
+    int rc = posix_spawn(&pid, "/proc/self/exe", &fa, &at, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
     close(po[1]);

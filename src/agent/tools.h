@@ -17,13 +17,20 @@ typedef struct child_result {
     dbuf out, err;       /* captured, capped */
 } child_result;
 
-/* Runs the txbox binary itself with argv (argv[0] is its name), stdin from
- * /dev/null, in dir, capturing stdout and stderr. After deadline_s (0: none)
+/* Runs the txbox binary itself with argv (argv[0] is its name) and the
+ * environment envp, stdin from /dev/null, in dir, capturing stdout and
+ * stderr. After deadline_s (0: none)
  * or once *cancel is set it is sent SIGTERM (txbox rolls back), then SIGKILL
  * 5 s later. Returns 0 when the child ran (whatever its status). */
-MUST_CHECK int run_self(char *const argv[], const char *dir, double deadline_s,
+MUST_CHECK int run_self(char *const argv[], char *const envp[], const char *dir, double deadline_s,
                         volatile sig_atomic_t *cancel, child_result *res, txbox_error *err);
 void child_result_free(child_result *r);
+
+/* A copy of environ without the variable `drop` (NULL: none), for the
+ * children: the API key's variable must not reach the commands the model
+ * runs. Free with free() (one allocation for the array; the strings are
+ * environ's own). */
+char **env_without(const char *drop);
 
 /* The command with leading/trailing blanks and a trailing ';' removed and
  * every run of blanks made one space: two spellings of the same command

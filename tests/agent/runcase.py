@@ -21,7 +21,7 @@ Verify lines:  TARGET OP [VALUE]
 Checks made for every case besides its own: no request after the replies
 ran out; every request is a POST of JSON to /v1/chat/completions naming
 the model; a value of an env variable whose name holds KEY appears nowhere
-in txbox's output, the transcript or the workspace; the transcript's
+in txbox's output, the transcript, the request bodies or the workspace; the transcript's
 summary matches the printed one.
 """
 import json
@@ -214,14 +214,19 @@ def run_case(txbox, path, tmpbase, keep):
                 errors.append(f"request[{i}] body is not a chat completion request: {short(r['raw'], 300)}")
         for k, v in case.env.items():
             if "KEY" in k and v:
-                for where, text in (("stdout", stdout), ("stderr", stderr), ("transcript", transcript_text)):
+                bodies = "".join(r["raw"] for r in script.requests)
+                for where, text in (("stdout", stdout), ("stderr", stderr), ("transcript", transcript_text),
+                                    ("a request body", bodies)):
                     if v in text:
                         errors.append(f"the value of {k} appears in {where}")
                 for root, _, files in os.walk(ws):
                     for fn in files:
-                        with open(os.path.join(root, fn), "rb") as f:
+                        fp = os.path.join(root, fn)
+                        if os.path.islink(fp) or not os.path.isfile(fp):
+                            continue
+                        with open(fp, "rb") as f:
                             if v.encode() in f.read():
-                                errors.append(f"the value of {k} appears in {os.path.join(root, fn)}")
+                                errors.append(f"the value of {k} appears in {fp}")
         if isinstance(summary, dict) and transcript is not MISSING:
             ts = transcript.get("summary", {})
             if ts.get("status") != summary.get("status") or ts.get("steps") != summary.get("steps"):

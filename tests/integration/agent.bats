@@ -38,6 +38,7 @@ agent_case() {
 @test "agent: an HTML page is not an OpenAI-compatible endpoint" { agent_case not-openai; }
 @test "agent: 404 names the URL" { agent_case not-found; }
 @test "agent: API key from the environment only, never logged; 401" { agent_case auth; }
+@test "agent: commands do not see the API key variable" { agent_case key-hidden; }
 @test "agent: connection refused is retried then fails" { agent_case connect-refused; }
 @test "agent: step budget ends with 110" { agent_case step-budget; }
 @test "agent: token budget ends with 111" { agent_case token-budget; }
