@@ -1,0 +1,71 @@
+#!/usr/bin/env bats
+# txbox mcp: conformance with the official MCP TypeScript SDK client
+# (tests/mcp/conformance.mjs) and protocol robustness with raw bytes
+# (tests/mcp/rawclient.py). Every raw-byte session must leave the
+# workspace exactly as it was.
+
+bats_require_minimum_version 1.5.0
+load ../lib/common
+
+setup() {
+    WS="$BATS_TEST_TMPDIR/ws"
+    mkdir -p "$WS/src"
+    printf 'hello\n' >"$WS/README"
+    printf 'int x;\n' >"$WS/src/a.c"
+}
+
+@test "mcp: conformance with the official TypeScript SDK client" {
+    command -v node >/dev/null || need "node is not installed"
+    [ -f "$REPO_DIR/node_modules/@modelcontextprotocol/sdk/package.json" ] ||
+        fail "@modelcontextprotocol/sdk is missing: run npm ci --ignore-scripts (make deps)"
+    run timeout 600 node "$REPO_DIR/tests/mcp/conformance.mjs" "$TXBOX" "$WS"
+    printf '%s\n' "$output"
+    [ "$status" = 0 ] || fail "conformance failures (status $status)"
+    [[ "$output" == *" passed, 0 failed"* ]] || fail "no summary line"
+}
+
+raw_case() {
+    snap pre "$WS"
+    run --separate-stderr timeout 300 python3 "$REPO_DIR/tests/mcp/rawclient.py" "$TXBOX" "$WS" "$1"
+    [ "$status" = 0 ] || fail "$stderr"
+    assert_tree pre "$WS"
+}
+
+@test "mcp raw: invalid JSON gets -32700 and the session goes on" { raw_case invalid_json; }
+@test "mcp raw: a batch gets -32600 (batching is not in MCP 2025-06-18+)" { raw_case batch; }
+@test "mcp raw: a 10 MB line gets -32600 without being buffered, then a ping works" { raw_case long_line; }
+@test "mcp raw: binary garbage gets only id-null errors" { raw_case binary_garbage; }
+@test "mcp raw: an unknown method gets -32601" { raw_case unknown_method; }
+@test "mcp raw: requests before initialize get -32600 (ping is allowed)" { raw_case before_initialize; }
+@test "mcp raw: EOF in the middle of a message: -32700, clean exit" { raw_case eof_mid_message; }
+@test "mcp raw: null, object and boolean ids, wrong jsonrpc version" { raw_case bad_ids; }
+@test "mcp raw: invalid params get -32602, a second initialize -32600" { raw_case invalid_params; }
+@test "mcp raw: version negotiation keeps 2024-11-05" { raw_case versions; }
+@test "mcp raw: an unknown version is answered with 2025-11-25" { raw_case unknown_version; }
+@test "mcp raw: before 2025-11-25, bad tool arguments are -32602" { raw_case old_revision_invalid_args; }
+@test "mcp raw: empty input: no output, exit 0" { raw_case empty_input; }
+
+@test "mcp: SIGTERM to the server cancels a running command, which rolls back" {
+    snap pre "$WS"
+    fifo="$BATS_TEST_TMPDIR/in"
+    mkfifo "$fifo"
+    "$TXBOX" mcp -C "$WS" <"$fifo" >"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/err" &
+    srv=$!
+    exec 7>"$fifo"
+    printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}' \
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo x > partial.txt; sleep 300"}}}' >&7
+    for _ in $(seq 1 150); do
+        pgrep -f "partial.txt; sleep 300" >/dev/null && break
+        sleep 0.1
+    done
+    pgrep -f "partial.txt; sleep 300" >/dev/null || fail "the command never started" "$(cat "$BATS_TEST_TMPDIR/err")"
+    kill -TERM "$srv"
+    wait "$srv"
+    rc=$?
+    exec 7>&-
+    [ "$rc" = 0 ] || fail "server exit status $rc" "$(cat "$BATS_TEST_TMPDIR/err")"
+    assert_tree pre "$WS"
+    run "$TXBOX" log --json -C "$WS"
+    [[ "$output" == *'"outcome":"rolled_back"'* ]] || fail "not logged as rolled back: $output"
+    ! pgrep -f "partial.txt; sleep 300" >/dev/null || fail "the command is still running"
+}
