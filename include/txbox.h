@@ -66,6 +66,8 @@ TXBOX_API const char *txbox_ws_path(const txbox_ws *ws);
  * receives a JSON object describing what was found and done. */
 TXBOX_API TXBOX_MUST_CHECK int txbox_recover(txbox_ws *ws, char **report, txbox_error *err);
 
+struct txbox_policy; /* txbox_policy.h */
+
 typedef struct txbox_run_opts {
     const char *shell;         /* handed unchanged to /bin/sh -c; or NULL and argv */
     char *const *argv;         /* program and arguments, executed as is */
@@ -86,6 +88,9 @@ typedef struct txbox_run_opts {
     uint64_t max_write_bytes;  /* disk the command may take; 0: half the free space */
     const char *const *env_allow; /* fnmatch patterns of secret-looking variables to keep */
     const char *const *deny_read; /* more paths to hide (absolute, or ~/ for $HOME) */
+    const struct txbox_policy *policy; /* classify first: unsafe is blocked, safe runs
+                                          read-only, uncertain as a transaction; NULL:
+                                          every command is a transaction */
 } txbox_run_opts;
 
 typedef struct txbox_result txbox_result;

@@ -4,6 +4,7 @@
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 
+#include "txbox_policy.h"
 #include "confine.h"
 #include "fsops.h"
 #include "result.h"
@@ -234,6 +235,30 @@ static char *resolve_program(const char *prog)
     return xstrdup(prog);
 }
 
+/* An unsafe command: never run, but recorded, with an id. */
+static int blocked(txbox_ws *ws, txbox_result *r, uint64_t t0, txbox_result **out, txbox_error *err)
+{
+    int txfd = -1, activefd = -1;
+    if (ws_new_tx(ws, &r->id, &txfd, &activefd, err) < 0) {
+        result_free(r);
+        return -1;
+    }
+    snprintf(r->txs, sizeof r->txs, "%llu", (unsigned long long)r->id);
+    r->outcome = TXBOX_OUTCOME_BLOCKED;
+    r->backend = "none";
+    r->changes = json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted", "truncated", 0);
+    r->duration_ms = r->overhead_ms = (double)(now_ns() - t0) / 1e6;
+    txbox_error le = {0};
+    _cleanup_free_ char *info = txbox_result_json(r);
+    if (store_log(ws, r->id, "blocked", info, NULL, txfd, &le) < 0)
+        r->log_error = xstrdup(le.msg);
+    tx_write_outcome(txfd, "blocked");
+    close(txfd);
+    ws_end_tx(ws, r->id, activefd);
+    *out = r;
+    return 0;
+}
+
 int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbox_error *err)
 {
     *out = NULL;
@@ -242,7 +267,28 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
         return -1;
     txbox_result *r = result_new();
     r->started = wall_time();
-    r->backend = opts->read_only ? "none" : opts->backend == TXBOX_BACKEND_COPY ? "copy" : "overlay";
+    bool read_only = opts->read_only, net = opts->net;
+    if (opts->policy) {
+        txbox_verdict v;
+        int pr = opts->shell ? txbox_policy_check(opts->policy, opts->shell, strlen(opts->shell), &v, err)
+                             : txbox_policy_check_argv(opts->policy, opts->argv, &v, err);
+        if (pr < 0) {
+            result_free(r);
+            return tx_err_ctx(err, "policy");
+        }
+        r->verdict = xstrdup(txbox_verdict_name(v.verdict));
+        r->rule = xstrdup(v.rule);
+        r->reason = xstrdup(v.reason);
+        if (v.verdict == TXBOX_VERDICT_UNSAFE) {
+            r->suggestion = xstrdup(v.suggestion);
+            return blocked(ws, r, t0, out, err);
+        }
+        if (v.verdict == TXBOX_VERDICT_SAFE)
+            read_only = true;
+        if (v.needs_network)
+            net = true;
+    }
+    r->backend = read_only ? "none" : opts->backend == TXBOX_BACKEND_COPY ? "copy" : "overlay";
     size_t cap = opts->output_cap ? opts->output_cap : DEFAULT_OUTPUT_CAP;
     dbuf_init(&r->out, cap);
     dbuf_init(&r->err, cap);
@@ -275,7 +321,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     int txfd = -1, activefd = -1, upperfd = -1, workfd = -1;
     int pout[2] = {-1, -1}, perr[2] = {-1, -1};
     uint64_t base_gen = 0;
-    bool use_copy = opts->backend == TXBOX_BACKEND_COPY && !opts->read_only;
+    bool use_copy = opts->backend == TXBOX_BACKEND_COPY && !read_only;
     int rc = ws_new_tx(ws, &r->id, &txfd, &activefd, err);
     if (rc < 0)
         goto fail;
@@ -288,7 +334,7 @@ retry:
         r->backend = "copy";
         if ((rc = copy_begin(ws, txfd, err)) < 0)
             goto fail;
-    } else if (!opts->read_only) {
+    } else if (!read_only) {
         if ((upperfd = make_dir_fd(txfd, "upper", ws->fd, err)) < 0 ||
             (workfd = make_dir_fd(txfd, "work", -1, err)) < 0) {
             rc = -1;
@@ -305,7 +351,7 @@ retry:
     struct sb_spec spec = {
         .ws_path = ws->path,
         .ws_fd = ws->fd,
-        .view = opts->read_only ? SB_VIEW_READONLY : use_copy ? SB_VIEW_DIRECT : SB_VIEW_OVERLAY,
+        .view = read_only ? SB_VIEW_READONLY : use_copy ? SB_VIEW_DIRECT : SB_VIEW_OVERLAY,
         .upper_fd = upperfd,
         .work_fd = workfd,
         .upper_rel = upper_rel,
@@ -313,7 +359,7 @@ retry:
         .cwd = cwd,
         .argv = argv,
         .envp = envp,
-        .net = opts->net,
+        .net = net,
         .in_fd = -1,
         .out_fd = pout[1],
         .err_fd = perr[1],
@@ -371,7 +417,7 @@ retry:
     bool ok = st.exited && WIFEXITED(st.wstatus) && WEXITSTATUS(st.wstatus) == 0 && !st.timed_out &&
               !st.cancelled;
 
-    if (opts->read_only) {
+    if (read_only) {
         r->outcome = TXBOX_OUTCOME_READ_ONLY;
     } else if (use_copy) {
         if (ok) {

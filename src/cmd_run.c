@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cmds.h"
+#include "txbox_policy.h"
 
 static volatile int cancelled;
 
@@ -22,7 +23,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: txbox run [-C DIR] [--json] [--timeout S] [--backend overlay|copy]\n"
-            "                 [--allow-copy-fallback] [--net] [--allow-degraded]\n"
+            "                 [--allow-copy-fallback] [--net] [--policy FILE] [--allow-degraded]\n"
             "                 [--memory SIZE] [--pids N] [--cpu S] [--max-write SIZE]\n"
             "                 [--keep-env PATTERN]... [--hide PATH]...\n"
             "                 (-c 'STRING' | -- PROG ARGS...)\n"
@@ -92,7 +93,7 @@ int cmd_run(int argc, char **argv)
     };
     const char *keep[65] = {0}, *hide[65] = {0};
     size_t nkeep = 0, nhide = 0;
-    const char *dir = ".", *shell = NULL;
+    const char *dir = ".", *shell = NULL, *policy_file = NULL;
     bool json = false;
     txbox_run_opts ro = {0};
     txbox_error err = {0};
@@ -129,7 +130,8 @@ int cmd_run(int argc, char **argv)
             ro.net = 1;
             break;
         case O_POLICY:
-            break; /* consulted by the policy engine */
+            policy_file = optarg;
+            break;
         case O_DEGRADED:
             ro.allow_degraded = 1;
             break;
@@ -191,9 +193,16 @@ int cmd_run(int argc, char **argv)
     txbox_ws *ws = NULL;
     if (txbox_ws_open(dir, TXBOX_WS_CREATE, &ws, &err) < 0)
         return json ? cli_fail_json(&err) : cli_fail(&err);
+    txbox_policy *pol = NULL;
+    if (txbox_policy_load(policy_file, txbox_ws_path(ws), &pol, &err) < 0) {
+        txbox_ws_close(ws);
+        return json ? cli_fail_json(&err) : cli_fail(&err);
+    }
+    ro.policy = pol;
     txbox_result *r = NULL;
     int rc = txbox_run(ws, &ro, &r, &err);
     txbox_ws_close(ws);
+    txbox_policy_free(pol);
     if (rc < 0)
         return json ? cli_fail_json(&err) : cli_fail(&err);
     if (json) {
