@@ -53,12 +53,13 @@ raw_case() {
     srv=$!
     exec 7>"$fifo"
     printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}' \
-        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo x > partial.txt; sleep 300"}}}' >&7
-    for _ in $(seq 1 150); do
-        pgrep -f "partial.txt; sleep 300" >/dev/null && break
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo x > partial.txt; sleep 317"}}}' >&7
+    # the sandboxed shell has started its sleep: the transaction is open
+    for _ in $(seq 1 300); do
+        pgrep -f '^sleep 317$' >/dev/null && break
         sleep 0.1
     done
-    pgrep -f "partial.txt; sleep 300" >/dev/null || fail "the command never started" "$(cat "$BATS_TEST_TMPDIR/err")"
+    pgrep -f '^sleep 317$' >/dev/null || fail "the command never started" "$(cat "$BATS_TEST_TMPDIR/err")"
     kill -TERM "$srv"
     wait "$srv"
     rc=$?
@@ -67,5 +68,5 @@ raw_case() {
     assert_tree pre "$WS"
     run "$TXBOX" log --json -C "$WS"
     [[ "$output" == *'"outcome":"rolled_back"'* ]] || fail "not logged as rolled back: $output"
-    ! pgrep -f "partial.txt; sleep 300" >/dev/null || fail "the command is still running"
+    ! pgrep -f 'partial.txt; sleep 317|^sleep 317$' >/dev/null || fail "the command is still running"
 }
