@@ -112,7 +112,7 @@ jrpc_msg_type jrpc_parse(const char *buf, size_t len, jrpc_msg *m)
         return m->type = JRPC_MSG_BLANK;
 
     json_error_t je;
-    m->root = json_loadb(buf, len, 0, &je);
+    m->root = json_loadb(buf, len, JSON_DECODE_ANY, &je);
     if (!m->root)
         return invalid(m, JRPC_PARSE_ERROR, NULL, je.text);
     if (json_is_array(m->root))
