@@ -59,6 +59,18 @@ setup() {
     jget changes.deleted | grep -qx 'docs/' || fail "docs/ not in deleted: $(jget changes.deleted)"
 }
 
+@test "--json: changed paths are unambiguous (non-UTF-8 bytes vs look-alike names)" {
+    # a name with the byte 0xff and a name with the four characters \xff
+    tx -c 'echo 1 >"$(printf "a\377b")"; echo 2 >"a\\xffb"; ls'
+    assert_status 0
+    [ "$(ls "$WS" | grep -c '^a')" = 2 ] || fail "test set-up: expected two files a*b, got: $(ls "$WS")"
+    txj -c 'rm a*b'
+    assert_status 0
+    local n
+    n="$(jget changes.deleted | sort -u | wc -l)"
+    [ "$n" = 2 ] || fail "two different deleted files are reported as $n distinct path(s): $(jget changes.deleted)"
+}
+
 @test "--json: large output is capped with a truncation flag; without --json it streams whole" {
     txj -c 'head -c 5000000 /dev/zero | tr "\0" a; head -c 5000000 /dev/zero | tr "\0" b >&2'
     assert_status 0

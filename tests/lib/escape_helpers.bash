@@ -1,0 +1,402 @@
+# Helpers for the escape suites (tests/integration/escape_*.bats) and the
+# everyday-commands suite. Load after common:
+#     load ../lib/common
+#     load ../lib/escape_helpers
+#
+# Every attempt works on a "box" of its own, outside /tmp (the sandbox's
+# /tmp is private: a box under /tmp would be invisible inside and every
+# attempt on it would fail for the wrong reason):
+#
+#   $ESC_BASE/tNN/ws        the workspace ($WS), filled by populate
+#   $ESC_BASE/tNN/outside   $OUT: a sibling directory that must never change
+#   $ESC_BASE/tNN/home      $FHOME: the HOME txbox runs with, holding every
+#                           secret of run.c's default_hidden[] (parsed from
+#                           the source) and ordinary dotfiles
+#
+# and is checked before and after: the trees of $OUT and $FHOME (content,
+# mode, owner, xattrs, mtime; inode, link count and ctime, so that a chmod,
+# a touch or a hard link shows), the box's own listing, host files (/etc/passwd
+# and friends, a file in the real $HOME), kernel settings, host mounts under
+# the base, no file named after the attempt's token in the usual places, and
+# a host process (sigsentinel.py, cwd $OUT) that must stay alive, untraced
+# and receive no signal. The workspace itself must be unchanged after the
+# rollback each attempt ends with (`exit 3`).
+#
+# Environment: TXBOX_ESCAPE_DIR, where the bases go (default /var/tmp; not
+# under /tmp).
+
+ESC_SRC="$REPO_DIR/tests/escape"
+
+# ---------------------------------------------------------------------------
+# Once per file.
+
+esc_setup_file() {
+    local parent="${TXBOX_ESCAPE_DIR:-/var/tmp}" real
+    ESC_BASE="$(mktemp -d "$parent/txbox-escape.XXXXXX")" ||
+        fail "cannot create a base directory in $parent (set TXBOX_ESCAPE_DIR)"
+    real="$(realpath "$ESC_BASE")"
+    case "$real/" in
+    /tmp/* | /dev/* | /proc/* | /run/*)
+        rm -rf "$ESC_BASE"
+        fail "TXBOX_ESCAPE_DIR ($parent) must be a directory the sandbox shows as it is (not under /tmp, /dev, /proc or /run)"
+        return 1
+        ;;
+    esac
+    chmod 0755 "$ESC_BASE"
+    mkdir -p "$ESC_BASE/tools" "$ESC_BASE/scripts"
+    command -v cc >/dev/null || fail "cc is missing (the escape probes are compiled at test time)"
+    cc -O1 -Wall -o "$ESC_BASE/tools/probe" "$ESC_SRC/probe.c" 2>"$ESC_BASE/cc.log" ||
+        fail "cannot compile tests/escape/probe.c:" "$(cat "$ESC_BASE/cc.log")"
+    cp "$ESC_SRC"/*.py "$ESC_SRC/lib.sh" "$ESC_BASE/tools/"
+    chmod -R a+rX "$ESC_BASE/tools"
+    # A file in the real HOME, to be checked after every attempt.
+    ESC_REAL_HOME="$HOME"
+    ESC_CALLER_CWD="$PWD"
+    ESC_HOME_SENTINEL="$HOME/.txbox-escape-sentinel"
+    if ! printf 'txbox escape sentinel\n' >"$ESC_HOME_SENTINEL" 2>/dev/null; then
+        ESC_HOME_SENTINEL=""
+    fi
+    export ESC_BASE ESC_TOOLS="$ESC_BASE/tools" ESC_REAL_HOME ESC_HOME_SENTINEL ESC_CALLER_CWD
+}
+
+esc_teardown_file() {
+    [ -n "${ESC_BASE:-}" ] || return 0
+    is_root && chattr -R -i "$ESC_BASE" 2>/dev/null
+    rm -rf "$ESC_BASE"
+    [ -z "${ESC_HOME_SENTINEL:-}" ] || rm -f "$ESC_HOME_SENTINEL"
+}
+
+# ---------------------------------------------------------------------------
+# Once per test.
+
+# The secrets txbox hides by default, relative to HOME: read from lib/run.c
+# so that a new entry there is tested here at once.
+esc_default_hidden() {
+    sed -n '/default_hidden\[\] = {/,/};/p' "$REPO_DIR/lib/run.c" | grep -o '"[^"]*"' | tr -d '"'
+}
+
+# Is a default_hidden entry a file (else a directory)?
+esc_is_file_secret() {
+    case "$1" in
+    *.json | *.toml | *.yml | *.yaml | */credentials | .netrc | .npmrc | .pypirc | .git-credentials | \
+        .vault-token | .pgpass | .my.cnf | .s3cfg | .boto) return 0 ;;
+    esac
+    return 1
+}
+
+esc_fill_home() {
+    local h="$1" s
+    mkdir -p "$h"
+    while read -r s; do
+        [ -n "$s" ] || continue
+        if esc_is_file_secret "$s"; then
+            mkdir -p "$h/$(dirname "$s")"
+            printf 'TXBOX-SECRET-file-%s\n' "$s" >"$h/$s"
+            chmod 0600 "$h/$s"
+        else
+            mkdir -p "$h/$s"
+            printf 'TXBOX-SECRET-dir-%s\n' "$s" >"$h/$s/secret"
+            chmod 0600 "$h/$s/secret"
+        fi
+    done < <(esc_default_hidden)
+    [ -f "$h/.ssh/secret" ] && cp "$h/.ssh/secret" "$h/.ssh/id_ed25519"
+    printf 'not a secret\n' >"$h/notes.txt"
+    printf '[user]\n\tname = Test\n\temail = test@example.invalid\n' >"$h/.gitconfig"
+    printf 'alias ll="ls -l"\n' >"$h/.bashrc"
+}
+
+esc_fill_outside() {
+    local o="$1"
+    mkdir -p "$o/sub/deeper" "$o/keep"
+    printf 'outside a\n' >"$o/a.txt"
+    printf 'outside b\n' >"$o/b.txt"
+    printf 'outside c\n' >"$o/sub/c.txt"
+    printf 'outside d\n' >"$o/sub/deeper/d.txt"
+    printf 'keep\n' >"$o/keep/k.txt"
+    printf 'read only\n' >"$o/ro.txt"
+    chmod 0444 "$o/ro.txt"
+    printf '#!/bin/sh\necho outside\n' >"$o/exec.sh"
+    chmod 0755 "$o/exec.sh"
+    ln -s a.txt "$o/link"
+    setfattr -n user.keep -v yes "$o/a.txt"
+    if is_root; then
+        printf 'owned\n' >"$o/owned.txt"
+        chown 1234:2345 "$o/owned.txt"
+    fi
+}
+
+# esc_setup: a fresh box, its pre-state recorded, the sentinel started.
+esc_setup() {
+    BOX="$ESC_BASE/t$BATS_TEST_NUMBER"
+    rm -rf "$BOX"
+    mkdir -p "$BOX"
+    WS="$BOX/ws"
+    OUT="$BOX/outside"
+    FHOME="$BOX/home"
+    populate "$WS"
+    esc_fill_outside "$OUT"
+    esc_fill_home "$FHOME"
+    ESC_MARK="txbox-probe-$BATS_TEST_NUMBER-$$-$RANDOM"
+    ESC_N=0
+    ESC_ERRS=()
+    export ESC_WS="$WS" ESC_OUT="$OUT" ESC_HOME="$FHOME" ESC_MARK ESC_BOX="$BOX"
+    # txbox hides the secrets of the HOME it runs with
+    export HOME="$FHOME"
+    esc_sentinel_start || return 1
+    esc_snap pre
+}
+
+esc_teardown() {
+    [ -z "${SENT_PID:-}" ] || kill "$SENT_PID" 2>/dev/null
+    [ -z "${LISTENER_PID:-}" ] || kill "$LISTENER_PID" 2>/dev/null
+    if is_root && [ -n "${BOX:-}" ]; then
+        # bind mounts some root-only attempts set up on the host
+        grep -o " $BOX/[^ ]*" /proc/self/mountinfo 2>/dev/null | sort -r | while read -r m; do
+            umount -l "$m" 2>/dev/null
+        done
+    fi
+    return 0
+}
+
+# ---------------------------------------------------------------------------
+# The host process that must survive everything.
+
+esc_sentinel_start() {
+    SENT_LOG="$BATS_TEST_TMPDIR/sentinel.log"
+    : >"$SENT_LOG"
+    (cd "$OUT" && exec python3 "$ESC_TOOLS/sigsentinel.py" "$SENT_LOG") </dev/null >/dev/null 2>&1 &
+    SENT_PID=$!
+    local i
+    for i in $(seq 100); do
+        grep -q '^ready$' "$SENT_LOG" && break
+        sleep 0.05
+    done
+    grep -q '^ready$' "$SENT_LOG" || fail "the sentinel process did not start"
+    SENT_START="$(esc_starttime "$SENT_PID")"
+    SENT_PGID="$(ps -o pgid= -p "$SENT_PID" | tr -d ' ')"
+    export SENT_PID SENT_PGID
+}
+
+# field 22 of /proc/PID/stat (after the command name, which may hold spaces)
+esc_starttime() {
+    local s
+    s="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+    s="${s##*) }"
+    set -- $s
+    echo "${20}"
+}
+
+esc_sentinel_check() {
+    local st state tracer
+    st="$(esc_starttime "$SENT_PID")" || {
+        echo "the host sentinel process $SENT_PID is gone"
+        return 1
+    }
+    [ "$st" = "$SENT_START" ] || {
+        echo "the host sentinel process $SENT_PID is gone (its pid was reused)"
+        return 1
+    }
+    state="$(awk '/^State:/{print $2}' "/proc/$SENT_PID/status")"
+    tracer="$(awk '/^TracerPid:/{print $2}' "/proc/$SENT_PID/status")"
+    case "$state" in T | t | Z | X)
+        echo "the host sentinel process $SENT_PID is in state $state"
+        return 1
+        ;;
+    esac
+    [ "$tracer" = 0 ] || {
+        echo "the host sentinel process $SENT_PID is traced by $tracer"
+        return 1
+    }
+    if grep -v '^ready$' "$SENT_LOG" | grep -q .; then
+        echo "the host sentinel process received signals: $(grep -v '^ready$' "$SENT_LOG" | sort | uniq -c | tr '\n' ';')"
+        return 1
+    fi
+    return 0
+}
+
+# ---------------------------------------------------------------------------
+# Host state.
+
+# inode, link count, mode, owner, size, mtime, ctime of every entry
+esc_stat() {
+    find "$1" -path "$1/.txbox" -prune -o -printf '%P %y %i %n %m %U:%G %s %T@ %C@ %l\n' | LC_ALL=C sort
+}
+
+ESC_HOST_FILES=(/etc/passwd /etc/group /etc/hosts /etc/hostname /etc/resolv.conf /etc/shells /etc/profile)
+ESC_KERNEL_FILES=(/proc/sys/kernel/core_pattern /proc/sys/kernel/hostname /proc/sys/kernel/domainname
+    /proc/sys/net/ipv4/ip_forward /proc/sys/vm/overcommit_memory /proc/sys/kernel/sysrq
+    /proc/sys/fs/protected_symlinks /sys/fs/cgroup/pids/release_agent /sys/fs/cgroup/memory/release_agent
+    /sys/fs/cgroup/pids/notify_on_release)
+
+esc_hostfiles() {
+    local f
+    for f in "${ESC_HOST_FILES[@]}" ${ESC_HOME_SENTINEL:+"$ESC_HOME_SENTINEL"}; do
+        [ -e "$f" ] || continue
+        stat -c '%n %i %a %u:%g %s %Y %Z' "$f"
+        sha256sum "$f" 2>&1
+    done
+    is_root && sha256sum /etc/shadow
+    # the host's device nodes (the sandbox's /dev binds some of them)
+    stat -c '%n %a %u:%g %t:%T ctime=%Z' /dev/null /dev/zero /dev/full /dev/random /dev/urandom /dev/tty
+    for f in "${ESC_KERNEL_FILES[@]}"; do
+        [ -r "$f" ] && printf '%s=%s\n' "$f" "$(cat "$f" 2>&1)"
+    done
+    uname -n
+}
+
+esc_snap() {
+    local n="$1" d="$BATS_TEST_TMPDIR"
+    "$TREESUM" -v --mtime "$OUT" >"$d/$n.out.sum" 2>&1
+    esc_stat "$OUT" >"$d/$n.out.stat"
+    "$TREESUM" -v --mtime "$FHOME" >"$d/$n.home.sum" 2>&1
+    esc_stat "$FHOME" >"$d/$n.home.stat"
+    ls -A "$BOX" >"$d/$n.box"
+    ls -A "$ESC_BASE" | grep -v "^t$BATS_TEST_NUMBER\$" >"$d/$n.base"
+    esc_hostfiles >"$d/$n.host" 2>&1
+    "$TREESUM" -v --mtime "$WS" >"$d/$n.ws.sum" 2>&1
+}
+
+# Files named after the token where a write that got out would put them.
+esc_token_found() {
+    local places=(/ /etc /usr /usr/bin /usr/local/bin /var/tmp /dev/shm /tmp "$ESC_BASE" "$ESC_REAL_HOME" "$ESC_CALLER_CWD")
+    is_root && places+=(/root)
+    find "${places[@]}" -maxdepth 1 -name "*$ESC_MARK*" 2>/dev/null
+    find "$BOX" -path "$WS" -prune -o -name "*$ESC_MARK*" -print 2>/dev/null
+}
+
+# esc_host_diff: print every difference from the pre-state outside the
+# workspace (nothing if the host is unchanged); status 1 if any.
+esc_host_diff() {
+    local d="$BATS_TEST_TMPDIR" k bad=0 msg found
+    esc_snap post
+    for k in out.sum out.stat home.sum home.stat box base host; do
+        if ! msg="$(diff -u "$d/pre.$k" "$d/post.$k")"; then
+            echo "changed outside the workspace ($k):"
+            echo "$msg" | tail -n +3 | head -40
+            bad=1
+        fi
+    done
+    if found="$(esc_token_found)" && [ -n "$found" ]; then
+        echo "files named after the attempt's token appeared on the host: $found"
+        bad=1
+    fi
+    if grep -F -e "$ESC_BASE/" -e "$ESC_MARK" /proc/self/mountinfo; then
+        echo "new host mounts (above) under the test's directory"
+        bad=1
+    fi
+    msg="$(esc_sentinel_check)" || {
+        echo "$msg"
+        bad=1
+    }
+    return "$bad"
+}
+
+esc_ws_diff() {
+    local d="$BATS_TEST_TMPDIR" msg
+    "$TREESUM" -v --mtime "$WS" >"$d/post.ws.sum" 2>&1
+    if ! msg="$(diff -u "$d/pre.ws.sum" "$d/post.ws.sum")"; then
+        echo "the workspace changed although the attempt was rolled back:"
+        echo "$msg" | tail -n +3 | head -40
+        return 1
+    fi
+}
+
+# ---------------------------------------------------------------------------
+# Attempts.
+
+# attempt [TXBOX RUN OPTIONS...] <<'EOF' ... EOF
+# The script on stdin, after tests/escape/lib.sh (try, trysh, $PROBE; it
+# prints TXBOX-ATTEMPT-RAN first), runs as `txbox run --json OPTIONS -- /bin/sh
+# SCRIPT` in $WS, with stdin from $ESC_STDIN (default /dev/null). Sets
+# status/output like txj, and ATT_OUT, ATT_ERR: the command's stdout and
+# stderr.
+attempt() {
+    ESC_N=$((ESC_N + 1))
+    ESC_SCRIPT="$ESC_BASE/scripts/t$BATS_TEST_NUMBER-$ESC_N.sh"
+    {
+        printf '. "$ESC_TOOLS/lib.sh"\n'
+        cat
+    } >"$ESC_SCRIPT"
+    txj "$@" -- /bin/sh "$ESC_SCRIPT" <"${ESC_STDIN:-/dev/null}"
+    ATT_OUT="$(jget stdout 2>/dev/null)"
+    ATT_ERR="$(jget stderr 2>/dev/null)"
+}
+
+# The "OK" lines of the attempt's output (the calls that succeeded).
+esc_oks() {
+    grep '^OK ' <<<"$ATT_OUT"
+}
+
+# esc_check [LABEL] [--status N] [--outcome O]: the attempt ran (its marker
+# is there), ended with status N (default 3: the script's `exit 3`) and
+# outcome O (default rolled_back), no call in it succeeded, the host is
+# unchanged and so is the workspace. Failures are collected in ESC_ERRS
+# (report them with esc_done), so that every backend's result is seen.
+esc_check() {
+    local label="" want_status=3 want_outcome=rolled_back oks msg
+    while [ $# -gt 0 ]; do
+        case "$1" in
+        --status) want_status="$2"; shift 2 ;;
+        --outcome) want_outcome="$2"; shift 2 ;;
+        *) label="[$1] "; shift ;;
+        esac
+    done
+    if ! grep -q '^TXBOX-ATTEMPT-RAN$' <<<"$ATT_OUT"; then
+        ESC_ERRS+=("${label}the attempt did not run (status $status): stdout: $(clip "$output") stderr: $(clip "$stderr")")
+    else
+        [ "$status" = "$want_status" ] ||
+            ESC_ERRS+=("${label}exit status $status, want $want_status; command stderr: $(clip "$ATT_ERR")")
+        [ "$(jget outcome 2>/dev/null)" = "$want_outcome" ] ||
+            ESC_ERRS+=("${label}outcome $(jget outcome 2>&1), want $want_outcome")
+    fi
+    if oks="$(esc_oks)"; then
+        ESC_ERRS+=("${label}ESCAPE: these calls succeeded inside the sandbox:
+$oks")
+    fi
+    msg="$(esc_host_diff)" || ESC_ERRS+=("${label}ESCAPE: the host changed:
+$msg")
+    msg="$(esc_ws_diff)" || ESC_ERRS+=("${label}$msg")
+    # the next attempt of the same test starts from here
+    esc_snap pre
+}
+
+# Report the failures collected by esc_check and the like.
+esc_done() {
+    if [ "${#ESC_ERRS[@]}" -gt 0 ]; then
+        printf '%s\n' "${ESC_ERRS[@]}" >&2
+        echo "(attempt script: $ESC_SCRIPT; command stdout:)" >&2
+        printf '%s\n' "$(clip "$ATT_OUT")" >&2
+        return 1
+    fi
+}
+
+# ---------------------------------------------------------------------------
+# Control runs: the same attempt without txbox, to show that the checks
+# would see it succeed. Only for attempts that target the box, never the
+# real host.
+
+# control_run: the last attempt's script, by plain /bin/sh in $WS, as the
+# same user, with the same environment. Its output in CONTROL_OUT.
+# ESC_CONTROL=1 is set: lines of a script that would touch the real host
+# when run without txbox skip themselves with [ -n "${ESC_CONTROL:-}" ] ||.
+control_run() {
+    CONTROL_OUT="$(cd "$WS" && ESC_CONTROL=1 /bin/sh "$ESC_SCRIPT" 2>&1 <"${ESC_STDIN:-/dev/null}")"
+}
+
+# expect_detected WHAT: after control_run, the checks must see the change.
+expect_detected() {
+    local what="$1" msg
+    if msg="$(esc_host_diff)"; then
+        fail "control run without txbox ($what): the host checks saw no change, so they would not see an escape either" \
+            "control output: $(clip "$CONTROL_OUT")"
+        return 1
+    fi
+    grep -q '^OK ' <<<"$CONTROL_OUT" ||
+        fail "control run without txbox ($what): no call reported success, so the OK lines prove nothing" \
+            "control output: $(clip "$CONTROL_OUT")"
+}
+
+# Root-only attempts: they do not apply to an unprivileged run.
+root_only() {
+    is_root || skip "applies to root only: $1"
+}
