@@ -342,10 +342,6 @@ __attribute__((noreturn)) static void command_main(const struct child_args *a)
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         setup_die("cannot set no_new_privs");
     txbox_error ce = {0};
-    if (confine_rlimits(&s->limits, &ce) < 0) {
-        errno = 0;
-        setup_die("%s", ce.msg);
-    }
     if (a->landlock_abi > 0) {
         const char *writable[] = {s->ws_path, "/tmp", "/dev", NULL};
         if (confine_landlock(writable, a->landlock_abi, &ce) < 0) {
@@ -354,6 +350,13 @@ __attribute__((noreturn)) static void command_main(const struct child_args *a)
         }
     }
     if (confine_seccomp(&ce) < 0) {
+        errno = 0;
+        setup_die("%s", ce.msg);
+    }
+    /* Limits last: txbox itself (its allocator, and ASan's when built with
+     * it) must not run under the command's memory limit. Nothing below
+     * allocates. */
+    if (confine_rlimits(&s->limits, &ce) < 0) {
         errno = 0;
         setup_die("%s", ce.msg);
     }

@@ -113,7 +113,7 @@ int cmd_run(int argc, char **argv)
             break;
         case O_TIMEOUT:
             if (!parse_seconds(optarg, &ro.timeout_s))
-                return cli_failf("run: --timeout wants a number of seconds (0 < S <= 604800), not '%s'", optarg);
+                return cli_usage(argc, argv, "run: --timeout wants a number of seconds (0 < S <= 604800), not '%s'", optarg);
             break;
         case O_BACKEND:
             if (!strcmp(optarg, "overlay"))
@@ -121,7 +121,7 @@ int cmd_run(int argc, char **argv)
             else if (!strcmp(optarg, "copy"))
                 ro.backend = TXBOX_BACKEND_COPY;
             else
-                return cli_failf("run: --backend is overlay or copy, not '%s'", optarg);
+                return cli_usage(argc, argv, "run: --backend is overlay or copy, not '%s'", optarg);
             break;
         case O_FALLBACK:
             ro.allow_copy_fallback = 1;
@@ -141,7 +141,7 @@ int cmd_run(int argc, char **argv)
         case O_CPU: {
             uint64_t v;
             if (!parse_size(optarg, c == O_MEMORY || c == O_MAXWRITE, &v))
-                return cli_failf("run: %s wants a positive %s, not '%s'", argv[optind - 1],
+                return cli_usage(argc, argv, "run: %s wants a positive %s, not '%s'", argv[optind - 1],
                                  c == O_MEMORY || c == O_MAXWRITE ? "size (bytes, or with K/M/G)" : "whole number", optarg);
             if (c == O_MEMORY)
                 ro.memory_bytes = v;
@@ -156,7 +156,7 @@ int cmd_run(int argc, char **argv)
         case O_KEEPENV:
         case O_HIDE:
             if ((c == O_KEEPENV ? nkeep : nhide) >= 64)
-                return cli_failf("run: at most 64 %s options", c == O_KEEPENV ? "--keep-env" : "--hide");
+                return cli_usage(argc, argv, "run: at most 64 %s options", c == O_KEEPENV ? "--keep-env" : "--hide");
             if (c == O_KEEPENV)
                 keep[nkeep++] = optarg;
             else
@@ -168,15 +168,15 @@ int cmd_run(int argc, char **argv)
             return 0;
         default:
             if (optopt)
-                return cli_failf("run: option -%c is unknown or lacks its value (see 'txbox run --help')", optopt);
-            return cli_failf("run: unknown option '%s' (see 'txbox run --help')", argv[optind - 1]);
+                return cli_usage(argc, argv, "run: option -%c is unknown or lacks its value (see 'txbox run --help')", optopt);
+            return cli_usage(argc, argv, "run: unknown option '%s' (see 'txbox run --help')", argv[optind - 1]);
         }
     }
     char **prog = argv + optind;
     if (shell && *prog)
-        return cli_failf("run: give either -c 'STRING' or -- PROG ARGS, not both");
+        return cli_usage(argc, argv, "run: give either -c 'STRING' or -- PROG ARGS, not both");
     if (!shell && !*prog)
-        return cli_failf("run: no command (use -c 'STRING' or -- PROG ARGS...)");
+        return cli_usage(argc, argv, "run: no command (use -c 'STRING' or -- PROG ARGS...)");
     ro.shell = shell;
     ro.argv = shell ? NULL : prog;
     ro.env_allow = keep;

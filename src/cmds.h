@@ -12,6 +12,8 @@ int cmd_run(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_recover(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
+int cmd_mcp(int argc, char **argv);
+int cmd_hook(int argc, char **argv);
 /* history (cmd_log.c, cmd_show.c, cmd_diff.c, cmd_undo.c, cmd_gc.c) */
 int cmd_log(int argc, char **argv);
 int cmd_show(int argc, char **argv);
@@ -24,12 +26,13 @@ int cmd_gc(int argc, char **argv);
 void cli_time(char out[32], double t);
 void cli_print_clean(FILE *f, const char *s, size_t max);
 int cli_open_ws(const char *dir, unsigned flags, bool json, txbox_ws **ws);
-int cmd_mcp(int argc, char **argv);
-int cmd_hook(int argc, char **argv);
 
 /* Print "txbox: MSG" on stderr (one line) and return TXBOX_EXIT_ERROR. */
 int cli_fail(const txbox_error *err);
 int cli_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A usage error: like cli_failf, plus the JSON error object on stdout when
+ * argv asks for --json (looked for before any "--"). */
+int cli_usage(int argc, char **argv, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The same as a JSON error object on stdout, for --json modes. */
 int cli_fail_json(const txbox_error *err);
 

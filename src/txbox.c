@@ -1,4 +1,5 @@
 /* txbox: dispatch to one subcommand. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,14 +16,14 @@ static const struct {
     {"run", cmd_run, "run a command as one transaction"},
     {"check", cmd_check, "classify a command with the policy; nothing runs"},
     {"recover", cmd_recover, "finish or undo a commit interrupted by a crash"},
+    {"mcp", cmd_mcp, "Model Context Protocol server on stdin/stdout"},
+    {"hook", cmd_hook, "pre-tool-use hook for agent CLIs (claude-code, gemini-cli)"},
     {"log", cmd_log, "the audit log, newest first"},
     {"show", cmd_show, "everything recorded about one transaction"},
     {"diff", cmd_diff, "what one transaction changed, as a unified diff"},
     {"undo", cmd_undo, "revert a committed transaction (as a new one)"},
     {"gc", cmd_gc, "prune retained pre-images (undo history), oldest first"},
     {"agent", cmd_agent, "headless agent loop against an OpenAI-compatible server"},
-    {"mcp", cmd_mcp, "Model Context Protocol server on stdin/stdout"},
-    {"hook", cmd_hook, "pre-tool-use hook for agent CLIs (claude-code, gemini-cli)"},
 };
 
 static void usage(FILE *f)
@@ -48,6 +49,19 @@ int cli_failf(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return TXBOX_EXIT_ERROR;
+}
+
+int cli_usage(int argc, char **argv, const char *fmt, ...)
+{
+    txbox_error e = {.code = EINVAL};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.msg, sizeof e.msg, fmt, ap);
+    va_end(ap);
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--json"))
+            return cli_fail_json(&e);
+    return cli_fail(&e);
 }
 
 int cli_fail_json(const txbox_error *err)
