@@ -695,7 +695,7 @@ static void collect(txbox_ws *ws, int txfd, const struct tx_ops *ops, struct row
             walk(undo, un, "", &old, 0);
         r->retained += old.bytes;
         if (o->kind == OP_REPLACE) {
-            const char *base;
+            const char *base = NULL;
             _cleanup_close_ int wp = safe_open_parent(ws->fd, o->path, &base);
             if (wp >= 0)
                 walk(wp, base, "", &nw, 0);

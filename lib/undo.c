@@ -242,7 +242,7 @@ static int unstage(txbox_ws *ws, int txfd, const struct plan *p, txbox_error *er
     for (size_t i = 0; upper >= 0 && i < p->n; i++) {
         char un[32];
         idname(un, p->v[i].n);
-        const char *base;
+        const char *base = NULL;
         _cleanup_close_ int up = safe_open_parent(upper, p->v[i].path, &base);
         if (up < 0 || !exists_at(up, base) || exists_at(tundo, un))
             continue;
@@ -407,7 +407,7 @@ static int build_ops(txbox_ws *ws, int tundo, const struct tx_journal *t, const 
             u->old_dir = u->new_dir = 1;
             continue;
         }
-        const char *base;
+        const char *base = NULL;
         _cleanup_close_ int wp = safe_open_parent(ws->fd, o->path, &base);
         if (wp < 0) {
             clash_add(force ? skipped : clashes, o->path, 0, "its directory is gone");
@@ -469,7 +469,7 @@ static int stage(int txfd, int tundo, const struct plan *p, txbox_error *err)
     size_t nfds = 0;
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < p->n; i++) {
-        const char *base;
+        const char *base = NULL;
         int up = upper_parent(upper, p->v[i].path, &base, &fds, &nfds, err);
         if (up < 0) {
             rc = -1;
@@ -1017,7 +1017,7 @@ struct image {
  * type and hash are what the log says. */
 static bool read_image(int dirfd, const char *rel, char type, const char *hash, struct image *im)
 {
-    const char *base;
+    const char *base = NULL;
     _cleanup_close_ int pd = *rel ? safe_open_parent(dirfd, rel, &base) : -1;
     if (pd < 0)
         return false;

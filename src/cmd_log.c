@@ -64,7 +64,7 @@ int cmd_log(int argc, char **argv)
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "+C:n:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "C:n:h", opts, NULL)) != -1) {
         switch (c) {
         case 'C':
             dir = optarg;

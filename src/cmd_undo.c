@@ -24,7 +24,7 @@ int cmd_undo(int argc, char **argv)
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "+C:fh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "C:fh", opts, NULL)) != -1) {
         switch (c) {
         case 'C':
             dir = optarg;

@@ -1,0 +1,347 @@
+#!/usr/bin/env bats
+# History you can trust: the audit log (log/show/diff), undo (round trips,
+# conflicts, --force, redo), gc, and bad input (unknown or malformed ids, a
+# damaged or newer audit log, a newer state directory, a journal with a bad
+# checksum): a clear error and nothing changed.
+
+bats_require_minimum_version 1.5.0
+load ../lib/common
+
+setup() {
+    new_ws
+    DB="$WS/.txbox/log.db"
+}
+
+# sq SQL: rows of a query on the audit log, one line each, columns '|'.
+sq() {
+    python3 - "$DB" "$1" <<'EOF'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+for r in c.execute(sys.argv[2]):
+    print("|".join("" if v is None else (v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)) for v in r))
+EOF
+}
+
+# pj EXPR: evaluate a python expression on the JSON in $output (as d).
+pj() {
+    printf '%s' "$output" | python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"
+}
+
+# h ARGS: a history command on $WS with the watchdog, bats-run.
+h() {
+    local cmd="$1"
+    shift
+    run --separate-stderr txbox_bin "$cmd" -C "$WS" "$@"
+}
+
+commit() {
+    tx -c "$1"
+    assert_status 0 || return 1
+    [[ "$stderr" == *committed* ]] || fail "not committed: $stderr"
+}
+
+# A change set with every kind of change.
+MIXED='printf "more\n" >>README; rm docs/a.txt; rm -r docs/sub; mkdir newdir; printf "n\n" >newdir/f;
+rm -r dir_to_file; printf "now a file\n" >dir_to_file; rm file_to_dir; mkdir file_to_dir;
+printf "in\n" >file_to_dir/x; chmod 0700 src; chmod 0644 exec.sh; rm link_rel; ln -s README link_rel;
+printf "\000\001\002" >bin.dat; setfattr -n user.new -v v xattr.txt; rm fifo'
+
+@test "log, show and diff record a commit: command, cwd, outcome, write set with hashes" {
+    snap pre "$WS"
+    mkdir -p "$WS/src"
+    tx -c "$MIXED"
+    assert_status 0
+    h log --json
+    assert_status 0
+    [ "$(pj 'len(d)')" = 1 ] || fail "log: $output"
+    [ "$(pj 'd[0]["tx"]')" = 1 ]
+    [ "$(pj 'd[0]["outcome"]')" = committed ]
+    [ "$(pj 'd[0]["command"][:10]')" = 'printf "mo' ]
+    h log
+    assert_status 0
+    [[ "${lines[0]}" == 1\ *committed* ]] || fail "log line: ${lines[0]}"
+    h show 1 --json
+    assert_status 0
+    [ "$(pj 'd["cwd"]')" = . ] || fail "cwd: $(pj 'd["cwd"]')"
+    [ "$(pj 'd["verdict"] is not None and d["protections"] is not None')" = True ]
+    [ "$(pj 'd["exit_code"]')" = 0 ]
+    [ "$(pj 'd["duration_ms"] > 0 and d["overhead_ms"] >= 0')" = True ]
+    # the write set: each path with its kind, and hashes that are the files'
+    [ "$(pj '[r["kind"] for r in d["write_set"] if r["path"]=="README"]')" = "['modified']" ]
+    [ "$(pj '[r["kind"] for r in d["write_set"] if r["path"]=="docs/sub/b.txt"]')" = "['deleted']" ]
+    [ "$(pj '[r["kind"] for r in d["write_set"] if r["path"]=="newdir/f"]')" = "['added']" ]
+    [ "$(pj 'sorted(r["kind"] for r in d["write_set"] if r["path"]=="dir_to_file")')" = "['added', 'deleted']" ]
+    [ "$(pj '[r["kind"] for r in d["write_set"] if r["path"]=="dir_to_file/inner/y"]')" = "['deleted']" ]
+    [ "$(pj '[(r["mode_before"], r["mode_after"]) for r in d["write_set"] if r["path"]=="exec.sh"]')" = "[(493, 420)]" ]
+    want="$(sha256sum <"$WS/README" | cut -d' ' -f1)"
+    [ "$(pj '[r["hash_after"] for r in d["write_set"] if r["path"]=="README"][0]')" = "$want" ]
+    want="$(printf 'hello\nworld\n' | sha256sum | cut -d' ' -f1)"
+    [ "$(pj '[r["hash_before"] for r in d["write_set"] if r["path"]=="README"][0]')" = "$want" ]
+    [ "$(pj '[r["size_after"] for r in d["write_set"] if r["path"]=="bin.dat"][0]')" = 3 ]
+    h show 1
+    assert_status 0
+    [[ "$output" == *"write set ("* ]] && [[ "$output" == *"newdir/f"* ]] || fail "$output"
+    h diff 1
+    assert_status 0
+    [[ "$output" == *$'\n+more'* ]] || fail "no +more in: $output"
+    [[ "$output" == *$'--- a/docs/a.txt\n+++ /dev/null'* ]] || fail "deleted file not diffed: $output"
+    [[ "$output" == *"binary bin.dat: 0 -> 3 bytes"* ]] || fail "binary summary missing: $output"
+    [[ "$output" == *"old mode 0755"* ]] || fail "mode change missing: $output"
+}
+
+@test "every outcome is logged, with its command, cwd and exit status" {
+    tx -c 'echo x >a; exit 3'
+    assert_status 3
+    tx --timeout 0.5 -c 'echo y >b; sleep 30'
+    assert_status 124
+    tx -c 'true'
+    assert_status 0
+    tx -c 'rm -rf /'
+    assert_status 122
+    (cd "$WS/src" && txbox_bin run -C "$WS" -c 'printf "x\n" >here') || fail "run in src failed"
+    h log --json
+    [ "$(pj '[(e["tx"], e["outcome"]) for e in d]')" = "[('5', 'committed'), ('4', 'blocked'), ('3', 'read_only'), ('2', 'timed_out'), ('1', 'rolled_back')]" ] ||
+        fail "$output"
+    [ "$(pj 'd[0]["cwd"]')" = src ] || fail "cwd: $output"
+    [ -f "$WS/src/here" ]
+    h show 1 --json
+    [ "$(pj 'd["exit_code"]')" = 3 ]
+    [ "$(pj 'd["command"]')" = 'echo x >a; exit 3' ]
+    h diff 1
+    assert_status 0
+    [[ "$output" == *"rolled_back; it applied no change"* ]] || fail "$output"
+}
+
+@test "undo round trip: N transactions undone one by one in reverse give back the first state exactly" {
+    snap first "$WS" --mtime
+    commit "$MIXED"
+    commit 'printf "again\n" >>README; rm -r newdir; mkdir -p deep/x/y; printf "z\n" >deep/x/y/z; chmod 0750 docs'
+    commit 'printf "third\n" >>README; mv src/main.c src/main2.c; rm link_dir; mkdir link_dir; rm dir_to_file'
+    commit 'rm -r deep; printf "new\n" >file_to_dir/x; printf "q\n" >"sp ace.txt"'
+    commit 'rm README; mkdir README; touch README/inside'
+    snap last "$WS" --mtime
+    for i in 1 2 3 4 5; do
+        h undo
+        assert_status 0
+    done
+    assert_tree first "$WS" --mtime
+    h undo
+    assert_status 125
+    [[ "${stderr_lines[0]}" == "txbox: nothing to undo"* ]] || fail "$stderr"
+    # the undos are logged as transactions of their own
+    h log --json
+    [ "$(pj '[e["undo_of"] for e in d[:5]]')" = "['1', '2', '3', '4', '5']" ] || fail "$output"
+    [ "$(pj '[e["undone_by"] for e in d[5:]]')" = "['6', '7', '8', '9', '10']" ] || fail "$output"
+    # and redone: undo the undos, newest first
+    for t in 10 9 8 7 6; do
+        h undo "$t"
+        assert_status 0
+    done
+    assert_tree last "$WS" --mtime
+}
+
+@test "undo in the middle without a later conflicting transaction" {
+    commit 'printf "one\n" >>README'
+    commit 'printf "two\n" >>docs/a.txt; mkdir t2; printf "t\n" >t2/f'
+    commit 'printf "three\n" >>src/main.c'
+    make_ref "$WS" "$BATS_TEST_TMPDIR/ref" 'printf "a\n" >docs/a.txt; rm -r t2'
+    snap ref "$BATS_TEST_TMPDIR/ref"
+    h undo 2
+    assert_status 0
+    assert_tree ref "$WS"
+    h show 2 --json
+    [ "$(pj 'd["undone_by"]')" = 4 ]
+}
+
+@test "undo in the middle with a later conflicting transaction refuses and names it; --force undoes" {
+    commit 'printf "one\n" >>README; printf "x\n" >other'
+    commit 'printf "two\n" >>README'
+    snap before "$WS" --mtime
+    h undo 1
+    assert_status 123
+    [[ "$stderr" == *"README (tx 2)"* ]] || fail "the conflict does not name README and tx 2: $stderr"
+    [[ "$stderr" == "txbox: cannot undo transaction 1"* ]] || fail "$stderr"
+    assert_tree before "$WS" --mtime
+    # the refusal is recorded
+    h log --json
+    [ "$(pj 'd[0]["outcome"]')" = conflict ]
+    h undo 1 --force
+    assert_status 0
+    [ "$(cat "$WS/README")" = "$(printf 'hello\nworld')" ]
+    [ ! -e "$WS/other" ]
+    # the forced undo is itself undoable (a redo)
+    h undo 4
+    assert_status 0
+    assert_tree before "$WS" --mtime
+}
+
+@test "undo refuses what cannot be undone: twice, a rollback, nothing changed" {
+    commit 'printf "one\n" >>README'
+    h undo 1
+    assert_status 0
+    snap s "$WS"
+    h undo 1
+    assert_status 125
+    [[ "$stderr" == *"undone already"* ]] || fail "$stderr"
+    tx -c 'echo x >y; exit 1'
+    h undo 3
+    assert_status 125
+    [[ "$stderr" == *"was not committed"* ]] || fail "$stderr"
+    assert_tree s "$WS"
+}
+
+@test "bad ids for undo, show and diff: a clear error, nothing changed" {
+    commit 'printf "one\n" >>README'
+    snap s "$WS" --mtime
+    for id in 999 abc -1 1x 0 '' 99999999999999999999999 ' 1' '../1'; do
+        for cmd in undo show diff; do
+            h "$cmd" -- "$id"
+            assert_txbox_error || fail "$cmd '$id'"
+        done
+        h show --json -- "$id"
+        assert_txbox_error json || fail "show --json '$id'"
+    done
+    assert_tree s "$WS" --mtime
+    h undo 1 2
+    assert_txbox_error
+}
+
+@test "a damaged audit log (garbage, truncated): a clear error, nothing changed, not even by run" {
+    commit 'printf "one\n" >>README'
+    commit 'printf "two\n" >>README'
+    snap s "$WS" --mtime
+    cp "$DB" "$BATS_TEST_TMPDIR/good.db"
+    for damage in garbage truncated; do
+        cp "$BATS_TEST_TMPDIR/good.db" "$DB"
+        rm -f "$DB-wal" "$DB-shm"
+        if [ $damage = garbage ]; then
+            head -c 20000 /dev/urandom >"$DB"
+        else
+            truncate -s 9000 "$DB"
+        fi
+        for cmd in log "show 1" "diff 1" "undo" "gc"; do
+            h $cmd
+            assert_txbox_error || fail "[$damage] $cmd"
+            [[ "$stderr" == *"audit log"* ]] || fail "[$damage] $cmd: $stderr"
+        done
+        tx -c 'printf "three\n" >>README'
+        assert_txbox_error || fail "[$damage] run"
+        [[ "$stderr" == *"commit refused"* ]] || fail "[$damage] run: $stderr"
+        assert_tree s "$WS" --mtime
+    done
+}
+
+@test "an audit log from a newer txbox: a clear error, nothing changed" {
+    commit 'printf "one\n" >>README'
+    snap s "$WS" --mtime
+    sq 'PRAGMA user_version=99' >/dev/null
+    h log
+    assert_txbox_error
+    [[ "$stderr" == *"schema version 99"*"newer txbox"* ]] || fail "$stderr"
+    tx -c 'printf "two\n" >>README'
+    assert_txbox_error
+    h undo
+    assert_txbox_error
+    assert_tree s "$WS" --mtime
+}
+
+@test "an older audit log is migrated in place, its rows kept" {
+    commit 'printf "one\n" >>README'
+    # make it a schema-1 database, as the first txbox wrote it
+    sq 'DROP TABLE setting' >/dev/null
+    sq 'DROP TABLE gc_run' >/dev/null
+    sq 'DROP INDEX tx_undo_of' >/dev/null
+    sq 'ALTER TABLE tx DROP COLUMN pruned' >/dev/null
+    sq 'ALTER TABLE tx DROP COLUMN pruned_bytes' >/dev/null
+    sq 'PRAGMA user_version=1' >/dev/null
+    [ "$(sq 'PRAGMA user_version')" = 1 ]
+    h log --json
+    assert_status 0
+    [ "$(pj 'd[0]["command"]')" = 'printf "one\n" >>README' ] || fail "$output"
+    [ "$(sq 'PRAGMA user_version')" = 2 ]
+    [ "$(sq "SELECT count(*) FROM pragma_table_info('tx') WHERE name='pruned'")" = 1 ]
+    h gc --keep 0
+    assert_status 0
+}
+
+@test "a .txbox/ from a newer state format: a clear error, nothing changed" {
+    commit 'printf "one\n" >>README'
+    snap s "$WS" --mtime
+    echo "txbox-state 9" >"$WS/.txbox/format"
+    for cmd in log "show 1" "diff 1" undo gc; do
+        h $cmd
+        assert_txbox_error || fail "$cmd"
+        [[ "$stderr" == *newer* ]] || fail "$cmd: $stderr"
+    done
+    assert_tree s "$WS" --mtime
+}
+
+@test "a journal with a bad checksum is never applied: not by undo, not by recovery" {
+    commit 'printf "one\n" >>README'
+    snap s "$WS" --mtime
+    j="$WS/.txbox/tx/1/journal"
+    python3 -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[len(b)//2]^=1; open(p,'wb').write(b)" "$j"
+    h undo 1
+    assert_txbox_error
+    [[ "$stderr" == *"bad checksum"* ]] || fail "$stderr"
+    assert_tree s "$WS" --mtime
+    # A commit killed right after its commit point (before the first apply
+    # rename), its journal then damaged: recovery refuses it, the workspace
+    # stays as it was.
+    run --separate-stderr env TXBOX_FAULT=rename:2:kill "$TXBOX" run -C "$WS" -c 'printf "two\n" >>README; rm secret'
+    [ "$status" = 137 ] || fail "the fault did not kill txbox: $status $stderr"
+    n="$(ls "$WS/.txbox/journal")"
+    [ -n "$n" ] || fail "no journal left"
+    python3 -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[40]^=0x10; open(p,'wb').write(b)" "$WS/.txbox/journal/$n"
+    h recover
+    assert_txbox_error
+    [[ "$stderr" == *"bad checksum"* ]] || fail "$stderr"
+    assert_tree s "$WS" --mtime
+    [ -e "$WS/.txbox/journal/$n.corrupt" ] || fail "the damaged journal was not kept aside"
+}
+
+@test "gc prunes pre-images oldest first, says what it freed; a pruned transaction cannot be undone" {
+    for i in 1 2 3 4; do
+        commit "head -c 1000 /dev/zero >>README; printf '$i\n' >f$i"
+    done
+    h gc --dry-run --keep 2 --json
+    assert_status 0
+    [ "$(pj '[p["tx"] for p in d["pruned"]]')" = "['1', '2']" ] || fail "$output"
+    [ -d "$WS/.txbox/tx/1/undo" ]
+    h gc --keep 2
+    assert_status 0
+    [[ "${lines[0]}" == "pruned tx 1: pre-images, "*" bytes" ]] || fail "$output"
+    [[ "$output" == *"freed 2, "* ]] || fail "$output"
+    [ ! -e "$WS/.txbox/tx/1/undo" ] && [ ! -e "$WS/.txbox/tx/2/undo" ] && [ -d "$WS/.txbox/tx/3/undo" ]
+    h undo 1
+    assert_txbox_error
+    [[ "$stderr" == *"pruned"* ]] || fail "$stderr"
+    h show 1 --json
+    [ "$(pj 'd["pruned"] is not None and d["pruned_bytes"] > 0')" = True ]
+    h undo 4
+    assert_status 0
+    # bytes bound; saved bounds are applied after every commit
+    h gc --keep 100 --max-bytes 1 --save --json
+    assert_status 0
+    [ "$(pj 'd["kept"]["transactions"]')" = 0 ] || fail "$output"
+    commit 'printf "5\n" >>README'
+    last="$(sq 'SELECT max(id) FROM tx')"
+    [ ! -e "$WS/.txbox/tx/$last/undo" ] || fail "the saved bound was not applied after commit $last"
+    [ -n "$(sq "SELECT pruned FROM tx WHERE id=$last")" ] || fail "not recorded as pruned" 
+    h gc --max-bytes 1x
+    assert_txbox_error
+}
+
+@test "undo crash-safety: killed while staging, the pre-images go back; killed after the commit point, recovery finishes" {
+    commit "$MIXED"
+    snap post "$WS" --mtime
+    # killed while staging (pre-images moved, before the commit point)
+    run --separate-stderr env TXBOX_FAULT=fsync:3:kill "$TXBOX" undo -C "$WS"
+    [ "$status" = 137 ] || fail "not killed: $status $stderr"
+    h recover
+    assert_status 0
+    assert_tree post "$WS" --mtime
+    h undo
+    assert_status 0
+    [ "$(sq "SELECT outcome FROM tx WHERE undo_of=1")" = committed ] || fail "$(sq 'SELECT id, outcome, undo_of FROM tx')"
+}
