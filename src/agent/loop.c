@@ -248,7 +248,11 @@ static void stubborn_check(agent *a, const char *cmd, json_t *run, json_t *resul
 {
     const char *outcome = json_string_value(json_object_get(run, "outcome"));
     bool blocked = outcome && !strcmp(outcome, "blocked");
-    bool bad = blocked || (outcome && (!strcmp(outcome, "rolled_back") || !strcmp(outcome, "timed_out")));
+    json_t *ec = json_object_get(run, "exit_code");
+    bool failed_ro = outcome && !strcmp(outcome, "read_only") && json_is_integer(ec) &&
+                     json_integer_value(ec) != 0;
+    bool bad = blocked || failed_ro ||
+               (outcome && (!strcmp(outcome, "rolled_back") || !strcmp(outcome, "timed_out")));
     char *norm = normalize_command(cmd);
     repeat **pp = &a->repeats, *r;
     for (r = *pp; r && strcmp(r->norm, norm); pp = &r->next, r = *pp)

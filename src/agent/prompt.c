@@ -14,7 +14,7 @@ static const char outcomes[] =
     "- conflict: it succeeded, but the same files changed meanwhile; its changes were set "
     "aside. Re-read the files and redo the change.\n"
     "- timed_out: killed at the time limit and rolled back.\n"
-    "- read_only: a read-only command; nothing to commit.\n"
+    "- read_only: a read-only command (it ran without a transaction); nothing changed.\n"
     "Results show the changed paths and the tail of stdout/stderr. There is no network and no "
     "terminal: do not start editors or interactive programs; write files with shell "
     "redirections or heredocs. Repeating a blocked command, or a failed one without changing "

@@ -213,6 +213,9 @@ json_t *compact_run_result(json_t *run, size_t max_bytes, size_t max_paths)
     else if (!strcmp(outcome, "timed_out"))
         json_object_set_new(o, "note", json_string("killed at the time limit and rolled back: the "
                                                    "workspace is exactly as before"));
+    else if (!strcmp(outcome, "read_only") && json_integer_value(ec) != 0)
+        json_object_set_new(o, "note", json_string("a read-only command that failed; nothing "
+                                                   "changed"));
     else if (!strcmp(outcome, "conflict"))
         json_object_set_new(o, "note", json_string("it succeeded, but another change touched the "
                                                    "same files meanwhile; its changes were set "

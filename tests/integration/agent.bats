@@ -25,6 +25,7 @@ agent_case() {
 @test "agent: a failing command rolled back, then corrected" { agent_case rollback; }
 @test "agent: stubbornness breaker (same failing command) ends with 112" { agent_case stubborn; }
 @test "agent: a failed command retried after a commit is not stubborn" { agent_case stubborn-reset; }
+@test "agent: stubbornness breaker on a blocked command" { agent_case stubborn-blocked; }
 @test "agent: text protocol for servers without tool calling" { agent_case text-protocol; }
 @test "agent: automatic fallback when the server refuses tools" { agent_case auto-fallback; }
 @test "agent: streaming (SSE) with fragmented tool-call deltas" { agent_case stream; }
