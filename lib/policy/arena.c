@@ -75,7 +75,8 @@ char *ar_strndup(arena *a, const char *s, size_t n)
     char *r = ar_alloc(a, n + 1);
     if (!r)
         return NULL;
-    memcpy(r, s, n);
+    if (n)
+        memcpy(r, s, n);
     r[n] = 0;
     return r;
 }

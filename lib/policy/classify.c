@@ -255,19 +255,20 @@ static bool args_match(const pcmd *c, const strlist *l)
     return false;
 }
 
-bool rule_matches(const txbox_policy *p, const rule *r, const pcmd *c)
+/* vc: the command's operand view, computed on first use and shared by
+ * every rule tried on the same command. */
+static bool rule_matches_v(const txbox_policy *p, const rule *r, const pcmd *c, view *vc,
+                           bool *have_view)
 {
     if (r->decision == DEC_OFF)
         return false;
     if (r->detector && !(c->det & r->detector))
         return false;
-    view v;
-    bool have_view = false;
 #define VIEW()                                                                                  \
     do {                                                                                        \
-        if (!have_view) {                                                                       \
-            make_view(p, c, &v);                                                                \
-            have_view = true;                                                                   \
+        if (!*have_view) {                                                                      \
+            make_view(p, c, vc);                                                                \
+            *have_view = true;                                                                  \
         }                                                                                       \
     } while (0)
     if (r->program.n) {
@@ -319,8 +320,8 @@ bool rule_matches(const txbox_policy *p, const rule *r, const pcmd *c)
          * secret where it belongs */
         VIEW();
         bool s = false;
-        for (size_t i = 0; i < v.nops && !s; i++)
-            s = strlist_glob(&p->secrets, c->argv[v.ops[i]].s);
+        for (size_t i = 0; i < vc->nops && !s; i++)
+            s = strlist_glob(&p->secrets, c->argv[vc->ops[i]].s);
         if (!s)
             for (size_t i = 1; i < c->argc && !s; i++) /* --data=@file, --post-file=x */
                 s = c->argv[i].s[0] == '-' && strchr(c->argv[i].s, '=') &&
@@ -352,7 +353,7 @@ bool rule_matches(const txbox_policy *p, const rule *r, const pcmd *c)
             bool ok = true;
             for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok && ok;
                  tok = strtok_r(NULL, " ", &save)) {
-                if (idx >= v.nops || !glob1(tok, c->argv[v.ops[idx]].s))
+                if (idx >= vc->nops || !glob1(tok, c->argv[vc->ops[idx]].s))
                     ok = false;
                 idx++;
             }
@@ -367,17 +368,17 @@ bool rule_matches(const txbox_policy *p, const rule *r, const pcmd *c)
     if (r->script_none.n) {
         /* the script of sed/awk: its operand, or the values of its script options */
         VIEW();
-        if (v.script && glob_any(&r->script_none, c->argv[v.script].s))
+        if (vc->script && glob_any(&r->script_none, c->argv[vc->script].s))
             return false;
-        for (size_t i = 1; v.ps && i + 1 < c->argc; i++)
-            if (strlist_has(&v.ps->script_operand_unless, c->argv[i].s) &&
+        for (size_t i = 1; vc->ps && i + 1 < c->argc; i++)
+            if (strlist_has(&vc->ps->script_operand_unless, c->argv[i].s) &&
                 glob_any(&r->script_none, c->argv[i + 1].s))
                 return false;
     }
     if (r->global_args_none.n || r->global_args_any.n) {
         /* the options before the first operand (git -c x log) */
         VIEW();
-        size_t end = v.nops ? v.ops[0] : c->argc;
+        size_t end = vc->nops ? vc->ops[0] : c->argc;
         bool any = false;
         for (size_t i = 1; i < end; i++) {
             if (glob_any(&r->global_args_none, c->argv[i].s))
@@ -390,14 +391,14 @@ bool rule_matches(const txbox_policy *p, const rule *r, const pcmd *c)
     if (r->operands_any.n || r->operands_none.n || r->operand_class_any ||
         r->last_operand_class || r->max_operands >= 0 || r->min_operands > 0) {
         VIEW();
-        size_t nops = v.nops - first_op;
+        size_t nops = vc->nops - first_op;
         if (r->max_operands >= 0 && nops > (size_t)r->max_operands)
             return false;
         if (r->min_operands > 0 && nops < (size_t)r->min_operands)
             return false;
         bool any = false, none_hit = false, cls = false;
-        for (size_t i = first_op; i < v.nops; i++) {
-            const pword *a = &c->argv[v.ops[i]];
+        for (size_t i = first_op; i < vc->nops; i++) {
+            const pword *a = &c->argv[vc->ops[i]];
             if (r->operands_any.n && glob_any(&r->operands_any, a->s))
                 any = true;
             if (r->operands_none.n && glob_any(&r->operands_none, a->s))
@@ -414,12 +415,19 @@ bool rule_matches(const txbox_policy *p, const rule *r, const pcmd *c)
         if (r->last_operand_class) {
             if (nops < 1)
                 return false;
-            if (!(path_class(p, c, &c->argv[v.ops[v.nops - 1]]) & r->last_operand_class))
+            if (!(path_class(p, c, &c->argv[vc->ops[vc->nops - 1]]) & r->last_operand_class))
                 return false;
         }
     }
 #undef VIEW
     return true;
+}
+
+bool rule_matches(const txbox_policy *p, const rule *r, const pcmd *c)
+{
+    view vc;
+    bool have = false;
+    return rule_matches_v(p, r, c, &vc, &have);
 }
 
 /* ---- verdicts ---- */
@@ -462,12 +470,15 @@ int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
         if ((c->det & D_EMPTY) && !c->nredir && !(c->det & ~(unsigned)D_EMPTY & D_NEVER_SAFE))
             continue;
         const rule *best[3] = {NULL, NULL, NULL}, *fb = NULL;
+        view vc;
+        bool have_view = false;
         for (size_t k = 0; k < p->nrules; k++) {
             const rule *r = &p->rules[k];
             if (r->decision == DEC_OFF)
                 continue;
             if (r->fallback) {
-                if (!fb && !best[DEC_UNCERTAIN] && !best[DEC_UNSAFE] && rule_matches(p, r, c))
+                if (!fb && !best[DEC_UNCERTAIN] && !best[DEC_UNSAFE] &&
+                    rule_matches_v(p, r, c, &vc, &have_view))
                     fb = r;
                 continue;
             }
@@ -475,7 +486,7 @@ int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
                 continue;
             if (r->decision == DEC_SAFE && (best[DEC_UNCERTAIN] || best[DEC_UNSAFE]))
                 continue;
-            if (rule_matches(p, r, c)) {
+            if (rule_matches_v(p, r, c, &vc, &have_view)) {
                 best[r->decision] = r;
                 if (r->decision == DEC_UNSAFE)
                     break;

@@ -28,7 +28,14 @@ const TSLanguage *tree_sitter_bash(void);
 #define MAX_VALUE (64u * 1024u)
 #define MAX_FOR_VALUES 8u
 #define MAX_LITERALS 64u
-#define PARSE_BUDGET_NS (2000ull * 1000 * 1000)
+/* tree-sitter's error recovery can take super-linear time on some broken
+ * inputs (a stray quote among thousands of pipes): each check gets at most
+ * this much parse time, and this many progress ticks. */
+#define PARSE_BUDGET_NS (500ull * 1000 * 1000)
+#define MAX_PARSE_TICKS 20000ull
+/* larger inputs whose quotes or brackets do not pair up are not handed to
+ * tree-sitter whole */
+#define MAX_UNBALANCED 4096u
 
 /* ---- rich strings: text plus a flag per byte ---- */
 enum { RF_QUOTED = 1, RF_DYN = 2, RF_SPLIT = 4, RF_HOME = 8 };
@@ -120,6 +127,7 @@ typedef struct W {
     int depth;      /* nesting of sources (sh -c, eval, functions, substitutions) */
     int node_depth; /* recursion depth within one syntax tree */
     uint64_t deadline;
+    uint64_t ticks; /* progress callbacks of tree-sitter, all parses of one check */
     bool stopped;
     bool parse_error_seen;
     const char *src; /* source of the tree being walked */
@@ -130,6 +138,7 @@ static const char *walk_source(W *w, const char *src, size_t len, const ctx *c, 
                                size_t *olen);
 static void walk_subst_only(W *w, TSNode n, const ctx *c);
 static void recover_segments(W *w, const char *src, size_t len, const ctx *c);
+static bool unbalanced(const char *s, size_t n);
 static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx *c, size_t *olen);
 
 static bool is(TSNode n, const char *type) { return !strcmp(ts_node_type(n), type); }
@@ -2586,10 +2595,15 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
 }
 
 /* ---- sources ---- */
+/* tree-sitter calls this every hundred parse operations. Past the tick
+ * count or the deadline the parse stops and the verdict is `too-large`
+ * (uncertain): so a pathological input may get `too-large` on a slow run
+ * and a stricter verdict on a fast one, but never `safe`. */
 static bool progress_cb(TSParseState *state)
 {
-    const W *w = state->payload;
-    return now_ns() > w->deadline;
+    W *w = state->payload;
+    w->ticks++;
+    return w->ticks > MAX_PARSE_TICKS || now_ns() > w->deadline;
 }
 
 typedef struct strinput {
@@ -2630,6 +2644,18 @@ static const char *walk_source(W *w, const char *src, size_t len, const ctx *c, 
         push_det(w, D_BAD_INPUT, "(NUL byte)", c);
         return NULL;
     }
+    if (len > MAX_UNBALANCED && unbalanced(src, len)) {
+        /* tree-sitter's error recovery is super-linear on large broken
+         * input: read the pieces only */
+        push_det(w, D_PARSE_ERROR, "(unbalanced quotes or brackets)", c);
+        ctx sc = *c;
+        if (via)
+            sc.via = via;
+        w->depth++;
+        recover_segments(w, src, len, &sc);
+        w->depth--;
+        return NULL;
+    }
     strinput in = {.s = src, .len = len};
     TSParseOptions opt = {.payload = w, .progress_callback = progress_cb};
     TSTree *tree = ts_parser_parse_with_options(
@@ -2667,6 +2693,38 @@ static const char *walk_source(W *w, const char *src, size_t len, const ctx *c, 
     return out;
 }
 
+/* Quotes and brackets that do not pair up, read naively (comments skipped;
+ * here-documents not understood, which errs towards "unbalanced"). */
+static bool unbalanced(const char *s, size_t n)
+{
+    char q = 0;
+    long depth = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (q) {
+            if (ch == '\\' && q != '\'')
+                i++;
+            else if (ch == q)
+                q = 0;
+            continue;
+        }
+        if (ch == '\\')
+            i++;
+        else if (ch == '\'' || ch == '"' || ch == '`')
+            q = ch;
+        else if (ch == '#' && (i == 0 || strchr(" \t\n;&|(", s[i - 1])))
+            while (i < n && s[i] != '\n')
+                i++;
+        else if (ch == '(' || ch == '{')
+            depth++;
+        else if (ch == ')' || ch == '}')
+            depth--;
+        if (depth < 0)
+            return true;
+    }
+    return q != 0 || depth != 0;
+}
+
 /* After a parse error, tree-sitter may have swallowed commands into the
  * broken node: split the source at unquoted ; & | and newlines and read
  * each piece that parses cleanly on its own (more commands can only make
@@ -2694,13 +2752,20 @@ static void recover_segments(W *w, const char *src, size_t len, const ctx *c)
         }
         if (ch != ';' && ch != '&' && ch != '|' && ch != '\n' && i < len)
             continue;
-        if (i > start) {
+        if (i > start && i - start <= MAX_UNBALANCED) {
             const char *seg = src + start;
             size_t sl = i - start;
             strinput in = {.s = seg, .len = sl};
-            TSTree *t = ts_parser_parse(w->parser, NULL,
-                                        (TSInput){.payload = &in, .read = str_read,
-                                                  .encoding = TSInputEncodingUTF8});
+            TSParseOptions opt = {.payload = w, .progress_callback = progress_cb};
+            TSTree *t = ts_parser_parse_with_options(
+                w->parser, NULL,
+                (TSInput){.payload = &in, .read = str_read, .encoding = TSInputEncodingUTF8},
+                opt);
+            if (!t) {
+                ts_parser_reset(w->parser);
+                w->stopped = true;
+                break;
+            }
             if (t && !ts_node_has_error(ts_tree_root_node(t))) {
                 const char *saved_src = w->src;
                 w->src = seg;
