@@ -82,16 +82,18 @@ static void progress(agent *a, const char *fmt, ...)
     va_end(ap);
 }
 
-/* The first line of s, at most 72 bytes, for progress lines. */
+/* s for a progress or summary line: control characters escaped (the model
+ * wrote it; it must not drive the terminal), at most about 72 characters. */
 static char *oneline(const char *s)
 {
-    size_t n = strcspn(s, "\n");
-    bool more = s[n] != 0 || n > 72;
-    if (n > 72)
-        n = 72;
-    while (n && ((unsigned char)s[n] & 0xc0) == 0x80)
-        n--;
-    return xasprintf("%.*s%s", (int)n, s, more ? " ..." : "");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        abort();
+    cli_print_clean(f, s, 72);
+    fclose(f);
+    return buf;
 }
 
 static void count(json_t *obj, const char *key)
@@ -354,7 +356,9 @@ static json_t *do_run(agent *a, const char *cmd, json_t *action)
         count(a->by_outcome, "error");
         a->errors++;
         json_object_set_new(action, "error", json_string(why));
-        progress(a, "run_command: %s -> error: %s", c1, why);
+        char *w = oneline(why);
+        progress(a, "run_command: %s -> error: %s", c1, w);
+        free(w);
         result = tool_error("txbox could not run the command: %s", why);
         free(why);
     } else {
@@ -442,7 +446,9 @@ static json_t *do_undo(agent *a, const char *tx, json_t *action)
         progress(a, "undo %s -> refused (conflict)", of ? of : "(last)");
     } else {
         char *why = child_failure(&cr, out);
-        progress(a, "undo -> error: %s", why);
+        char *w = oneline(why);
+        progress(a, "undo -> error: %s", w);
+        free(w);
         json_object_set_new(action, "error", json_string(why));
         result = tool_error("undo failed: %s", why);
         free(why);
@@ -741,8 +747,9 @@ static void make_run_id(agent *a)
 static void print_human(agent *a, json_t *s)
 {
     json_t *bo = a->by_outcome;
-    printf("txbox agent: %s after %d step%s: %s\n", a->status, a->step, a->step == 1 ? "" : "s",
-           a->reason ? a->reason : "");
+    printf("txbox agent: %s after %d step%s: ", a->status, a->step, a->step == 1 ? "" : "s");
+    cli_print_clean(stdout, a->reason, 0);
+    putchar('\n');
     printf("  commands: %d", a->commands);
     const char *k;
     json_t *v;
@@ -765,13 +772,18 @@ static void print_human(agent *a, json_t *s)
     for (size_t i = 0; i < 3; i++) {
         size_t j;
         json_array_foreach(json_object_get(fc, kinds[i]), j, v) {
-            if (shown++ < 12)
-                printf(" %c%s", marks[i], json_string_value(v));
+            if (shown++ < 12) {
+                printf(" %c", marks[i]);
+                cli_print_clean(stdout, json_string_value(v), 0);
+            }
         }
     }
     printf("%s\n", shown > 12 ? " ..." : "");
-    if (a->final_message)
-        printf("  summary: %s\n", a->final_message);
+    if (a->final_message) {
+        fputs("  summary: ", stdout);
+        cli_print_clean(stdout, a->final_message, 0);
+        putchar('\n');
+    }
     printf("  tokens: %lld%s; transcript: %s/.txbox/agent/%s.json\n", a->total_tokens,
            a->estimated ? " (estimated)" : "", a->cfg->ws, a->run_id);
 }

@@ -19,7 +19,9 @@ A reply is a dict:
   headers  list of (name, value)
 
 Standalone use (for trying txbox agent by hand):
-  python3 server.py CASEFILE      prints "port N" and serves the case's replies
+  python3 server.py CASEFILE      prints "port N", serves the case's replies,
+                                  exits a second after the last one is answered
+                                  (printing the requests it got as JSON)
 """
 import http.server
 import json
@@ -36,6 +38,7 @@ class Script:
         self.replies = list(replies)
         self.requests = []
         self.extra = 0  # requests that came after the replies ran out
+        self.inflight = 0  # requests being answered
         self.lock = threading.Lock()
         self.stopping = threading.Event()
 
@@ -72,6 +75,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _serve(self):
         script = self.server.script
+        with script.lock:
+            script.inflight += 1
+        try:
+            self._answer(script)
+        finally:
+            with script.lock:
+                script.inflight -= 1
+
+    def _answer(self, script):
         reply = script.take(self._record())
         if reply is None:
             self._send(500, b'{"error":{"message":"test server: no more canned replies"}}',
@@ -166,7 +178,7 @@ if __name__ == "__main__":
     srv, script = start(case.replies)
     print("port", srv.port, flush=True)
     try:
-        while script.replies:
+        while script.replies or script.inflight:
             time.sleep(0.2)
         time.sleep(1)
     except KeyboardInterrupt:

@@ -96,26 +96,89 @@ agent_err() {
     [[ "$output" == *"110 step budget"* && "$output" == *"125 txbox error"* ]] || fail "$output"
 }
 
+# start_server CASEFILE: the scripted server standalone; sets SRV_PID, PORT.
+start_server() {
+    local port_file="$BATS_TEST_TMPDIR/port.$RANDOM" i
+    python3 "$REPO_DIR/tests/agent/server.py" "$1" >"$port_file" 2>/dev/null &
+    SRV_PID=$!
+    for i in $(seq 50); do
+        [ -s "$port_file" ] && break
+        sleep 0.1
+    done
+    PORT="$(awk '/^port/ { print $2; exit }' "$port_file")"
+    [ -n "$PORT" ] || fail "the scripted server did not start"
+}
+
+stop_server() {
+    kill "$SRV_PID" 2>/dev/null || true
+    wait "$SRV_PID" 2>/dev/null || true
+}
+
+# interrupt_agent CASE_TEXT: txbox agent --json against a server serving
+# CASE_TEXT, SIGTERM after 2 s; sets status, output.
+interrupt_agent() {
+    printf '%s\n' "$1" >"$BATS_TEST_TMPDIR/int.case"
+    start_server "$BATS_TEST_TMPDIR/int.case"
+    timeout 120 "$TXBOX" agent --json -C "$WS" --endpoint "http://127.0.0.1:$PORT" --model test-model \
+        --task t --timeout 60 --retries 0 >"$BATS_TEST_TMPDIR/int.out" 2>"$BATS_TEST_TMPDIR/int.err" </dev/null &
+    local pid=$!
+    sleep 2
+    kill -TERM "$pid"
+    status=0
+    wait "$pid" || status=$?
+    stop_server
+    output="$(cat "$BATS_TEST_TMPDIR/int.out")"
+}
+
+@test "agent: SIGTERM while waiting for the model ends with 115 and a complete transcript" {
+    new_ws
+    interrupt_agent "--- reply hang=30"
+    assert_status 115
+    assert_json_field status interrupted
+    local t
+    t="$WS/$(jget transcript)"
+    [ -f "$t" ] || fail "no transcript at $t"
+    python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); assert t["complete"] is True, t' "$t" ||
+        fail "transcript not complete"
+}
+
+@test "agent: SIGTERM while a command runs: the command is rolled back, 115" {
+    new_ws
+    snap pre "$WS"
+    interrupt_agent '--- reply
+{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"run_command","arguments":"{\"command\":\"echo x > new.txt; rm README; sleep 30\"}"}}]},"finish_reason":"tool_calls"}]}'
+    assert_status 115
+    assert_json_field status interrupted
+    assert_json_field commands.total 1
+    [ "$(jget commands.by_outcome.committed)" = 0 ] || fail "the interrupted command committed: $output"
+    assert_tree pre "$WS"
+}
+
+@test "agent: what the model writes cannot drive the terminal (escapes in progress and summary)" {
+    new_ws
+    printf '%s\n' '--- reply
+{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"run_command","arguments":"{\"command\":\"true \\u001b]0;pwned\\u0007\"}"}}]},"finish_reason":"tool_calls"}]}
+--- reply
+{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c2","type":"function","function":{"name":"finish","arguments":"{\"summary\":\"done \\u001b[2J\"}"}}]},"finish_reason":"tool_calls"}]}' >"$BATS_TEST_TMPDIR/esc.case"
+    start_server "$BATS_TEST_TMPDIR/esc.case"
+    run --separate-stderr timeout 120 "$TXBOX" agent -C "$WS" --endpoint "http://127.0.0.1:$PORT" \
+        --model test-model --task t </dev/null
+    stop_server
+    assert_status 0
+    [[ "$output$stderr" != *$'\e'* && "$output$stderr" != *$'\a'* ]] ||
+        fail "an escape character reached the terminal:" "$(printf '%q' "$output$stderr")"
+    [[ "$output" == *'summary: done \x1b[2J'* ]] || fail "summary not shown escaped: $output"
+}
+
 @test "agent: without --json, progress on stderr and a human summary; no terminal needed" {
     new_ws
     # The case runner always passes --json; here the scripted server is
     # started standalone and txbox runs detached from any terminal (setsid,
     # stdin from /dev/null).
-    local port_file="$BATS_TEST_TMPDIR/port" out
-    python3 "$REPO_DIR/tests/agent/server.py" "$CASES/steps-commit.case" >"$port_file" 2>/dev/null &
-    local srv=$!
-    local i
-    for i in $(seq 50); do
-        [ -s "$port_file" ] && break
-        sleep 0.1
-    done
-    local port
-    port="$(awk '/^port/ { print $2; exit }' "$port_file")"
-    [ -n "$port" ] || fail "the scripted server did not start"
-    run --separate-stderr timeout 120 setsid "$TXBOX" agent -C "$WS" --endpoint "http://127.0.0.1:$port" \
+    start_server "$CASES/steps-commit.case"
+    run --separate-stderr timeout 120 setsid "$TXBOX" agent -C "$WS" --endpoint "http://127.0.0.1:$PORT" \
         --model test-model --task "Create hello.txt" </dev/null
-    kill "$srv" 2>/dev/null || true
-    wait "$srv" 2>/dev/null || true
+    stop_server
     assert_status 0
     [[ "${lines[0]}" == "txbox agent: finished after 3 steps: the model called finish" ]] || fail "$output"
     [[ "$output" == *"commands: 2 (2 committed)"* ]] || fail "$output"
