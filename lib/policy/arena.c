@@ -86,6 +86,9 @@ char *ar_strdup(arena *a, const char *s) { return ar_strndup(a, s, strlen(s)); }
 void strlist_add(strlist *l, const char *s)
 {
     l->v = xrealloc(l->v, (l->n + 1) * sizeof *l->v);
+    l->glob = xrealloc(l->glob, l->n + 1);
+    l->glob[l->n] = strpbrk(s, "*?[") != NULL;
+    l->any_glob |= l->glob[l->n];
     l->v[l->n++] = xstrdup(s);
 }
 
@@ -94,8 +97,11 @@ void strlist_free(strlist *l)
     for (size_t i = 0; i < l->n; i++)
         free(l->v[i]);
     free(l->v);
+    free(l->glob);
     l->v = NULL;
+    l->glob = NULL;
     l->n = 0;
+    l->any_glob = false;
 }
 
 bool strlist_has(const strlist *l, const char *s)
@@ -109,7 +115,7 @@ bool strlist_has(const strlist *l, const char *s)
 bool strlist_glob(const strlist *l, const char *s)
 {
     for (size_t i = 0; i < l->n; i++)
-        if (fnmatch(l->v[i], s, 0) == 0)
+        if (l->glob[i] ? fnmatch(l->v[i], s, 0) == 0 : !strcmp(l->v[i], s))
             return true;
     return false;
 }

@@ -36,12 +36,62 @@ static bool glob1(const char *pat, const char *s)
     return fnmatch(pat, s, 0) == 0;
 }
 
-static bool glob_any(const strlist *l, const char *s)
+static bool glob_any(const strlist *l, const char *s) { return strlist_glob(l, s); }
+
+static int pidx_cmp(const void *a, const void *b)
 {
-    for (size_t i = 0; i < l->n; i++)
-        if (glob1(l->v[i], s))
-            return true;
-    return false;
+    return strcmp(((const progidx *)a)->name, ((const progidx *)b)->name);
+}
+
+void policy_build_index(txbox_policy *p)
+{
+    for (size_t i = 0; i < p->npidx; i++)
+        free(p->pidx[i].rules);
+    free(p->pidx);
+    p->pidx = NULL;
+    p->npidx = 0;
+    for (size_t k = 0; k < p->nrules; k++) {
+        const strlist *l = &p->rules[k].program;
+        for (size_t j = 0; j < l->n; j++) {
+            if (l->glob[j])
+                continue;
+            size_t i;
+            for (i = 0; i < p->npidx; i++)
+                if (!strcmp(p->pidx[i].name, l->v[j]))
+                    break;
+            if (i == p->npidx) {
+                p->pidx = xrealloc(p->pidx, (p->npidx + 1) * sizeof *p->pidx);
+                p->pidx[p->npidx++] = (progidx){.name = l->v[j]};
+            }
+            progidx *e = &p->pidx[i];
+            if (e->n && e->rules[e->n - 1] == k)
+                continue;
+            e->rules = xrealloc(e->rules, (e->n + 1) * sizeof *e->rules);
+            e->rules[e->n++] = (uint32_t)k;
+        }
+    }
+    qsort(p->pidx, p->npidx, sizeof *p->pidx, pidx_cmp);
+}
+
+/* prog_ok[k]: does rule k's program list match this program? */
+static void program_matches(const txbox_policy *p, const pcmd *c, uint8_t *prog_ok)
+{
+    memset(prog_ok, 0, p->nrules);
+    if (!c->argc || (c->argv[0].flags & W_DYN))
+        return;
+    const char *prog = basename_of(c->argv[0].s);
+    progidx key = {.name = prog};
+    const progidx *e = bsearch(&key, p->pidx, p->npidx, sizeof *p->pidx, pidx_cmp);
+    for (size_t i = 0; e && i < e->n; i++)
+        prog_ok[e->rules[i]] = 1;
+    for (size_t k = 0; k < p->nrules; k++) {
+        const strlist *l = &p->rules[k].program;
+        if (prog_ok[k] || !l->any_glob)
+            continue;
+        for (size_t j = 0; j < l->n && !prog_ok[k]; j++)
+            if (l->glob[j] && fnmatch(l->v[j], prog, 0) == 0)
+                prog_ok[k] = 1;
+    }
 }
 
 /* ---- paths ---- */
@@ -258,7 +308,7 @@ static bool args_match(const pcmd *c, const strlist *l)
 /* vc: the command's operand view, computed on first use and shared by
  * every rule tried on the same command. */
 static bool rule_matches_v(const txbox_policy *p, const rule *r, const pcmd *c, view *vc,
-                           bool *have_view)
+                           bool *have_view, const uint8_t *prog_ok)
 {
     if (r->decision == DEC_OFF)
         return false;
@@ -272,10 +322,15 @@ static bool rule_matches_v(const txbox_policy *p, const rule *r, const pcmd *c, 
         }                                                                                       \
     } while (0)
     if (r->program.n) {
-        if (!c->argc || (c->argv[0].flags & W_DYN))
-            return false;
-        if (!glob_any(&r->program, basename_of(c->argv[0].s)))
-            return false;
+        if (prog_ok) {
+            if (!prog_ok[r - p->rules])
+                return false;
+        } else {
+            if (!c->argc || (c->argv[0].flags & W_DYN))
+                return false;
+            if (!glob_any(&r->program, basename_of(c->argv[0].s)))
+                return false;
+        }
     }
     if (r->decision == DEC_SAFE && !r->allow_dynamic_args) {
         for (size_t i = 0; i < c->argc; i++)
@@ -427,7 +482,7 @@ bool rule_matches(const txbox_policy *p, const rule *r, const pcmd *c)
 {
     view vc;
     bool have = false;
-    return rule_matches_v(p, r, c, &vc, &have);
+    return rule_matches_v(p, r, c, &vc, &have, NULL);
 }
 
 /* ---- verdicts ---- */
@@ -462,6 +517,8 @@ int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
                   const rule **winner_out)
 {
     int worst = -1;
+    uint8_t prog_stack[512];
+    uint8_t *prog_ok = p->nrules <= sizeof prog_stack ? prog_stack : xmalloc(p->nrules);
     const rule *win = NULL;
     const pcmd *wcmd = NULL;
     bool net = false, forced = false;
@@ -472,13 +529,14 @@ int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
         const rule *best[3] = {NULL, NULL, NULL}, *fb = NULL;
         view vc;
         bool have_view = false;
+        program_matches(p, c, prog_ok);
         for (size_t k = 0; k < p->nrules; k++) {
             const rule *r = &p->rules[k];
             if (r->decision == DEC_OFF)
                 continue;
             if (r->fallback) {
                 if (!fb && !best[DEC_UNCERTAIN] && !best[DEC_UNSAFE] &&
-                    rule_matches_v(p, r, c, &vc, &have_view))
+                    rule_matches_v(p, r, c, &vc, &have_view, prog_ok))
                     fb = r;
                 continue;
             }
@@ -486,7 +544,7 @@ int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
                 continue;
             if (r->decision == DEC_SAFE && (best[DEC_UNCERTAIN] || best[DEC_UNSAFE]))
                 continue;
-            if (rule_matches_v(p, r, c, &vc, &have_view)) {
+            if (rule_matches_v(p, r, c, &vc, &have_view, prog_ok)) {
                 best[r->decision] = r;
                 if (r->decision == DEC_UNSAFE)
                     break;
@@ -519,6 +577,8 @@ int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
             forced = f;
         }
     }
+    if (prog_ok != prog_stack)
+        free(prog_ok);
     memset(out, 0, sizeof *out);
     if (worst < 0) {
         /* nothing runs (empty string, comments, plain assignments) */
@@ -629,6 +689,8 @@ int policy_load(const char *user_file, const char *workspace_dir, bool check_exa
     }
     if (rc == 0 && user_file)
         rc = load_file(p, user_file, true, err);
+    if (rc == 0)
+        policy_build_index(p);
     if (rc == 0 && check_examples)
         rc = policy_check_examples(p, err);
     if (rc == 0) {

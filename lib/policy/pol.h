@@ -43,7 +43,9 @@ char *ar_strdup(arena *a, const char *s);
 /* ---- lists of strings (policy side, malloc'd) ---- */
 typedef struct strlist {
     char **v;
+    unsigned char *glob; /* glob[i]: v[i] has *, ? or [ (else matched with strcmp) */
     size_t n;
+    bool any_glob;
 } strlist;
 void strlist_add(strlist *l, const char *s);
 void strlist_free(strlist *l);
@@ -169,9 +171,18 @@ typedef struct rule {
     size_t nex;
 } rule;
 
+/* Exact program name -> the rules that name it (built after loading). */
+typedef struct progidx {
+    const char *name;
+    uint32_t *rules;
+    size_t n;
+} progidx;
+
 struct txbox_policy {
     rule *rules;
     size_t nrules;
+    progidx *pidx;
+    size_t npidx;
     progspec *progs;
     size_t nprogs;
     strlist fetchers, secrets, secret_programs, harmless_env, null_paths, scratch_paths;
@@ -188,6 +199,7 @@ int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char 
 void policy_clear(txbox_policy *p);
 const progspec *policy_prog(const txbox_policy *p, const char *name);
 int policy_check_examples(const txbox_policy *p, txbox_error *err);
+void policy_build_index(txbox_policy *p);
 int policy_examples_report(const txbox_policy *p, FILE *f, txbox_error *err);
 /* txbox_policy_load, optionally without checking the examples. */
 int policy_load(const char *user_file, const char *workspace_dir, bool check_examples,

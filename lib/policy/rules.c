@@ -196,6 +196,11 @@ void policy_clear(txbox_policy *p)
     for (size_t i = 0; i < ARRAY_SIZE(ls); i++)
         strlist_free(ls[i]);
     free(p->workspace);
+    for (size_t i = 0; i < p->npidx; i++)
+        free(p->pidx[i].rules);
+    free(p->pidx);
+    p->pidx = NULL;
+    p->npidx = 0;
     p->rules = NULL;
     p->progs = NULL;
     p->nrules = p->nprogs = 0;
