@@ -438,8 +438,10 @@ json_t *chat_reply_message(const chat_reply *r)
 {
     json_t *m = json_object();
     json_object_set_new(m, "role", json_string("assistant"));
+    /* null content only beside tool calls: some servers' chat templates
+     * refuse an assistant message with neither. */
     json_t *content = r->content.len ? json_stringn(r->content.p, r->content.len) : NULL;
-    json_object_set_new(m, "content", content ? content : json_null());
+    json_object_set_new(m, "content", content ? content : r->ncalls ? json_null() : json_string(""));
     if (r->ncalls) {
         json_t *a = json_array();
         for (size_t i = 0; i < r->ncalls; i++) {

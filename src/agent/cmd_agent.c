@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../cmds.h"
 #include "agent.h"
@@ -51,19 +52,38 @@ static bool integer(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     return true;
 }
 
+/* The task file, given by the user: symlinks are followed (unlike files
+ * inside a workspace); at most TASK_FILE_CAP bytes, no NUL. */
 static char *read_task_file(const char *path, txbox_error *err)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    if (read_file_at(AT_FDCWD, path, TASK_FILE_CAP, &buf, &len, err) < 0) {
-        tx_err_ctx(err, "--task-file %s", path);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        tx_errno(err, errno, "--task-file %s", path);
         return NULL;
     }
-    if (memchr(buf, 0, len)) {
+    if (!S_ISREG(st.st_mode)) {
+        tx_err(err, EINVAL, "--task-file %s is not a regular file", path);
+        return NULL;
+    }
+    char *buf = xmalloc(TASK_FILE_CAP + 2);
+    ssize_t n = read_all(fd, buf, TASK_FILE_CAP + 1);
+    if (n < 0) {
+        tx_errno(err, errno, "--task-file %s", path);
         free(buf);
-        tx_err(err, EINVAL, "--task-file %s contains a NUL byte", path);
         return NULL;
     }
+    if (n > TASK_FILE_CAP) {
+        tx_err(err, EFBIG, "--task-file %s is larger than %d bytes", path, TASK_FILE_CAP);
+        free(buf);
+        return NULL;
+    }
+    if (memchr(buf, 0, (size_t)n)) {
+        tx_err(err, EINVAL, "--task-file %s contains a NUL byte", path);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
     return buf;
 }
 

@@ -21,6 +21,7 @@ agent_case() {
 }
 
 @test "agent: a task completed in several steps with commits" { agent_case steps-commit; }
+@test "agent: the task from --task-file" { agent_case task-file; }
 @test "agent: a destructive command blocked, the model adapts" { agent_case blocked-adapt; }
 @test "agent: a failing command rolled back, then corrected" { agent_case rollback; }
 @test "agent: stubbornness breaker (same failing command) ends with 112" { agent_case stubborn; }
