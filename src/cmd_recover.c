@@ -37,11 +37,11 @@ int cmd_recover(int argc, char **argv)
                  "Every txbox command does this first; this command also reports it.");
             return 0;
         default:
-            return cli_failf("recover: unknown option (see 'txbox recover --help')");
+            return cli_usage(argc, argv, "recover: unknown option '%s' (see 'txbox recover --help')", argv[optind - 1]);
         }
     }
     if (optind < argc)
-        return cli_failf("recover: unexpected argument '%s'", argv[optind]);
+        return cli_usage(argc, argv, "recover: unexpected argument '%s'", argv[optind]);
     txbox_error err = {0};
     txbox_ws *ws = NULL;
     if (txbox_ws_open(dir, TXBOX_WS_NO_RECOVER, &ws, &err) < 0)
