@@ -753,11 +753,11 @@ static void scratch_put(txbox_policy *p, scratch *s)
     }
 }
 
-int txbox_policy_check(const txbox_policy *cp, const char *cmd, size_t len, txbox_verdict *out,
-                       txbox_error *err)
+/* One check with the policy's scratch (or a private one): a shell string,
+ * or an argv when argv is non-NULL. */
+static int run_check(const txbox_policy *cp, const char *cmd, size_t len, char *const *argv,
+                     txbox_verdict *out, txbox_error *err)
 {
-    if (!cp || !out || (!cmd && len))
-        return tx_err(err, EINVAL, "txbox_policy_check: bad arguments");
     txbox_policy *p = (txbox_policy *)cp; /* only the scratch area changes */
     scratch s;
     scratch_get(p, &s);
@@ -766,10 +766,21 @@ int txbox_policy_check(const txbox_policy *cp, const char *cmd, size_t len, txbo
         return tx_err(err, ENOMEM, "txbox_policy_check: cannot create a parser");
     }
     pcmds cmds;
-    shell_walk(p, s.parser, s.ar, cmd ? cmd : "", len, &cmds);
+    if (argv)
+        shell_walk_argv(p, s.parser, s.ar, argv, &cmds);
+    else
+        shell_walk(p, s.parser, s.ar, cmd ? cmd : "", len, &cmds);
     int rc = classify_cmds(p, &cmds, out, NULL);
     scratch_put(p, &s);
     return rc;
+}
+
+int txbox_policy_check(const txbox_policy *cp, const char *cmd, size_t len, txbox_verdict *out,
+                       txbox_error *err)
+{
+    if (!cp || !out || (!cmd && len))
+        return tx_err(err, EINVAL, "txbox_policy_check: bad arguments");
+    return run_check(cp, cmd, len, NULL, out, err);
 }
 
 int txbox_policy_check_argv(const txbox_policy *cp, char *const *argv, txbox_verdict *out,
@@ -777,18 +788,7 @@ int txbox_policy_check_argv(const txbox_policy *cp, char *const *argv, txbox_ver
 {
     if (!cp || !out || !argv)
         return tx_err(err, EINVAL, "txbox_policy_check_argv: bad arguments");
-    txbox_policy *p = (txbox_policy *)cp;
-    scratch s;
-    scratch_get(p, &s);
-    if (!s.parser) {
-        scratch_put(p, &s);
-        return tx_err(err, ENOMEM, "txbox_policy_check_argv: cannot create a parser");
-    }
-    pcmds cmds;
-    shell_walk_argv(p, s.parser, s.ar, argv, &cmds);
-    int rc = classify_cmds(p, &cmds, out, NULL);
-    scratch_put(p, &s);
-    return rc;
+    return run_check(cp, NULL, 0, argv, out, err);
 }
 
 /* Development aid (tests/policy/policy-dump): the simple commands found in

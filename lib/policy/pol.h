@@ -39,6 +39,17 @@ void arena_free(arena *a);
 void *ar_alloc(arena *a, size_t n);
 char *ar_strndup(arena *a, const char *s, size_t n);
 char *ar_strdup(arena *a, const char *s);
+/* Make room for one more element in the arena array `arr` (n used, `alloc`
+ * allocated); false when the arena is exhausted. */
+void *ar_grow_copy(arena *a, const void *old, size_t n, size_t elem, size_t *alloc,
+                   size_t initial);
+#define AR_GROW(ar, arr, alloc, n, initial)                                                     \
+    ((n) < (alloc) || ({                                                                        \
+         __typeof__(arr) nv_ = ar_grow_copy((ar), (arr), (n), sizeof *(arr), &(alloc), (initial)); \
+         if (nv_)                                                                               \
+             (arr) = nv_;                                                                       \
+         nv_ != NULL;                                                                           \
+     }))
 
 /* ---- lists of strings (policy side, malloc'd) ---- */
 typedef struct strlist {

@@ -202,17 +202,9 @@ static pcmd *push(W *w, pword *argv, size_t argc, unsigned det, const ctx *c)
         w->stopped = true;
         return NULL;
     }
-    if (o->n == o->alloc) {
-        size_t na = o->alloc ? o->alloc * 2 : 32;
-        pcmd *nv = ar_alloc(w->ar, na * sizeof *nv);
-        if (!nv) {
-            w->stopped = true;
-            return NULL;
-        }
-        if (o->n)
-            memcpy(nv, o->v, o->n * sizeof *nv);
-        o->v = nv;
-        o->alloc = na;
+    if (!AR_GROW(w->ar, o->v, o->alloc, o->n, 32)) {
+        w->stopped = true;
+        return NULL;
     }
     pcmd *r = &o->v[o->n++];
     memset(r, 0, sizeof *r);
@@ -266,16 +258,8 @@ static pword mkword(W *w, const char *s, size_t n, unsigned flags)
 static void set_var(W *w, const char *name, const char *val, size_t len, bool fetch)
 {
     wstate *st = &w->st;
-    if (st->nvars == st->avars) {
-        size_t na = st->avars ? st->avars * 2 : 16;
-        var *nv = ar_alloc(w->ar, na * sizeof *nv);
-        if (!nv)
-            return;
-        if (st->nvars)
-            memcpy(nv, st->vars, st->nvars * sizeof *nv);
-        st->vars = nv;
-        st->avars = na;
-    }
+    if (!AR_GROW(w->ar, st->vars, st->avars, st->nvars, 16))
+        return;
     if (val && len > MAX_VALUE)
         val = NULL;
     st->vars[st->nvars++] = (var){.name = ar_strdup(w->ar, name),
@@ -700,17 +684,9 @@ static void wl_add(W *w, wlist *l, pword pw)
         w->stopped = true;
         return;
     }
-    if (l->n == l->alloc) {
-        size_t na = l->alloc ? l->alloc * 2 : 8;
-        pword *nv = ar_alloc(w->ar, na * sizeof *nv);
-        if (!nv) {
-            w->stopped = true;
-            return;
-        }
-        if (l->n)
-            memcpy(nv, l->v, l->n * sizeof *nv);
-        l->v = nv;
-        l->alloc = na;
+    if (!AR_GROW(w->ar, l->v, l->alloc, l->n, 8)) {
+        w->stopped = true;
+        return;
     }
     l->v[l->n++] = pw;
 }
@@ -718,7 +694,7 @@ static void wl_add(W *w, wlist *l, pword pw)
 /* One field [a, b) of r as a word. */
 static void field_word(W *w, const rstr *r, size_t a, size_t b, wlist *out)
 {
-    pword pw = mkword(w, r->s + a, b - a, r->wflags & (W_FETCH | W_SUBST));
+    pword pw = mkword(w, r->s ? r->s + a : "", b - a, r->wflags & (W_FETCH | W_SUBST));
     for (size_t i = a; i < b; i++) {
         uint8_t f = r->f[i];
         if ((f & RF_DYN) && !(pw.flags & W_DYN)) {
@@ -1096,6 +1072,31 @@ static bool file_redirect(W *w, TSNode n, const ctx *c, predir *out)
     return true;
 }
 
+/* `<<< WORD`: stdin is WORD and a newline (when known statically). */
+static void herestring(W *w, TSNode n, const ctx *c, ctx *sc)
+{
+    kid *hk;
+    size_t nh = kids(w, n, &hk);
+    for (size_t j = 0; j < nh; j++) {
+        if (!ts_node_is_named(hk[j].n) || is(hk[j].n, "file_descriptor"))
+            continue;
+        pword pw = resolve_one(w, hk[j].n, c, false);
+        char *t = ar_alloc(w->ar, pw.len + 2);
+        if (t) {
+            memcpy(t, pw.s, pw.len);
+            t[pw.len] = '\n';
+            t[pw.len + 1] = 0;
+        }
+        sc->stdin_text = (pw.flags & W_DYN) ? NULL : t;
+        sc->stdin_len = pw.len + 1;
+        if (pw.flags & W_FETCH)
+            sc->stdin_det |= D_FETCH_IN;
+        if (word_secret(w, &pw))
+            sc->stdin_det |= D_SECRET_IN;
+        return;
+    }
+}
+
 /* Text of a here-document body, with its expansions when the delimiter is
  * unquoted. */
 static const char *heredoc_text(W *w, TSNode start, TSNode body, bool have_body, const ctx *c,
@@ -1174,26 +1175,7 @@ static const char *walk_redirected(W *w, TSNode n, const ctx *c, size_t *olen)
             if (d.op == RD_IN)
                 sc.stdin_text = NULL;
         } else if (is(ch, "herestring_redirect")) {
-            kid *hk;
-            size_t nh = kids(w, ch, &hk);
-            for (size_t j = 0; j < nh; j++) {
-                if (!ts_node_is_named(hk[j].n) || is(hk[j].n, "file_descriptor"))
-                    continue;
-                pword pw = resolve_one(w, hk[j].n, c, false);
-                char *t = ar_alloc(w->ar, pw.len + 2);
-                if (t) {
-                    memcpy(t, pw.s, pw.len);
-                    t[pw.len] = '\n';
-                    t[pw.len + 1] = 0;
-                }
-                sc.stdin_text = (pw.flags & W_DYN) ? NULL : t;
-                sc.stdin_len = pw.len + 1;
-                if (pw.flags & W_FETCH)
-                    sc.stdin_det |= D_FETCH_IN;
-                if (word_secret(w, &pw))
-                    sc.stdin_det |= D_SECRET_IN;
-                break;
-            }
+            herestring(w, ch, c, &sc);
         } else if (is(ch, "heredoc_redirect")) {
             kid *hk;
             size_t nh = kids(w, ch, &hk);
@@ -1329,16 +1311,8 @@ static void walk_assignment(W *w, TSNode n, const ctx *c, bool persist)
 
 static void add_func(W *w, const char *name, const char *body, size_t blen, bool alias)
 {
-    if (w->nfuncs == w->afuncs) {
-        size_t na = w->afuncs ? w->afuncs * 2 : 8;
-        func *nv = ar_alloc(w->ar, na * sizeof *nv);
-        if (!nv)
-            return;
-        if (w->nfuncs)
-            memcpy(nv, w->funcs, w->nfuncs * sizeof *nv);
-        w->funcs = nv;
-        w->afuncs = na;
-    }
+    if (!AR_GROW(w->ar, w->funcs, w->afuncs, w->nfuncs, 8))
+        return;
     w->funcs[w->nfuncs++] =
         (func){.name = ar_strdup(w->ar, name), .body = ar_strndup(w->ar, body, blen), .alias = alias};
 }
@@ -1532,27 +1506,7 @@ static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen)
                     if (d.op == RD_IN && word_secret(w, &d.target))
                         sc.stdin_det |= D_SECRET_IN;
                 } else {
-                    /* here-string on a command */
-                    kid *hk;
-                    size_t nh = kids(w, ch, &hk);
-                    for (size_t j = 0; j < nh; j++) {
-                        if (!ts_node_is_named(hk[j].n) || is(hk[j].n, "file_descriptor"))
-                            continue;
-                        pword pw = resolve_one(w, hk[j].n, c, false);
-                        char *tx = ar_alloc(w->ar, pw.len + 2);
-                        if (tx) {
-                            memcpy(tx, pw.s, pw.len);
-                            tx[pw.len] = '\n';
-                            tx[pw.len + 1] = 0;
-                        }
-                        sc.stdin_text = (pw.flags & W_DYN) ? NULL : tx;
-                        sc.stdin_len = pw.len + 1;
-                        if (pw.flags & W_FETCH)
-                            sc.stdin_det |= D_FETCH_IN;
-                        if (word_secret(w, &pw))
-                            sc.stdin_det |= D_SECRET_IN;
-                        break;
-                    }
+                    herestring(w, ch, c, &sc); /* here-string on a command */
                 }
             } else if (is(ch, "variable_assignment")) {
                 /* NAME=value cmd: only in that command's environment */
