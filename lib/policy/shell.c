@@ -129,6 +129,7 @@ typedef struct W {
     uint64_t deadline;
     uint64_t ticks; /* progress callbacks of tree-sitter, all parses of one check */
     bool stopped;
+    bool ifs_changed; /* IFS assigned: field splitting is not known */
     bool parse_error_seen;
     const char *src; /* source of the tree being walked */
 } W;
@@ -268,6 +269,8 @@ static void set_var(W *w, const char *name, const char *val, size_t len, bool fe
                                   .fetch = fetch};
     if (!strcmp(name, "PATH"))
         st->path_changed = true;
+    if (!strcmp(name, "IFS"))
+        w->ifs_changed = true;
 }
 
 static const var *get_var(W *w, const char *name, size_t n)
@@ -447,6 +450,11 @@ static void rs_var(W *w, rstr *r, const char *name, size_t n, const char *src, s
                    bool quoted)
 {
     uint8_t q = quoted ? RF_QUOTED : RF_SPLIT;
+    if (!quoted && w->ifs_changed) {
+        /* with another IFS, the words an expansion makes are not known */
+        rs_add(r, src, srclen, RF_SPLIT | RF_DYN);
+        return;
+    }
     if (n == 4 && !memcmp(name, "HOME", 4)) {
         rs_add(r, "~", 1, (uint8_t)(q | RF_HOME));
         return;
@@ -2058,7 +2066,8 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
             push(w, NULL, 0, det | D_EMPTY, c);
         return NULL;
     }
-    if (argv[0].flags & W_DYN) {
+    if (argv[0].flags & (W_DYN | W_GLOB)) {
+        /* a program name made at run time, or by pathname expansion */
         pcmd *pc = push(w, argv, argc, det | D_DYN_PROGRAM, c);
         if (pc && (argv[0].flags & W_FETCH))
             pc->det |= D_REMOTE_CODE;
