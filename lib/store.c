@@ -291,6 +291,7 @@ static int exec(sqlite3 *db, const char *sql, txbox_error *err)
 static int user_version(sqlite3 *db, int *v, txbox_error *err)
 {
     sqlite3_stmt *st = NULL;
+    *v = 0;
     int rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
     if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         *v = sqlite3_column_int(st, 0);

@@ -4,7 +4,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-static int vfill(txbox_error *err, int code, bool with_errno, const char *fmt, va_list ap)
+__attribute__((format(printf, 4, 0))) static int vfill(txbox_error *err, int code, bool with_errno,
+                                                     const char *fmt, va_list ap)
 {
     if (!err)
         return -1;
