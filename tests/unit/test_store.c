@@ -1,0 +1,201 @@
+/* The audit log: rows written by the commit protocol, idempotent re-logging
+ * (what recovery does), the write set's hashes, schema checks, ids. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "store.h"
+
+static char root[64];
+static txbox_ws *ws;
+
+static void mkfile(int dfd, const char *p, const char *text)
+{
+    int fd = openat(dfd, p, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(root, sizeof root, "/tmp/txbox-store-XXXXXX");
+    assert_non_null(mkdtemp(root));
+    txbox_error e = {0};
+    assert_int_equal(txbox_ws_open(root, TXBOX_WS_CREATE, &ws, &e), 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    txbox_ws_close(ws);
+    tree_remove(AT_FDCWD, root);
+    return 0;
+}
+
+static sqlite3 *db_open(void)
+{
+    char p[128];
+    snprintf(p, sizeof p, "%s/.txbox/log.db", root);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+    return db;
+}
+
+static long long q_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    long long v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static char *q_text(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    const unsigned char *t = sqlite3_column_text(st, 0);
+    char *r = t ? xstrdup((const char *)t) : NULL;
+    sqlite3_finalize(st);
+    return r;
+}
+
+#define SHA_ABC "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+#define SHA_OLD "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" /* "" */
+
+static void commit_logs_write_set_once(void **state)
+{
+    (void)state;
+    txbox_error e = {0};
+    mkfile(ws->fd, "f", "");
+    uint64_t id;
+    int txfd, act;
+    assert_int_equal(ws_new_tx(ws, &id, &txfd, &act, &e), 0);
+    mkdirat(txfd, "upper", 0755);
+    int up = openat(txfd, "upper", O_RDONLY | O_DIRECTORY);
+    struct stat rst;
+    assert_int_equal(fstat(ws->fd, &rst), 0);
+    assert_int_equal(fchmod(up, rst.st_mode & 07777), 0); /* the root's mode is unchanged */
+    mkfile(up, "f", "abc");
+    mkfile(up, "new", "abc");
+    struct tx_ops ops = {0};
+    assert_int_equal(scan_upper(up, ws->fd, !ws->root, &ops, &e), 0);
+    const char *info = "{\"command\":\"echo abc\",\"cwd\":\".\",\"exit_code\":0,\"verdict\":"
+                       "\"uncertain\",\"started\":1.5,\"stdout\":\"out\",\"changes\":{\"added\":"
+                       "[\"new\"],\"modified\":[\"f\"],\"deleted\":[]}}";
+    uint64_t gen;
+    int rc = journal_commit(ws, id, txfd, 0, &ops, info, &gen, &e);
+    if (rc)
+        print_error("%s\n", e.msg);
+    assert_int_equal(rc, 0);
+    sqlite3 *db = db_open();
+    assert_int_equal(q_int(db, "SELECT count(*) FROM tx"), 1);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM change"), 2);
+    assert_int_equal(q_int(db, "SELECT gen FROM tx"), 1);
+    assert_int_equal(q_int(db, "SELECT n_added + n_modified FROM tx"), 2);
+    char *s = q_text(db, "SELECT hash_after FROM change WHERE CAST(path AS TEXT)='f'");
+    assert_string_equal(s, SHA_ABC);
+    free(s);
+    s = q_text(db, "SELECT hash_before FROM change WHERE CAST(path AS TEXT)='f'");
+    assert_string_equal(s, SHA_OLD);
+    free(s);
+    s = q_text(db, "SELECT kind FROM change WHERE CAST(path AS TEXT)='new'");
+    assert_string_equal(s, "added");
+    free(s);
+    s = q_text(db, "SELECT command FROM tx");
+    assert_string_equal(s, "echo abc");
+    free(s);
+    s = q_text(db, "SELECT stdout_tail FROM tx");
+    assert_string_equal(s, "out");
+    free(s);
+    /* Recovery logs the same commit again: nothing doubles. */
+    assert_int_equal(store_log(ws, id, "committed", info, &ops, txfd, &e), 0);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM tx"), 1);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM change"), 2);
+    /* A recovery row (no record) never replaces a real one. */
+    assert_int_equal(store_log(ws, id, "rolled_back", NULL, NULL, txfd, &e), 0);
+    s = q_text(db, "SELECT outcome FROM tx");
+    assert_string_equal(s, "committed");
+    free(s);
+    /* ... but stands for a transaction that has none. */
+    assert_int_equal(store_log(ws, id + 100, "rolled_back", NULL, NULL, txfd, &e), 0);
+    s = q_text(db, "SELECT outcome FROM tx WHERE id=101");
+    assert_string_equal(s, "rolled_back");
+    free(s);
+    assert_int_equal(q_int(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    s = q_text(db, "PRAGMA journal_mode");
+    assert_string_equal(s, "wal");
+    free(s);
+    sqlite3_close(db);
+    ops_free(&ops);
+    close(up);
+    close(txfd);
+    ws_end_tx(ws, id, act);
+}
+
+static void refuses_newer_and_damaged(void **state)
+{
+    (void)state;
+    txbox_error e = {0};
+    assert_int_equal(store_check(ws, &e), 0);
+    sqlite3 *db = db_open();
+    assert_int_equal(sqlite3_exec(db, "PRAGMA user_version=99", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(store_check(ws, &e), -1);
+    assert_non_null(strstr(e.msg, "newer"));
+    char *j = NULL;
+    assert_int_equal(txbox_log_json(ws, 0, &j, &e), -1);
+    assert_null(j);
+    /* garbage */
+    mkfile(ws->sfd, "log.db", "this is not an SQLite database, not at all, no........................"
+                              "..........................................................");
+    assert_int_equal(store_check(ws, &e), -1);
+    assert_int_equal(e.code, EBADMSG);
+    assert_non_null(strstr(e.msg, "damaged"));
+    /* a missing one is created */
+    unlinkat(ws->sfd, "log.db", 0);
+    assert_int_equal(store_check(ws, &e), 0);
+}
+
+static void hashes_and_ids(void **state)
+{
+    (void)state;
+    mkfile(ws->fd, "h", "abc");
+    char hex[65];
+    uint64_t size = 0;
+    assert_int_equal(hash_file_at(ws->fd, "h", hex, &size), 0);
+    assert_string_equal(hex, SHA_ABC);
+    assert_int_equal(size, 3);
+    hash_bytes_hex("abc", 3, hex);
+    assert_string_equal(hex, SHA_ABC);
+    assert_int_equal(hash_file_at(ws->fd, ".", hex, &size), -1); /* not a file */
+    uint64_t id;
+    txbox_error e = {0};
+    assert_int_equal(parse_txid("42", &id, &e), 0);
+    assert_int_equal(id, 42);
+    const char *bad[] = {"", "0", "abc", "1a", "-1", " 1", "99999999999999999999", "1/2"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+        assert_int_equal(parse_txid(bad[i], &id, &e), -1);
+    assert_int_equal(parse_txid(NULL, &id, &e), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(commit_logs_write_set_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(refuses_newer_and_damaged, setup, teardown),
+        cmocka_unit_test_setup_teardown(hashes_and_ids, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
