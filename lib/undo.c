@@ -258,6 +258,7 @@ static int unstage(txbox_ws *ws, int txfd, const struct plan *p, txbox_error *er
 
 int undo_unstage(txbox_ws *ws, int txfd, txbox_error *err)
 {
+    (void)unlinkat(txfd, STAGED ".tmp", 0); /* never installed: nothing moved */
     if (!exists_at(txfd, STAGED))
         return 0;
     struct plan p;
@@ -436,8 +437,12 @@ static int build_ops(txbox_ws *ws, int tundo, const struct tx_journal *t, const 
     return 0;
 }
 
-static int write_plan(int txfd, const struct plan *p, txbox_error *err)
+/* Writes the staging record under a temporary name and renames it into
+ * place, so that tx/U/staged exists only complete. *installed: it is in
+ * place (possibly not durably: the caller then unstages). */
+static int write_plan(int txfd, const struct plan *p, bool *installed, txbox_error *err)
 {
+    *installed = false;
     dbuf b;
     dbuf_init(&b, 0);
     char h[64];
@@ -450,9 +455,16 @@ static int write_plan(int txfd, const struct plan *p, txbox_error *err)
         dbuf_addstr(&b, "\n");
     }
     int rc = 0;
-    _cleanup_close_ int fd = openat(txfd, STAGED, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0 || fs_write(fd, b.p, b.len) < 0 || fs_fsync(fd) < 0 || fs_fsync(txfd) < 0)
+    _cleanup_close_ int fd = openat(txfd, STAGED ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || fs_write(fd, b.p, b.len) < 0 || fs_fsync(fd) < 0 ||
+        fs_renameat(txfd, STAGED ".tmp", txfd, STAGED, 0) < 0) {
         rc = tx_errno(err, errno, "cannot record the staging of the undo");
+        (void)unlinkat(txfd, STAGED ".tmp", 0);
+    } else {
+        *installed = true;
+        if (fs_fsync(txfd) < 0)
+            rc = tx_errno(err, errno, "cannot record the staging of the undo");
+    }
     dbuf_free(&b);
     return rc;
 }
@@ -660,8 +672,7 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
     _cleanup_free_ char *info = NULL;
     if (rc == 0) {
         fs_fault_arm();
-        rc = write_plan(c->txfd, &plan, err);
-        staged = rc == 0;
+        rc = write_plan(c->txfd, &plan, &staged, err);
         if (rc == 0)
             rc = stage(c->txfd, c->tundo, &plan, err);
         json_t *changes = NULL;
