@@ -1,0 +1,220 @@
+#!/usr/bin/env bats
+# Escape attempts, network and terminal: TCP and UDP to listeners on the
+# host's loopback and addresses, the host's unix sockets (abstract and in
+# the file system), DNS, and terminal injection (TIOCSTI, TIOCLINUX) or
+# takeover of the caller's terminal.
+#
+# The host side is tests/escape/listener.py, which logs every connection or
+# datagram it gets; tests/escape/ptyrun.py runs txbox on a pseudo-terminal
+# and reports what was pushed into its input queue.
+
+bats_require_minimum_version 1.5.0
+load ../lib/common
+load ../lib/escape_helpers
+
+# The host's listeners; exports ESC_TCP4 ESC_TCP6 ESC_UDP4 ESC_USOCK ESC_ABSTRACT.
+start_listener() {
+    LDIR="$BATS_TEST_TMPDIR/listener"
+    mkdir -p "$LDIR"
+    : >"$LDIR/log"
+    export ESC_USOCK="$OUT/host.sock" ESC_ABSTRACT="txbox-escape-$ESC_MARK"
+    python3 "$ESC_TOOLS/listener.py" "$LDIR" "$ESC_USOCK" "$ESC_ABSTRACT" </dev/null >"$LDIR/out" 2>&1 3>&- &
+    LISTENER_PID=$!
+    local i
+    for i in $(seq 100); do
+        [ -f "$LDIR/ports" ] && break
+        sleep 0.05
+    done
+    [ -f "$LDIR/ports" ] || fail "the host listener did not start: $(cat "$LDIR/out")"
+    . "$LDIR/ports"
+    export ESC_TCP4="$TCP4" ESC_TCP6="$TCP6" ESC_UDP4="$UDP4"
+    # the socket file is part of the box from now on
+    esc_snap pre
+}
+
+# Nothing reached the listener.
+listener_untouched() {
+    sleep 0.3
+    if [ -s "$LDIR/log" ]; then
+        ESC_ERRS+=("${1:+[$1] }ESCAPE: the host listener was reached: $(cat "$LDIR/log")")
+        : >"$LDIR/log"
+    fi
+}
+
+# listener_verdict KIND: nothing reached the listener, the attempt is
+# checked (esc_check, esc_done); then the control run from the host side
+# must reach it with a KIND connection.
+listener_verdict() {
+    listener_untouched
+    esc_check
+    esc_done || return 1
+    control_run
+    listener_reached_by_control "$1"
+}
+
+listener_reached_by_control() {
+    sleep 0.3
+    [ -s "$LDIR/log" ] ||
+        fail "control: the script reaches nothing even without txbox, so the check proves nothing: $(clip "$CONTROL_OUT")"
+    grep -q "^$1 " "$LDIR/log" ||
+        fail "control: the listener logged no $1 connection: $(cat "$LDIR/log")"
+}
+
+@test "TCP to a listener on the host's loopback (127.0.0.1, ::1) and to the host's own addresses (control)" {
+    start_listener
+    export ESC_ADDRS="$(hostname -I 2>/dev/null)"
+    attempt <<'EOF'
+cat >/tmp/conn.py <<'PY'
+import os, socket, sys
+fam, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+s = socket.socket(socket.AF_INET6 if fam == "6" else socket.AF_INET)
+s.settimeout(2)
+s.connect((host, port))
+s.sendall(b"from-sandbox")
+PY
+try tcp4-loopback python3 /tmp/conn.py 4 127.0.0.1 "$ESC_TCP4"
+[ "$ESC_TCP6" = 0 ] || try tcp6-loopback python3 /tmp/conn.py 6 ::1 "$ESC_TCP6"
+try tcp4-loopback-other-name python3 /tmp/conn.py 4 127.1.2.3 "$ESC_TCP4"
+for a in $ESC_ADDRS; do
+    case "$a" in *:*) f=6 ;; *) f=4 ;; esac
+    try "tcp-host-address-$a" python3 /tmp/conn.py "$f" "$a" "$ESC_TCP4"
+done
+try curl-loopback curl -s -m 2 "http://127.0.0.1:$ESC_TCP4/"
+exit 3
+EOF
+    listener_verdict tcp4
+}
+
+@test "UDP datagrams to a listener on the host's loopback (control)" {
+    start_listener
+    attempt <<'EOF'
+try udp4-sendto python3 -c 'import os, socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); [s.sendto(b"from-sandbox", ("127.0.0.1", int(os.environ["ESC_UDP4"]))) for _ in range(5)]; s.close()'
+exit 3
+EOF
+    # a datagram to the sandbox's own loopback "succeeds" (nobody listens there):
+    # the listener decides
+    ATT_OUT="$(grep -v '^OK udp4-sendto$' <<<"$ATT_OUT")"
+    listener_verdict udp4
+}
+
+@test "the host's abstract unix socket (control)" {
+    start_listener
+    attempt <<'EOF'
+try abstract-connect python3 -c 'import os, socket; s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect("\0" + os.environ["ESC_ABSTRACT"]); s.sendall(b"from-sandbox")'
+exit 3
+EOF
+    listener_verdict abstract
+}
+
+@test "the host's unix socket in the file system, outside the workspace (control)" {
+    # Like a docker.sock, an ssh-agent or a D-Bus socket: connecting to it
+    # reaches a host service whatever the mounts say.
+    start_listener
+    attempt <<'EOF'
+try unix-connect python3 -c 'import os, socket; s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect(os.environ["ESC_USOCK"]); s.sendall(b"from-sandbox")'
+try unix-connect-via-dotdot python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect("../outside/host.sock"); s.sendall(b"via-dotdot")'
+try unix-connect-dgram python3 -c 'import os, socket; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.sendto(b"dgram", os.environ["ESC_USOCK"])'
+exit 3
+EOF
+    listener_verdict unix
+}
+
+@test "DNS: no name resolves, no query leaves (control with --net)" {
+    attempt <<'EOF'
+try getent-hosts getent hosts deb.debian.org
+try getent-ahosts getent ahosts registry.npmjs.org
+try python-getaddrinfo python3 -c 'import socket; socket.getaddrinfo("deb.debian.org", 443)'
+ns="$(awk '$1 == "nameserver" {print $2; exit}' /etc/resolv.conf)"
+echo "INFO nameserver $ns"
+# a raw query to the host's resolver: must not even leave (no route)
+python3 -c "
+import socket, sys
+s = socket.socket(socket.AF_INET6 if ':' in '$ns' else socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(2)
+q = b'\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03deb\x06debian\x03org\x00\x00\x01\x00\x01'
+try:
+    s.sendto(q, ('$ns', 53))
+except OSError as e:
+    print('RAW-QUERY sendto:', e.strerror); sys.exit(1)
+s.recvfrom(512)
+print('OK raw-query-answered')
+"
+exit 3
+EOF
+    esc_check
+    esc_done
+    grep -q '^RAW-QUERY sendto: Network is unreachable$' <<<"$ATT_OUT" ||
+        fail "the query to the resolver did not fail with 'Network is unreachable' (it may have left): $(clip "$ATT_OUT")"
+    # the control: with --net the same names resolve (where the host resolves them)
+    if getent hosts deb.debian.org >/dev/null 2>&1; then
+        attempt --net <<'EOF'
+getent hosts deb.debian.org && echo RESOLVED
+exit 3
+EOF
+        grep -q '^RESOLVED$' <<<"$ATT_OUT" ||
+            fail "control: with --net the name does not resolve inside, so the check proves nothing: $(clip "$ATT_ERR")"
+    fi
+}
+
+# tty_attempt: run the last written script through txbox on a pty;
+# REPORT (JSON) in $BATS_TEST_TMPDIR/pty.json.
+tty_attempt() {
+    ESC_N=$((ESC_N + 1))
+    ESC_SCRIPT="$ESC_BASE/scripts/t$BATS_TEST_NUMBER-$ESC_N.sh"
+    {
+        printf '. "$ESC_TOOLS/lib.sh"\n'
+        cat
+    } >"$ESC_SCRIPT"
+    PTYREP="$BATS_TEST_TMPDIR/pty.json"
+    run --separate-stderr python3 "$ESC_TOOLS/ptyrun.py" "$PTYREP" "$TXBOX_DEADLINE" -- \
+        "$TXBOX" run -C "$WS" --json -- /bin/sh "$ESC_SCRIPT"
+    check_run_json
+    ATT_OUT="$(jget stdout 2>/dev/null)"
+    ATT_ERR="$(jget stderr 2>/dev/null)"
+}
+
+ptyget() {
+    python3 -c 'import json, sys; v = json.load(open(sys.argv[1]))[sys.argv[2]]; print(v)' "$PTYREP" "$1"
+}
+
+@test "terminal injection: TIOCSTI on stdin and /dev/tty (also with high bits in the request), TIOCLINUX (control)" {
+    tty_attempt <<'EOF'
+test -t 0 && echo "INFO stdin is a terminal"
+"$PROBE" tty 0 "$ESC_MARK"
+exit 3
+EOF
+    esc_check
+    grep -q 'INFO stdin is a terminal' <<<"$ATT_OUT" || ESC_ERRS+=("the command's stdin was not the terminal: the attempt proves nothing")
+    [[ "$(ptyget injected)" != *"$ESC_MARK"* ]] ||
+        ESC_ERRS+=("ESCAPE: text was pushed into the caller's terminal: $(ptyget injected)")
+    esc_done
+    # the control: the injector run directly on the same kind of terminal works
+    python3 "$ESC_TOOLS/ptyrun.py" "$PTYREP" 30 -- "$ESC_TOOLS/probe" tty 0 "$ESC_MARK" >"$BATS_TEST_TMPDIR/control.out" 2>&1 || true
+    if grep -q '^OK TIOCSTI$' "$BATS_TEST_TMPDIR/control.out"; then
+        [[ "$(ptyget injected)" == *"$ESC_MARK"* ]] ||
+            fail "control: TIOCSTI worked without txbox but the harness saw nothing injected: $(cat "$PTYREP")"
+    else
+        # TIOCSTI disabled on this kernel (dev.tty.legacy_tiocsti=0) for this user
+        [ "$(cat /proc/sys/dev/tty/legacy_tiocsti 2>/dev/null)" = 0 ] ||
+            fail "control: TIOCSTI fails even without txbox: $(cat "$BATS_TEST_TMPDIR/control.out")"
+    fi
+}
+
+@test "terminal takeover: the caller's terminal keeps its foreground process group (control)" {
+    tty_attempt <<'EOF'
+"$PROBE" tty-pgrp 0
+exit 3
+EOF
+    # setsid and a new group of its own inside are harmless; the terminal decides
+    ATT_OUT="$(grep -v -e '^OK setpgid-own-group$' -e '^OK setsid$' -e '^OK TIOCNOTTY$' <<<"$ATT_OUT")"
+    esc_check
+    [ "$(ptyget fg_changed)" = False ] ||
+        ESC_ERRS+=("ESCAPE: the caller's terminal now has another foreground process group ($(ptyget fg_pgrp), was $(ptyget own_pgrp)): the caller would be stopped by SIGTTIN/SIGTTOU")
+    esc_done
+    # the control: directly, the same calls move the terminal's foreground group
+    # (as a child of a shell: the session leader itself cannot change group)
+    python3 "$ESC_TOOLS/ptyrun.py" "$PTYREP" 30 -- sh -c '"$1" tty-pgrp 0; true' x "$ESC_TOOLS/probe" \
+        >"$BATS_TEST_TMPDIR/control.out" 2>&1 || true
+    [ "$(ptyget fg_changed)" = True ] ||
+        fail "control: without txbox the foreground group did not change, so the check proves nothing: $(cat "$BATS_TEST_TMPDIR/control.out") $(cat "$PTYREP")"
+}
