@@ -176,3 +176,12 @@ seen" ] || fail "without -C the workspace is not the cwd: '$output'"
     assert_status 0
     [ "$(jget protections)" != "{}" ] || fail "protections object is empty"
 }
+
+@test "recover on a workspace that never ran a transaction succeeds and changes nothing" {
+    # After a crash before .txbox/ existed, `txbox recover` is what a script
+    # runs blindly: nothing to do is not an error.
+    snap pre "$WS" --mtime
+    run --separate-stderr txbox_bin recover -C "$WS"
+    assert_status 0
+    assert_tree pre "$WS" --mtime
+}
