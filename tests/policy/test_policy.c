@@ -408,8 +408,13 @@ static void test_policy_override(void **state)
 static void test_workspace_paths(void **state)
 {
     (void)state;
-    /* a workspace outside the scratch directories, so outside means outside */
-    char ws[] = "policy-ws-XXXXXX";
+    /* a workspace outside the scratch directories (/tmp, /var/tmp: the
+     * sandbox's own), so outside means outside: under $HOME, not the build
+     * directory, which a CI checkout may have under /tmp */
+    const char *home = getenv("HOME");
+    char ws[PATH_MAX];
+    snprintf(ws, sizeof ws, "%s/.txbox-policy-test-XXXXXX",
+             home && *home == '/' && strncmp(home, "/tmp", 4) ? home : "/root");
     assert_non_null(mkdtemp(ws));
     char *real = realpath(ws, NULL);
     assert_non_null(real);
