@@ -139,3 +139,35 @@ outcome_of() { "$RUNJSON" get outcome <"$RES/$1.out"; }
         ;;
     esac
 }
+
+@test "transactions on different fresh workspaces at once all commit" {
+    # Each workspace is new (no .txbox/ yet) and four txbox start together:
+    # state initialisation and per-run resources (cgroups) must not collide.
+    local i ws=() rc=()
+    for i in 1 2 3 4; do
+        new_ws "other$i"
+        ws+=("$WS")
+    done
+    for i in 1 2 3 4; do
+        WS="${ws[$((i - 1))]}"
+        bg_tx "$i" -c "sleep 0.3; echo $i >mine"
+    done
+    wait_all
+    for i in 1 2 3 4; do
+        [ "$(rc_of $i)" = 0 ] || fail "workspace $i: status $(rc_of $i)" "$(cat "$RES/$i.err")"
+        [ "$(cat "${ws[$((i - 1))]}/mine")" = "$i" ] || fail "workspace $i: change missing"
+    done
+}
+
+@test "concurrent first transactions on one fresh workspace all succeed" {
+    # No .txbox/ yet: four txbox create it at once.
+    local i
+    for i in 1 2 3 4; do
+        bg_tx "$i" -c "echo $i >first$i"
+    done
+    wait_all
+    for i in 1 2 3 4; do
+        [ "$(rc_of $i)" = 0 ] || fail "tx $i: status $(rc_of $i)" "$(cat "$RES/$i.err")"
+        [ "$(cat "$WS/first$i")" = "$i" ] || fail "tx $i's change missing"
+    done
+}
