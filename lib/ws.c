@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -322,17 +323,35 @@ void tx_write_outcome(int txfd, const char *outcome)
 /* Step 1 of recovery, for each journal in jl whose owner died. (History,
  * issue 5: moved out of txbox_recover() so that a commit can run it under
  * its lock, see ws_roll_forward_locked() in store.h.) */
-static int roll_forward(txbox_ws *ws, const struct idlist *jl, json_t *rolled_forward,
+static int roll_forward(txbox_ws *ws, const struct idlist *jl, bool wait, json_t *rolled_forward,
                         json_t *failed, txbox_error *err)
 {
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < jl->n; i++) {
         uint64_t id = jl->v[i];
-        if (!ws_tx_owner_dead(ws, id))
-            continue;
-        txbox_error e = {0};
         char name[32];
         snprintf(name, sizeof name, "%llu", (unsigned long long)id);
+        /* With wait (the commit path, lock held): a journal whose owner
+         * still holds its lock is one whose commit was interrupted and
+         * whose process is going away (or whose forked children still hold
+         * the lock for an instant): wait for it, never overtake it. */
+        for (int ms = 0; !ws_tx_owner_dead(ws, id); ms += 10) {
+            if (!wait)
+                break;
+            if (ms >= 60000) {
+                rc = tx_err(err, EBUSY, "transaction %s was interrupted after its commit point "
+                            "but its process still holds it", name);
+                break;
+            }
+            usleep(10000);
+        }
+        if (rc < 0 || !ws_tx_owner_dead(ws, id))
+            continue;
+        /* Listed before the lock was taken: another process may have
+         * finished it meanwhile. */
+        if (faccessat(ws->jnld, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+            continue;
+        txbox_error e = {0};
         if (journal_recover_one(ws, id, &e) < 0) {
             if (failed)
                 json_array_append_new(failed, json_pack("{s:s,s:s}", "tx", name, "error", e.msg));
@@ -355,13 +374,38 @@ int ws_roll_forward_locked(txbox_ws *ws, json_t *done, json_t *failed, txbox_err
 {
     struct idlist jl;
     list_ids(ws->jnld, &jl);
-    int rc = roll_forward(ws, &jl, done, failed, err);
+    int rc = roll_forward(ws, &jl, true, done, failed, err);
     free(jl.v);
     return rc;
 }
 
+/* History (stress test): ws_new_tx's owner lock under its temporary name
+ * (.new.PID), left by a process killed before it registered the id. Removed
+ * when unlocked and older than 5 s (a live process locks it at once). */
+static void clean_new_locks(txbox_ws *ws)
+{
+    int fd = openat(ws->actd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    struct dirent *de;
+    time_t now = time(NULL);
+    while (d && (de = readdir(d))) {
+        struct stat st;
+        if (strncmp(de->d_name, ".new.", 5) ||
+            fstatat(ws->actd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || now - st.st_mtime < 5)
+            continue;
+        _cleanup_close_ int lf = openat(ws->actd, de->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        if (lf >= 0 && flock(lf, LOCK_EX | LOCK_NB) == 0)
+            (void)unlinkat(ws->actd, de->d_name, 0);
+    }
+    if (d)
+        closedir(d);
+    else if (fd >= 0)
+        close(fd);
+}
+
 int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
 {
+    clean_new_locks(ws);
     struct idlist jl, al;
     list_ids(ws->jnld, &jl);
     list_ids(ws->actd, &al);
@@ -377,7 +421,7 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
         rc = -1;
     /* 1. Journals: roll forward (the commit point was passed). */
     if (work && rc == 0)
-        rc = roll_forward(ws, &jl, rolled_forward, failed, err);
+        rc = roll_forward(ws, &jl, false, rolled_forward, failed, err);
     /* 2. Transactions in flight without a journal: roll back. */
     for (size_t i = 0; work && rc == 0 && i < al.n; i++) {
         uint64_t id = al.v[i];
@@ -385,6 +429,10 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
         snprintf(name, sizeof name, "%llu", (unsigned long long)id);
         struct stat st;
         if (fstatat(ws->jnld, name, &st, 0) == 0 || !ws_tx_owner_dead(ws, id))
+            continue;
+        /* History (stress test): listed before the lock was taken, it may
+         * have ended normally meanwhile (its lock file is gone). */
+        if (fstatat(ws->actd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         _cleanup_close_ int txfd = openat(ws->txd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (txfd >= 0) {
