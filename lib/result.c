@@ -72,6 +72,8 @@ json_t *json_text(const char *s, size_t n, bool hex)
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
         size_t l = u[i] ? utf8_seq(u + i, n - i) : 0;
+        if (hex && u[i] == '\\')
+            l = 0; /* a backslash is escaped too, so that \\xNN is never ambiguous */
         if (l) {
             dbuf_add(&o, s + i, l);
             i += l;

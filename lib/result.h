@@ -29,7 +29,8 @@ struct txbox_result {
 
 txbox_result *result_new(void);
 /* A JSON string of n bytes: valid UTF-8 is kept; any other byte becomes
- * U+FFFD, or with hex the four characters \xNN (for file names). */
+ * U+FFFD, or with hex the four characters \xNN (for file names; a backslash
+ * then becomes \x5c as well, so that no two names read the same). */
 json_t *json_text(const char *s, size_t n, bool hex);
 void result_free(txbox_result *r);
 
