@@ -92,7 +92,7 @@ static bool same_entry(int bd, int ad, const char *name, const struct stat *b, c
         ssize_t n = readlinkat(bd, name, x, sizeof x), m = readlinkat(ad, name, y, sizeof y);
         return n == m && n >= 0 && !memcmp(x, y, (size_t)n);
     }
-    return true;
+    return b->st_mtim.tv_sec == a->st_mtim.tv_sec && b->st_mtim.tv_nsec == a->st_mtim.tv_nsec;
 }
 
 static void cmp_dir(struct cmp *c, int bd, int ad, const char *path, bool top)

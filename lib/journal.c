@@ -268,11 +268,17 @@ static int open_parent(int root, const char *path, const char **base)
     return safe_openat(root, dir, O_RDONLY | O_DIRECTORY, 0);
 }
 
-static int apply_meta(int wsfd, const struct tx_op *o, txbox_error *err)
+static int apply_meta(int wsfd, int upper, const struct tx_op *o, txbox_error *err)
 {
     _cleanup_close_ int fd = safe_openat(wsfd, o->path, O_RDONLY | O_DIRECTORY, 0);
     if (fd < 0)
         return tx_errno(err, errno, "cannot open directory %s", *o->path ? o->path : ".");
+    if (o->had_old && upper >= 0) {
+        /* Extended attributes: the upper's directory has the new set. */
+        _cleanup_close_ int ufd = safe_openat(upper, o->path, O_RDONLY | O_DIRECTORY, 0);
+        if (ufd >= 0 && dir_xattrs_copy(ufd, fd, err) < 0)
+            return tx_err_ctx(err, "directory %s", *o->path ? o->path : ".");
+    }
     struct stat st;
     if (fstat(fd, &st) < 0)
         return tx_errno(err, errno, "cannot stat %s", o->path);
@@ -342,7 +348,7 @@ static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, txbox_err
     /* Metadata of merged directories, deepest first (scan order). */
     for (size_t i = 0; i < ops->n && rc == 0; i++)
         if (ops->v[i].kind == OP_META)
-            rc = apply_meta(ws->fd, &ops->v[i], err);
+            rc = apply_meta(ws->fd, upper, &ops->v[i], err);
     if (rc == 0)
         dirset_add(&touched, undo);
     for (size_t i = 0; i < touched.n && rc == 0; i++)

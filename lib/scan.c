@@ -204,6 +204,80 @@ static int prepare_subtree(struct scan *s, int dirfd, const char *name, const ch
     return 0;
 }
 
+static bool xattr_skipped(const char *k)
+{
+    return !strncmp(k, "trusted.overlay.", 16) || !strncmp(k, "user.overlay.", 13) ||
+           !strncmp(k, "security.", 9);
+}
+
+/* name -> value of fd's xattrs, one "name\0value-length:value" record each,
+ * sorted by name (a canonical text to compare). */
+static void xattr_text(int fd, dbuf *out)
+{
+    char list[XATTR_LIST_MAX_BYTES];
+    ssize_t n = flistxattr(fd, list, sizeof list);
+    const char *names[1024];
+    size_t k = 0;
+    for (char *p = list; n > 0 && p < list + n && k < ARRAY_SIZE(names); p += strlen(p) + 1)
+        if (!xattr_skipped(p))
+            names[k++] = p;
+    for (size_t i = 1; i < k; i++)
+        for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+            const char *t = names[j];
+            names[j] = names[j - 1];
+            names[j - 1] = t;
+        }
+    static char val[65536];
+    for (size_t i = 0; i < k; i++) {
+        ssize_t vl = fgetxattr(fd, names[i], val, sizeof val);
+        char len[32];
+        snprintf(len, sizeof len, "%zd:", vl);
+        dbuf_add(out, names[i], strlen(names[i]) + 1);
+        dbuf_addstr(out, len);
+        if (vl > 0)
+            dbuf_add(out, val, (size_t)vl);
+    }
+}
+
+bool dir_xattrs_differ(int a, int b)
+{
+    dbuf x, y;
+    dbuf_init(&x, 0);
+    dbuf_init(&y, 0);
+    xattr_text(a, &x);
+    xattr_text(b, &y);
+    bool d = x.len != y.len || (x.len && memcmp(x.p, y.p, x.len));
+    dbuf_free(&x);
+    dbuf_free(&y);
+    return d;
+}
+
+int dir_xattrs_copy(int a, int b, txbox_error *err)
+{
+    char list[XATTR_LIST_MAX_BYTES];
+    static char val[65536];
+    /* remove what a does not have */
+    ssize_t n = flistxattr(b, list, sizeof list);
+    for (char *p = list; n > 0 && p < list + n; p += strlen(p) + 1) {
+        if (xattr_skipped(p))
+            continue;
+        if (fgetxattr(a, p, NULL, 0) < 0 && errno == ENODATA && fremovexattr(b, p) < 0 &&
+            errno != ENODATA)
+            return tx_errno(err, errno, "cannot remove attribute %s", p);
+    }
+    n = flistxattr(a, list, sizeof list);
+    for (char *p = list; n > 0 && p < list + n; p += strlen(p) + 1) {
+        if (xattr_skipped(p))
+            continue;
+        ssize_t vl = fgetxattr(a, p, val, sizeof val);
+        if (vl < 0)
+            return tx_errno(err, errno, "cannot read attribute %s", p);
+        if (fsetxattr(b, p, val, (size_t)vl, 0) < 0)
+            return tx_errno(err, errno, "cannot set attribute %s", p);
+    }
+    return 0;
+}
+
 static bool meta_differs(const struct tx_meta *a, const struct tx_meta *b)
 {
     return a->mode != b->mode || a->uid != b->uid || a->gid != b->gid ||
@@ -276,8 +350,10 @@ static int scan_dir(struct scan *s, int ufd, int wfd, const char *path)
     struct tx_meta nw, old;
     meta_of(&ust, &nw);
     meta_of(&wst, &old);
-    if (dirty || meta_differs(&nw, &old)) {
+    bool xattrs = dir_xattrs_differ(ufd, wfd);
+    if (dirty || xattrs || meta_differs(&nw, &old)) {
         struct tx_op *o = op_add(s->ops, OP_META, path);
+        o->had_old = xattrs; /* META: the extended attributes changed */
         o->nw = nw;
         o->old = old;
         o->old_dir = o->new_dir = 1;
@@ -298,7 +374,8 @@ int scan_upper(int upperfd, int wsfd, bool userxattr, struct tx_ops *ops, txbox_
         return r;
     /* A META alone on the root with nothing else changed is overlay's
      * copy-up of the root; keep it only if the metadata really differs. */
-    if (ops->n == 1 && ops->v[0].kind == OP_META && !meta_differs(&ops->v[0].nw, &ops->v[0].old))
+    if (ops->n == 1 && ops->v[0].kind == OP_META && !ops->v[0].had_old &&
+        !meta_differs(&ops->v[0].nw, &ops->v[0].old))
         ops_free(ops);
     return 0;
 }
@@ -358,7 +435,9 @@ json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
         const struct tx_op *o = &ops->v[i];
         const char *base;
         if (o->kind == OP_META) {
-            if ((o->nw.mode != o->old.mode || o->nw.uid != o->old.uid || o->nw.gid != o->old.gid))
+            /* the root's own metadata is not a path of the workspace */
+            if (*o->path && (o->had_old || o->nw.mode != o->old.mode || o->nw.uid != o->old.uid ||
+                             o->nw.gid != o->old.gid))
                 chg_add(&c, c.modified, o->path, true);
             continue;
         }

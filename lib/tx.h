@@ -51,7 +51,8 @@ struct tx_meta {
 
 struct tx_op {
     uint8_t kind;
-    uint8_t had_old;  /* REPLACE: the workspace had an entry at path */
+    uint8_t had_old;  /* REPLACE: the workspace had an entry at path; META: the
+                         directory's extended attributes changed */
     uint8_t new_dir;  /* REPLACE: the new entry is a directory (whole subtree) */
     uint8_t old_dir;  /* the old entry was a directory */
     char *path;       /* relative to the workspace root; "" = the root */
@@ -77,6 +78,12 @@ json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
 
 /* Do the write sets overlap (same path, or one inside the other)? */
 bool ops_overlap(const struct tx_ops *a, const struct tx_ops *b, const char **which);
+
+/* Do two directories' extended attributes differ (overlay's own and
+ * security.* ignored)? */
+bool dir_xattrs_differ(int a, int b);
+/* Make b's extended attributes those of a (same exclusions). */
+MUST_CHECK int dir_xattrs_copy(int a, int b, txbox_error *err);
 
 /* ---- journal (journal.c) ---- */
 struct tx_journal {
