@@ -7,9 +7,11 @@
 #
 # Every attempt ends with `exit 3`: it must roll back, no call in it may
 # succeed (OK lines), and the host and the workspace must be unchanged
-# (see tests/lib/escape_helpers.bash). Most run on both backends. Attempts
-# marked "control" are also run without txbox, to show the checks see the
-# change when nothing stops it.
+# (see tests/lib/escape_helpers.bash). Attempts that involve the workspace
+# (its files, links, view, state directory) run on both backends; those
+# that only aim outside run on the default one. Attempts marked "control"
+# are also run without txbox, to show the checks see the change when
+# nothing stops it.
 
 bats_require_minimum_version 1.5.0
 load ../lib/common
@@ -39,7 +41,7 @@ EOF
 }
 
 @test "absolute paths: writes to the host's system directories and files" {
-    each_backend <<'EOF'
+    ESC_BACKENDS=overlay each_backend <<'EOF'
 try create-root sh -c 'echo pwned >"/$ESC_MARK"'
 try create-etc sh -c 'echo pwned >"/etc/$ESC_MARK"'
 try append-etc-passwd sh -c 'echo "pwned:x:0:0::/:/bin/sh" >>/etc/passwd'
@@ -83,7 +85,7 @@ EOF
 }
 
 @test "absolute paths: chmod, chown, touch, xattrs and file flags outside (control)" {
-    each_backend <<'EOF'
+    ESC_BACKENDS=overlay each_backend <<'EOF'
 O="$ESC_OUT"
 try chmod chmod 0777 "$O/a.txt"
 try chmod-dir chmod 0700 "$O/sub"
@@ -104,7 +106,7 @@ EOF
 }
 
 @test "\`..\`: writes, deletes and renames through relative paths out of the workspace (control)" {
-    each_backend <<'EOF'
+    ESC_BACKENDS=overlay each_backend <<'EOF'
 try dotdot-append sh -c 'echo pwned >>../outside/a.txt'
 try dotdot-create sh -c 'echo pwned >"../outside/$ESC_MARK"'
 try dotdot-box sh -c 'echo pwned >"../$ESC_MARK"'
@@ -177,7 +179,7 @@ EOF
 }
 
 @test "symlink race: a directory swapped with a symlink to the outside while another process writes" {
-    each_backend <<'EOF'
+    ESC_BACKENDS=overlay each_backend <<'EOF'
 mkdir -p race
 ( i=0; while [ $i -lt 150 ]; do
     rm -rf race; ln -s "$ESC_OUT" race; rm -f race; mkdir race; i=$((i + 1)); done ) &
@@ -282,7 +284,7 @@ EOF
 }
 
 @test "bind mounts made by the command: mounting the outside into the workspace" {
-    each_backend <<'EOF'
+    ESC_BACKENDS=overlay each_backend <<'EOF'
 mkdir -p m m2
 try mount-bind-and-write sh -c 'mount --bind "$ESC_OUT" m && echo pwned >>m/a.txt'
 try mount-rbind-and-write sh -c 'mount --rbind / m2 && echo pwned >>m2/etc/passwd'
@@ -317,7 +319,7 @@ EOF
 }
 
 @test "/proc/self/root and its relatives: writes, deletes and chmods outside (control)" {
-    each_backend <<'EOF'
+    ESC_BACKENDS=overlay each_backend <<'EOF'
 R=/proc/self/root
 try self-root-append sh -c 'echo pwned >>"/proc/self/root$ESC_OUT/a.txt"'
 try self-root-create sh -c 'echo pwned >"/proc/self/root$ESC_OUT/$ESC_MARK"'
@@ -336,7 +338,7 @@ EOF
 }
 
 @test "/proc/<pid>/cwd: through a process of the command, the sandbox's init and a host process's pid (control)" {
-    each_backend <<'EOF'
+    ESC_BACKENDS=overlay each_backend <<'EOF'
 ( cd "$ESC_OUT" && exec sleep 10 ) &
 p=$!
 sleep 0.2

@@ -28,6 +28,9 @@ cat .ssh/id_ed25519 .aws/secret .netrc .git-credentials .docker/config.json 2>/d
 python3 -c 'import glob, os; [print(open(p).read()) for p in glob.glob(os.environ["HOME"] + "/**/*", recursive=True) + glob.glob(os.environ["HOME"] + "/.*/**/*", recursive=True) + glob.glob(os.environ["HOME"] + "/.*", recursive=True) if os.path.isfile(p) and os.access(p, os.R_OK)]' 2>/dev/null
 mkdir -p "$ESC_WS/stolen"
 cp -r . "$ESC_WS/stolen/" 2>/dev/null
+# (the hidden directories are copied with their mode 0: make them readable,
+# or the commit of an unreadable directory fails on its own)
+chmod -R u+rwX "$ESC_WS/stolen"
 # ordinary dotfiles stay readable: the hiding is targeted
 grep -q 'not a secret' notes.txt && grep -q 'name = Test' .gitconfig && echo ORDINARY-FILES-READABLE
 exit 0
