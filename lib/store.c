@@ -369,6 +369,12 @@ int store_open(txbox_ws *ws, bool write, sqlite3 **out, txbox_error *err)
     }
     sqlite3_extended_result_codes(db, 1);
     sqlite3_busy_timeout(db, busy_ms());
+    /* Cheap closes: the WAL file stays and is checkpointed by the automatic
+     * checkpoints of later writes, not by every last close (each close of
+     * the last connection would checkpoint and fsync the database). */
+    int persist = 1;
+    sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+    sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
     int v;
     if (user_version(db, &v, err) < 0)
         goto fail;
