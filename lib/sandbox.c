@@ -263,6 +263,8 @@ static void attach_view(const struct sb_spec *s, int view_fd)
     if (move_mount(view_fd, "", AT_FDCWD, s->ws_path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
         setup_die("cannot attach the workspace view");
     close(view_fd);
+    if (s->view == SB_VIEW_OVERLAY)
+        return; /* hidden in the upper itself (run.c) */
     /* Hide the state directory: an empty read-only tmpfs over it. */
     _cleanup_close_ int wfd = open(s->ws_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (wfd < 0)
