@@ -13,6 +13,7 @@
  * backend survives a crash of txbox, not a power loss during a command. */
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 
 #include "result.h"
 #include "tx.h"
@@ -79,8 +80,38 @@ static void cmp_all(struct cmp *c, json_t *arr, int at, const char *name, const 
     }
 }
 
+/* The entry's extended attributes as one comparable text. */
+static void xattrs_of(int dirfd, const char *name, dbuf *out)
+{
+    char p[PATH_MAX], list[65536], val[65536];
+    snprintf(p, sizeof p, "/proc/self/fd/%d/%s", dirfd, name);
+    ssize_t n = llistxattr(p, list, sizeof list);
+    for (char *k = list; n > 0 && k < list + n; k += strlen(k) + 1) {
+        ssize_t vl = lgetxattr(p, k, val, sizeof val);
+        dbuf_add(out, k, strlen(k) + 1);
+        if (vl > 0)
+            dbuf_add(out, val, (size_t)vl);
+        dbuf_add(out, "", 1);
+    }
+}
+
+static bool same_xattrs(int bd, int ad, const char *name)
+{
+    dbuf x, y;
+    dbuf_init(&x, 0);
+    dbuf_init(&y, 0);
+    xattrs_of(bd, name, &x);
+    xattrs_of(ad, name, &y);
+    bool same = x.len == y.len && (!x.len || !memcmp(x.p, y.p, x.len));
+    dbuf_free(&x);
+    dbuf_free(&y);
+    return same;
+}
+
 static bool same_entry(int bd, int ad, const char *name, const struct stat *b, const struct stat *a)
 {
+    if (!same_xattrs(bd, ad, name))
+        return false;
     if ((b->st_mode & S_IFMT) != (a->st_mode & S_IFMT) || b->st_mode != a->st_mode ||
         b->st_uid != a->st_uid || b->st_gid != a->st_gid)
         return false;
@@ -113,7 +144,8 @@ static void cmp_dir(struct cmp *c, int bd, int ad, const char *path, bool top)
             continue;
         }
         if (S_ISDIR(a.st_mode) && S_ISDIR(b.st_mode)) {
-            if (a.st_mode != b.st_mode || a.st_uid != b.st_uid || a.st_gid != b.st_gid)
+            if (a.st_mode != b.st_mode || a.st_uid != b.st_uid || a.st_gid != b.st_gid ||
+                !same_xattrs(bd, ad, n))
                 cmp_add(c, c->modified, p, true);
             _cleanup_close_ int sb = openat(bd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             _cleanup_close_ int sa = openat(ad, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
