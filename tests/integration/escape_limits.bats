@@ -199,7 +199,7 @@ exit 0
 EOF
     local want
     want="$(printf 'committed')"
-    [ "$status" = 0 ] && [ "$(jget outcome)" = committed ] || ESC_ERRS+=("the command did not commit: $status $(clip "$ATT_ERR")")
+    [ "$status" = 0 ] && [ "$ATT_OUTCOME" = committed ] || ESC_ERRS+=("the command did not commit: $status $(clip "$ATT_ERR")")
     sleep 3.5
     [ "$(cat "$WS/late.txt" 2>&1)" = "$want" ] ||
         ESC_ERRS+=("ESCAPE: late.txt changed after the commit: $(cat "$WS/late.txt" 2>&1)")

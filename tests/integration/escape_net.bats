@@ -168,9 +168,7 @@ tty_attempt() {
     PTYREP="$BATS_TEST_TMPDIR/pty.json"
     run --separate-stderr python3 "$ESC_TOOLS/ptyrun.py" "$PTYREP" "$TXBOX_DEADLINE" -- \
         "$TXBOX" run -C "$WS" --json -- /bin/sh "$ESC_SCRIPT"
-    check_run_json
-    ATT_OUT="$(jget stdout 2>/dev/null)"
-    ATT_ERR="$(jget stderr 2>/dev/null)"
+    esc_split_result
 }
 
 ptyget() {

@@ -38,8 +38,8 @@ EOF
     no_secret_in_output
     grep -q '^ORDINARY-FILES-READABLE$' <<<"$ATT_OUT" ||
         ESC_ERRS+=("ordinary files in HOME (notes.txt, .gitconfig) are not readable inside: $(clip "$ATT_ERR")")
-    [ "$(jget outcome 2>/dev/null)" = committed ] ||
-        ESC_ERRS+=("the copy into the workspace did not commit: $(jget outcome 2>&1) $(clip "$ATT_ERR")")
+    [ "$ATT_OUTCOME" = committed ] ||
+        ESC_ERRS+=("the copy into the workspace did not commit: '$ATT_OUTCOME' $(clip "$ATT_ERR")")
     if grep -rq TXBOX-SECRET "$WS/stolen" 2>/dev/null; then
         ESC_ERRS+=("ESCAPE: secrets committed into the workspace: $(grep -rl TXBOX-SECRET "$WS/stolen" | head -5)")
     fi

@@ -157,8 +157,9 @@ esc_setup() {
     export ESC_WS="$WS" ESC_OUT="$OUT" ESC_HOME="$FHOME" ESC_MARK ESC_BOX="$BOX"
     # txbox hides the secrets of the HOME it runs with
     export HOME="$FHOME"
-    esc_sentinel_start || return 1
+    esc_sentinel_start
     esc_snap pre
+    esc_sentinel_ready
 }
 
 esc_teardown() {
@@ -186,15 +187,21 @@ esc_sentinel_start() {
     # (fd 3 closed: bats waits for whoever holds it)
     (cd "$OUT" && exec python3 "$ESC_TOOLS/sigsentinel.py" "$SENT_LOG") </dev/null >/dev/null 2>&1 3>&- &
     SENT_PID=$!
+    export SENT_PID
+}
+
+# Wait until the sentinel's handlers are in place (it starts while the
+# pre-state is taken).
+esc_sentinel_ready() {
     local i
-    for i in $(seq 100); do
+    for i in $(seq 200); do
         grep -q '^ready$' "$SENT_LOG" && break
-        sleep 0.05
+        sleep 0.02
     done
     grep -q '^ready$' "$SENT_LOG" || fail "the sentinel process did not start"
     SENT_START="$(esc_starttime "$SENT_PID")"
     SENT_PGID="$(ps -o pgid= -p "$SENT_PID" | tr -d ' ')"
-    export SENT_PID SENT_PGID
+    export SENT_PGID
 }
 
 # field 22 of /proc/PID/stat (after the command name, which may hold spaces)
@@ -301,9 +308,8 @@ esc_ws_diff() {
 # The script on stdin, after tests/escape/lib.sh (try, trysh, $PROBE; it
 # prints TXBOX-ATTEMPT-RAN first), runs as `txbox run --json OPTIONS -- /bin/sh
 # SCRIPT` in $WS, with stdin from $ESC_STDIN (default /dev/null). Sets
-# status/output like txj, and ATT_OUT, ATT_ERR: the command's stdout and
-# stderr. If txbox fails instead (no run object), that is recorded in
-# ESC_ERRS and ATT_OUT is empty.
+# status/output like `run`, and ATT_OUTCOME, ATT_OUT, ATT_ERR (the
+# outcome, the command's stdout and stderr; see esc_split_result).
 attempt() {
     ESC_N=$((ESC_N + 1))
     ESC_SCRIPT="$ESC_BASE/scripts/t$BATS_TEST_NUMBER-$ESC_N.sh"
@@ -312,11 +318,30 @@ attempt() {
         cat
     } >"$ESC_SCRIPT"
     run --separate-stderr txbox_bin run -C "$WS" --json "$@" -- /bin/sh "$ESC_SCRIPT" <"${ESC_STDIN:-/dev/null}"
-    if printf '%s' "$output" | "$RUNJSON" check-run >/dev/null 2>&1; then
-        ATT_OUT="$(jget stdout 2>/dev/null)"
-        ATT_ERR="$(jget stderr 2>/dev/null)"
+    esc_split_result
+}
+
+# esc_split_result: ATT_OUTCOME, ATT_OUT and ATT_ERR from the run object in
+# $output, in one pass (the contract itself is checked by the other suites).
+# If txbox failed instead (no run object), that is recorded in ESC_ERRS and
+# all three are empty.
+esc_split_result() {
+    local d="$BATS_TEST_TMPDIR/result"
+    mkdir -p "$d"
+    if printf '%s' "$output" | python3 -c '
+import json, sys
+o = json.load(sys.stdin)
+if not isinstance(o, dict) or not isinstance(o.get("outcome"), str):
+    sys.exit(1)
+for k in ("outcome", "stdout", "stderr"):
+    open(sys.argv[1] + "/" + k, "w").write(o.get(k) or "")
+' "$d" 2>/dev/null; then
+        ATT_OUTCOME="$(cat "$d/outcome")"
+        ATT_OUT="$(cat "$d/stdout")"
+        ATT_ERR="$(cat "$d/stderr")"
     else
         # txbox itself failed: the checks that follow still look at the host
+        ATT_OUTCOME=""
         ATT_OUT=""
         ATT_ERR=""
         ESC_ERRS+=("txbox failed instead of reporting the attempt (status $status): $(clip "$stderr") $(clip "$output")")
@@ -359,8 +384,8 @@ esc_check() {
     else
         [ "$status" = "$want_status" ] ||
             ESC_ERRS+=("${label}exit status $status, want $want_status; command stderr: $(clip "$ATT_ERR")")
-        [ "$(jget outcome 2>/dev/null)" = "$want_outcome" ] ||
-            ESC_ERRS+=("${label}outcome $(jget outcome 2>&1), want $want_outcome")
+        [ "$ATT_OUTCOME" = "$want_outcome" ] ||
+            ESC_ERRS+=("${label}outcome '$ATT_OUTCOME', want $want_outcome")
     fi
     if oks="$(esc_oks)"; then
         ESC_ERRS+=("${label}ESCAPE: these calls succeeded inside the sandbox:
