@@ -363,6 +363,10 @@ __attribute__((noreturn)) static void command_main(const struct child_args *a)
         setup_die("%s", ce.msg);
     }
     signal(SIGPIPE, SIG_DFL);
+    /* No descriptor of the caller but stdio reaches the command: an open
+     * directory fd would be a way out of the view (found by the escape
+     * suite). */
+    close_range(3, ~0U, 0);
     execve(s->argv[0], s->argv, s->envp);
     int e = errno;
     dprintf(2, "txbox: cannot execute %s: %s\n", s->argv[0], strerror(e));
