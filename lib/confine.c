@@ -49,6 +49,27 @@ static const char *const denied_calls[] = {
     "keyctl", "add_key", "request_key",
 };
 
+/* Calls refused only for some argument values: arg & mask == value. */
+static const struct arg_rule {
+    int nr;
+    unsigned arg;
+    uint64_t mask, value;
+    int err;
+} arg_rules[] = {
+    /* new user or mount namespaces (to regain capabilities) */
+    {SCMP_SYS(unshare), 0, CLONE_NEWUSER, CLONE_NEWUSER, EPERM},
+    {SCMP_SYS(unshare), 0, CLONE_NEWNS, CLONE_NEWNS, EPERM},
+    {SCMP_SYS(clone), 0, CLONE_NEWUSER, CLONE_NEWUSER, EPERM},
+    /* terminal injection */
+    {SCMP_SYS(ioctl), 1, 0xffffffffu, TIOCSTI, EPERM},
+    {SCMP_SYS(ioctl), 1, 0xffffffffu, TIOCLINUX, EPERM},
+    /* device nodes (a FIFO or a socket is fine) */
+    {SCMP_SYS(mknod), 1, S_IFMT, S_IFCHR, EPERM},
+    {SCMP_SYS(mknod), 1, S_IFMT, S_IFBLK, EPERM},
+    {SCMP_SYS(mknodat), 2, S_IFMT, S_IFCHR, EPERM},
+    {SCMP_SYS(mknodat), 2, S_IFMT, S_IFBLK, EPERM},
+};
+
 int confine_seccomp(txbox_error *err)
 {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -61,40 +82,15 @@ int confine_seccomp(txbox_error *err)
             continue; /* not on this architecture */
         rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
     }
-    /* New user namespaces (to regain capabilities), by unshare or clone. */
-    if (rc == 0)
-        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 1,
-                              SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER));
-    if (rc == 0)
-        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 1,
-                              SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWNS, CLONE_NEWNS));
-    if (rc == 0)
-        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-                              SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER));
+    for (size_t i = 0; i < ARRAY_SIZE(arg_rules) && rc == 0; i++) {
+        const struct arg_rule *a = &arg_rules[i];
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(a->err), a->nr, 1,
+                              SCMP_CMP64(a->arg, SCMP_CMP_MASKED_EQ, a->mask, a->value));
+    }
     /* clone3 passes its flags in memory a filter cannot read: make libc fall
-     * back to clone, which the rule above sees. */
+     * back to clone, which a rule above sees. */
     if (rc == 0)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-    /* Terminal injection. */
-    if (rc == 0)
-        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI));
-    if (rc == 0)
-        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX));
-    /* Device nodes (a FIFO or a socket is fine). */
-    if (rc == 0)
-        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknod), 1,
-                              SCMP_A1(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFCHR));
-    if (rc == 0)
-        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknod), 1,
-                              SCMP_A1(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFBLK));
-    if (rc == 0)
-        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknodat), 1,
-                              SCMP_A2(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFCHR));
-    if (rc == 0)
-        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknodat), 1,
-                              SCMP_A2(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFBLK));
     if (rc == 0)
         rc = seccomp_load(ctx);
     seccomp_release(ctx);
