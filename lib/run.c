@@ -341,16 +341,11 @@ retry:
             rc = -1;
             goto fail;
         }
-        /* .txbox/ is not part of the view: a whiteout over it (root), or an
-         * empty opaque directory (unprivileged, where only the xattr form
-         * can be made). Either way the command cannot see or reach the real
-         * one, and the scan ignores whatever it does at that name. */
-        int hid = ws->root ? mknodat(upperfd, TXBOX_STATE_DIR, S_IFCHR, 0)
-                           : mkdirat(upperfd, TXBOX_STATE_DIR, 0700);
-        if (hid == 0 && !ws->root) {
-            _cleanup_close_ int h = openat(upperfd, TXBOX_STATE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            hid = h < 0 ? -1 : fsetxattr(h, "user.overlay.opaque", "y", 1, 0);
-        }
+        /* .txbox/ is not part of the view: a whiteout over it (a 0/0
+         * character device, which the kernel lets any user make since 5.8).
+         * The command cannot see or reach the real one, and the scan ignores
+         * whatever it does at that name. */
+        int hid = mknodat(upperfd, TXBOX_STATE_DIR, S_IFCHR, 0);
         if (hid < 0) {
             rc = tx_errno(err, errno, "cannot hide %s from the command", TXBOX_STATE_DIR);
             goto fail;
