@@ -195,13 +195,12 @@ int journal_load(int dirfd, const char *name, struct tx_journal *j, txbox_error 
         if (strlen(p) != jo.path_len || !safe_relpath_ok(p) ||
             (jo.kind != OP_REPLACE && jo.kind != OP_DELETE && jo.kind != OP_META))
             goto bad;
-        if (j->ops.n == j->ops.cap) {
-            j->ops.cap = j->ops.cap ? j->ops.cap * 2 : 32;
-            j->ops.v = xrealloc(j->ops.v, j->ops.cap * sizeof *j->ops.v);
-        }
-        struct tx_op *o = &j->ops.v[j->ops.n++];
-        *o = (struct tx_op){jo.kind, jo.had_old, jo.new_dir, jo.old_dir, steal_pointer(&p),
-                            jo.nw, jo.old};
+        struct tx_op *o = op_add(&j->ops, jo.kind, p);
+        o->had_old = jo.had_old;
+        o->new_dir = jo.new_dir;
+        o->old_dir = jo.old_dir;
+        o->nw = jo.nw;
+        o->old = jo.old;
     }
     if (off != end)
         goto bad;

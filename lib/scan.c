@@ -45,7 +45,7 @@ void ops_free(struct tx_ops *ops)
     memset(ops, 0, sizeof *ops);
 }
 
-static struct tx_op *op_add(struct tx_ops *ops, uint8_t kind, const char *path)
+struct tx_op *op_add(struct tx_ops *ops, uint8_t kind, const char *path)
 {
     if (ops->n == ops->cap) {
         ops->cap = ops->cap ? ops->cap * 2 : 32;
@@ -63,7 +63,7 @@ static char *join(const char *dir, const char *name)
     return *dir ? xasprintf("%s/%s", dir, name) : xstrdup(name);
 }
 
-static void meta_of(const struct stat *st, struct tx_meta *m)
+void meta_of(const struct stat *st, struct tx_meta *m)
 {
     m->mode = st->st_mode & 07777;
     m->uid = st->st_uid;

@@ -65,6 +65,10 @@ struct tx_ops {
 };
 
 void ops_free(struct tx_ops *ops);
+/* Appends an operation of kind on path (copied); every other field zero. */
+struct tx_op *op_add(struct tx_ops *ops, uint8_t kind, const char *path);
+/* The metadata of st as an operation records it (permission bits only). */
+void meta_of(const struct stat *st, struct tx_meta *m);
 
 /* Turns the upper of a finished overlay transaction into operations on the
  * workspace, validating it: a device node or an unknown overlay attribute

@@ -350,30 +350,6 @@ static bool later_sets_meta(const struct history *later, const char *path)
     return false;
 }
 
-static void meta_of(const struct stat *st, struct tx_meta *m)
-{
-    m->mode = st->st_mode & 07777;
-    m->uid = st->st_uid;
-    m->gid = st->st_gid;
-    m->atime_s = st->st_atim.tv_sec;
-    m->atime_ns = st->st_atim.tv_nsec;
-    m->mtime_s = st->st_mtim.tv_sec;
-    m->mtime_ns = st->st_mtim.tv_nsec;
-}
-
-static struct tx_op *op_push(struct tx_ops *ops, uint8_t kind, const char *path)
-{
-    if (ops->n == ops->cap) {
-        ops->cap = ops->cap ? ops->cap * 2 : 32;
-        ops->v = xrealloc(ops->v, ops->cap * sizeof *ops->v);
-    }
-    struct tx_op *o = &ops->v[ops->n++];
-    memset(o, 0, sizeof *o);
-    o->kind = kind;
-    o->path = xstrdup(path);
-    return o;
-}
-
 /* The reversed operations of T, checked against the workspace as it is
  * now (lock held). What cannot apply any more (its directory is gone) is a
  * clash, or with force, skipped. */
@@ -391,7 +367,7 @@ static int build_ops(txbox_ws *ws, int tundo, const struct tx_journal *t, const 
                 clash_add(force ? skipped : clashes, o->path, 0, "the directory is gone");
                 continue;
             }
-            struct tx_op *u = op_push(ops, OP_META, o->path);
+            struct tx_op *u = op_add(ops, OP_META, o->path);
             meta_of(&st, &u->old);
             u->nw = u->old;
             if (changes_owner_or_mode(o)) {
@@ -419,7 +395,7 @@ static int build_ops(txbox_ws *ws, int tundo, const struct tx_journal *t, const 
         char un[32];
         idname(un, i);
         if (fstatat(tundo, un, &pre, AT_SYMLINK_NOFOLLOW) == 0) {
-            struct tx_op *u = op_push(ops, OP_REPLACE, o->path);
+            struct tx_op *u = op_add(ops, OP_REPLACE, o->path);
             u->had_old = have_cur;
             u->old_dir = have_cur && S_ISDIR(cur.st_mode);
             u->new_dir = S_ISDIR(pre.st_mode);
@@ -429,7 +405,7 @@ static int build_ops(txbox_ws *ws, int tundo, const struct tx_journal *t, const 
             return tx_errno(err, errno, "cannot read the pre-image of %s", disp);
         } else if (o->kind == OP_REPLACE && have_cur) {
             /* T added it: remove it. */
-            struct tx_op *u = op_push(ops, OP_DELETE, o->path);
+            struct tx_op *u = op_add(ops, OP_DELETE, o->path);
             u->old_dir = S_ISDIR(cur.st_mode);
         }
         /* DELETE of nothing: nothing to give back. */

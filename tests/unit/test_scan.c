@@ -164,15 +164,6 @@ static void refuses_device_nodes_and_unknown_overlay_attrs(void **state)
     ops_free(&ops);
 }
 
-static void add(struct tx_ops *o, uint8_t kind, const char *path)
-{
-    o->v = realloc(o->v, (o->n + 1) * sizeof *o->v);
-    memset(&o->v[o->n], 0, sizeof o->v[0]);
-    o->v[o->n].kind = kind;
-    o->v[o->n].path = strdup(path);
-    o->n++;
-}
-
 static bool clash(const char *a_spec, const char *b_spec)
 {
     /* "R:path" content, "M:path" metadata; separated by spaces */
@@ -182,7 +173,7 @@ static bool clash(const char *a_spec, const char *b_spec)
     for (int k = 0; k < 2; k++) {
         char *dup = strdup(specs[k]), *save = NULL;
         for (char *t = strtok_r(dup, " ", &save); t; t = strtok_r(NULL, " ", &save))
-            add(sets[k], t[0] == 'M' ? OP_META : OP_REPLACE, t + 2);
+            op_add(sets[k], t[0] == 'M' ? OP_META : OP_REPLACE, t + 2);
         free(dup);
     }
     const char *which = NULL;
