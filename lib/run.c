@@ -348,6 +348,10 @@ retry:
         int hid = mknodat(upperfd, TXBOX_STATE_DIR, S_IFCHR, 0);
         if (hid < 0) {
             rc = tx_errno(err, errno, "cannot hide %s from the command", TXBOX_STATE_DIR);
+            /* A filesystem that refuses whiteouts (overlayfs itself) cannot
+             * hold an overlay upper either. */
+            if (opts->allow_copy_fallback)
+                goto fallback;
             goto fail;
         }
     }
@@ -394,16 +398,8 @@ retry:
     if (rc < 0) {
         json_decref(st.protections);
         st.protections = NULL;
-        if (!st.ran && st.overlay_failed && opts->allow_copy_fallback && !use_copy) {
-            r->fallback = xasprintf("overlay unavailable (%s); used the copy backend", err->msg);
-            (void)tree_remove(txfd, "upper");
-            (void)tree_remove(txfd, "work");
-            close(upperfd);
-            close(workfd);
-            upperfd = workfd = -1;
-            use_copy = true;
-            goto retry;
-        }
+        if (!st.ran && st.overlay_failed && opts->allow_copy_fallback && !use_copy)
+            goto fallback;
         goto fail;
     }
     r->protections = st.protections;
@@ -501,6 +497,17 @@ retry:
         history_autogc(ws); /* history: retention bounds */
     *out = r;
     return 0;
+
+fallback:
+    /* Overlay cannot be used on this workspace: the copy backend instead. */
+    r->fallback = xasprintf("overlay unavailable (%s); used the copy backend", err->msg);
+    (void)tree_remove(txfd, "upper");
+    (void)tree_remove(txfd, "work");
+    close(upperfd);
+    close(workfd);
+    upperfd = workfd = -1;
+    use_copy = true;
+    goto retry;
 
 fail:
     /* Nothing was applied: discard this transaction's scratch space. */

@@ -146,6 +146,8 @@ noovl_ws() {
     assert_status 0
     assert_outcome committed
     assert_json_field backend copy
+    [[ "$(jget fallback)" == "overlay unavailable ("*"); used the copy backend" ]] ||
+        fail "the run object does not say why it fell back: $(clip "$output")"
     [ "$(cat "$WS/f")" = x ] && [ ! -e "$WS/README" ] || fail "fallback run did not commit"
     snap noovl2 "$WS" --mtime
     txj --allow-copy-fallback -c 'echo y >g; rm -r src; exit 3'
