@@ -260,6 +260,27 @@ static int blocked(txbox_ws *ws, txbox_result *r, uint64_t t0, txbox_result **ou
     return 0;
 }
 
+/* The caller's temporary directory (TMPDIR, TMP, TEMP) is on the host,
+ * read-only in the sandbox, or under the host's /tmp, which the sandbox
+ * replaces with a private one: point it at the private /tmp unless it lies
+ * in the workspace, where the command may write. */
+static void private_tmpdir(char **envp, const char *ws_path)
+{
+    static char tmpdir[] = "TMPDIR=/tmp", tmp[] = "TMP=/tmp", temp[] = "TEMP=/tmp";
+    static char *const fixed[] = {tmpdir, tmp, temp};
+    for (size_t i = 0; envp[i]; i++)
+        for (size_t k = 0; k < ARRAY_SIZE(fixed); k++) {
+            size_t nl = (size_t)(strchr(fixed[k], '=') - fixed[k]) + 1;
+            if (strncmp(envp[i], fixed[k], nl) != 0)
+                continue;
+            const char *v = envp[i] + nl;
+            size_t wl = strlen(ws_path);
+            bool in_ws = strncmp(v, ws_path, wl) == 0 && (v[wl] == 0 || v[wl] == '/');
+            if (!in_ws)
+                envp[i] = fixed[k];
+        }
+}
+
 int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbox_error *err)
 {
     *out = NULL;
@@ -298,6 +319,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     _cleanup_free_ char *hctx = store_context(ws, opts, cwd, r->started); /* history */
     json_t *scrubbed = json_array();
     _cleanup_free_ char **envp = confine_env(environ, opts->env_allow, scrubbed);
+    private_tmpdir(envp, ws->path);
     char **hide = hidden_paths(opts->deny_read);
     struct statvfs vfs;
     uint64_t max_write = opts->max_write_bytes;

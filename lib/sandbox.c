@@ -151,7 +151,23 @@ static void mkdir_p(const char *path, mode_t mode)
 
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
 
-static void mount_dev(const int *host_dev_fds)
+/* The RAM-backed filesystems the command may write (/tmp, /dev/shm): each
+ * as large as the write budget, and never larger than the memory limit,
+ * since their pages are memory. */
+static void tmpfs_opts(const struct sb_spec *s, char *buf, size_t n)
+{
+    uint64_t cap = s->max_write;
+    /* half the memory limit: a full /tmp must leave init room to report */
+    uint64_t mem = (s->memory_max ? s->memory_max : s->limits.memory) / 2;
+    if (mem && (!cap || mem < cap))
+        cap = mem;
+    if (cap)
+        snprintf(buf, n, "mode=1777,size=%llu", (unsigned long long)cap);
+    else
+        snprintf(buf, n, "mode=1777");
+}
+
+static void mount_dev(const struct sb_spec *s, const int *host_dev_fds)
 {
     if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0)
         setup_die("cannot mount /dev");
@@ -172,7 +188,9 @@ static void mount_dev(const int *host_dev_fds)
     if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
               "newinstance,ptmxmode=0666,mode=620") == 0)
         symlink("pts/ptmx", "/dev/ptmx");
-    if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0)
+    char o[64];
+    tmpfs_opts(s, o, sizeof o);
+    if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, o) < 0)
         setup_die("cannot mount /dev/shm");
     symlink("/proc/self/fd", "/dev/fd");
     symlink("/proc/self/fd/0", "/dev/stdin");
@@ -292,13 +310,15 @@ static void loopback_up(void)
 }
 
 /* Deny-read: an empty read-only tmpfs over each secret directory, the null
- * device over each secret file. Paths in or around the workspace are left
- * alone (the workspace is the command's to read). */
+ * device over each secret file, on the view as the command sees it: a secret
+ * inside the workspace (the workspace is $HOME) is hidden in the view, and
+ * the command cannot change or remove it (a mount point). Only a path that
+ * holds the workspace itself cannot be hidden. */
 static void hide_paths(const struct sb_spec *s, int nullfd)
 {
     for (size_t i = 0; s->hide && s->hide[i]; i++) {
         const char *p = s->hide[i];
-        if (path_under(p, s->ws_path) || path_under(s->ws_path, p))
+        if (path_under(s->ws_path, p))
             continue;
         struct stat st;
         if (stat(p, &st) < 0)
@@ -312,6 +332,27 @@ static void hide_paths(const struct sb_spec *s, int nullfd)
             if (nullfd < 0 || mount(fdpath(nullfd, src), p, NULL, MS_BIND, NULL) < 0)
                 setup_die("cannot hide %s", p);
         }
+    }
+}
+
+/* Host services listening on a unix socket in the file system (a
+ * docker.sock, an ssh-agent, D-Bus) are reachable by path whatever the
+ * mounts say: connect() needs no write access to the file system, and this
+ * kernel's Landlock cannot refuse it. Every socket bound by path in the
+ * host's network namespace when the sandbox starts (the parent read
+ * /proc/net/unix) gets the null device mounted over it, so connect() finds
+ * no socket there (ECONNREFUSED). Sockets under the private /tmp are gone
+ * anyway; sockets the command makes itself are its own. */
+static void mask_host_sockets(const struct sb_spec *s, int nullfd)
+{
+    for (size_t i = 0; i < s->n_host_socks; i++) {
+        const char *p = s->host_socks[i];
+        struct stat st;
+        if (lstat(p, &st) < 0 || !S_ISSOCK(st.st_mode))
+            continue; /* gone, hidden, or under the private /tmp */
+        char src[32];
+        if (nullfd < 0 || mount(fdpath(nullfd, src), p, NULL, MS_BIND, NULL) < 0)
+            setup_die("cannot mask the host socket %s", p);
     }
 }
 
@@ -337,6 +378,13 @@ __attribute__((noreturn)) static void command_main(const struct child_args *a)
         _exit(126);
     if (s->err_fd >= 0 && dup2(s->err_fd, 2) < 0)
         _exit(126);
+    /* A session of its own: without the caller's controlling terminal the
+     * command cannot take the terminal's foreground (tcsetpgrp) and stop
+     * the caller with SIGTTIN/SIGTTOU, and kill(0, ...) reaches its own
+     * process group only, not the caller's (the process group spans pid
+     * namespaces). */
+    if (setsid() < 0)
+        setup_die("cannot start a new session");
     if (chdir(s->cwd) < 0) {
         dprintf(2, "txbox: cannot enter %s: %s\n", s->cwd, strerror(errno));
         _exit(126);
@@ -404,9 +452,11 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
     }
     int view = make_view(s, userns);
     remount_all_readonly();
-    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0)
+    char tmpo[64];
+    tmpfs_opts(s, tmpo, sizeof tmpo);
+    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmpo) < 0)
         setup_die("cannot mount a private /tmp");
-    mount_dev(devfd);
+    mount_dev(s, devfd);
     int devfd_null = devfd[0];
     for (size_t i = 1; i < ARRAY_SIZE(devfd); i++)
         if (devfd[i] >= 0)
@@ -420,6 +470,7 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
         loopback_up();
 
     hide_paths(s, devfd_null);
+    mask_host_sockets(s, devfd_null);
 
     /* The command, in a nested user namespace. */
     int go[2];
@@ -434,6 +485,19 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
         command_main(&ca);
     }
     close(go[0]);
+    /* The memory limit's OOM killer must pick the command, never init, or
+     * the command's status is lost. Lowering init's score needs
+     * CAP_SYS_RESOURCE, which txbox may lack; raising the command's does
+     * not, and its children inherit it. The command cannot lower it again:
+     * /proc is read-only for it. */
+    {
+        char p[64];
+        snprintf(p, sizeof p, "/proc/%d/oom_score_adj", (int)cmd);
+        int fd = open(p, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write_all(fd, "1000", 4) < 0)
+            setup_die("cannot make the command the OOM killer's first choice");
+        close(fd);
+    }
     char map[64];
     if (userns) {
         /* Identity for the caller's one uid and gid. */
@@ -477,6 +541,139 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
 
 bool sb_is_root(void) { return geteuid() == 0; }
 
+#define MAX_HOST_SOCKS 8192
+
+/* Does the caller's descriptor fd have to be relayed rather than handed to
+ * the command? An inherited descriptor names a host file through a host
+ * mount, beyond the sandbox's read-only remount: with a regular file, a
+ * directory or a device (even /dev/null) as stdin or stdout the command
+ * could fchmod, fchown, fsetxattr or reopen it through /proc/self/fd. Pipes
+ * and sockets carry data only. A closed descriptor stays closed. */
+static bool needs_relay(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return false;
+    return !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode);
+}
+
+/* The relay pipes sb_run made itself (the caller's own pipes are the
+ * caller's), on a path where the command never ran. */
+static void close_relays(int relay_in, int own_in_fd, const struct sb_spec *spec, int out_pipe,
+                         int err_pipe, const bool relay_out[3])
+{
+    if (relay_in >= 0)
+        close(relay_in);
+    if (own_in_fd >= 0)
+        close(own_in_fd);
+    if (relay_out[1]) {
+        close(out_pipe);
+        close(spec->out_fd);
+    }
+    if (relay_out[2]) {
+        close(err_pipe);
+        close(spec->err_fd);
+    }
+}
+
+/* write() to a pipe whose reader may be gone, without a SIGPIPE for the
+ * whole process: block it, and take back one that arrived. */
+static ssize_t write_nosigpipe(int fd, const void *buf, size_t n)
+{
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    ssize_t r = write(fd, buf, n);
+    int e = errno;
+    if (r < 0 && e == EPIPE) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return r;
+}
+
+static void free_strv(char **v, size_t n);
+static void free_socks(struct sb_spec **sp)
+{
+    free_strv((*sp)->host_socks, (*sp)->n_host_socks);
+    (*sp)->host_socks = NULL;
+    (*sp)->n_host_socks = 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void free_strv(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* The paths of the unix sockets bound in this network namespace, sorted and
+ * without duplicates (an accepted connection repeats its listener's path).
+ * Abstract and unnamed sockets are left out: the sandbox's own network
+ * namespace already separates those; relative paths cannot be placed. */
+static int read_host_sockets(char ***out, size_t *nout, txbox_error *err)
+{
+    *out = NULL;
+    *nout = 0;
+    _cleanup_file_ FILE *f = fopen("/proc/self/net/unix", "re");
+    if (!f)
+        return tx_errno(err, errno, "cannot list the host's unix sockets (/proc/self/net/unix)");
+    char line[512];
+    char **v = NULL;
+    size_t n = 0, cap = 0;
+    if (!fgets(line, sizeof line, f)) /* header */
+        return 0;
+    while (fgets(line, sizeof line, f)) {
+        int off = -1;
+        /* Num RefCount Protocol Flags Type St Inode Path */
+        if (sscanf(line, "%*s %*s %*s %*s %*s %*s %*s %n", &off) < 0 || off < 0)
+            continue;
+        char *path = line + off;
+        path[strcspn(path, "\n")] = 0;
+        if (path[0] != '/')
+            continue;
+        if (n == MAX_HOST_SOCKS) {
+            free_strv(v, n);
+            return tx_err(err, E2BIG, "more than %d unix sockets on the host to mask; refusing to run with host services reachable", MAX_HOST_SOCKS);
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 32;
+            char **nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                free_strv(v, n);
+                return tx_errno(err, ENOMEM, "out of memory");
+            }
+            v = nv;
+        }
+        if (!(v[n] = strdup(path))) {
+            free_strv(v, n);
+            return tx_errno(err, ENOMEM, "out of memory");
+        }
+        n++;
+    }
+    if (n)
+        qsort(v, n, sizeof *v, cmp_str);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (u && strcmp(v[u - 1], v[i]) == 0)
+            free(v[i]);
+        else
+            v[u++] = v[i];
+    }
+    *out = v;
+    *nout = u;
+    return 0;
+}
+
 /* What is in force, as the result's `protections` object. */
 static json_t *protections(const struct sb_spec *s, bool userns, int abi, const struct cgroup *cg)
 {
@@ -487,8 +684,7 @@ static json_t *protections(const struct sb_spec *s, bool userns, int abi, const 
     json_t *hidden = json_array();
     for (size_t i = 0; s->hide && s->hide[i]; i++) {
         struct stat st;
-        if (!path_under(s->hide[i], s->ws_path) && !path_under(s->ws_path, s->hide[i]) &&
-            stat(s->hide[i], &st) == 0)
+        if (!path_under(s->ws_path, s->hide[i]) && stat(s->hide[i], &st) == 0)
             json_array_append_new(hidden, json_string(s->hide[i]));
     }
     json_t *lim = json_object();
@@ -510,6 +706,7 @@ static json_t *protections(const struct sb_spec *s, bool userns, int abi, const 
     json_object_set_new(o, "network", json_string(s->net ? "host" : "loopback only"));
     json_object_set_new(o, "state_hidden", json_true());
     json_object_set_new(o, "secrets_hidden", hidden);
+    json_object_set_new(o, "host_sockets_masked", json_integer((json_int_t)s->n_host_socks));
     json_object_set_new(o, "no_new_privs", json_true());
     json_object_set_new(o, "seccomp", json_true());
     json_object_set_new(o, "landlock", abi > 0 ? json_integer(abi) : json_false());
@@ -539,6 +736,11 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         if (!spec.limits.memory)
             spec.limits.memory = s->memory_max;
     }
+    if (read_host_sockets(&spec.host_socks, &spec.n_host_socks, err) < 0) {
+        cg_destroy(&cg);
+        return -1;
+    }
+    __attribute__((cleanup(free_socks))) struct sb_spec *socks_owner = &spec;
     s = &spec;
     struct statvfs vfs0;
     if (fstatvfs(s->ws_fd, &vfs0) < 0) {
@@ -557,6 +759,52 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         cg_destroy(&cg);
         return tx_errno(err, errno, "pipe");
     }
+    /* stdio that is not a pipe or socket goes through pipes of txbox's own
+     * (needs_relay). A terminal is read only by a foreground txbox: in the
+     * background the command gets an empty stdin rather than txbox being
+     * stopped for reading it. */
+    int relay_in = -1;
+    bool relay_out[3] = {false, false, false};
+    bool own_in = spec.in_fd < 0 && needs_relay(0);
+    if (own_in) {
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0) {
+            close(rep[0]);
+            close(rep[1]);
+            close(sync[0]);
+            close(sync[1]);
+            cg_destroy(&cg);
+            return tx_errno(err, errno, "pipe");
+        }
+        spec.in_fd = p[0];
+        relay_in = p[1];
+        if (isatty(0) && tcgetpgrp(0) != getpgrp()) {
+            close(relay_in);
+            relay_in = -1;
+        } else {
+            fcntl(relay_in, F_SETFL, O_NONBLOCK);
+        }
+    }
+    for (int k = 1; k <= 2; k++) {
+        int *pipe_rd = k == 1 ? &out_pipe : &err_pipe;
+        int *cfd = k == 1 ? &spec.out_fd : &spec.err_fd;
+        int p[2];
+        if (*pipe_rd >= 0 || *cfd >= 0 || !needs_relay(k))
+            continue;
+        if (pipe2(p, O_CLOEXEC) < 0) {
+            int e = errno;
+            close_relays(relay_in, own_in ? spec.in_fd : -1, &spec, out_pipe, err_pipe, relay_out);
+            close(rep[0]);
+            close(rep[1]);
+            close(sync[0]);
+            close(sync[1]);
+            cg_destroy(&cg);
+            return tx_errno(err, e, "pipe");
+        }
+        *pipe_rd = p[0];
+        *cfd = p[1];
+        relay_out[k] = true;
+    }
     uint64_t flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
     if (!s->net)
         flags |= CLONE_NEWNET;
@@ -568,6 +816,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     pid_t pid = clone_fork(flags, &pidfd);
     if (pid < 0) {
         int e = errno;
+        close_relays(relay_in, own_in ? spec.in_fd : -1, &spec, out_pipe, err_pipe, relay_out);
         close(rep[0]);
         close(rep[1]);
         close(sync[0]);
@@ -583,6 +832,8 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
             close(out_pipe);
         if (err_pipe >= 0)
             close(err_pipe);
+        if (relay_in >= 0)
+            close(relay_in);
         report_fd = rep[1];
         init_main(s, userns, sync[0], abi);
     }
@@ -594,6 +845,8 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         close(s->out_fd);
     if (err_pipe >= 0 && s->err_fd >= 0)
         close(s->err_fd);
+    if (own_in && s->in_fd >= 0)
+        close(s->in_fd);
     int rc = 0;
     if (userns) {
         char um[64], gm[64];
@@ -621,9 +874,21 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     char buf[65536];
     struct sb_msg msg;
     size_t msg_have = 0;
+    /* stdin relay: read the caller's stdin when the buffer is empty, write
+     * it to the command's pipe when not */
+    char *inbuf = relay_in >= 0 ? malloc(65536) : NULL;
+    size_t in_len = 0, in_off = 0;
+    if (relay_in >= 0 && !inbuf) {
+        close(relay_in);
+        relay_in = -1;
+    }
     while (fds[0] >= 0 || fds[1] >= 0 || fds[2] >= 0 || !init_done) {
-        struct pollfd pf[4];
-        int n = 0, map[4];
+        if (init_done && relay_in >= 0) {
+            close(relay_in);
+            relay_in = -1;
+        }
+        struct pollfd pf[5];
+        int n = 0, map[5];
         for (int i = 0; i < 3; i++)
             if (fds[i] >= 0) {
                 pf[n] = (struct pollfd){.fd = fds[i], .events = POLLIN};
@@ -632,6 +897,11 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         if (!init_done) {
             pf[n] = (struct pollfd){.fd = pidfd, .events = POLLIN};
             map[n++] = 3;
+        }
+        if (relay_in >= 0) {
+            pf[n] = in_off < in_len ? (struct pollfd){.fd = relay_in, .events = POLLOUT}
+                                    : (struct pollfd){.fd = 0, .events = POLLIN};
+            map[n++] = 4;
         }
         int tmo = s->max_write ? 50 : 200;
         if (deadline && !killed) {
@@ -677,6 +947,31 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
                 init_done = true;
                 continue;
             }
+            if (k == 4) {
+                if (relay_in < 0)
+                    continue;
+                ssize_t r2;
+                if (in_off < in_len) {
+                    r2 = write_nosigpipe(relay_in, inbuf + in_off, in_len - in_off);
+                    if (r2 > 0)
+                        in_off += (size_t)r2;
+                    else if (r2 < 0 && (errno == EAGAIN || errno == EINTR))
+                        continue;
+                } else {
+                    r2 = read(0, inbuf, 65536);
+                    if (r2 > 0) {
+                        in_len = (size_t)r2;
+                        in_off = 0;
+                    } else if (r2 < 0 && (errno == EAGAIN || errno == EINTR)) {
+                        continue;
+                    }
+                }
+                if (r2 <= 0) { /* end of the caller's stdin, or the command closed its own */
+                    close(relay_in);
+                    relay_in = -1;
+                }
+                continue;
+            }
             if (k == 0) {
                 ssize_t got = read(fds[0], (char *)&msg + msg_have, sizeof msg - msg_have);
                 if (got <= 0) {
@@ -715,10 +1010,15 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
                 fds[k] = -1;
                 continue;
             }
-            if (fn)
+            if (relay_out[k])
+                (void)!write_all(k, buf, (size_t)got); /* the caller's stdout/stderr, as it is */
+            else if (fn)
                 fn(ctx, k, buf, (size_t)got);
         }
     }
+    if (relay_in >= 0)
+        close(relay_in);
+    free(inbuf);
     int ws;
     while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
         ;
@@ -726,7 +1026,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     st->t_reaped = now_ns();
     st->oom = cg_oom(&cg);
     cg_destroy(&cg);
-    if (st->ran && !st->exited && !killed && rc == 0)
+    if (st->ran && !st->exited && !killed && !st->oom && rc == 0)
         rc = tx_err(err, EIO, "sandbox: init ended without reporting the command's status");
     if (st->ran && !st->exited && killed)
         st->cmd_ns = now_ns() - started;

@@ -13,7 +13,7 @@
 
 enum sb_view {
     SB_VIEW_OVERLAY,  /* lower = workspace, upper/work given: the transaction */
-    SB_VIEW_DIRECT,   /* the workspace itself, writable (copy backend) */
+    SB_VIEW_DIRECT,   /* the directory upper_rel, writable: the copy backend's copy */
     SB_VIEW_READONLY, /* the workspace itself, read-only (safe fast path) */
 };
 
@@ -21,7 +21,8 @@ struct sb_spec {
     const char *ws_path;   /* absolute real path of the workspace */
     int ws_fd;             /* the workspace directory */
     enum sb_view view;
-    int upper_fd, work_fd; /* SB_VIEW_OVERLAY: upper and work directories */
+    int upper_fd, work_fd; /* SB_VIEW_OVERLAY: upper and work directories;
+                              SB_VIEW_DIRECT: upper_fd is the copy */
     const char *upper_rel, *work_rel; /* the same, relative to the workspace */
     const char *cwd;       /* absolute path to start in (inside the view) */
     char *const *argv;     /* program to execute and its arguments */
@@ -36,6 +37,9 @@ struct sb_spec {
     const char *const *hide; /* absolute paths made unreadable (NULL-terminated) */
     bool allow_degraded;   /* run even where Landlock or a cgroup is missing */
     const char *name;      /* transaction id, names the cgroup */
+    /* filled by sb_run: host unix sockets bound by path, masked in the view */
+    char **host_socks;
+    size_t n_host_socks;
 };
 
 struct sb_status {

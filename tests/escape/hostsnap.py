@@ -174,7 +174,10 @@ def main(argv):
             f.write("".join(l + "\n" for l in lines))
 
     for name, d in trees:
-        put(name + ".tree", tree(d, loose))
+        # a tree that is the workspace itself (the workspace is HOME): its
+        # state directory changes with every run, and is not the host's
+        is_ws = ws is not None and os.path.realpath(d) == os.path.realpath(ws)
+        put(name + ".tree", tree(d, loose, skip_txbox=is_ws))
     if ws:
         put("ws.tree", tree(ws, None, skip_txbox=True))
     for name, d, skip in lists:

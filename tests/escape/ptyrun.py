@@ -4,7 +4,8 @@ terminal, and report what happened to the terminal.
 
 usage: ptyrun.py REPORT TIMEOUT [--input TEXT] -- ARGV...
 
-The command (normally `txbox run ...`) runs in a new session whose
+The command (normally `txbox run ...`) runs in a new session (its leader,
+a child of ptyrun, waits for it as a login shell would) whose
 controlling terminal is the pty's slave, with the slave as stdin; its
 stdout and stderr are ptyrun's own. The slave is in raw mode, so anything
 pushed into its input queue (TIOCSTI) can be read back at once.
@@ -41,19 +42,40 @@ argv = rest[1:]
 
 master, slave = os.openpty()
 tty.setraw(slave)
+fgr, fgw = os.pipe()
 pid = os.fork()
 if pid == 0:
+    # The session leader, as a login shell would be: it stays while the
+    # command runs in its process group (the terminal's foreground group),
+    # then reports the terminal's foreground group as the command left it.
+    # (Once a session leader exits, the terminal has no foreground group at
+    # all, so it must be looked at before.)
     os.setsid()
     fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
     os.dup2(slave, 0)
     os.close(master)
+    os.close(fgr)
     if slave != 0:
         os.close(slave)
+    cpid = os.fork()
+    if cpid == 0:
+        os.close(fgw)
+        try:
+            os.execvp(argv[0], argv)
+        except OSError as e:
+            sys.stderr.write("ptyrun: cannot run %s: %s\n" % (argv[0], e))
+            os._exit(127)
+    signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    _, cws = os.waitpid(cpid, 0)
     try:
-        os.execvp(argv[0], argv)
-    except OSError as e:
-        sys.stderr.write("ptyrun: cannot run %s: %s\n" % (argv[0], e))
-        os._exit(127)
+        fg_now = os.tcgetpgrp(0)
+    except OSError:
+        fg_now = -1
+    os.write(fgw, str(fg_now).encode())
+    os.close(fgw)
+    code = os.waitstatus_to_exitcode(cws)
+    os._exit(code if code >= 0 else 128 - code)
+os.close(fgw)
 
 if typed:
     os.write(master, typed)
@@ -97,8 +119,8 @@ try:
 except BlockingIOError:
     pass
 try:
-    fg = os.tcgetpgrp(master)
-except OSError:
+    fg = int(os.read(fgr, 64) or b"-1")
+except (OSError, ValueError):
     fg = -1
 with open(report, "w") as f:
     json.dump({"status": status,

@@ -425,9 +425,25 @@ EOF
 }
 
 @test "stdin from a host file: the command can read it but not change the file" {
-    ESC_STDIN="$OUT/a.txt" each_backend <<'EOF'
-"$PROBE" fdops 0
+    # txbox relays a stdin that is not a pipe or socket through a pipe of its
+    # own: metadata calls on that pipe touch no host file (the host tree
+    # check decides), so only they are dropped from the escape list.
+    local b first
+    first="$(head -n 1 "$OUT/a.txt")"
+    for b in ${ESC_BACKENDS:-overlay copy}; do
+        ESC_STDIN="$OUT/a.txt" attempt --backend "$b" <<'EOF'
+if [ -p /dev/stdin ]; then
+    echo "INFO fd 0 is a pipe"
+    "$PROBE" fdops 0 | grep -v -E '^OK (fchmod|fchown-same-owner|futimens|fsetxattr)-0$'
+    IFS= read -r line && echo "READ $line"
+else
+    "$PROBE" fdops 0
+fi
 exit 3
 EOF
+        grep -qxF "READ $first" <<<"$ATT_OUT" || grep -q '^INFO fd 0 is a file' <<<"$ATT_OUT" ||
+            ESC_ERRS+=("[$b] the command could not read its stdin (want 'READ $first'): $(clip "$ATT_OUT")")
+        esc_check "$b"
+    done
     esc_done
 }

@@ -182,7 +182,13 @@ test -t 0 && echo "INFO stdin is a terminal"
 exit 3
 EOF
     esc_check
-    grep -q 'INFO stdin is a terminal' <<<"$ATT_OUT" || ESC_ERRS+=("the command's stdin was not the terminal: the attempt proves nothing")
+    # txbox relays a terminal through a pipe and starts the command in a
+    # session of its own: it never holds the caller's terminal. The probe's
+    # EPERM (not ENOTTY) on the pipe shows the seccomp filter's refusal too.
+    ! grep -q 'INFO stdin is a terminal' <<<"$ATT_OUT" ||
+        ESC_ERRS+=("the command's stdin is the caller's terminal")
+    grep -q '^FAIL TIOCSTI EPERM$' <<<"$ATT_OUT" ||
+        ESC_ERRS+=("TIOCSTI on stdin did not fail with EPERM (the seccomp filter): $(clip "$ATT_OUT")")
     [[ "$(ptyget injected)" != *"$ESC_MARK"* ]] ||
         ESC_ERRS+=("ESCAPE: text was pushed into the caller's terminal: $(ptyget injected)")
     esc_done

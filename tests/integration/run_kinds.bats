@@ -72,9 +72,20 @@ setfattr -x user.b xattr.txt; setfattr -n user.e -v dd src; setfattr -x user.d d
 echo n >newx; setfattr -n user.z -v zz newx'
 }
 
-@test "trusted xattrs (root)" {
+@test "trusted xattrs (root): existing ones survive a commit of the file and its directory" {
     is_root || skip "trusted.* xattrs need root"
-    check_kind 'setfattr -n trusted.x -v 1 README; setfattr -x trusted.t xattr.txt; setfattr -n trusted.y -v 2 src'
+    check_kind 'echo more >>xattr.txt; chmod 0600 xattr.txt; touch newfile_in_root'
+}
+
+@test "trusted xattrs (root): the command cannot set or remove them (they need CAP_SYS_ADMIN, which would unlock its mounts)" {
+    is_root || skip "trusted.* xattrs need root"
+    new_ws tx
+    getfattr -n trusted.t "$WS/xattr.txt" >/dev/null || fail "the template has no trusted.t on xattr.txt"
+    run --separate-stderr txbox_bin run -C "$WS" --json -c 'setfattr -n trusted.x -v 1 README || echo refused-set; setfattr -x trusted.t xattr.txt || echo refused-remove'
+    [ "$status" = 0 ] || fail "status $status; stderr: $stderr"
+    [[ "$output" == *refused-set*refused-remove* ]] || fail "trusted.* xattrs changed inside the sandbox: $output"
+    ! getfattr -n trusted.x "$WS/README" 2>/dev/null || fail "trusted.x reached the workspace"
+    getfattr -n trusted.t "$WS/xattr.txt" >/dev/null || fail "trusted.t was removed from the workspace"
 }
 
 @test "FIFOs: new, removed, replaced by a file" {
