@@ -1,7 +1,7 @@
 /* The libcurl client for chat completions; see client.h. */
 #include "client.h"
 
-#include <curl/curl.h>
+#include "curl_dl.h"
 #include <math.h>
 #include <strings.h>
 #include <time.h>
@@ -24,6 +24,8 @@ char *llm_endpoint_url(const char *endpoint, txbox_error *err)
         tx_err(err, EINVAL, "--endpoint must be an http:// or https:// URL, not '%s'", endpoint);
         return NULL;
     }
+    if (curl_dl_load(err) < 0)
+        return NULL;
     CURLU *u = curl_url();
     if (!u || curl_url_set(u, CURLUPART_URL, endpoint, 0) != CURLUE_OK) {
         curl_url_cleanup(u);
@@ -63,6 +65,8 @@ int llm_client_new(const llm_cfg *cfg, llm_client **out, txbox_error *err)
 {
     static bool inited;
     if (!inited) {
+        if (curl_dl_load(err) < 0)
+            return -1;
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
             return tx_err(err, EIO, "libcurl could not be initialized");
         inited = true;
