@@ -237,7 +237,8 @@ static char *resolve_program(const char *prog)
 }
 
 /* An unsafe command: never run, but recorded, with an id. */
-static int blocked(txbox_ws *ws, txbox_result *r, uint64_t t0, txbox_result **out, txbox_error *err)
+static int blocked(txbox_ws *ws, const txbox_run_opts *opts, txbox_result *r, uint64_t t0,
+                   txbox_result **out, txbox_error *err)
 {
     int txfd = -1, activefd = -1;
     if (ws_new_tx(ws, &r->id, &txfd, &activefd, err) < 0) {
@@ -250,7 +251,10 @@ static int blocked(txbox_ws *ws, txbox_result *r, uint64_t t0, txbox_result **ou
     r->changes = json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted", "truncated", 0);
     r->duration_ms = r->overhead_ms = (double)(now_ns() - t0) / 1e6;
     txbox_error le = {0};
-    _cleanup_free_ char *info = txbox_result_json(r);
+    /* logged with the same context as a command that ran: cwd, command text */
+    _cleanup_free_ char *cwd = start_dir(ws, opts->cwd);
+    _cleanup_free_ char *hctx = store_context(ws, opts, cwd, r->started);
+    _cleanup_free_ char *info = store_info(r, hctx);
     if (store_log(ws, r->id, "blocked", info, NULL, txfd, &le) < 0)
         r->log_error = xstrdup(le.msg);
     tx_write_outcome(txfd, "blocked");
@@ -303,7 +307,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
         r->reason = xstrdup(v.reason);
         if (v.verdict == TXBOX_VERDICT_UNSAFE) {
             r->suggestion = xstrdup(v.suggestion);
-            return blocked(ws, r, t0, out, err);
+            return blocked(ws, opts, r, t0, out, err);
         }
         if (v.verdict == TXBOX_VERDICT_SAFE)
             read_only = true;

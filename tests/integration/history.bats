@@ -110,6 +110,11 @@ printf "\000\001\002" >bin.dat; setfattr -n user.new -v v xattr.txt; rm fifo'
     h diff 1
     assert_status 0
     [[ "$output" == *"rolled_back; it applied no change"* ]] || fail "$output"
+    (cd "$WS/src" && txbox_bin run -C "$WS" -c 'rm -rf /') && fail "rm -rf / was not blocked"
+    h show 6 --json
+    [ "$(pj 'd["outcome"]')" = blocked ] || fail "$output"
+    [ "$(pj 'd["command"]')" = 'rm -rf /' ] || fail "blocked command logged without its text: $output"
+    [ "$(pj 'd["cwd"]')" = src ] || fail "blocked command logged without its cwd: $output"
 }
 
 @test "undo round trip: N transactions undone one by one in reverse give back the first state exactly" {
