@@ -37,11 +37,15 @@ unit: build
 integration: build
 	./tests/run-integration $(BUILD)
 
+DEMO_SIZE  ?= 250M
+BENCH_SIZES ?= 25M,250M,2.5G
+
 demo: release
-	./eval/demo $(RELEASE)
+	./eval/demo $(RELEASE) --size $(DEMO_SIZE)
 
 bench: release
-	./bench/run $(RELEASE)
+	./bench/run $(RELEASE) --sizes $(BENCH_SIZES) --reps 10 --copy-reps 5,3,1
+	./bench/sweep $(RELEASE)
 
 clean:
 	rm -rf $(BUILD) $(RELEASE) .deps-stamp
