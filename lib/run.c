@@ -9,6 +9,7 @@
 #include "confine.h"
 #include "fsops.h"
 #include "result.h"
+#include "safepath.h"
 #include "sandbox.h"
 #include "store.h"
 #include "tx.h"
@@ -138,6 +139,63 @@ static int check_conflict(txbox_ws *ws, uint64_t base_gen, uint64_t gen, const s
 }
 
 /* The overlay commit: scan, conflict check, journal, apply. */
+static int mount_id(int fd, uint64_t *id)
+{
+    struct statx stx;
+    if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) < 0)
+        return -1;
+    if (!(stx.stx_mask & STATX_MNT_ID)) {
+        errno = ENOTSUP;
+        return -1;
+    }
+    *id = stx.stx_mnt_id;
+    return 0;
+}
+
+/* A commit is renames within the workspace's mount. A path that lies on
+ * another mount (something mounted inside the workspace: the overlay showed
+ * the directory under it, so the command wrote there) cannot be committed
+ * atomically: a rename across mounts fails (EXDEV), and it would fail after
+ * the commit point. So it is refused before, with nothing changed. *bad gets
+ * the path. */
+static int ops_on_one_mount(int wsfd, const struct tx_ops *ops, char **bad, txbox_error *err)
+{
+    uint64_t ws_id, id;
+    if (mount_id(wsfd, &ws_id) < 0)
+        return tx_errno(err, errno, "cannot identify the workspace's mount");
+    _cleanup_free_ char *last_parent = NULL;
+    _cleanup_close_ int pfd = -1;
+    for (size_t i = 0; i < ops->n; i++) {
+        const char *path = ops->v[i].path;
+        const char *slash = strrchr(path, '/');
+        _cleanup_free_ char *parent = slash ? xasprintf("%.*s", (int)(slash - path), path) : xstrdup("");
+        if (!last_parent || strcmp(parent, last_parent) != 0) {
+            if (pfd >= 0)
+                close(pfd);
+            pfd = *parent ? safe_openat(wsfd, parent, O_PATH | O_DIRECTORY, 0) : dup(wsfd);
+            free(last_parent);
+            last_parent = steal_pointer(&parent);
+            if (pfd < 0)
+                continue; /* a new directory of the transaction: its parent is checked */
+            if (mount_id(pfd, &id) < 0)
+                return tx_errno(err, errno, "cannot identify the mount of %s", last_parent);
+            if (id != ws_id) {
+                *bad = xstrdup(*last_parent ? last_parent : ".");
+                return 1;
+            }
+        }
+        if (pfd < 0 || !*path)
+            continue;
+        /* the entry itself may be a mount point (a DELETE or a replaced directory) */
+        _cleanup_close_ int efd = openat(pfd, slash ? slash + 1 : path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (efd >= 0 && mount_id(efd, &id) == 0 && id != ws_id) {
+            *bad = xstrdup(path);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
                           uint64_t base_gen, const char *hctx, txbox_error *err)
 {
@@ -173,6 +231,15 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
             r->changes = ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP);
             goto out;
         }
+    }
+    if (rc == 0) {
+        _cleanup_free_ char *elsewhere = NULL;
+        int m = ops_on_one_mount(ws->fd, &ops, &elsewhere, err);
+        if (m > 0)
+            rc = tx_err(err, EXDEV, "%s lies on another mount inside the workspace: txbox cannot commit there atomically; nothing was changed (the changes are kept in .txbox/tx/%s/upper)",
+                        elsewhere, r->txs);
+        else if (m < 0)
+            rc = -1;
     }
     if (rc == 0) {
         r->changes = ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP);

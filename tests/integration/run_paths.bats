@@ -37,3 +37,22 @@ printf END | dd of=big bs=1 seek=104857000 conv=notrunc status=none; echo more >
 @test "large file (100 MiB) extended and truncated: commit and rollback" {
     POPULATE=populate_big check_kind 'printf TAIL >>big; truncate -s 50M sub/small; truncate -s 1M big'
 }
+
+@test "a mount inside the workspace: a change there is refused before the commit point, nothing is lost" {
+    is_root || skip "mounting needs root; the unprivileged user cannot make such a workspace"
+    new_ws
+    mkdir -p "$WS/mnt"
+    mount -t tmpfs tmpfs "$WS/mnt"
+    echo inner >"$WS/mnt/inner"
+    run --separate-stderr txbox_bin run -C "$WS" -c 'echo x >mnt/f; echo y >b'
+    umount_rc=0
+    [ "$status" = 125 ] || { umount "$WS/mnt"; fail "status $status, want 125; stderr: $stderr"; }
+    [[ "$stderr" == *"mnt lies on another mount inside the workspace"* ]] || { umount "$WS/mnt"; fail "stderr: $stderr"; }
+    [ "$(cat "$WS/mnt/inner")" = inner ] && [ ! -e "$WS/mnt/f" ] && [ ! -e "$WS/b" ] || { umount "$WS/mnt"; fail "the workspace changed"; }
+    # nothing is left half-done: the next transaction commits normally
+    run --separate-stderr txbox_bin run -C "$WS" -c 'echo z >c'
+    umount "$WS/mnt" || umount_rc=$?
+    [ "$status" = 0 ] || fail "the next transaction: status $status; stderr: $stderr"
+    [ "$(cat "$WS/c")" = z ] || fail "the next transaction's change is missing"
+    [ "$umount_rc" = 0 ] || fail "umount failed"
+}
