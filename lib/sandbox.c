@@ -748,34 +748,27 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         return tx_errno(err, errno, "cannot measure the workspace's filesystem");
     }
     uint64_t free0 = (uint64_t)vfs0.f_bavail * vfs0.f_frsize;
-    int rep[2], sync[2];
-    if (pipe2(rep, O_CLOEXEC) < 0) {
-        cg_destroy(&cg);
-        return tx_errno(err, errno, "pipe");
-    }
-    if (pipe2(sync, O_CLOEXEC) < 0) {
-        close(rep[0]);
-        close(rep[1]);
-        cg_destroy(&cg);
-        return tx_errno(err, errno, "pipe");
+    /* Everything made before the clone, undone in one place on failure. */
+    int rep[2] = {-1, -1}, sync[2] = {-1, -1};
+    int relay_in = -1;
+    bool relay_out[3] = {false, false, false};
+    bool own_in = false;
+    int rc = 0;
+    if (pipe2(rep, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0) {
+        rc = tx_errno(err, errno, "pipe");
+        goto fail_setup;
     }
     /* stdio that is not a pipe or socket goes through pipes of txbox's own
      * (needs_relay). A terminal is read only by a foreground txbox: in the
      * background the command gets an empty stdin rather than txbox being
      * stopped for reading it. */
-    int relay_in = -1;
-    bool relay_out[3] = {false, false, false};
-    bool own_in = spec.in_fd < 0 && needs_relay(0);
-    if (own_in) {
+    if (spec.in_fd < 0 && needs_relay(0)) {
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0) {
-            close(rep[0]);
-            close(rep[1]);
-            close(sync[0]);
-            close(sync[1]);
-            cg_destroy(&cg);
-            return tx_errno(err, errno, "pipe");
+            rc = tx_errno(err, errno, "pipe");
+            goto fail_setup;
         }
+        own_in = true;
         spec.in_fd = p[0];
         relay_in = p[1];
         if (isatty(0) && tcgetpgrp(0) != getpgrp()) {
@@ -792,14 +785,8 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         if (*pipe_rd >= 0 || *cfd >= 0 || !needs_relay(k))
             continue;
         if (pipe2(p, O_CLOEXEC) < 0) {
-            int e = errno;
-            close_relays(relay_in, own_in ? spec.in_fd : -1, &spec, out_pipe, err_pipe, relay_out);
-            close(rep[0]);
-            close(rep[1]);
-            close(sync[0]);
-            close(sync[1]);
-            cg_destroy(&cg);
-            return tx_errno(err, e, "pipe");
+            rc = tx_errno(err, errno, "pipe");
+            goto fail_setup;
         }
         *pipe_rd = p[0];
         *cfd = p[1];
@@ -815,15 +802,9 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     st->t_clone = now_ns();
     pid_t pid = clone_fork(flags, &pidfd);
     if (pid < 0) {
-        int e = errno;
-        close_relays(relay_in, own_in ? spec.in_fd : -1, &spec, out_pipe, err_pipe, relay_out);
-        close(rep[0]);
-        close(rep[1]);
-        close(sync[0]);
-        close(sync[1]);
-        cg_destroy(&cg);
-        return tx_errno(err, e, "cannot create the sandbox namespaces%s",
-                        userns ? " (are unprivileged user namespaces enabled?)" : "");
+        rc = tx_errno(err, errno, "cannot create the sandbox namespaces%s",
+                      userns ? " (are unprivileged user namespaces enabled?)" : "");
+        goto fail_setup;
     }
     if (pid == 0) {
         close(rep[0]);
@@ -847,7 +828,6 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         close(s->err_fd);
     if (own_in && s->in_fd >= 0)
         close(s->in_fd);
-    int rc = 0;
     if (userns) {
         char um[64], gm[64];
         snprintf(um, sizeof um, "%u %u 1\n", getuid(), getuid());
@@ -1030,5 +1010,16 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         rc = tx_err(err, EIO, "sandbox: init ended without reporting the command's status");
     if (st->ran && !st->exited && killed)
         st->cmd_ns = now_ns() - started;
+    return rc;
+
+fail_setup:
+    close_relays(relay_in, own_in ? spec.in_fd : -1, &spec, out_pipe, err_pipe, relay_out);
+    for (int i = 0; i < 2; i++) {
+        if (rep[i] >= 0)
+            close(rep[i]);
+        if (sync[i] >= 0)
+            close(sync[i]);
+    }
+    cg_destroy(&cg);
     return rc;
 }
