@@ -44,6 +44,7 @@ typedef enum txbox_outcome {
     TXBOX_OUTCOME_READ_ONLY,
     TXBOX_OUTCOME_CONFLICT,
     TXBOX_OUTCOME_TIMED_OUT,
+    TXBOX_OUTCOME_STAGED,      /* multi-command transaction: kept in it, not yet applied */
 } txbox_outcome;
 
 TXBOX_API const char *txbox_outcome_name(txbox_outcome o);
@@ -67,6 +68,7 @@ TXBOX_API const char *txbox_ws_path(const txbox_ws *ws);
 TXBOX_API TXBOX_MUST_CHECK int txbox_recover(txbox_ws *ws, char **report, txbox_error *err);
 
 struct txbox_policy; /* txbox_policy.h */
+struct txbox_multi;  /* multi.h: a multi-command transaction */
 
 typedef struct txbox_run_opts {
     const char *shell;         /* handed unchanged to /bin/sh -c; or NULL and argv */
@@ -91,6 +93,9 @@ typedef struct txbox_run_opts {
     const struct txbox_policy *policy; /* classify first: unsafe is blocked, safe runs
                                           read-only, uncertain as a transaction; NULL:
                                           every command is a transaction */
+    struct txbox_multi *multi; /* run inside this open multi-command transaction (overlay
+                                  only): the command sees its changes so far, and on
+                                  success its own are added to it (outcome staged) */
 } txbox_run_opts;
 
 typedef struct txbox_result txbox_result;

@@ -6,6 +6,7 @@ static const char *const outcome_names[] = {
     [TXBOX_OUTCOME_COMMITTED] = "committed", [TXBOX_OUTCOME_ROLLED_BACK] = "rolled_back",
     [TXBOX_OUTCOME_BLOCKED] = "blocked",     [TXBOX_OUTCOME_READ_ONLY] = "read_only",
     [TXBOX_OUTCOME_CONFLICT] = "conflict",   [TXBOX_OUTCOME_TIMED_OUT] = "timed_out",
+    [TXBOX_OUTCOME_STAGED] = "staged",
 };
 
 const char *txbox_outcome_name(txbox_outcome o)
@@ -166,6 +167,9 @@ char *txbox_result_summary(const txbox_result *r)
                          r->suggestion ? r->suggestion : "");
     case TXBOX_OUTCOME_READ_ONLY:
         return xasprintf("txbox: read-only command (exit status %d)", r->exit_code);
+    case TXBOX_OUTCOME_STAGED:
+        return xasprintf("txbox: command %s staged in its transaction (%zu added, %zu modified, "
+                         "%zu deleted; applied at commit)", r->txs, a, m, d);
     }
     return xasprintf("txbox: tx %s %s", r->txs, what);
 }

@@ -8,6 +8,7 @@
 #include "txbox_policy.h"
 #include "confine.h"
 #include "fsops.h"
+#include "multi.h"
 #include "result.h"
 #include "safepath.h"
 #include "sandbox.h"
@@ -277,6 +278,8 @@ static int validate(const txbox_run_opts *o, txbox_error *err)
         if (total > MAX_COMMAND_BYTES)
             return tx_err(err, E2BIG, "command longer than %u bytes", MAX_COMMAND_BYTES);
     }
+    if (o->multi && (o->backend == TXBOX_BACKEND_COPY || o->allow_copy_fallback))
+        return tx_err(err, EINVAL, "a multi-command transaction runs on the overlay backend only");
     if (o->timeout_s < 0 || o->timeout_s > 7 * 86400.0)
         return tx_err(err, EINVAL, "timeout must be between 0 and 604800 seconds");
     return 0;
@@ -360,7 +363,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
         return -1;
     txbox_result *r = result_new();
     r->started = wall_time();
-    bool read_only = opts->read_only, net = opts->net;
+    bool read_only = opts->read_only && !opts->multi, net = opts->net; /* multi: its view */
     if (opts->policy) {
         txbox_verdict v;
         int pr = opts->shell ? txbox_policy_check(opts->policy, opts->shell, strlen(opts->shell), &v, err)
@@ -376,7 +379,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
             r->suggestion = xstrdup(v.suggestion);
             return blocked(ws, opts, r, t0, out, err);
         }
-        if (v.verdict == TXBOX_VERDICT_SAFE)
+        if (v.verdict == TXBOX_VERDICT_SAFE && !opts->multi)
             read_only = true;
         if (v.needs_network)
             net = true;
@@ -463,6 +466,10 @@ retry:
         .work_fd = workfd,
         .upper_rel = upper_rel,
         .work_rel = work_rel,
+        .lower_fd = opts->multi ? multi_layer_fd(opts->multi) : -1,
+        .lower_rel = opts->multi ? multi_layer_rel(opts->multi) : NULL,
+        .lower_work_fd = opts->multi ? multi_layer_work_fd(opts->multi) : -1,
+        .lower_work_rel = opts->multi ? multi_layer_work_rel(opts->multi) : NULL,
         .cwd = cwd,
         .argv = argv,
         .envp = envp,
@@ -527,6 +534,9 @@ retry:
             r->outcome = st.timed_out ? TXBOX_OUTCOME_TIMED_OUT : TXBOX_OUTCOME_ROLLED_BACK;
         }
         if (rc < 0)
+            goto fail;
+    } else if (ok && opts->multi) {
+        if ((rc = multi_absorb(opts->multi, txfd, r, err)) < 0)
             goto fail;
     } else if (ok) {
         rc = overlay_commit(ws, r, txfd, upperfd, base_gen, hctx, err);

@@ -215,6 +215,50 @@ static int reopen_here(int at, const char *rel, int orig, const char *what)
     return fd;
 }
 
+/* An overlay mount (detached): lower, upper and work are paths. ro: a
+ * read-only one (multi.c: the transaction so far over the workspace, the
+ * lower layer of each of its commands). */
+static int overlay_mount(const char *lower, const char *upper, const char *work, bool userns, bool ro)
+{
+    int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+    if (fs < 0)
+        setup_die("overlayfs is not available");
+    struct {
+        const char *k, *v;
+    } opts[] = {
+        {"lowerdir", lower},
+        {"upperdir", upper},
+        {"workdir", work},
+        /* no redirects: a rename of a lower directory is a copy (EXDEV),
+         * so the upper is a plain picture of the change */
+        {"redirect_dir", userns ? "nofollow" : "off"},
+        {"metacopy", "off"},
+        {"index", "off"},
+        {"xino", "off"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
+        if (fsconfig(fs, FSCONFIG_SET_STRING, opts[i].k, opts[i].v, 0) < 0)
+            setup_die("overlay option %s", opts[i].k);
+    if (userns && fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0)
+        setup_die("overlay option userxattr");
+    if (ro && fsconfig(fs, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0)
+        setup_die("overlay option ro");
+    /* No sync of the whole upper filesystem at unmount, and the
+     * command's own fsyncs are free: the commit makes exactly the
+     * transaction's data durable itself (scan.c), and a crash before
+     * that discards the upper anyway. */
+    if (!ro && fsconfig(fs, FSCONFIG_SET_FLAG, "volatile", NULL, 0) < 0)
+        setup_die("overlay option volatile");
+    if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+        setup_die(ro ? "cannot mount the transaction's layer over the workspace (overlayfs)"
+                     : "cannot mount overlayfs on the workspace (is its filesystem supported as an overlay upper?)");
+    int m = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0));
+    if (m < 0)
+        setup_die("cannot create the overlay mount");
+    close(fs);
+    return m;
+}
+
 /* The workspace view, made before the host is remounted read-only (the
  * overlay's upper must be writable when it is created) and attached after. */
 static int make_view(const struct sb_spec *s, bool userns)
@@ -225,39 +269,22 @@ static int make_view(const struct sb_spec *s, bool userns)
         int upfd = reopen_here(wsfd, s->upper_rel, s->upper_fd, "transaction's upper");
         int wkfd = reopen_here(wsfd, s->work_rel, s->work_fd, "transaction's work directory");
         in_overlay_setup = true;
-        int fs = fsopen("overlay", FSOPEN_CLOEXEC);
-        if (fs < 0)
-            setup_die("overlayfs is not available");
-        struct {
-            const char *k, *v;
-        } opts[] = {
-            {"lowerdir", fdpath(wsfd, l)},
-            {"upperdir", fdpath(upfd, u)},
-            {"workdir", fdpath(wkfd, w)},
-            /* no redirects: a rename of a lower directory is a copy (EXDEV),
-             * so the upper is a plain picture of the change */
-            {"redirect_dir", userns ? "nofollow" : "off"},
-            {"metacopy", "off"},
-            {"index", "off"},
-            {"xino", "off"},
-        };
-        for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
-            if (fsconfig(fs, FSCONFIG_SET_STRING, opts[i].k, opts[i].v, 0) < 0)
-                setup_die("overlay option %s", opts[i].k);
-        if (userns && fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0)
-            setup_die("overlay option userxattr");
-        /* No sync of the whole upper filesystem at unmount, and the
-         * command's own fsyncs are free: the commit makes exactly the
-         * transaction's data durable itself (scan.c), and a crash before
-         * that discards the upper anyway. */
-        if (fsconfig(fs, FSCONFIG_SET_FLAG, "volatile", NULL, 0) < 0)
-            setup_die("overlay option volatile");
-        if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-            setup_die("cannot mount overlayfs on the workspace (is its filesystem supported as an overlay upper?)");
-        int m = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-        if (m < 0)
-            setup_die("cannot create the overlay mount");
-        close(fs);
+        /* multi.c: the transaction so far is an overlay of its layer over
+         * the workspace, and the command's lower layer. (A layer beneath
+         * the workspace cannot be a second lower layer: overlayfs refuses
+         * nested lower layers.) */
+        int lower = -1;
+        if (s->lower_rel) {
+            char a[32], b[32];
+            int lofd = reopen_here(wsfd, s->lower_rel, s->lower_fd, "transaction's layer");
+            int lwfd = reopen_here(wsfd, s->lower_work_rel, s->lower_work_fd, "transaction's layer work directory");
+            lower = overlay_mount(fdpath(wsfd, l), fdpath(lofd, a), fdpath(lwfd, b), userns, true);
+            close(lofd);
+            close(lwfd);
+        }
+        int m = overlay_mount(fdpath(lower >= 0 ? lower : wsfd, l), fdpath(upfd, u), fdpath(wkfd, w), userns, false);
+        if (lower >= 0)
+            close(lower);
         close(upfd);
         close(wkfd);
         close(wsfd);

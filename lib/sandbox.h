@@ -24,6 +24,12 @@ struct sb_spec {
     int upper_fd, work_fd; /* SB_VIEW_OVERLAY: upper and work directories;
                               SB_VIEW_DIRECT: upper_fd is the copy */
     const char *upper_rel, *work_rel; /* the same, relative to the workspace */
+    int lower_fd;          /* SB_VIEW_OVERLAY, multi-command transactions: a
+                              read-only layer between the upper and the
+                              workspace (the transaction so far); -1: none */
+    const char *lower_rel; /* the same, relative to the workspace, or NULL */
+    int lower_work_fd;     /* the work directory that layer's overlay needs */
+    const char *lower_work_rel;
     const char *cwd;       /* absolute path to start in (inside the view) */
     char *const *argv;     /* program to execute and its arguments */
     char *const *envp;

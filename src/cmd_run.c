@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cmds.h"
+#include "multi.h"
 #include "txbox_policy.h"
 
 static volatile int cancelled;
@@ -25,13 +26,16 @@ static void usage(FILE *f)
             "usage: txbox run [-C DIR] [--json] [--timeout S] [--backend overlay|copy]\n"
             "                 [--allow-copy-fallback] [--net] [--policy FILE] [--allow-degraded]\n"
             "                 [--memory SIZE] [--pids N] [--cpu S] [--max-write SIZE]\n"
-            "                 [--keep-env PATTERN]... [--hide PATH]...\n"
+            "                 [--keep-env PATTERN]... [--hide PATH]... [--tx ID]\n"
             "                 (-c 'STRING' | -- PROG ARGS...)\n"
             "\n"
             "Runs the command in a sandbox where the workspace is a copy-on-write view;\n"
             "exit status 0 commits its changes atomically, anything else rolls them back.\n"
             "Exit status: the command's own; 122 blocked, 123 conflict, 124 timed out,\n"
-            "125 txbox error.\n");
+            "125 txbox error.\n"
+            "With --tx ID the command runs inside the open multi-command transaction ID\n"
+            "(txbox begin): it sees the transaction's changes so far; if it succeeds its\n"
+            "own are added to them (outcome staged), else only they are rolled back.\n");
 }
 
 /* A positive whole number, with an optional K/M/G/T suffix (powers of 1024)
@@ -73,7 +77,7 @@ static bool parse_seconds(const char *s, double *out)
 int cmd_run(int argc, char **argv)
 {
     enum { O_JSON = 256, O_TIMEOUT, O_BACKEND, O_FALLBACK, O_NET, O_POLICY, O_HELP, O_DEGRADED,
-           O_MEMORY, O_PIDS, O_CPU, O_MAXWRITE, O_KEEPENV, O_HIDE };
+           O_MEMORY, O_PIDS, O_CPU, O_MAXWRITE, O_KEEPENV, O_HIDE, O_TX };
     static const struct option opts[] = {
         {"json", no_argument, NULL, O_JSON},
         {"timeout", required_argument, NULL, O_TIMEOUT},
@@ -89,11 +93,12 @@ int cmd_run(int argc, char **argv)
         {"max-write", required_argument, NULL, O_MAXWRITE},
         {"keep-env", required_argument, NULL, O_KEEPENV},
         {"hide", required_argument, NULL, O_HIDE},
+        {"tx", required_argument, NULL, O_TX},
         {0},
     };
     const char *keep[65] = {0}, *hide[65] = {0};
     size_t nkeep = 0, nhide = 0;
-    const char *dir = ".", *shell = NULL, *policy_file = NULL;
+    const char *dir = ".", *shell = NULL, *policy_file = NULL, *tx = NULL;
     bool json = false;
     txbox_run_opts ro = {0};
     txbox_error err = {0};
@@ -162,6 +167,9 @@ int cmd_run(int argc, char **argv)
             else
                 hide[nhide++] = optarg;
             break;
+        case O_TX:
+            tx = optarg;
+            break;
         case 'h':
         case O_HELP:
             usage(stdout);
@@ -199,8 +207,16 @@ int cmd_run(int argc, char **argv)
         return json ? cli_fail_json(&err) : cli_fail(&err);
     }
     ro.policy = pol;
+    txbox_multi *multi = NULL;
+    if (tx && txbox_multi_open(ws, tx, &multi, &err) < 0) {
+        txbox_ws_close(ws);
+        txbox_policy_free(pol);
+        return json ? cli_fail_json(&err) : cli_fail(&err);
+    }
+    ro.multi = multi;
     txbox_result *r = NULL;
     int rc = txbox_run(ws, &ro, &r, &err);
+    txbox_multi_close(multi);
     txbox_ws_close(ws);
     txbox_policy_free(pol);
     if (rc < 0)

@@ -20,6 +20,8 @@ int cmd_show(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_undo(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
+/* begin, savepoint, rollback, commit, abort, status (cmd_tx.c; argv[0] says which) */
+int cmd_tx(int argc, char **argv);
 /* Helpers of the history commands (cmd_log.c): a local time, a string
  * with control characters escaped (at most max characters, 0: all), and
  * opening a workspace with the error printed (returns the exit status). */

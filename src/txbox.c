@@ -24,6 +24,12 @@ static const struct {
     {"undo", cmd_undo, "revert a committed transaction (as a new one)"},
     {"gc", cmd_gc, "prune retained pre-images (undo history), oldest first"},
     {"agent", cmd_agent, "headless agent loop against an OpenAI-compatible server"},
+    {"begin", cmd_tx, "open a multi-command transaction (then: run --tx ID)"},
+    {"savepoint", cmd_tx, "mark a savepoint in an open transaction"},
+    {"rollback", cmd_tx, "roll an open transaction back to a savepoint or its start"},
+    {"commit", cmd_tx, "apply an open transaction at once (optionally after --verify)"},
+    {"abort", cmd_tx, "drop an open transaction"},
+    {"status", cmd_tx, "list the open transactions"},
 };
 
 static void usage(FILE *f)

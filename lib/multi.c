@@ -1,0 +1,1005 @@
+/* Multi-command transactions: many commands, one commit.
+ *
+ * Files (under .txbox/tx/ID/, next to those of journal.c):
+ *   multi        the transaction's state (JSON: name, base generation, start
+ *                time, commands staged, next savepoint number); its presence
+ *                marks ID as a multi-command transaction
+ *   lock         flock'd by the process working on ID (run --tx, savepoint,
+ *                rollback, commit, abort): one at a time, the others wait
+ *   layer/       the transaction so far: an overlay upper relative to the
+ *                workspace (whiteouts, opaque directories), never more than
+ *                one layer whatever the number of commands
+ *   incoming/    the upper of the command being merged into layer/
+ *   sp/N.NAME/   savepoint NAME: layer/ as it was, as hard links
+ *   layer.new/, layer.old/   a rollback in progress
+ *   upper/       layer/ renamed for the commit (journal.c applies tx/ID/upper)
+ *   outcome      written when the transaction ends (committed, conflict,
+ *                aborted): from then on it is closed
+ *
+ * A command of the transaction (run.c, opts->multi) runs on an overlay with
+ * two lower layers, layer/ over the workspace, and a fresh upper of its own
+ * (tx/RUN/upper). It sees every earlier command's effects. If it fails its
+ * upper is discarded as for a single run; the transaction is untouched. If it
+ * succeeds, its upper is renamed to incoming/ and merged into layer/
+ * (merge_dir): an entry of incoming replaces the layer's entry at its path
+ * (files, symlinks, whiteouts, opaque or new directories: one rename); a
+ * directory that is neither opaque nor new in both is merged entry by entry
+ * and then takes the incoming directory's metadata. layer/ is then again one
+ * overlay upper of the whole transaction over the workspace, which the commit
+ * scans and applies exactly as a single command's upper (scan_upper,
+ * journal_commit: the same commit point and recovery), so that the commit of
+ * a 500-command transaction costs what the commit of its final changes does.
+ *
+ * Crashes: every step can be restarted. A merge consumes incoming/ entry by
+ * entry (each replace is "remove the layer's entry, rename the incoming one
+ * in", both idempotent given what exists), and txbox_multi_open() finishes a
+ * merge it finds. A rollback builds layer.new/ completely before two renames
+ * swap it in; open() completes or undoes the swap. The commit renames layer/
+ * to upper/ under the workspace lock; a crash before the commit point leaves
+ * upper/ without a journal, which open() renames back (the transaction stays
+ * open); after it, recovery rolls the journal forward. The transaction owns
+ * no active/ID lock while it is open (it outlives the processes that work on
+ * it), so recovery, which only looks at active/ entries, leaves it alone.
+ * What is not promised: the layer is not fsync'd per command (a power loss
+ * may lose commands staged since the last commit; the commit itself makes
+ * everything durable before its commit point).
+ *
+ * Conflicts: the transaction records the generation at begin; at commit,
+ * every transaction committed since then is checked against its write set
+ * (ops_overlap, as for single runs): first committer wins, and the loser
+ * gets outcome conflict with the paths, its changes kept in tx/ID/upper. */
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+
+#include "multi.h"
+#include "result.h"
+#include "store.h"
+#include "tx.h"
+
+#define CHANGES_CAP 10000
+#define MAX_NAME 64
+
+struct txbox_multi {
+    txbox_ws *ws;
+    uint64_t id;
+    char ids[32];
+    char layer_rel[64], lwork_rel[64];
+    int txfd, lockfd, layerfd, lworkfd;
+    bool discard; /* the command being run is a verify: drop its writes */
+    json_t *state;
+};
+
+static const char *ovl_pfx(const txbox_ws *ws)
+{
+    return ws->root ? "trusted.overlay." : "user.overlay.";
+}
+
+static char *pjoin(const char *a, const char *b) { return *a ? xasprintf("%s/%s", a, b) : xstrdup(b); }
+
+static bool name_ok(const char *n)
+{
+    size_t l = strlen(n);
+    if (!l || l > MAX_NAME || n[0] == '.')
+        return false;
+    return strspn(n, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == l;
+}
+
+static int write_state(txbox_multi *m, txbox_error *err)
+{
+    _cleanup_free_ char *s = json_dumps(m->state, JSON_COMPACT | JSON_SORT_KEYS);
+    int fd = openat(m->txfd, "multi.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return tx_errno(err, errno, "cannot write the state of transaction %s", m->ids);
+    int rc = write_all(fd, s, strlen(s));
+    int e = errno;
+    close(fd);
+    if (rc < 0 || renameat(m->txfd, "multi.tmp", m->txfd, "multi") < 0)
+        return tx_errno(err, rc < 0 ? e : errno, "cannot write the state of transaction %s", m->ids);
+    return 0;
+}
+
+static json_t *read_state(int txfd)
+{
+    _cleanup_free_ char *s = NULL;
+    if (read_file_at(txfd, "multi", 1 << 20, &s, NULL, NULL) < 0)
+        return NULL;
+    json_t *o = json_loads(s, 0, NULL);
+    if (o && !json_is_object(o)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static uint64_t state_u64(const txbox_multi *m, const char *k)
+{
+    json_int_t v = json_integer_value(json_object_get(m->state, k));
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+/* An empty layer: the workspace root's metadata, and .txbox hidden (a
+ * whiteout, as run.c puts in every upper). */
+static int make_layer(txbox_ws *ws, int txfd, const char *name, txbox_error *err)
+{
+    (void)tree_remove(txfd, name);
+    if (mkdirat(txfd, name, 0700) < 0)
+        return tx_errno(err, errno, "cannot create %s", name);
+    _cleanup_close_ int fd = openat(txfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(ws->fd, &st) < 0)
+        return tx_errno(err, errno, "cannot open %s", name);
+    if (fchown(fd, st.st_uid, st.st_gid) < 0 && errno != EPERM)
+        return tx_errno(err, errno, "cannot set the owner of %s", name);
+    if (mknodat(fd, TXBOX_STATE_DIR, S_IFCHR, 0) < 0)
+        return tx_errno(err, errno, "cannot hide %s in the transaction's layer", TXBOX_STATE_DIR);
+    struct timespec ts[2] = {st.st_atim, st.st_mtim};
+    if (fchmod(fd, st.st_mode & 07777) < 0 || futimens(fd, ts) < 0)
+        return tx_errno(err, errno, "cannot prepare %s", name);
+    return 0;
+}
+
+int txbox_multi_begin(txbox_ws *ws, const char *name, char **id, txbox_error *err)
+{
+    *id = NULL;
+    if (name && !name_ok(name))
+        return tx_err(err, EINVAL, "a transaction name is 1 to %d letters, digits, '.', '_' or '-', "
+                      "not starting with '.'", MAX_NAME);
+    uint64_t gen = 0;
+    if (ws_read_gen(ws, &gen, err) < 0)
+        return -1;
+    txbox_multi m = {.ws = ws, .txfd = -1, .lockfd = -1, .layerfd = -1};
+    int activefd = -1;
+    if (ws_new_tx(ws, &m.id, &m.txfd, &activefd, err) < 0)
+        return -1;
+    snprintf(m.ids, sizeof m.ids, "%llu", (unsigned long long)m.id);
+    int rc = make_layer(ws, m.txfd, "layer", err);
+    if (rc == 0) {
+        m.state = json_pack("{s:s?,s:I,s:f,s:I,s:I,s:I}", "name", name, "base_gen", (json_int_t)gen,
+                            "started", wall_time(), "commands", (json_int_t)0, "failed",
+                            (json_int_t)0, "next_savepoint", (json_int_t)1);
+        rc = write_state(&m, err);
+    }
+    if (rc < 0) {
+        (void)tree_remove(m.txfd, "layer");
+        tx_write_outcome(m.txfd, "failed");
+    } else {
+        *id = xstrdup(m.ids);
+    }
+    json_decref(m.state);
+    close(m.txfd);
+    /* From here on it is no process's: recovery leaves it alone. */
+    ws_end_tx(ws, m.id, activefd);
+    return rc;
+}
+
+/* ---- merge ---- */
+
+struct merge {
+    txbox_multi *m;
+    json_t *added, *modified, *deleted;
+    size_t listed;
+    bool truncated;
+    txbox_error *err;
+};
+
+static bool is_whiteout_at(const txbox_multi *m, int dfd, const char *name, const struct stat *st)
+{
+    if (S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0))
+        return true;
+    if (!S_ISREG(st->st_mode) || st->st_size != 0)
+        return false;
+    char p[64], x[64];
+    snprintf(p, sizeof p, "/proc/self/fd/%d/%s", dfd, name);
+    snprintf(x, sizeof x, "%swhiteout", ovl_pfx(m->ws));
+    return strlen(name) < 32 && lgetxattr(p, x, NULL, 0) >= 0;
+}
+
+static bool is_opaque(const txbox_multi *m, int dfd)
+{
+    char x[64], v[4];
+    snprintf(x, sizeof x, "%sopaque", ovl_pfx(m->ws));
+    ssize_t l = fgetxattr(dfd, x, v, sizeof v);
+    return l == 1 && v[0] == 'y';
+}
+
+static void note(struct merge *g, json_t *list, const char *p, bool dir)
+{
+    if (g->listed >= CHANGES_CAP) {
+        g->truncated = true;
+        return;
+    }
+    g->listed++;
+    json_array_append_new(list, dir ? json_sprintf("%s/", p) : json_string(p));
+}
+
+/* Owner rwx on a directory of the layer or of incoming while the merge works
+ * in it (unprivileged, renames need it); the final mode is set after. */
+static int open_dir_rw(int at, const char *name, struct stat *st)
+{
+    if (fstatat(at, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+        return -1;
+    if (!S_ISDIR(st->st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    if ((st->st_mode & S_IRWXU) != S_IRWXU &&
+        fchmodat(at, name, (st->st_mode & 07777) | S_IRWXU, 0) < 0)
+        return -1;
+    return openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* The merged directory takes the incoming one's metadata (ust: its stat
+ * before the merge granted anything). */
+static int copy_dir_meta(struct merge *g, int ufd, const struct stat *ust, int afd, const char *p)
+{
+    if (fchown(afd, ust->st_uid, ust->st_gid) < 0 && errno != EPERM)
+        return tx_errno(g->err, errno, "cannot set the owner of %s in the layer", p);
+    if (dir_xattrs_copy(ufd, afd, g->err) < 0)
+        return -1;
+    struct timespec ts[2] = {ust->st_atim, ust->st_mtim};
+    if (fchmod(afd, ust->st_mode & 07777) < 0 || futimens(afd, ts) < 0)
+        return tx_errno(g->err, errno, "cannot set the metadata of %s in the layer", p);
+    return 0;
+}
+
+/* Renames old (under ofd) to new (under nfd), never replacing. Unprivileged,
+ * moving a directory needs write permission on it: one without is given it
+ * for the rename. */
+static int move_entry(int ofd, const char *old, int nfd, const char *new)
+{
+    struct stat st;
+    bool grant = fstatat(ofd, old, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+                 !(st.st_mode & S_IWUSR);
+    if (grant && fchmodat(ofd, old, (st.st_mode & 07777) | S_IWUSR, 0) < 0)
+        return -1;
+    int rc = renameat2(ofd, old, nfd, new, RENAME_NOREPLACE);
+    int e = errno;
+    if (grant && fchmodat(rc == 0 ? nfd : ofd, rc == 0 ? new : old, st.st_mode & 07777, 0) < 0 && rc == 0)
+        return -1;
+    errno = e;
+    return rc;
+}
+
+static int merge_dir(struct merge *g, int ufd, int afd, int wfd, const char *path, unsigned depth)
+{
+    if (depth > 4096)
+        return tx_err(g->err, ELOOP, "directory tree too deep at %s", path);
+    /* The names first: the loop renames entries out of the directory. */
+    char **names = NULL;
+    size_t n = 0;
+    {
+        _cleanup_dir_ DIR *d = fdopendir(dup(ufd));
+        if (!d)
+            return tx_errno(g->err, errno, "cannot read %s of the command's changes", *path ? path : ".");
+        rewinddir(d);
+        struct dirent *de;
+        while ((de = readdir(d))) {
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                continue;
+            if (!*path && !strcmp(de->d_name, TXBOX_STATE_DIR))
+                continue; /* the hidden state directory: the layer hides it itself */
+            names = xrealloc(names, (n + 1) * sizeof *names);
+            names[n++] = xstrdup(de->d_name);
+        }
+    }
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const char *name = names[i];
+        _cleanup_free_ char *p = pjoin(path, name);
+        struct stat ust, ast, wst;
+        if (fstatat(ufd, name, &ust, AT_SYMLINK_NOFOLLOW) < 0) {
+            rc = tx_errno(g->err, errno, "cannot stat %s", p);
+            break;
+        }
+        bool in_layer = fstatat(afd, name, &ast, AT_SYMLINK_NOFOLLOW) == 0;
+        bool layer_wh = in_layer && is_whiteout_at(g->m, afd, name, &ast);
+        bool in_ws = !in_layer && wfd >= 0 && fstatat(wfd, name, &wst, AT_SYMLINK_NOFOLLOW) == 0;
+        bool existed = in_layer ? !layer_wh : in_ws; /* in the view the command started with */
+        bool udir = S_ISDIR(ust.st_mode);
+        _cleanup_close_ int cu = -1;
+        struct stat cust;
+        if (udir && (cu = open_dir_rw(ufd, name, &cust)) < 0) {
+            rc = tx_errno(g->err, errno, "cannot open %s of the command's changes", p);
+            break;
+        }
+        bool opaque = udir && is_opaque(g->m, cu);
+        if (udir && !opaque && !in_layer && in_ws && S_ISDIR(wst.st_mode)) {
+            /* A workspace directory the command changed inside: the layer
+             * gets it (plain, merged over the workspace's) and the merge
+             * goes on inside, listing what changed there. */
+            if (mkdirat(afd, name, 0700) < 0 || fstatat(afd, name, &ast, AT_SYMLINK_NOFOLLOW) < 0) {
+                rc = tx_errno(g->err, errno, "cannot create %s in the layer", p);
+                break;
+            }
+            in_layer = true;
+        }
+        if (udir && !opaque && in_layer && S_ISDIR(ast.st_mode)) {
+            struct stat cast;
+            _cleanup_close_ int ca = open_dir_rw(afd, name, &cast);
+            if (ca < 0) {
+                rc = tx_errno(g->err, errno, "cannot open %s in the layer", p);
+                break;
+            }
+            /* Below a directory the layer made opaque (or new), the
+             * workspace does not show through. */
+            _cleanup_close_ int cw = -1;
+            if (wfd >= 0 && !is_opaque(g->m, ca))
+                cw = openat(wfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            rc = merge_dir(g, cu, ca, cw, p, depth + 1);
+            if (rc == 0)
+                rc = copy_dir_meta(g, cu, &ust, ca, p);
+            if (rc == 0)
+                (void)unlinkat(ufd, name, AT_REMOVEDIR);
+            continue;
+        }
+        if (is_whiteout_at(g->m, ufd, name, &ust)) {
+            if (existed)
+                note(g, g->deleted, p, in_layer ? S_ISDIR(ast.st_mode) : S_ISDIR(wst.st_mode));
+        } else {
+            note(g, existed ? g->modified : g->added, p, udir);
+        }
+        if (cu >= 0) {
+            /* back to its own mode before it moves (open_dir_rw granted) */
+            if (fchmod(cu, cust.st_mode & 07777) < 0) {
+                rc = tx_errno(g->err, errno, "cannot restore the mode of %s", p);
+                break;
+            }
+        }
+        if (in_layer && tree_remove(afd, name) < 0) {
+            rc = tx_errno(g->err, errno, "cannot replace %s in the layer", p);
+            break;
+        }
+        if (move_entry(ufd, name, afd, name) < 0) {
+            rc = tx_errno(g->err, errno, "cannot move %s into the layer", p);
+            break;
+        }
+        /* A plain directory over what the layer deleted or replaced: the
+         * workspace's entry must not show through it. */
+        if (udir && !opaque && in_layer && !S_ISDIR(ast.st_mode)) {
+            char x[64];
+            snprintf(x, sizeof x, "%sopaque", ovl_pfx(g->m->ws));
+            if (fsetxattr(cu, x, "y", 1, 0) < 0) {
+                rc = tx_errno(g->err, errno, "cannot mark %s opaque", p);
+                break;
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return rc;
+}
+
+/* Merges incoming/ into layer/ and removes it. Restartable. */
+static int finish_merge(txbox_multi *m, json_t **changes, txbox_error *err)
+{
+    struct stat ust;
+    _cleanup_close_ int ufd = open_dir_rw(m->txfd, "incoming", &ust);
+    if (ufd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        return tx_errno(err, errno, "cannot open the command's changes");
+    }
+    struct merge g = {m, json_array(), json_array(), json_array(), 0, false, err};
+    int rc = merge_dir(&g, ufd, m->layerfd, m->ws->fd, "", 0);
+    if (rc == 0)
+        rc = copy_dir_meta(&g, ufd, &ust, m->layerfd, ".");
+    if (rc == 0 && tree_remove(m->txfd, "incoming") < 0)
+        rc = tx_errno(err, errno, "cannot remove the merged changes");
+    if (rc == 0 && changes)
+        *changes = json_pack("{s:O,s:O,s:O,s:b}", "added", g.added, "modified", g.modified,
+                             "deleted", g.deleted, "truncated", g.truncated);
+    json_decref(g.added);
+    json_decref(g.modified);
+    json_decref(g.deleted);
+    return rc < 0 ? tx_err_ctx(err, "transaction %s: merging a command's changes", m->ids) : 0;
+}
+
+/* ---- open, and the repairs of steps a crash cut short ---- */
+
+static bool exists_at(int dfd, const char *name)
+{
+    struct stat st;
+    return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static int repair(txbox_multi *m, txbox_error *err)
+{
+    /* A commit that stopped before its commit point: back to the layer. */
+    if (!exists_at(m->txfd, "layer") && exists_at(m->txfd, "upper") &&
+        !exists_at(m->txfd, "journal") && !exists_at(m->ws->jnld, m->ids) &&
+        renameat(m->txfd, "upper", m->txfd, "layer") < 0)
+        return tx_errno(err, errno, "transaction %s: cannot restore its layer", m->ids);
+    /* A rollback: layer.new is complete once layer has been moved away. */
+    if (exists_at(m->txfd, "layer.new")) {
+        if (!exists_at(m->txfd, "layer")) {
+            if (renameat(m->txfd, "layer.new", m->txfd, "layer") < 0)
+                return tx_errno(err, errno, "transaction %s: cannot finish a rollback", m->ids);
+        } else if (tree_remove(m->txfd, "layer.new") < 0) {
+            return tx_errno(err, errno, "transaction %s: cannot drop an unfinished rollback", m->ids);
+        }
+    }
+    if (exists_at(m->txfd, "layer.old") && tree_remove(m->txfd, "layer.old") < 0)
+        return tx_errno(err, errno, "transaction %s: cannot drop its old layer", m->ids);
+    (void)tree_remove(m->txfd, "sp.tmp");
+    return 0;
+}
+
+static int open_layer(txbox_multi *m, txbox_error *err)
+{
+    if (m->layerfd >= 0)
+        close(m->layerfd);
+    m->layerfd = openat(m->txfd, "layer", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (m->layerfd < 0)
+        return tx_errno(err, errno, "transaction %s: cannot open its layer", m->ids);
+    return 0;
+}
+
+void txbox_multi_close(txbox_multi *m)
+{
+    if (!m)
+        return;
+    if (m->layerfd >= 0)
+        close(m->layerfd);
+    if (m->lworkfd >= 0) {
+        close(m->lworkfd);
+        (void)tree_remove(m->txfd, "lwork"); /* overlay leaves work/ there, mode 0 */
+    }
+    if (m->txfd >= 0)
+        close(m->txfd);
+    if (m->lockfd >= 0)
+        close(m->lockfd); /* releases the flock */
+    json_decref(m->state);
+    free(m);
+}
+
+int txbox_multi_open(txbox_ws *ws, const char *id, txbox_multi **out, txbox_error *err)
+{
+    *out = NULL;
+    uint64_t n;
+    if (!parse_u64(id, &n) || !n)
+        return tx_err(err, EINVAL, "'%s' is not a transaction id", id);
+    txbox_multi *m = xcalloc(1, sizeof *m);
+    char *oc = NULL;
+    m->ws = ws;
+    m->id = n;
+    m->lockfd = m->layerfd = m->lworkfd = -1;
+    snprintf(m->ids, sizeof m->ids, "%llu", (unsigned long long)n);
+    snprintf(m->layer_rel, sizeof m->layer_rel, "%s/tx/%s/layer", TXBOX_STATE_DIR, m->ids);
+    snprintf(m->lwork_rel, sizeof m->lwork_rel, "%s/tx/%s/lwork", TXBOX_STATE_DIR, m->ids);
+    m->txfd = openat(ws->txd, m->ids, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = 0;
+    if (m->txfd < 0 || !exists_at(m->txfd, "multi")) {
+        rc = tx_err(err, ENOENT, "no multi-command transaction %s (see 'txbox status')", m->ids);
+        goto out;
+    }
+    m->lockfd = openat(m->txfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (m->lockfd < 0 || flock(m->lockfd, LOCK_EX) < 0) {
+        rc = tx_errno(err, errno, "cannot lock transaction %s", m->ids);
+        goto out;
+    }
+    if (read_file_at(m->txfd, "outcome", 256, &oc, NULL, NULL) == 0) {
+        oc[strcspn(oc, "\n")] = 0;
+        rc = tx_err(err, EINVAL, "transaction %s is closed (%s)", m->ids, oc);
+        goto out;
+    }
+    if (!(m->state = read_state(m->txfd))) {
+        rc = tx_err(err, EIO, "transaction %s: its state is unreadable", m->ids);
+        goto out;
+    }
+    if ((rc = repair(m, err)) < 0 || (rc = open_layer(m, err)) < 0)
+        goto out;
+    /* the work directory of the overlay that shows the layer (empty) */
+    (void)tree_remove(m->txfd, "lwork");
+    if (mkdirat(m->txfd, "lwork", 0700) < 0 ||
+        (m->lworkfd = openat(m->txfd, "lwork", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        rc = tx_errno(err, errno, "transaction %s: cannot create a work directory", m->ids);
+        goto out;
+    }
+    if (exists_at(m->txfd, "incoming")) {
+        /* A command that succeeded but whose merge was cut short. */
+        if ((rc = finish_merge(m, NULL, err)) < 0)
+            goto out;
+        json_object_set_new(m->state, "commands", json_integer((json_int_t)state_u64(m, "commands") + 1));
+        rc = write_state(m, err);
+    }
+out:
+    free(oc);
+    if (rc < 0)
+        txbox_multi_close(m);
+    else
+        *out = m;
+    return rc;
+}
+
+const char *txbox_multi_id(const txbox_multi *m) { return m->ids; }
+const char *multi_layer_rel(const txbox_multi *m) { return m->layer_rel; }
+const char *multi_layer_work_rel(const txbox_multi *m) { return m->lwork_rel; }
+int multi_layer_work_fd(const txbox_multi *m) { return m->lworkfd; }
+int multi_layer_fd(const txbox_multi *m) { return m->layerfd; }
+
+int multi_absorb(txbox_multi *m, int runtxfd, txbox_result *r, txbox_error *err)
+{
+    if (m->discard) {
+        r->outcome = TXBOX_OUTCOME_READ_ONLY; /* a verify: its writes are dropped */
+        return 0;
+    }
+    if (renameat(runtxfd, "upper", m->txfd, "incoming") < 0)
+        return tx_errno(err, errno, "transaction %s: cannot take the command's changes", m->ids);
+    if (finish_merge(m, &r->changes, err) < 0)
+        return -1;
+    json_object_set_new(m->state, "commands", json_integer((json_int_t)state_u64(m, "commands") + 1));
+    if (write_state(m, err) < 0)
+        return -1;
+    r->outcome = TXBOX_OUTCOME_STAGED;
+    return 0;
+}
+
+/* ---- savepoints: layer/ as hard links ---- */
+
+static int link_tree(const txbox_multi *m, int sfd, int dfd, unsigned depth, txbox_error *err)
+{
+    if (depth > 4096)
+        return tx_err(err, ELOOP, "directory tree too deep");
+    _cleanup_dir_ DIR *d = fdopendir(dup(sfd));
+    if (!d)
+        return tx_errno(err, errno, "cannot read the layer");
+    rewinddir(d);
+    struct dirent *de;
+    while ((errno = 0, de = readdir(d))) {
+        const char *name = de->d_name;
+        if (!strcmp(name, ".") || !strcmp(name, ".."))
+            continue;
+        struct stat st;
+        if (fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            return tx_errno(err, errno, "cannot stat %s in the layer", name);
+        if (!S_ISDIR(st.st_mode)) {
+            if (linkat(sfd, name, dfd, name, 0) == 0)
+                continue;
+            if (tree_copy(sfd, name, dfd, name, NULL, err) < 0) /* e.g. hard links refused */
+                return -1;
+            continue;
+        }
+        if (mkdirat(dfd, name, 0700) < 0)
+            return tx_errno(err, errno, "cannot create %s in a savepoint", name);
+        struct stat cst;
+        _cleanup_close_ int cs = open_dir_rw(sfd, name, &cst);
+        _cleanup_close_ int cd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (cs < 0 || cd < 0)
+            return tx_errno(err, errno, "cannot open %s", name);
+        int rc = link_tree(m, cs, cd, depth + 1, err);
+        struct merge g = {.err = err};
+        if (rc == 0)
+            rc = copy_dir_meta(&g, cs, &st, cd, name);
+        if (rc == 0 && is_opaque(m, cs)) {
+            char x[64];
+            snprintf(x, sizeof x, "%sopaque", ovl_pfx(m->ws));
+            if (fsetxattr(cd, x, "y", 1, 0) < 0)
+                rc = tx_errno(err, errno, "cannot mark %s opaque", name);
+        }
+        if (fchmod(cs, st.st_mode & 07777) < 0 && rc == 0)
+            rc = tx_errno(err, errno, "cannot restore the mode of %s", name);
+        if (rc < 0)
+            return -1;
+    }
+    if (errno)
+        return tx_errno(err, errno, "cannot read the layer");
+    return 0;
+}
+
+/* Copies directory src (under txfd) to dst, as hard links. */
+static int link_copy(txbox_multi *m, const char *src, const char *dst, txbox_error *err)
+{
+    (void)tree_remove(m->txfd, dst);
+    struct stat st;
+    _cleanup_close_ int s = open_dir_rw(m->txfd, src, &st);
+    if (s < 0)
+        return tx_errno(err, errno, "cannot open %s", src);
+    if (mkdirat(m->txfd, dst, 0700) < 0)
+        return tx_errno(err, errno, "cannot create %s", dst);
+    _cleanup_close_ int d = openat(m->txfd, dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (d < 0)
+        return tx_errno(err, errno, "cannot open %s", dst);
+    struct merge g = {.err = err};
+    int rc = link_tree(m, s, d, 0, err);
+    if (rc == 0)
+        rc = copy_dir_meta(&g, s, &st, d, dst);
+    if (fchmod(s, st.st_mode & 07777) < 0 && rc == 0)
+        rc = tx_errno(err, errno, "cannot restore the mode of %s", src);
+    return rc;
+}
+
+/* The savepoints, in the order they were made: sp/N.NAME. */
+struct sps {
+    char **v; /* directory names */
+    uint64_t *seq;
+    size_t n;
+};
+
+static void sps_free(struct sps *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->v[i]);
+    free(s->v);
+    free(s->seq);
+}
+
+static void list_savepoints(int txfd, struct sps *out)
+{
+    memset(out, 0, sizeof *out);
+    int fd = openat(txfd, "sp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char *dot = strchr(de->d_name, '.');
+        if (!dot || dot == de->d_name)
+            continue;
+        _cleanup_free_ char *num = strndup(de->d_name, (size_t)(dot - de->d_name));
+        uint64_t s;
+        if (!num || !parse_u64(num, &s))
+            continue;
+        size_t i = out->n++;
+        out->v = xrealloc(out->v, out->n * sizeof *out->v);
+        out->seq = xrealloc(out->seq, out->n * sizeof *out->seq);
+        /* insertion by sequence number */
+        while (i > 0 && out->seq[i - 1] > s) {
+            out->v[i] = out->v[i - 1];
+            out->seq[i] = out->seq[i - 1];
+            i--;
+        }
+        out->v[i] = xstrdup(de->d_name);
+        out->seq[i] = s;
+    }
+    closedir(d);
+}
+
+static ssize_t find_savepoint(const struct sps *s, const char *name)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (!strcmp(strchr(s->v[i], '.') + 1, name))
+            return (ssize_t)i;
+    return -1;
+}
+
+int txbox_multi_savepoint(txbox_multi *m, const char *name, txbox_error *err)
+{
+    if (!name_ok(name))
+        return tx_err(err, EINVAL, "a savepoint name is 1 to %d letters, digits, '.', '_' or '-', "
+                      "not starting with '.'", MAX_NAME);
+    if (mkdirat(m->txfd, "sp", 0700) < 0 && errno != EEXIST)
+        return tx_errno(err, errno, "cannot create the savepoints directory");
+    uint64_t seq = state_u64(m, "next_savepoint");
+    if (!seq)
+        seq = 1;
+    _cleanup_close_ int spd = openat(m->txfd, "sp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (spd < 0)
+        return tx_errno(err, errno, "cannot open the savepoints directory");
+    if (link_copy(m, "layer", "sp.tmp", err) < 0)
+        return tx_err_ctx(err, "savepoint %s", name);
+    struct sps s;
+    list_savepoints(m->txfd, &s);
+    ssize_t old = find_savepoint(&s, name);
+    _cleanup_free_ char *dn = xasprintf("%llu.%s", (unsigned long long)seq, name);
+    int rc = 0;
+    if (old >= 0 && tree_remove(spd, s.v[old]) < 0)
+        rc = tx_errno(err, errno, "cannot replace savepoint %s", name);
+    if (rc == 0 && renameat(m->txfd, "sp.tmp", spd, dn) < 0)
+        rc = tx_errno(err, errno, "cannot record savepoint %s", name);
+    sps_free(&s);
+    if (rc < 0)
+        return -1;
+    json_object_set_new(m->state, "next_savepoint", json_integer((json_int_t)seq + 1));
+    return write_state(m, err);
+}
+
+int txbox_multi_rollback(txbox_multi *m, const char *name, txbox_error *err)
+{
+    struct sps s;
+    list_savepoints(m->txfd, &s);
+    ssize_t at = -1;
+    int rc = 0;
+    if (name && (at = find_savepoint(&s, name)) < 0)
+        rc = tx_err(err, ENOENT, "transaction %s has no savepoint %s", m->ids, name);
+    _cleanup_free_ char *src = at >= 0 ? xasprintf("sp/%s", s.v[at]) : NULL;
+    /* 1. the state to return to, complete, as layer.new */
+    if (rc == 0)
+        rc = src ? link_copy(m, src, "layer.new", err) : make_layer(m->ws, m->txfd, "layer.new", err);
+    /* 2. swap (repair() finishes or undoes an interrupted swap) */
+    if (rc == 0 && (renameat(m->txfd, "layer", m->txfd, "layer.old") < 0 ||
+                    renameat(m->txfd, "layer.new", m->txfd, "layer") < 0))
+        rc = tx_errno(err, errno, "transaction %s: cannot roll back", m->ids);
+    if (rc == 0 && tree_remove(m->txfd, "layer.old") < 0)
+        rc = tx_errno(err, errno, "transaction %s: cannot drop the rolled-back changes", m->ids);
+    /* 3. the savepoints made after it are gone */
+    _cleanup_close_ int spd = openat(m->txfd, "sp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    for (size_t i = at >= 0 ? (size_t)at + 1 : 0; rc == 0 && spd >= 0 && i < s.n; i++)
+        if (tree_remove(spd, s.v[i]) < 0)
+            rc = tx_errno(err, errno, "cannot drop savepoint %s", s.v[i]);
+    sps_free(&s);
+    if (rc < 0)
+        return rc;
+    return open_layer(m, err);
+}
+
+/* ---- the end of a transaction ---- */
+
+static char *end_info(const txbox_multi *m, const char *outcome, json_t *changes, json_t *extra)
+{
+    const char *name = json_string_value(json_object_get(m->state, "name"));
+    json_t *o = json_pack("{s:s,s:s,s:s,s:O,s:I,s:s}", "tx", m->ids, "outcome", outcome, "command",
+                          name ? name : "(multi-command transaction)", "started",
+                          json_object_get(m->state, "started"), "commands",
+                          (json_int_t)state_u64(m, "commands"), "verdict", "uncertain");
+    json_object_set_new(o, "exit_code", json_integer(0));
+    json_object_set_new(o, "workspace", json_string(m->ws->path));
+    json_object_set_new(o, "backend", json_string("overlay"));
+    if (changes)
+        json_object_set(o, "changes", changes);
+    if (extra)
+        json_object_update(o, extra);
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return s;
+}
+
+int txbox_multi_abort(txbox_multi *m, txbox_error *err)
+{
+    if (tree_remove(m->txfd, "layer") < 0 || tree_remove(m->txfd, "sp") < 0 ||
+        tree_remove(m->txfd, "lwork") < 0)
+        return tx_errno(err, errno, "transaction %s: cannot drop its changes", m->ids);
+    tx_write_outcome(m->txfd, "aborted");
+    _cleanup_free_ char *info = end_info(m, "rolled_back", NULL, NULL);
+    txbox_error le = {0};
+    if (store_log(m->ws, m->id, "rolled_back", info, NULL, m->txfd, &le) < 0)
+        return tx_err(err, le.code, "transaction %s aborted, but the audit log: %s", m->ids, le.msg);
+    return 0;
+}
+
+/* Every path of ours that a transaction committed since base also wrote. */
+static int conflicts(txbox_ws *ws, uint64_t base, uint64_t gen, const struct tx_ops *ops,
+                     json_t *paths, txbox_error *err)
+{
+    for (uint64_t g = base + 1; g <= gen; g++) {
+        char gn[32], idn[32];
+        snprintf(gn, sizeof gn, "%llu", (unsigned long long)g);
+        ssize_t l = readlinkat(ws->cmtd, gn, idn, sizeof idn - 1);
+        if (l < 0)
+            return tx_errno(err, errno, "cannot read commit record %s", gn);
+        idn[l] = 0;
+        _cleanup_close_ int tfd = openat(ws->txd, idn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct tx_journal j;
+        if (tfd < 0 || journal_load(tfd, "journal", &j, err) < 0) {
+            json_array_append_new(paths, json_sprintf("(unknown: the record of transaction %s is gone)", idn));
+            continue;
+        }
+        for (size_t i = 0; i < ops->n && json_array_size(paths) < CHANGES_CAP; i++) {
+            struct tx_ops one = {.v = &ops->v[i], .n = 1, .cap = 1};
+            const char *which = NULL;
+            if (!ops_overlap(&one, &j.ops, &which))
+                continue;
+            const char *p = *ops->v[i].path ? ops->v[i].path : ".";
+            bool dup = false;
+            size_t k;
+            json_t *v;
+            json_array_foreach(paths, k, v) dup = dup || !strcmp(json_string_value(v), p);
+            if (!dup)
+                json_array_append_new(paths, json_string(p));
+        }
+        journal_free(&j);
+    }
+    return 0;
+}
+
+static int verify_status(const txbox_result *r)
+{
+    switch (txbox_result_outcome(r)) {
+    case TXBOX_OUTCOME_BLOCKED:
+        return TXBOX_EXIT_BLOCKED;
+    case TXBOX_OUTCOME_TIMED_OUT:
+        return TXBOX_EXIT_TIMEOUT;
+    default:
+        return txbox_result_exit_code(r) ? txbox_result_exit_code(r) : 1;
+    }
+}
+
+int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json, int *status,
+                       char **summary, txbox_error *err)
+{
+    *json = *summary = NULL;
+    *status = 0;
+    uint64_t t0 = now_ns();
+    txbox_ws *ws = m->ws;
+    json_t *res = json_pack("{s:s,s:O,s:I}", "tx", m->ids, "name", json_object_get(m->state, "name"),
+                            "commands", (json_int_t)state_u64(m, "commands"));
+    if (!json_object_get(res, "name"))
+        json_object_set_new(res, "name", json_null());
+    const char *outcome = NULL;
+    _cleanup_free_ char *first = NULL;
+    if (verify) {
+        txbox_run_opts vo = *verify;
+        vo.multi = m;
+        vo.capture = 1;
+        m->discard = true;
+        txbox_result *vr = NULL;
+        int vrc = txbox_run(ws, &vo, &vr, err);
+        m->discard = false;
+        if (vrc < 0) {
+            json_decref(res);
+            return tx_err_ctx(err, "verify");
+        }
+        _cleanup_free_ char *vj = txbox_result_json(vr);
+        json_object_set_new(res, "verify", json_loads(vj, 0, NULL));
+        bool passed = txbox_result_outcome(vr) == TXBOX_OUTCOME_READ_ONLY && !txbox_result_exit_code(vr);
+        if (!passed) {
+            *status = verify_status(vr);
+            outcome = "verify_failed";
+            first = xasprintf("txbox: tx %s not committed: the verify command failed (exit status %d, "
+                              "its run: tx %s); the transaction stays open",
+                              m->ids, txbox_result_exit_code(vr), txbox_result_tx(vr));
+        }
+        txbox_result_free(vr);
+    }
+    int rc = 0;
+    if (!outcome) {
+        uint64_t t_commit = now_ns();
+        int lockfd = -1;
+        if (ws_lock(ws, &lockfd, err) < 0) {
+            json_decref(res);
+            return -1;
+        }
+        struct tx_ops ops = {0};
+        uint64_t base = state_u64(m, "base_gen"), gen = 0;
+        json_t *changes = NULL, *paths = json_array();
+        _cleanup_close_ int upperfd = -1;
+        rc = ws_roll_forward_locked(ws, NULL, NULL, err);
+        if (rc == 0 && renameat(m->txfd, "layer", m->txfd, "upper") < 0)
+            rc = tx_errno(err, errno, "transaction %s: cannot prepare its commit", m->ids);
+        if (rc == 0 &&
+            (upperfd = openat(m->txfd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+            rc = tx_errno(err, errno, "transaction %s: cannot open its changes", m->ids);
+        if (rc == 0)
+            rc = scan_upper(upperfd, ws->fd, !ws->root, &ops, err);
+        if (rc == 0)
+            rc = ws_read_gen(ws, &gen, err);
+        if (rc == 0 && gen != base && ops.n)
+            rc = conflicts(ws, base, gen, &ops, paths, err);
+        if (rc == 0) {
+            changes = ops.n ? ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP)
+                            : json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted",
+                                        "truncated", 0);
+            json_object_set(res, "changes", changes);
+        }
+        if (rc == 0 && json_array_size(paths)) {
+            outcome = "conflict";
+            *status = TXBOX_EXIT_CONFLICT;
+            json_object_set(res, "conflict_paths", paths);
+            json_object_set(res, "conflict_path", json_array_get(paths, 0));
+            first = xasprintf("txbox: tx %s conflict: %s (and %zu more) changed by another transaction "
+                              "since begin; its changes are kept in .txbox/tx/%s/upper, not applied",
+                              m->ids, json_string_value(json_array_get(paths, 0)),
+                              json_array_size(paths) - 1, m->ids);
+            tx_write_outcome(m->txfd, "conflict");
+            _cleanup_free_ char *info = end_info(m, "conflict", changes, NULL);
+            txbox_error le = {0};
+            if (store_log(ws, m->id, "conflict", info, NULL, m->txfd, &le) < 0)
+                json_object_set_new(res, "log_error", json_string(le.msg));
+        } else if (rc == 0) {
+            _cleanup_free_ char *info = end_info(m, "committed", changes, NULL);
+            if (ops.n)
+                rc = journal_commit(ws, m->id, m->txfd, base, &ops, info, &gen, err);
+            if (rc == 0) {
+                outcome = "committed";
+                tx_write_outcome(m->txfd, "committed");
+                (void)tree_remove(m->txfd, "upper");
+                (void)tree_remove(m->txfd, "sp");
+                (void)tree_remove(m->txfd, "lwork");
+                if (!ops.n) {
+                    txbox_error le = {0};
+                    if (store_log(ws, m->id, "committed", info, NULL, m->txfd, &le) < 0)
+                        json_object_set_new(res, "log_error", json_string(le.msg));
+                }
+            }
+        }
+        /* Failed before the commit point: the transaction stays open (the
+         * next open renames upper back to layer). */
+        if (rc < 0 && !exists_at(ws->jnld, m->ids) && !exists_at(m->txfd, "journal") &&
+            renameat(m->txfd, "upper", m->txfd, "layer") < 0 && errno != ENOENT) {
+            /* repair() does it at the next open */
+        }
+        ops_free(&ops);
+        json_decref(changes);
+        json_decref(paths);
+        ws_unlock(lockfd);
+        json_object_set_new(res, "commit_ms", json_real((double)(now_ns() - t_commit) / 1e6));
+        if (rc == 0 && !strcmp(outcome, "committed")) {
+            history_autogc(ws);
+            size_t a = json_array_size(json_object_get(json_object_get(res, "changes"), "added"));
+            size_t mo = json_array_size(json_object_get(json_object_get(res, "changes"), "modified"));
+            size_t d = json_array_size(json_object_get(json_object_get(res, "changes"), "deleted"));
+            first = xasprintf("txbox: tx %s committed (%llu commands; %zu added, %zu modified, %zu deleted)",
+                              m->ids, (unsigned long long)state_u64(m, "commands"), a, mo, d);
+        }
+    }
+    if (rc < 0) {
+        json_decref(res);
+        return -1;
+    }
+    if (!json_object_get(res, "changes"))
+        json_object_set_new(res, "changes", json_pack("{s:[],s:[],s:[],s:b}", "added", "modified",
+                                                      "deleted", "truncated", 0));
+    json_object_set_new(res, "outcome", json_string(outcome));
+    json_object_set_new(res, "exit_code", json_integer(*status));
+    json_object_set_new(res, "duration_ms", json_real((double)(now_ns() - t0) / 1e6));
+    *json = json_dumps(res, JSON_COMPACT | JSON_REAL_PRECISION(12));
+    *summary = steal_pointer(&first);
+    json_decref(res);
+    return 0;
+}
+
+int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err)
+{
+    *json = NULL;
+    json_t *arr = json_array();
+    int fd = openat(ws->txd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        json_decref(arr);
+        return tx_errno(err, errno, "cannot list transactions");
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        uint64_t id;
+        if (!parse_u64(de->d_name, &id))
+            continue;
+        _cleanup_close_ int tfd = openat(ws->txd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (tfd < 0 || exists_at(tfd, "outcome"))
+            continue;
+        json_t *st = read_state(tfd);
+        if (!st)
+            continue;
+        struct sps s;
+        list_savepoints(tfd, &s);
+        json_t *sp = json_array();
+        for (size_t i = 0; i < s.n; i++)
+            json_array_append_new(sp, json_string(strchr(s.v[i], '.') + 1));
+        sps_free(&s);
+        /* busy: a process works on it now */
+        _cleanup_close_ int lf = openat(tfd, "lock", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        bool busy = lf >= 0 && flock(lf, LOCK_EX | LOCK_NB) < 0;
+        json_t *name = json_object_get(st, "name");
+        json_array_append_new(arr, json_pack("{s:s,s:O,s:O,s:O,s:O,s:o,s:b}", "tx", de->d_name, "name",
+                                             name ? name : json_null(), "started",
+                                             json_object_get(st, "started"), "base_gen",
+                                             json_object_get(st, "base_gen"), "commands",
+                                             json_object_get(st, "commands"), "savepoints", sp, "busy",
+                                             busy));
+        json_decref(st);
+    }
+    closedir(d);
+    /* oldest first */
+    size_t n = json_array_size(arr);
+    for (size_t i = 1; i < n; i++)
+        for (size_t k = i; k > 0; k--) {
+            uint64_t a = 0, b = 0;
+            if (!parse_u64(json_string_value(json_object_get(json_array_get(arr, k - 1), "tx")), &a) ||
+                !parse_u64(json_string_value(json_object_get(json_array_get(arr, k), "tx")), &b) || a <= b)
+                break;
+            json_t *x = json_incref(json_array_get(arr, k));
+            json_array_remove(arr, k);
+            json_array_insert_new(arr, k - 1, x);
+        }
+    json_t *o = json_pack("{s:o}", "transactions", arr);
+    *json = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return 0;
+}
