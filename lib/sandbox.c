@@ -46,6 +46,7 @@
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 
 /* ---- messages from init to the parent ---- */
 enum { MSG_SETUP_ERR = 1, MSG_STARTED, MSG_EXITED, MSG_OVERLAY_ERR };
@@ -412,6 +413,12 @@ __attribute__((noreturn)) static void command_main(const struct child_args *a)
      * namespaces). */
     if (setsid() < 0)
         setup_die("cannot start a new session");
+    /* its own terminal (pty_open), if it has one, as controlling terminal */
+    for (int k = 0; k <= 2; k++)
+        if (isatty(k)) {
+            (void)ioctl(k, TIOCSCTTY, 0);
+            break;
+        }
     if (chdir(s->cwd) < 0) {
         dprintf(2, "txbox: cannot enter %s: %s\n", s->cwd, strerror(errno));
         _exit(126);
@@ -578,10 +585,43 @@ bool sb_is_root(void) { return geteuid() == 0; }
  * and sockets carry data only. A closed descriptor stays closed. */
 static bool needs_relay(int fd)
 {
+    if (isatty(fd))
+        return false; /* a terminal: the command gets a pseudo-terminal (pty_open) */
     struct stat st;
     if (fstat(fd, &st) < 0)
         return false;
     return !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode);
+}
+
+/* A pseudo-terminal for the command, set up like the caller's terminal
+ * `like` (modes, window size). */
+static int pty_open(int like, int *ptm, int *pts)
+{
+    int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (m < 0)
+        return -1;
+    int sl = -1;
+    char name[64];
+    if (grantpt(m) == 0 && unlockpt(m) == 0) {
+        sl = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (sl < 0 && ptsname_r(m, name, sizeof name) == 0)
+            sl = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    }
+    if (sl < 0) {
+        int e = errno;
+        close(m);
+        errno = e;
+        return -1;
+    }
+    struct termios t;
+    struct winsize w;
+    if (tcgetattr(like, &t) == 0)
+        (void)tcsetattr(sl, TCSANOW, &t);
+    if (ioctl(like, TIOCGWINSZ, &w) == 0)
+        (void)ioctl(sl, TIOCSWINSZ, &w);
+    *ptm = m;
+    *pts = sl;
+    return 0;
 }
 
 /* The relay pipes sb_run made itself (the caller's own pipes are the
@@ -781,6 +821,9 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     bool relay_out[3] = {false, false, false};
     bool own_in = false;
     int rc = 0;
+    int ptm = -1, pts = -1, tty_out = 0; /* the command's terminal (pty_open) */
+    struct termios tty_saved;
+    bool tty_raw = false;
     if (pipe2(rep, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0) {
         rc = tx_errno(err, errno, "pipe");
         goto fail_setup;
@@ -819,6 +862,58 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         *cfd = p[1];
         relay_out[k] = true;
     }
+    /* A terminal among the caller's stdio: the command gets a terminal of
+     * its own, a new pseudo-terminal that is its controlling terminal in its
+     * own session, and txbox relays between it and the caller's, as ssh and
+     * script(1) do. The command reads and writes "the terminal", runs stty,
+     * takes its foreground, without ever holding the caller's terminal. The
+     * caller's is put in raw mode meanwhile (the inner one edits lines),
+     * and read only while txbox is in its foreground: in the background the
+     * command's stdin is empty rather than txbox stopped for reading. */
+    for (int k = 0; k <= 2 && ptm < 0; k++) {
+        int cfd = k == 0 ? spec.in_fd : k == 1 ? spec.out_fd : spec.err_fd;
+        if (cfd >= 0 || !isatty(k))
+            continue;
+        if (pty_open(k, &ptm, &pts) < 0) {
+            rc = tx_errno(err, errno, "cannot create a terminal for the command");
+            goto fail_setup;
+        }
+    }
+    if (ptm >= 0) {
+        bool fg = isatty(0) && tcgetpgrp(0) == getpgrp();
+        if (spec.in_fd < 0 && isatty(0) && !fg) {
+            int p[2];
+            if (pipe2(p, O_CLOEXEC) < 0) {
+                rc = tx_errno(err, errno, "pipe");
+                goto fail_setup;
+            }
+            close(p[1]);
+            own_in = true;
+            spec.in_fd = p[0];
+        }
+        if (spec.in_fd < 0 && isatty(0)) {
+            spec.in_fd = pts;
+            relay_in = fcntl(ptm, F_DUPFD_CLOEXEC, 3);
+            if (relay_in < 0) {
+                rc = tx_errno(err, errno, "dup");
+                goto fail_setup;
+            }
+            fcntl(relay_in, F_SETFL, O_NONBLOCK);
+            struct termios r;
+            if (tcgetattr(0, &tty_saved) == 0) {
+                r = tty_saved;
+                cfmakeraw(&r);
+                tty_raw = tcsetattr(0, TCSANOW, &r) == 0;
+            }
+        }
+        for (int k = 2; k >= 1; k--) {
+            int *cfd = k == 1 ? &spec.out_fd : &spec.err_fd;
+            if (*cfd < 0 && isatty(k)) {
+                *cfd = pts;
+                tty_out = k;
+            }
+        }
+    }
     uint64_t flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
     if (!s->net)
         flags |= CLONE_NEWNET;
@@ -842,6 +937,8 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
             close(err_pipe);
         if (relay_in >= 0)
             close(relay_in);
+        if (ptm >= 0)
+            close(ptm);
         report_fd = rep[1];
         init_main(s, userns, sync[0], abi);
     }
@@ -855,6 +952,10 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         close(s->err_fd);
     if (own_in && s->in_fd >= 0)
         close(s->in_fd);
+    if (pts >= 0)
+        close(pts);
+    if (ptm >= 0)
+        fcntl(ptm, F_SETFL, O_NONBLOCK);
     if (userns) {
         char um[64], gm[64];
         snprintf(um, sizeof um, "%u %u 1\n", getuid(), getuid());
@@ -889,13 +990,23 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         close(relay_in);
         relay_in = -1;
     }
-    while (fds[0] >= 0 || fds[1] >= 0 || fds[2] >= 0 || !init_done) {
+    while (fds[0] >= 0 || fds[1] >= 0 || fds[2] >= 0 || !init_done || ptm >= 0) {
         if (init_done && relay_in >= 0) {
             close(relay_in);
             relay_in = -1;
         }
-        struct pollfd pf[5];
-        int n = 0, map[5];
+        if (init_done && ptm >= 0) {
+            /* every process that held the terminal is gone: what it wrote
+             * is in the master's buffer */
+            ssize_t g;
+            while ((g = read(ptm, buf, sizeof buf)) > 0)
+                (void)!write_all(tty_out, buf, (size_t)g);
+            close(ptm);
+            ptm = -1;
+            continue;
+        }
+        struct pollfd pf[6];
+        int n = 0, map[6];
         for (int i = 0; i < 3; i++)
             if (fds[i] >= 0) {
                 pf[n] = (struct pollfd){.fd = fds[i], .events = POLLIN};
@@ -904,6 +1015,10 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         if (!init_done) {
             pf[n] = (struct pollfd){.fd = pidfd, .events = POLLIN};
             map[n++] = 3;
+        }
+        if (ptm >= 0) {
+            pf[n] = (struct pollfd){.fd = ptm, .events = POLLIN};
+            map[n++] = 5;
         }
         if (relay_in >= 0) {
             pf[n] = in_off < in_len ? (struct pollfd){.fd = relay_in, .events = POLLOUT}
@@ -952,6 +1067,16 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
             int k = map[i];
             if (k == 3) {
                 init_done = true;
+                continue;
+            }
+            if (k == 5) {
+                ssize_t g = read(ptm, buf, sizeof buf);
+                if (g > 0)
+                    (void)!write_all(tty_out, buf, (size_t)g);
+                else if (g == 0 || (errno != EAGAIN && errno != EINTR)) {
+                    close(ptm); /* EIO: no process holds the terminal any more */
+                    ptm = -1;
+                }
                 continue;
             }
             if (k == 4) {
@@ -1025,6 +1150,10 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     }
     if (relay_in >= 0)
         close(relay_in);
+    if (ptm >= 0)
+        close(ptm);
+    if (tty_raw)
+        (void)tcsetattr(0, TCSANOW, &tty_saved);
     free(inbuf);
     int ws;
     while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
@@ -1041,6 +1170,12 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
 
 fail_setup:
     close_relays(relay_in, own_in ? spec.in_fd : -1, &spec, out_pipe, err_pipe, relay_out);
+    if (ptm >= 0)
+        close(ptm);
+    if (pts >= 0)
+        close(pts);
+    if (tty_raw)
+        (void)tcsetattr(0, TCSANOW, &tty_saved);
     for (int i = 0; i < 2; i++) {
         if (rep[i] >= 0)
             close(rep[i]);
