@@ -16,7 +16,12 @@
  *
  * Overlay's own xattrs (trusted.overlay.* as root, user.overlay.* with
  * userxattr) are understood, checked against the known set and stripped
- * from everything that will move into the workspace. */
+ * from everything that will move into the workspace.
+ *
+ * No privilege outlives the transaction: the setuid and setgid bits of
+ * regular files and security.capability are removed in the upper, before
+ * the commit point, so that no such inode is ever visible in the workspace
+ * (a directory's setgid bit only gives new entries its group, and stays). */
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -74,6 +79,13 @@ void meta_of(const struct stat *st, struct tx_meta *m)
     m->mtime_ns = st->st_mtim.tv_nsec;
 }
 
+/* The permission bits a commit gives an entry the command made. */
+static mode_t committed_mode(const struct stat *st)
+{
+    mode_t m = st->st_mode & 07777;
+    return S_ISREG(st->st_mode) ? m & ~(mode_t)(S_ISUID | S_ISGID) : m;
+}
+
 /* The xattr names of dirfd/name (not following a final symlink). */
 static ssize_t list_xattrs(int dirfd, const char *name, char *buf, size_t n)
 {
@@ -104,7 +116,7 @@ struct ovl_attrs {
 };
 
 /* Reads and validates the overlay xattrs of one upper entry; with strip,
- * removes them. */
+ * removes them and security.capability. */
 static int ovl_attrs(struct scan *s, int dirfd, const char *name, const char *path, bool strip,
                      struct ovl_attrs *a)
 {
@@ -117,6 +129,12 @@ static int ovl_attrs(struct scan *s, int dirfd, const char *name, const char *pa
         return tx_errno(s->err, errno, "cannot list attributes of %s", path);
     }
     for (char *k = list; k < list + n; k += strlen(k) + 1) {
+        if (strip && !strcmp(k, "security.capability")) {
+            if (remove_xattr(dirfd, name, k) < 0 && errno != ENODATA)
+                return tx_errno(s->err, errno, "the command gave %s file capabilities, which "
+                                "cannot be removed; commit refused", path);
+            continue;
+        }
         if (strncmp(k, s->pfx, s->pfxlen))
             continue;
         const char *suf = k + s->pfxlen;
@@ -150,7 +168,8 @@ static bool is_whiteout(const struct stat *st, const struct ovl_attrs *a)
 }
 
 /* Makes a new subtree ready to move into the workspace: validates every
- * entry, strips overlay xattrs, drops stray whiteouts and fsyncs the data. */
+ * entry, strips overlay xattrs and privileges, drops stray whiteouts and
+ * fsyncs the data. */
 static int prepare_subtree(struct scan *s, int dirfd, const char *name, const char *path)
 {
     struct stat st;
@@ -165,6 +184,9 @@ static int prepare_subtree(struct scan *s, int dirfd, const char *name, const ch
         _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
             return tx_errno(s->err, errno, "cannot open %s in the upper", path);
+        mode_t want = committed_mode(&st);
+        if ((st.st_mode & 07777) != want && fchmod(fd, want) < 0)
+            return tx_errno(s->err, errno, "cannot set the mode of %s in the upper", path);
         if (fs_fsync(fd) < 0)
             return tx_errno(s->err, errno, "cannot make %s durable", path);
         return 0;

@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -162,6 +163,55 @@ static void refuses_device_nodes_and_unknown_overlay_attrs(void **state)
     assert_int_equal(scan_upper(up, ws, false, &ops, &e), -1);
     assert_non_null(strstr(e.msg, "unexpected overlay attribute"));
     ops_free(&ops);
+    unlinkat(up, "redir", 0);
+}
+
+static mode_t mode_at(int dfd, const char *p)
+{
+    struct stat st;
+    assert_int_equal(fstatat(dfd, p, &st, AT_SYMLINK_NOFOLLOW), 0);
+    return st.st_mode;
+}
+
+/* No setuid or setgid bit of a regular file and no file capability leaves
+ * the upper; a directory's setgid bit does. */
+static void strips_privileges(void **state)
+{
+    (void)state;
+    if (geteuid() != 0)
+        skip();
+    assert_int_equal(mkdirat(ws, "priv", 0755), 0);
+    assert_int_equal(mkdirat(up, "priv", 0755), 0);
+    assert_int_equal(fchmodat(up, "priv", 02755, 0), 0);
+    mkfile(up, "priv/su", "#!/bin/sh\n");
+    assert_int_equal(fchmodat(up, "priv/su", 06755, 0), 0);
+    struct vfs_cap_data cap = {.magic_etc = VFS_CAP_REVISION_2 | VFS_CAP_FLAGS_EFFECTIVE};
+    cap.data[0].permitted = 1u << CAP_SETUID;
+    char p[96];
+    snprintf(p, sizeof p, "%s/up/priv/su", root);
+    assert_int_equal(setxattr(p, "security.capability", &cap, sizeof cap, 0), 0);
+    assert_int_equal(mkdirat(up, "priv/nd", 0755), 0);
+    mkfile(up, "priv/nd/x", "x");
+    assert_int_equal(fchmodat(up, "priv/nd/x", 04711, 0), 0);
+    assert_int_equal(fchmodat(up, "priv/nd", 02750, 0), 0);
+
+    struct tx_ops ops = {0};
+    txbox_error e = {0};
+    int r = scan_upper(up, ws, false, &ops, &e);
+    if (r)
+        print_error("%s\n", e.msg);
+    assert_int_equal(r, 0);
+    assert_int_equal(mode_at(up, "priv/su") & 07777, 0755);
+    char v[64];
+    assert_true(getxattr(p, "security.capability", v, sizeof v) < 0);
+    assert_int_equal(errno, ENODATA);
+    assert_int_equal(mode_at(up, "priv/nd") & 07777, 02750);
+    assert_int_equal(mode_at(up, "priv/nd/x") & 07777, 0711);
+    const struct tx_op *o;
+    assert_non_null(o = find(&ops, "priv"));
+    assert_int_equal(o->kind, OP_META);
+    assert_int_equal(o->nw.mode, 02755);
+    ops_free(&ops);
 }
 
 static bool clash(const char *a_spec, const char *b_spec)
@@ -205,6 +255,7 @@ int main(void)
         cmocka_unit_test(overlap_rules),
         cmocka_unit_test(every_kind),
         cmocka_unit_test(refuses_device_nodes_and_unknown_overlay_attrs),
+        cmocka_unit_test(strips_privileges),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
