@@ -882,10 +882,11 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             *status = TXBOX_EXIT_CONFLICT;
             json_object_set(res, "conflict_paths", paths);
             json_object_set(res, "conflict_path", json_array_get(paths, 0));
-            first = xasprintf("txbox: tx %s conflict: %s (and %zu more) changed by another transaction "
-                              "since begin; its changes are kept in .txbox/tx/%s/upper, not applied",
-                              m->ids, json_string_value(json_array_get(paths, 0)),
-                              json_array_size(paths) - 1, m->ids);
+            size_t more = json_array_size(paths) - 1;
+            _cleanup_free_ char *and = more ? xasprintf(" (and %zu more paths)", more) : xstrdup("");
+            first = xasprintf("txbox: tx %s conflict: %s%s changed by another transaction since "
+                              "begin; its changes are kept in .txbox/tx/%s/upper, not applied",
+                              m->ids, json_string_value(json_array_get(paths, 0)), and, m->ids);
             tx_write_outcome(m->txfd, "conflict");
             _cleanup_free_ char *info = end_info(m, "conflict", changes, NULL);
             txbox_error le = {0};
