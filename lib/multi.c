@@ -859,6 +859,7 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
         uint64_t base = state_u64(m, "base_gen"), gen = 0;
         json_t *changes = NULL, *paths = json_array();
         _cleanup_close_ int upperfd = -1;
+        bool scanned = false;
         rc = ws_roll_forward_locked(ws, NULL, NULL, err);
         if (rc == 0 && renameat(m->txfd, "layer", m->txfd, "upper") < 0)
             rc = tx_errno(err, errno, "transaction %s: cannot prepare its commit", m->ids);
@@ -866,7 +867,7 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             (upperfd = openat(m->txfd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
             rc = tx_errno(err, errno, "transaction %s: cannot open its changes", m->ids);
         if (rc == 0)
-            rc = scan_upper(upperfd, ws->fd, !ws->root, &ops, err);
+            rc = (scanned = true, scan_upper(upperfd, ws->fd, !ws->root, &ops, err));
         if (rc == 0)
             rc = ws_read_gen(ws, &gen, err);
         if (rc == 0 && gen != base && ops.n)
@@ -909,11 +910,21 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
                 }
             }
         }
-        /* Failed before the commit point: the transaction stays open (the
-         * next open renames upper back to layer). */
-        if (rc < 0 && !exists_at(ws->jnld, m->ids) && !exists_at(m->txfd, "journal") &&
-            renameat(m->txfd, "upper", m->txfd, "layer") < 0 && errno != ENOENT) {
-            /* repair() does it at the next open */
+        /* Failed before the commit point. Before the scan the transaction
+         * stays open (upper back to layer; else the next open does it). The
+         * scan has already changed the upper (overlay attributes stripped,
+         * e.g. a directory's opaqueness), which is then no layer any more:
+         * the transaction ends, its changes kept in upper/ as for a
+         * conflict. */
+        if (rc < 0 && !exists_at(ws->jnld, m->ids) && !exists_at(m->txfd, "journal")) {
+            if (scanned) {
+                _cleanup_free_ char *why = xasprintf("failed: %s", err->msg);
+                tx_write_outcome(m->txfd, why);
+                (void)tx_err_ctx(err, "transaction %s ended, its changes kept in .txbox/tx/%s/upper",
+                                 m->ids, m->ids);
+            } else if (renameat(m->txfd, "upper", m->txfd, "layer") < 0 && errno != ENOENT) {
+                /* repair() does it at the next open */
+            }
         }
         ops_free(&ops);
         json_decref(changes);
