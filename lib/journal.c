@@ -35,11 +35,19 @@
  *       checksum fails is never applied.
  *   I3. Every operation is idempotent given the files' presence, so
  *       recovery re-runs apply_ops() from the start:
+ *         (first)    every META directory that lacks owner rwx gets it,
+ *                    parents first: unprivileged, the renames into and out
+ *                    of it need them, and so does recovery's walk to the
+ *                    entries below (META sets the exact mode at the end).
  *         REPLACE N: if upper/P exists: (if had_old and workspace P exists
  *                    and undo/N does not: rename P -> undo/N); rename
  *                    upper/P -> P.      upper/P gone means done.
  *         DELETE N:  if workspace P exists and undo/N does not: rename P ->
  *                    undo/N.
+ *                    A directory moved by these renames has the mode the
+ *                    journal records for it afterwards (tx_move: one without
+ *                    owner write permission is given it for the rename), set
+ *                    again each time (tx_fix_mode).
  *         META:      set mode, owner, times (absolute values).
  *   I4. No operation's path lies inside another REPLACE/DELETE operation's
  *       path (the scan stops at those), so the order of REPLACE and DELETE
@@ -267,7 +275,65 @@ static int open_parent(int root, const char *path, const char **base)
     return safe_openat(root, dir, O_RDONLY | O_DIRECTORY, 0);
 }
 
-static int apply_meta(int wsfd, int upper, const struct tx_op *o, txbox_error *err)
+/* Does m record an entry (REPLACE and DELETE in journals of this
+ * version)? */
+static bool recorded(const struct tx_meta *m) { return m && (m->mode & S_IFMT); }
+
+int tx_fix_mode(int dfd, const char *name, const struct tx_meta *m)
+{
+    struct stat st;
+    if (!recorded(m) || !S_ISDIR(m->mode))
+        return 0;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? 0 : -1;
+    if (!S_ISDIR(st.st_mode) || (st.st_mode & 07777) == (m->mode & 07777))
+        return 0;
+    return fchmodat(dfd, name, m->mode & 07777, 0);
+}
+
+int tx_move(int ofd, const char *old, int nfd, const char *new, const struct tx_meta *m)
+{
+    struct stat st;
+    bool grant = fstatat(ofd, old, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+                 !(st.st_mode & S_IWUSR);
+    if (grant && fchmodat(ofd, old, (st.st_mode & 07777) | S_IWUSR, 0) < 0)
+        return -1;
+    if (fs_renameat(ofd, old, nfd, new, RENAME_NOREPLACE) < 0) {
+        int e = errno;
+        if (grant)
+            (void)fchmodat(ofd, old, st.st_mode & 07777, 0);
+        errno = e;
+        return -1;
+    }
+    if (recorded(m) && S_ISDIR(m->mode))
+        return tx_fix_mode(nfd, new, m);
+    return grant ? fchmodat(nfd, new, st.st_mode & 07777, 0) : 0;
+}
+
+/* I3, first step: owner rwx on every META directory that lacks it, parents
+ * first (the reverse of the scan's post-order). */
+static int unlock_dirs(int wsfd, const struct tx_ops *ops, txbox_error *err)
+{
+    for (size_t i = ops->n; i-- > 0;) {
+        const struct tx_op *o = &ops->v[i];
+        if (o->kind != OP_META)
+            continue;
+        const char *base = ".";
+        _cleanup_close_ int p = *o->path ? open_parent(wsfd, o->path, &base)
+                                         : fcntl(wsfd, F_DUPFD_CLOEXEC, 3);
+        struct stat st;
+        if (p < 0 || fstatat(p, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
+            (st.st_mode & S_IRWXU) == S_IRWXU)
+            continue; /* missing: apply_meta says so */
+        if (fchmodat(p, base, (st.st_mode & 07777) | S_IRWXU, 0) < 0)
+            return tx_errno(err, errno, "cannot give the owner access to %s",
+                            *o->path ? o->path : ".");
+    }
+    return 0;
+}
+
+static int apply_meta(int wsfd, int upper, const struct tx_op *o, struct dirset *touched,
+                      txbox_error *err)
 {
     _cleanup_close_ int fd = safe_openat(wsfd, o->path, O_RDONLY | O_DIRECTORY, 0);
     if (fd < 0)
@@ -289,6 +355,7 @@ static int apply_meta(int wsfd, int upper, const struct tx_op *o, txbox_error *e
     struct timespec ts[2] = {{o->nw.atime_s, o->nw.atime_ns}, {o->nw.mtime_s, o->nw.mtime_ns}};
     if (futimens(fd, ts) < 0)
         return tx_errno(err, errno, "cannot set the times of %s", o->path);
+    dirset_add(touched, fd);
     return 0;
 }
 
@@ -300,7 +367,7 @@ static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, txbox_err
     if (undo < 0)
         return tx_errno(err, errno, "cannot open the undo store");
     struct dirset touched = {0};
-    int rc = 0;
+    int rc = unlock_dirs(ws->fd, ops, err);
     for (size_t i = 0; i < ops->n && rc == 0; i++) {
         const struct tx_op *o = &ops->v[i];
         if (o->kind == OP_META)
@@ -314,9 +381,12 @@ static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, txbox_err
             break;
         }
         if (o->kind == OP_DELETE) {
-            if (exists_at(wp, base) && !exists_at(undo, un) &&
-                fs_renameat(wp, base, undo, un, RENAME_NOREPLACE) < 0)
-                rc = tx_errno(err, errno, "cannot remove %s", o->path);
+            if (exists_at(wp, base) && !exists_at(undo, un)) {
+                if (tx_move(wp, base, undo, un, &o->old) < 0)
+                    rc = tx_errno(err, errno, "cannot remove %s", o->path);
+            } else if (tx_fix_mode(undo, un, &o->old) < 0) {
+                rc = tx_errno(err, errno, "cannot set the mode of the old %s", o->path);
+            }
             dirset_add(&touched, wp);
             continue;
         }
@@ -327,18 +397,25 @@ static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, txbox_err
         const char *ubase;
         _cleanup_close_ int up = open_parent(upper, o->path, &ubase);
         if (up < 0 || !exists_at(up, ubase)) {
+            /* moved already: done, but for the modes recorded */
+            if (tx_fix_mode(wp, base, &o->nw) < 0 || tx_fix_mode(undo, un, &o->old) < 0)
+                rc = tx_errno(err, errno, "cannot set the mode of %s", o->path);
             dirset_add(&touched, wp);
-            continue; /* moved already: done */
+            continue;
         }
         /* Keep whatever is in the way as the old version — including
          * something that appeared although the scan saw nothing (had_old
-         * unset): never overwrite data that is not ours. */
-        if (exists_at(wp, base) && !exists_at(undo, un) &&
-            fs_renameat(wp, base, undo, un, RENAME_NOREPLACE) < 0) {
-            rc = tx_errno(err, errno, "cannot move the old %s aside", o->path);
+         * unset, nothing recorded): never overwrite data that is not ours. */
+        if (exists_at(wp, base) && !exists_at(undo, un)) {
+            if (tx_move(wp, base, undo, un, o->had_old ? &o->old : NULL) < 0) {
+                rc = tx_errno(err, errno, "cannot move the old %s aside", o->path);
+                break;
+            }
+        } else if (tx_fix_mode(undo, un, &o->old) < 0) {
+            rc = tx_errno(err, errno, "cannot set the mode of the old %s", o->path);
             break;
         }
-        if (fs_renameat(up, ubase, wp, base, RENAME_NOREPLACE) < 0) {
+        if (tx_move(up, ubase, wp, base, &o->nw) < 0) {
             rc = tx_errno(err, errno, "cannot install %s", o->path);
             break;
         }
@@ -347,7 +424,7 @@ static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, txbox_err
     /* Metadata of merged directories, deepest first (scan order). */
     for (size_t i = 0; i < ops->n && rc == 0; i++)
         if (ops->v[i].kind == OP_META)
-            rc = apply_meta(ws->fd, upper, &ops->v[i], err);
+            rc = apply_meta(ws->fd, upper, &ops->v[i], &touched, err);
     if (rc == 0)
         dirset_add(&touched, undo);
     for (size_t i = 0; i < touched.n && rc == 0; i++)

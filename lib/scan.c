@@ -21,7 +21,14 @@
  * No privilege outlives the transaction: the setuid and setgid bits of
  * regular files and security.capability are removed in the upper, before
  * the commit point, so that no such inode is ever visible in the workspace
- * (a directory's setgid bit only gives new entries its group, and stays). */
+ * (a directory's setgid bit only gives new entries its group, and stays).
+ *
+ * Entries without owner permissions (a read-only file, a directory of mode
+ * 0 or 0555) are given what the work on them needs, which unprivileged is
+ * the owner's bits: a new entry only for that time (its exact mode is set
+ * back before the commit point), a merged directory of the upper until the
+ * upper is discarded (its META operation records the mode it had). The
+ * journal applies recorded modes after its renames (journal.c). */
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -79,6 +86,12 @@ void meta_of(const struct stat *st, struct tx_meta *m)
     m->mtime_ns = st->st_mtim.tv_nsec;
 }
 
+void meta_entry(const struct stat *st, struct tx_meta *m)
+{
+    meta_of(st, m);
+    m->mode |= st->st_mode & S_IFMT;
+}
+
 /* The permission bits a commit gives an entry the command made. */
 static mode_t committed_mode(const struct stat *st)
 {
@@ -108,6 +121,40 @@ static int remove_xattr(int dirfd, const char *name, const char *key)
     return lremovexattr(p, key);
 }
 
+/* Gives the owner the permission bits an upper entry lacks of bits; *st
+ * follows the mode (the caller sets the exact one back). */
+static int grant(struct scan *s, int dirfd, const char *name, struct stat *st, mode_t bits,
+                 const char *path)
+{
+    if ((st->st_mode & bits) == bits)
+        return 0;
+    mode_t m = (st->st_mode & 07777) | bits;
+    if (fchmodat(dirfd, name, m, 0) < 0)
+        return tx_errno(s->err, errno, "cannot give the owner access to %s in the upper", path);
+    st->st_mode = (st->st_mode & S_IFMT) | m;
+    return 0;
+}
+
+/* Removes attribute key from an upper entry. Unprivileged, removing a
+ * user.* attribute needs write permission: granted when the entry lacks it. */
+static int strip_attr(struct scan *s, int dirfd, const char *name, const char *key,
+                      struct stat *st, const char *path)
+{
+    if (remove_xattr(dirfd, name, key) == 0 || errno == ENODATA)
+        return 0;
+    if (errno == EACCES && (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) &&
+        !(st->st_mode & S_IWUSR)) {
+        if (grant(s, dirfd, name, st, S_IWUSR, path) < 0)
+            return -1;
+        if (remove_xattr(dirfd, name, key) == 0 || errno == ENODATA)
+            return 0;
+    }
+    if (!strcmp(key, "security.capability"))
+        return tx_errno(s->err, errno, "the command gave %s file capabilities, which cannot be "
+                        "removed; commit refused", path);
+    return tx_errno(s->err, errno, "cannot strip %s from %s", key, path);
+}
+
 static const char *const known_ovl[] = {"opaque", "whiteout", "whiteouts", "origin", "impure",
                                         "nlink",  "upper",    "uuid",      "protattr"};
 
@@ -115,10 +162,11 @@ struct ovl_attrs {
     bool opaque, xwhiteout, any;
 };
 
-/* Reads and validates the overlay xattrs of one upper entry; with strip,
- * removes them and security.capability. */
-static int ovl_attrs(struct scan *s, int dirfd, const char *name, const char *path, bool strip,
-                     struct ovl_attrs *a)
+/* Reads and validates the overlay xattrs of one upper entry. With strip
+ * (the entry's stat, which follows any permission granted), removes them
+ * and security.capability. */
+static int ovl_attrs(struct scan *s, int dirfd, const char *name, const char *path,
+                     struct stat *strip, struct ovl_attrs *a)
 {
     memset(a, 0, sizeof *a);
     char list[XATTR_LIST_MAX_BYTES];
@@ -130,9 +178,8 @@ static int ovl_attrs(struct scan *s, int dirfd, const char *name, const char *pa
     }
     for (char *k = list; k < list + n; k += strlen(k) + 1) {
         if (strip && !strcmp(k, "security.capability")) {
-            if (remove_xattr(dirfd, name, k) < 0 && errno != ENODATA)
-                return tx_errno(s->err, errno, "the command gave %s file capabilities, which "
-                                "cannot be removed; commit refused", path);
+            if (strip_attr(s, dirfd, name, k, strip, path) < 0)
+                return -1;
             continue;
         }
         if (strncmp(k, s->pfx, s->pfxlen))
@@ -150,12 +197,14 @@ static int ovl_attrs(struct scan *s, int dirfd, const char *name, const char *pa
         if (!strcmp(suf, "opaque")) {
             char v[8];
             ssize_t l = get_xattr(dirfd, name, k, v, sizeof v);
+            if (l < 0 && errno != ENODATA)
+                return tx_errno(s->err, errno, "cannot read %s of %s", k, path);
             a->opaque = l == 1 && v[0] == 'y';
         } else if (!strcmp(suf, "whiteout")) {
             a->xwhiteout = true;
         }
-        if (strip && remove_xattr(dirfd, name, k) < 0 && errno != ENODATA)
-            return tx_errno(s->err, errno, "cannot strip %s from %s", k, path);
+        if (strip && strip_attr(s, dirfd, name, k, strip, path) < 0)
+            return -1;
     }
     return 0;
 }
@@ -168,23 +217,39 @@ static bool is_whiteout(const struct stat *st, const struct ovl_attrs *a)
 }
 
 /* Makes a new subtree ready to move into the workspace: validates every
- * entry, strips overlay xattrs and privileges, drops stray whiteouts and
- * fsyncs the data. */
-static int prepare_subtree(struct scan *s, int dirfd, const char *name, const char *path)
+ * entry, strips overlay xattrs and privileges, drops stray whiteouts, sets
+ * the committed mode and fsyncs the data. For the subtree's root, st0: its
+ * stat as the command left it (the scan may have given the owner access
+ * since), top: its committed metadata, with the type bits (meta_entry). */
+static int prepare_subtree(struct scan *s, int dirfd, const char *name, const char *path,
+                           const struct stat *st0, struct tx_meta *top)
 {
     struct stat st;
     if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return tx_errno(s->err, errno, "cannot stat %s in the upper", path);
-    struct ovl_attrs a;
-    if (ovl_attrs(s, dirfd, name, path, true, &a) < 0)
-        return -1;
     if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
         return tx_err(s->err, EPERM, "the command created a device node %s; commit refused", path);
+    mode_t want = committed_mode(st0 ? st0 : &st);
+    if (top) {
+        meta_entry(&st, top);
+        top->mode = (st.st_mode & S_IFMT) | want;
+    }
+    /* A directory is read, searched and written (stray whiteouts). */
+    if (S_ISDIR(st.st_mode) && grant(s, dirfd, name, &st, S_IRWXU, path) < 0)
+        return -1;
+    struct ovl_attrs a;
+    if (ovl_attrs(s, dirfd, name, path, &st, &a) < 0)
+        return -1;
     if (S_ISREG(st.st_mode)) {
-        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+        int fl = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY;
+        _cleanup_close_ int fd = openat(dirfd, name, fl);
+        if (fd < 0 && errno == EACCES && !(st.st_mode & S_IRUSR)) {
+            if (grant(s, dirfd, name, &st, S_IRUSR, path) < 0)
+                return -1;
+            fd = openat(dirfd, name, fl);
+        }
         if (fd < 0)
             return tx_errno(s->err, errno, "cannot open %s in the upper", path);
-        mode_t want = committed_mode(&st);
         if ((st.st_mode & 07777) != want && fchmod(fd, want) < 0)
             return tx_errno(s->err, errno, "cannot set the mode of %s in the upper", path);
         if (fs_fsync(fd) < 0)
@@ -215,12 +280,14 @@ static int prepare_subtree(struct scan *s, int dirfd, const char *name, const ch
                 return tx_errno(s->err, errno, "cannot drop whiteout %s", cp);
             continue;
         }
-        if (prepare_subtree(s, dfd, de->d_name, cp) < 0)
+        if (prepare_subtree(s, dfd, de->d_name, cp, NULL, NULL) < 0)
             return -1;
     }
     if (errno)
         return tx_errno(s->err, errno, "cannot read %s in the upper", path);
     s->depth--;
+    if ((st.st_mode & 07777) != want && fchmod(dfd, want) < 0)
+        return tx_errno(s->err, errno, "cannot set the mode of %s in the upper", path);
     if (fs_fsync(dfd) < 0)
         return tx_errno(s->err, errno, "cannot make %s durable", path);
     return 0;
@@ -306,8 +373,9 @@ static bool meta_differs(const struct tx_meta *a, const struct tx_meta *b)
            a->mtime_s != b->mtime_s || a->mtime_ns != b->mtime_ns;
 }
 
-/* Scans the merged directory `path`: ufd in the upper, wfd in the workspace. */
-static int scan_dir(struct scan *s, int ufd, int wfd, const char *path)
+/* Scans the merged directory `path`: ufd in the upper, wfd in the
+ * workspace; umode: the upper directory's mode as the command left it. */
+static int scan_dir(struct scan *s, int ufd, int wfd, const char *path, mode_t umode)
 {
     if (++s->depth > 4096)
         return tx_err(s->err, ELOOP, "directory tree too deep at %s", path);
@@ -330,13 +398,19 @@ static int scan_dir(struct scan *s, int ufd, int wfd, const char *path)
         bool lower = fstatat(wfd, name, &lst, AT_SYMLINK_NOFOLLOW) == 0;
         if (!lower && errno != ENOENT)
             return tx_errno(s->err, errno, "cannot stat %s in the workspace", p);
+        /* A directory's attributes (opaque) are read, and it may be read
+         * and searched: owner rwx, ust keeps the mode it had. */
+        struct stat g = ust;
+        if (S_ISDIR(ust.st_mode) && grant(s, ufd, name, &g, S_IRWXU, p) < 0)
+            return -1;
         struct ovl_attrs a;
-        if (ovl_attrs(s, ufd, name, p, false, &a) < 0)
+        if (ovl_attrs(s, ufd, name, p, NULL, &a) < 0)
             return -1;
         if (is_whiteout(&ust, &a)) {
             if (lower) {
                 struct tx_op *o = op_add(s->ops, OP_DELETE, p);
                 o->old_dir = S_ISDIR(lst.st_mode);
+                meta_entry(&lst, &o->old);
                 dirty = true;
             }
             continue;
@@ -346,31 +420,38 @@ static int scan_dir(struct scan *s, int ufd, int wfd, const char *path)
             _cleanup_close_ int cw = openat(wfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (cu < 0 || cw < 0)
                 return tx_errno(s->err, errno, "cannot open directory %s", p);
-            if (scan_dir(s, cu, cw, p) < 0)
+            if (scan_dir(s, cu, cw, p, ust.st_mode) < 0)
                 return -1;
             continue;
         }
         if (S_ISCHR(ust.st_mode) || S_ISBLK(ust.st_mode))
             return tx_err(s->err, EPERM, "the command created a device node %s; commit refused", p);
-        if (prepare_subtree(s, ufd, name, p) < 0)
+        struct tx_meta nw;
+        if (prepare_subtree(s, ufd, name, p, &ust, &nw) < 0)
             return -1;
         struct tx_op *o = op_add(s->ops, OP_REPLACE, p);
         o->had_old = lower;
         o->old_dir = lower && S_ISDIR(lst.st_mode);
         o->new_dir = S_ISDIR(ust.st_mode);
+        o->nw = nw;
+        if (lower)
+            meta_entry(&lst, &o->old);
         dirty = true;
     }
     if (errno)
         return tx_errno(s->err, errno, "cannot read %s in the upper", *path ? path : ".");
     s->depth--;
-    if (dirty && fs_fsync(ufd) < 0)
-        return tx_errno(s->err, errno, "cannot make %s durable", *path ? path : ".");
-    /* The directory's own metadata, applied after its children. */
+    /* The upper's directory is part of what recovery walks: durable with its
+     * entries, and with any permission given to its owner. */
     struct stat ust, wst;
     if (fstat(ufd, &ust) < 0 || fstat(wfd, &wst) < 0)
         return tx_errno(s->err, errno, "cannot stat directory %s", *path ? path : ".");
+    if ((dirty || (ust.st_mode & 07777) != (umode & 07777)) && fs_fsync(ufd) < 0)
+        return tx_errno(s->err, errno, "cannot make %s durable", *path ? path : ".");
+    /* The directory's own metadata, applied after its children. */
     struct tx_meta nw, old;
     meta_of(&ust, &nw);
+    nw.mode = umode & 07777;
     meta_of(&wst, &old);
     bool xattrs = dir_xattrs_differ(ufd, wfd);
     if (dirty || xattrs || meta_differs(&nw, &old)) {
@@ -391,7 +472,13 @@ int scan_upper(int upperfd, int wsfd, bool userxattr, struct tx_ops *ops, txbox_
         .err = err,
     };
     s.pfxlen = strlen(s.pfx);
-    int r = scan_dir(&s, upperfd, wsfd, "");
+    struct stat st;
+    if (fstat(upperfd, &st) < 0)
+        return tx_errno(err, errno, "cannot stat the upper");
+    mode_t umode = st.st_mode;
+    if ((st.st_mode & S_IRWXU) != S_IRWXU && fchmod(upperfd, (st.st_mode & 07777) | S_IRWXU) < 0)
+        return tx_errno(err, errno, "cannot give the owner access to the upper");
+    int r = scan_dir(&s, upperfd, wsfd, "", umode);
     if (r < 0)
         return r;
     /* A META alone on the root with nothing else changed is overlay's

@@ -56,7 +56,11 @@ struct tx_op {
     uint8_t new_dir;  /* REPLACE: the new entry is a directory (whole subtree) */
     uint8_t old_dir;  /* the old entry was a directory */
     char *path;       /* relative to the workspace root; "" = the root */
-    struct tx_meta nw, old; /* META: new and old metadata */
+    struct tx_meta nw, old; /* META: new and old metadata of the directory.
+                               REPLACE: the new entry and the old one (if
+                               any) as committed; DELETE: the old entry.
+                               The type bits of mode are set (meta_entry)
+                               when recorded, unset in older journals. */
 };
 
 struct tx_ops {
@@ -67,8 +71,12 @@ struct tx_ops {
 void ops_free(struct tx_ops *ops);
 /* Appends an operation of kind on path (copied); every other field zero. */
 struct tx_op *op_add(struct tx_ops *ops, uint8_t kind, const char *path);
-/* The metadata of st as an operation records it (permission bits only). */
+/* The metadata of st as a META operation records it (permission bits
+ * only). */
 void meta_of(const struct stat *st, struct tx_meta *m);
+/* ... and as REPLACE and DELETE record the entries they move: with the
+ * file type bits in mode. */
+void meta_entry(const struct stat *st, struct tx_meta *m);
 
 /* Turns the upper of a finished overlay transaction into operations on the
  * workspace, validating it: a device node or an unknown overlay attribute
@@ -103,6 +111,16 @@ struct tx_journal {
 MUST_CHECK int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen,
                               struct tx_ops *ops, const char *info, uint64_t *gen_out,
                               txbox_error *err);
+/* Renames old (under ofd) to new (under nfd), never replacing, for the
+ * commit protocol. Unprivileged, moving a directory to another parent needs
+ * write permission on the directory itself: one that lacks it is given it
+ * for the rename, then has the mode m records (a REPLACE's or DELETE's
+ * nw/old; NULL or not recorded: the mode it had). */
+MUST_CHECK int tx_move(int ofd, const char *old, int nfd, const char *new,
+                       const struct tx_meta *m);
+/* If m records a directory and name under dfd is one, gives it m's mode
+ * (what tx_move does last, again after a crash). */
+MUST_CHECK int tx_fix_mode(int dfd, const char *name, const struct tx_meta *m);
 /* Reads and validates a journal (checksum, format). */
 MUST_CHECK int journal_load(int dirfd, const char *name, struct tx_journal *j, txbox_error *err);
 void journal_free(struct tx_journal *j);

@@ -228,8 +228,15 @@ bad:
     return tx_err(err, EBADMSG, "the staging record of an undo is damaged");
 }
 
+/* What T's journal records of the pre-image tx/T/undo/N (NULL: nothing). */
+static const struct tx_meta *pre_meta(const struct tx_journal *t, size_t n)
+{
+    return t && n < t->ops.n ? &t->ops.v[n].old : NULL;
+}
+
 /* Renames tx/U/upper/PATH back to tx/T/undo/N for every staged entry that
- * moved (idempotent), then drops the staging record. */
+ * moved (idempotent), each with the mode T's journal records for it, then
+ * drops the staging record. */
 static int unstage(txbox_ws *ws, int txfd, const struct plan *p, txbox_error *err)
 {
     char tn[32];
@@ -239,16 +246,26 @@ static int unstage(txbox_ws *ws, int txfd, const struct plan *p, txbox_error *er
     _cleanup_close_ int upper = open_dir_at(txfd, "upper");
     if (tundo < 0)
         return tx_errno(err, errno, "cannot open the pre-images of transaction %s", tn);
-    for (size_t i = 0; upper >= 0 && i < p->n; i++) {
+    struct tx_journal t;
+    bool have_t = journal_load(tfd, "journal", &t, NULL) == 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < p->n; i++) {
         char un[32];
         idname(un, p->v[i].n);
+        const struct tx_meta *m = pre_meta(have_t ? &t : NULL, p->v[i].n);
         const char *base = NULL;
-        _cleanup_close_ int up = safe_open_parent(upper, p->v[i].path, &base);
-        if (up < 0 || !exists_at(up, base) || exists_at(tundo, un))
-            continue;
-        if (fs_renameat(up, base, tundo, un, RENAME_NOREPLACE) < 0)
-            return tx_errno(err, errno, "cannot put back the pre-image of %s", p->v[i].path);
+        _cleanup_close_ int up = upper >= 0 ? safe_open_parent(upper, p->v[i].path, &base) : -1;
+        if (up >= 0 && exists_at(up, base) && !exists_at(tundo, un)) {
+            if (tx_move(up, base, tundo, un, m) < 0)
+                rc = tx_errno(err, errno, "cannot put back the pre-image of %s", p->v[i].path);
+        } else if (tx_fix_mode(tundo, un, m) < 0) {
+            rc = tx_errno(err, errno, "cannot set the mode of the pre-image of %s", p->v[i].path);
+        }
     }
+    if (have_t)
+        journal_free(&t);
+    if (rc < 0)
+        return rc;
     if (fs_fsync(tundo) < 0)
         return tx_errno(err, errno, "cannot make the pre-images of transaction %s durable", tn);
     if (fs_unlinkat(txfd, STAGED, 0) < 0 && errno != ENOENT)
@@ -361,7 +378,8 @@ static int build_ops(txbox_ws *ws, int tundo, const struct tx_journal *t, const 
         const struct tx_op *o = &t->ops.v[i];
         const char *disp = *o->path ? o->path : ".";
         if (o->kind == OP_META) {
-            _cleanup_close_ int d = safe_openat(ws->fd, o->path, O_RDONLY | O_DIRECTORY, 0);
+            /* O_PATH: T may have left it without read permission */
+            _cleanup_close_ int d = safe_openat(ws->fd, o->path, O_PATH | O_DIRECTORY, 0);
             struct stat st;
             if (d < 0 || fstat(d, &st) < 0) {
                 clash_add(force ? skipped : clashes, o->path, 0, "the directory is gone");
@@ -392,6 +410,9 @@ static int build_ops(txbox_ws *ws, int tundo, const struct tx_journal *t, const 
         }
         struct stat cur, pre;
         bool have_cur = fstatat(wp, base, &cur, AT_SYMLINK_NOFOLLOW) == 0;
+        /* Not known (T left the directory without search permission): the
+         * apply moves aside whatever is there, and deletes only what is. */
+        bool unknown = !have_cur && errno != ENOENT;
         char un[32];
         idname(un, i);
         if (fstatat(tundo, un, &pre, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -399,14 +420,22 @@ static int build_ops(txbox_ws *ws, int tundo, const struct tx_journal *t, const 
             u->had_old = have_cur;
             u->old_dir = have_cur && S_ISDIR(cur.st_mode);
             u->new_dir = S_ISDIR(pre.st_mode);
+            if (o->old.mode & S_IFMT)
+                u->nw = o->old;
+            else
+                meta_entry(&pre, &u->nw);
+            if (have_cur)
+                meta_entry(&cur, &u->old);
             plan->v = xrealloc(plan->v, (plan->n + 1) * sizeof *plan->v);
             plan->v[plan->n++] = (struct stage){i, xstrdup(o->path)};
         } else if (errno != ENOENT) {
             return tx_errno(err, errno, "cannot read the pre-image of %s", disp);
-        } else if (o->kind == OP_REPLACE && have_cur) {
+        } else if (o->kind == OP_REPLACE && (have_cur || unknown)) {
             /* T added it: remove it. */
             struct tx_op *u = op_add(ops, OP_DELETE, o->path);
-            u->old_dir = S_ISDIR(cur.st_mode);
+            u->old_dir = have_cur && S_ISDIR(cur.st_mode);
+            if (have_cur)
+                meta_entry(&cur, &u->old);
         }
         /* DELETE of nothing: nothing to give back. */
     }
@@ -445,8 +474,10 @@ static int write_plan(int txfd, const struct plan *p, bool *installed, txbox_err
     return rc;
 }
 
-/* Moves the pre-images into tx/U/upper and makes that durable. */
-static int stage(int txfd, int tundo, const struct plan *p, txbox_error *err)
+/* Moves the pre-images into tx/U/upper (each keeps the mode T's journal
+ * records) and makes that durable. */
+static int stage(int txfd, int tundo, const struct tx_journal *t, const struct plan *p,
+                 txbox_error *err)
 {
     if (fs_mkdirat(txfd, "upper", 0700) < 0 && errno != EEXIST)
         return tx_errno(err, errno, "cannot create the undo's upper");
@@ -465,7 +496,7 @@ static int stage(int txfd, int tundo, const struct plan *p, txbox_error *err)
         }
         char un[32];
         idname(un, p->v[i].n);
-        if (fs_renameat(tundo, un, up, base, RENAME_NOREPLACE) < 0)
+        if (tx_move(tundo, un, up, base, pre_meta(t, p->v[i].n)) < 0)
             rc = tx_errno(err, errno, "cannot stage the pre-image of %s", p->v[i].path);
         close(up);
     }
@@ -650,7 +681,7 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
         fs_fault_arm();
         rc = write_plan(c->txfd, &plan, &staged, err);
         if (rc == 0)
-            rc = stage(c->txfd, c->tundo, &plan, err);
+            rc = stage(c->txfd, c->tundo, &c->t, &plan, err);
         json_t *changes = NULL;
         if (rc == 0) {
             _cleanup_close_ int upper = open_dir_at(c->txfd, "upper");

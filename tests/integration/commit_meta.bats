@@ -1,6 +1,8 @@
 #!/usr/bin/env bats
 # What a commit does with metadata the command left: privilege bits and file
-# capabilities are not committed.
+# capabilities are not committed; entries without owner permissions (a
+# read-only file, a directory of mode 0 or 0555) commit, undo and redo
+# exactly, unprivileged too.
 
 bats_require_minimum_version 1.5.0
 load ../lib/common
@@ -9,11 +11,58 @@ setup() {
     new_ws
 }
 
+# Directories the command leaves without owner permissions are not
+# removable by the test user: give them back before bats cleans up.
+teardown() {
+    chmod -R u+rwX "$BATS_TEST_TMPDIR" 2>/dev/null || true
+}
+
 # h ARGS: a txbox subcommand on $WS, bats-run.
 h() {
     local cmd="$1"
     shift
     run --separate-stderr txbox_bin "$cmd" -C "$WS" "$@"
+}
+
+# snap2 NAME DIR: as snap, but complete where directories lack owner
+# permissions: every directory gets owner rwx for the time of the listing,
+# which then shows the modes they had; they are put back after.
+snap2() {
+    python3 - "$TREESUM" "$2" "$BATS_TEST_TMPDIR/$1.sum" <<'EOF' || fail "snap2 $2 failed"
+import os, stat, subprocess, sys
+treesum, root, out = sys.argv[1], os.fsencode(sys.argv[2]), sys.argv[3]
+def esc(raw):
+    return "".join(chr(b) if 0x21 <= b <= 0x7E and b != 0x5C else "\\x%02x" % b for b in raw)
+orig = {}
+stack = [b""]
+while stack:
+    rel = stack.pop()
+    full = os.path.join(root, rel) if rel else root
+    st = os.lstat(full)
+    if not stat.S_ISDIR(st.st_mode):
+        continue
+    if st.st_mode & 0o700 != 0o700:
+        orig[full] = (esc(rel) if rel else ".", stat.S_IMODE(st.st_mode))
+        os.chmod(full, stat.S_IMODE(st.st_mode) | 0o700)
+    for n in os.listdir(full):
+        if rel or n != b".txbox":
+            stack.append(os.path.join(rel, n) if rel else n)
+try:
+    lines = subprocess.run([treesum, "-v", sys.argv[2]], check=True, capture_output=True,
+                           text=True).stdout.splitlines()
+finally:
+    for full in sorted(orig, key=lambda p: -p.count(b"/")):
+        os.chmod(full, orig[full][1])
+modes = {e: m for e, m in orig.values()}
+with open(out, "w") as f:
+    for l in lines:
+        if l.startswith("digest "):
+            continue
+        fl = l.split(" ")
+        if fl[0] in modes:
+            fl[2] = "%04o" % modes[fl[0]]
+        f.write(" ".join(fl) + "\n")
+EOF
 }
 
 @test "setuid and setgid bits and file capabilities are not committed; a directory's setgid bit is" {
@@ -47,4 +96,36 @@ cp su cap; setcap cap_setuid+ep cap 2>/dev/null || true'
             [ "$(stat -c %04a "$WS/su")" = 0755 ] || fail "kill at rename $n: su committed as $(stat -c %04a "$WS/su")"
         fi
     done
+}
+
+@test "entries without owner permissions commit exactly, and undo and redo exactly" {
+    local s='mv ro.txt src/ro.txt; echo n >new_ro; chmod 0444 new_ro; mkdir -m 0 d0
+mkdir -p d5/sub; echo f >d5/sub/f; chmod 0555 d5/sub d5; echo z >zero; chmod 0 zero
+rm docs/a.txt; chmod 0 docs; chmod 0 empty_dir; chmod 0500 deep/a
+chmod -R u+w rod; rm -rf rod; chmod u+rwx zd/in; rm -r zd/in; mkdir -m 0 zd/in'
+    local ref="$BATS_TEST_TMPDIR/ref" d
+    mkdir -p "$WS/rod/in" "$WS/zd/in"
+    echo x >"$WS/rod/in/f"
+    echo z >"$WS/zd/in/f"
+    cp -a "$WS" "$ref"
+    for d in "$WS" "$ref"; do
+        chmod 0555 "$d/rod/in" "$d/rod"
+        chmod 0 "$d/zd/in"
+    done
+    snap2 pre "$WS"
+    (cd "$ref" && sh -c "$s") || fail "the script failed run by a plain shell"
+    snap2 ref "$ref"
+    txj -c "$s"
+    assert_status 0
+    assert_outcome committed
+    snap2 post "$WS"
+    same_tree ref post
+    h undo
+    assert_status 0
+    snap2 undone "$WS"
+    same_tree pre undone
+    h undo 2
+    assert_status 0
+    snap2 redone "$WS"
+    same_tree ref redone
 }

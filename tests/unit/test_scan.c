@@ -174,7 +174,8 @@ static mode_t mode_at(int dfd, const char *p)
 }
 
 /* No setuid or setgid bit of a regular file and no file capability leaves
- * the upper; a directory's setgid bit does. */
+ * the upper; a directory's setgid bit does. Modes without owner permissions
+ * are set back exactly, and recorded. */
 static void strips_privileges(void **state)
 {
     (void)state;
@@ -194,6 +195,9 @@ static void strips_privileges(void **state)
     mkfile(up, "priv/nd/x", "x");
     assert_int_equal(fchmodat(up, "priv/nd/x", 04711, 0), 0);
     assert_int_equal(fchmodat(up, "priv/nd", 02750, 0), 0);
+    assert_int_equal(mkdirat(up, "priv/zero", 0755), 0);
+    mkfile(up, "priv/zero/f", "f");
+    assert_int_equal(fchmodat(up, "priv/zero", 0, 0), 0);
 
     struct tx_ops ops = {0};
     txbox_error e = {0};
@@ -207,11 +211,17 @@ static void strips_privileges(void **state)
     assert_int_equal(errno, ENODATA);
     assert_int_equal(mode_at(up, "priv/nd") & 07777, 02750);
     assert_int_equal(mode_at(up, "priv/nd/x") & 07777, 0711);
+    assert_int_equal(mode_at(up, "priv/zero") & 07777, 0);
     const struct tx_op *o;
+    assert_non_null(o = find(&ops, "priv/su"));
+    assert_int_equal(o->nw.mode, S_IFREG | 0755);
+    assert_non_null(o = find(&ops, "priv/zero"));
+    assert_int_equal(o->nw.mode, S_IFDIR | 0);
     assert_non_null(o = find(&ops, "priv"));
     assert_int_equal(o->kind, OP_META);
     assert_int_equal(o->nw.mode, 02755);
     ops_free(&ops);
+    assert_int_equal(fchmodat(up, "priv/zero", 0700, 0), 0);
 }
 
 static bool clash(const char *a_spec, const char *b_spec)
