@@ -48,7 +48,9 @@
  *                    journal records for it afterwards (tx_move: one without
  *                    owner write permission is given it for the rename), set
  *                    again each time (tx_fix_mode).
- *         META:      set mode, owner, times (absolute values).
+ *         META N:    keep the directory's extended attributes in undo/N
+ *                    unless there (when they change); set them, mode,
+ *                    owner, times (absolute values).
  *   I4. No operation's path lies inside another REPLACE/DELETE operation's
  *       path (the scan stops at those), so the order of REPLACE and DELETE
  *       operations does not matter; META operations come after everything
@@ -332,8 +334,31 @@ static int unlock_dirs(int wsfd, const struct tx_ops *ops, txbox_error *err)
     return 0;
 }
 
-static int apply_meta(int wsfd, int upper, const struct tx_op *o, struct dirset *touched,
-                      txbox_error *err)
+/* Before a directory's extended attributes change, its old set is kept as
+ * undo/N: an empty directory that has them (undo restores them from it),
+ * durable before the change, which cannot be told from the old set. */
+static int keep_dir_xattrs(int fd, int undo, size_t i, txbox_error *err)
+{
+    char un[32], tmp[40];
+    jnl_name(un, i, "");
+    if (exists_at(undo, un))
+        return 0;
+    snprintf(tmp, sizeof tmp, "%s.tmp", un);
+    if (tree_remove(undo, tmp) < 0 || (fs_mkdirat(undo, tmp, 0700) < 0))
+        return tx_errno(err, errno, "cannot keep the old attributes");
+    _cleanup_close_ int t = openat(undo, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (t < 0)
+        return tx_errno(err, errno, "cannot keep the old attributes");
+    if (dir_xattrs_copy(fd, t, err) < 0)
+        return tx_err_ctx(err, "cannot keep the old attributes");
+    if (fs_fsync(t) < 0 || fs_renameat(undo, tmp, undo, un, RENAME_NOREPLACE) < 0 ||
+        fs_fsync(undo) < 0)
+        return tx_errno(err, errno, "cannot keep the old attributes");
+    return 0;
+}
+
+static int apply_meta(int wsfd, int upper, int undo, size_t i, const struct tx_op *o,
+                      struct dirset *touched, txbox_error *err)
 {
     _cleanup_close_ int fd = safe_openat(wsfd, o->path, O_RDONLY | O_DIRECTORY, 0);
     if (fd < 0)
@@ -341,7 +366,7 @@ static int apply_meta(int wsfd, int upper, const struct tx_op *o, struct dirset 
     if (o->had_old && upper >= 0) {
         /* Extended attributes: the upper's directory has the new set. */
         _cleanup_close_ int ufd = safe_openat(upper, o->path, O_RDONLY | O_DIRECTORY, 0);
-        if (ufd >= 0 && dir_xattrs_copy(ufd, fd, err) < 0)
+        if (ufd >= 0 && (keep_dir_xattrs(fd, undo, i, err) < 0 || dir_xattrs_copy(ufd, fd, err) < 0))
             return tx_err_ctx(err, "directory %s", *o->path ? o->path : ".");
     }
     struct stat st;
@@ -424,7 +449,7 @@ static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, txbox_err
     /* Metadata of merged directories, deepest first (scan order). */
     for (size_t i = 0; i < ops->n && rc == 0; i++)
         if (ops->v[i].kind == OP_META)
-            rc = apply_meta(ws->fd, upper, &ops->v[i], &touched, err);
+            rc = apply_meta(ws->fd, upper, undo, i, &ops->v[i], &touched, err);
     if (rc == 0)
         dirset_add(&touched, undo);
     for (size_t i = 0; i < touched.n && rc == 0; i++)

@@ -10,7 +10,9 @@
  *   DELETE P (undo/N holds old)    REPLACE P by the old entry
  *   META P (old -> new)            META P back to old (mode/owner only if
  *                                  T changed them; times unless a later
- *                                  transaction set them again)
+ *                                  transaction set them again; extended
+ *                                  attributes if T changed them: the old set
+ *                                  is in undo/N, staged on tx/U/upper/P)
  *
  * Staging (all under the workspace lock): U writes tx/U/staged (the list
  * of pre-images it takes, fsync'd), then renames each tx/T/undo/N to
@@ -23,7 +25,8 @@
  * in turn (a redo).
  *
  * Conflicts: every commit after T (by generation) whose write set overlaps
- * T's (ops_overlap: the same path, or one inside the other) makes the undo
+ * T's (ops_overlap: the same path, or one inside the other; two META on one
+ * directory when both change mode/owner or both its attributes) makes the undo
  * refuse, naming the paths and transactions, unless forced. A later
  * transaction X and a later un-forced undo of X cancel out and are left out
  * of the check (so N transactions undo one by one in reverse order).
@@ -346,8 +349,10 @@ static bool changes_owner_or_mode(const struct tx_op *o)
 /* Does later operation x collide with T's operation t? */
 static bool op_clash(const struct tx_op *t, const struct tx_op *x)
 {
+    /* META: had_old = the extended attributes changed */
     if (t->kind == OP_META && x->kind == OP_META)
-        return !strcmp(t->path, x->path) && changes_owner_or_mode(t) && changes_owner_or_mode(x);
+        return !strcmp(t->path, x->path) &&
+               ((changes_owner_or_mode(t) && changes_owner_or_mode(x)) || (t->had_old && x->had_old));
     struct tx_ops a = {(struct tx_op *)t, 1, 1}, b = {(struct tx_op *)x, 1, 1};
     const char *which;
     return ops_overlap(&a, &b, &which);
@@ -385,7 +390,19 @@ static int build_ops(txbox_ws *ws, int tundo, const struct tx_journal *t, const 
                 clash_add(force ? skipped : clashes, o->path, 0, "the directory is gone");
                 continue;
             }
+            char un[32];
+            idname(un, i);
+            struct stat xs;
+            bool xattrs = o->had_old && fstatat(tundo, un, &xs, AT_SYMLINK_NOFOLLOW) == 0 &&
+                          S_ISDIR(xs.st_mode);
+            if (o->had_old && !xattrs) {
+                clash_add(force ? skipped : clashes, o->path, 0,
+                          "its old extended attributes were not kept");
+                if (!force)
+                    continue;
+            }
             struct tx_op *u = op_add(ops, OP_META, o->path);
+            u->had_old = xattrs; /* they come back from tx/T/undo/N (stage) */
             meta_of(&st, &u->old);
             u->nw = u->old;
             if (changes_owner_or_mode(o)) {
@@ -474,10 +491,47 @@ static int write_plan(int txfd, const struct plan *p, bool *installed, txbox_err
     return rc;
 }
 
+/* The directory path in tx/U/upper gets the extended attributes T's META
+ * operation on it kept in tx/T/undo/N; apply_meta sets them. */
+static int stage_xattrs(int upper, int tundo, const struct tx_journal *t, const char *path,
+                        int **fds, size_t *nfds, txbox_error *err)
+{
+    const char *disp = *path ? path : ".";
+    size_t n = 0;
+    while (n < t->ops.n && (t->ops.v[n].kind != OP_META || strcmp(t->ops.v[n].path, path)))
+        n++;
+    char un[32];
+    idname(un, n);
+    _cleanup_close_ int src = n < t->ops.n ? open_dir_at(tundo, un) : -1;
+    if (src < 0)
+        return tx_errno(err, n < t->ops.n ? errno : ENOENT, "cannot read the old attributes of %s",
+                        disp);
+    int dst;
+    if (!*path) {
+        dst = fcntl(upper, F_DUPFD_CLOEXEC, 3);
+    } else {
+        const char *base = NULL;
+        _cleanup_close_ int up = upper_parent(upper, path, &base, fds, nfds, err);
+        if (up < 0)
+            return -1;
+        if (fs_mkdirat(up, base, 0700) < 0 && errno != EEXIST)
+            return tx_errno(err, errno, "cannot stage the old attributes of %s", disp);
+        dst = open_dir_at(up, base);
+    }
+    if (dst < 0)
+        return tx_errno(err, errno, "cannot stage the old attributes of %s", disp);
+    *fds = xrealloc(*fds, (*nfds + 1) * sizeof **fds);
+    (*fds)[(*nfds)++] = dst; /* fsync'd and closed by the caller */
+    if (dir_xattrs_copy(src, dst, err) < 0)
+        return tx_err_ctx(err, "cannot stage the old attributes of %s", disp);
+    return 0;
+}
+
 /* Moves the pre-images into tx/U/upper (each keeps the mode T's journal
- * records) and makes that durable. */
+ * records), stages the directory attributes to give back, and makes that
+ * durable. */
 static int stage(int txfd, int tundo, const struct tx_journal *t, const struct plan *p,
-                 txbox_error *err)
+                 const struct tx_ops *ops, txbox_error *err)
 {
     if (fs_mkdirat(txfd, "upper", 0700) < 0 && errno != EEXIST)
         return tx_errno(err, errno, "cannot create the undo's upper");
@@ -500,6 +554,9 @@ static int stage(int txfd, int tundo, const struct tx_journal *t, const struct p
             rc = tx_errno(err, errno, "cannot stage the pre-image of %s", p->v[i].path);
         close(up);
     }
+    for (size_t i = 0; rc == 0 && i < ops->n; i++)
+        if (ops->v[i].kind == OP_META && ops->v[i].had_old)
+            rc = stage_xattrs(upper, tundo, t, ops->v[i].path, &fds, &nfds, err);
     /* Durable before the commit point: both sides of every rename. */
     for (size_t i = 0; rc == 0 && i < nfds; i++)
         if (fs_fsync(fds[i]) < 0)
@@ -681,7 +738,7 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
         fs_fault_arm();
         rc = write_plan(c->txfd, &plan, &staged, err);
         if (rc == 0)
-            rc = stage(c->txfd, c->tundo, &c->t, &plan, err);
+            rc = stage(c->txfd, c->tundo, &c->t, &plan, &ops, err);
         json_t *changes = NULL;
         if (rc == 0) {
             _cleanup_close_ int upper = open_dir_at(c->txfd, "upper");

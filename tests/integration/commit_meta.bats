@@ -2,7 +2,7 @@
 # What a commit does with metadata the command left: privilege bits and file
 # capabilities are not committed; entries without owner permissions (a
 # read-only file, a directory of mode 0 or 0555) commit, undo and redo
-# exactly, unprivileged too.
+# exactly, unprivileged too; directory xattrs come back with undo.
 
 bats_require_minimum_version 1.5.0
 load ../lib/common
@@ -22,6 +22,11 @@ h() {
     local cmd="$1"
     shift
     run --separate-stderr txbox_bin "$cmd" -C "$WS" "$@"
+}
+
+# pj EXPR: a python expression on the JSON in $output (as d).
+pj() {
+    printf '%s' "$output" | python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"
 }
 
 # snap2 NAME DIR: as snap, but complete where directories lack owner
@@ -128,4 +133,32 @@ chmod -R u+w rod; rm -rf rod; chmod u+rwx zd/in; rm -r zd/in; mkdir -m 0 zd/in'
     assert_status 0
     snap2 redone "$WS"
     same_tree ref redone
+}
+
+@test "directory xattrs: undo restores them, redo sets them again" {
+    is_root && setfattr -n trusted.keep -v k "$WS/src"
+    setfattr -n user.old -v o "$WS/src"
+    snap pre "$WS"
+    tx -c 'setfattr -n user.new -v n src; setfattr -x user.old src; setfattr -n user.d -v changed docs
+setfattr -n user.r -v root .; setfattr -n user.x -v 1 deep/a/b'
+    assert_status 0
+    snap post "$WS"
+    ! same_tree pre post 2>/dev/null || fail "the command changed no xattr"
+    h undo
+    assert_status 0
+    assert_tree pre "$WS"
+    h undo 2
+    assert_status 0
+    assert_tree post "$WS"
+}
+
+@test "undo of a directory's xattrs refuses when a later transaction changed them too" {
+    tx -c 'setfattr -n user.a -v 1 src'
+    assert_status 0
+    tx -c 'setfattr -n user.a -v 2 src'
+    assert_status 0
+    h undo 1 --json
+    assert_status 123
+    [ "$(pj 'd["conflicts"][0]["path"]')" = src ] || fail "no conflict on src: $output"
+    [ "$(getfattr --only-values -n user.a "$WS/src")" = 2 ] || fail "src changed by a refused undo"
 }
