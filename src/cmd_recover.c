@@ -1,12 +1,30 @@
 /* txbox recover: finish or undo what a crash interrupted. */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "cmds.h"
+
+/* Is dir a directory without .txbox/, i.e. one that never ran a
+ * transaction? After a crash, scripts run `txbox recover` blindly: there is
+ * nothing to recover there, which is not an error. */
+static bool never_used(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    struct stat st;
+    bool none = fstatat(fd, ".txbox", &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
+    close(fd);
+    return none;
+}
 
 int cmd_recover(int argc, char **argv)
 {
@@ -44,19 +62,22 @@ int cmd_recover(int argc, char **argv)
         return cli_usage(argc, argv, "recover: unexpected argument '%s'", argv[optind]);
     txbox_error err = {0};
     txbox_ws *ws = NULL;
-    if (txbox_ws_open(dir, TXBOX_WS_NO_RECOVER, &ws, &err) < 0)
-        return json ? cli_fail_json(&err) : cli_fail(&err);
     char *report = NULL;
-    int rc = txbox_recover(ws, &report, &err);
-    txbox_ws_close(ws);
+    int rc = 0;
+    if (txbox_ws_open(dir, TXBOX_WS_NO_RECOVER, &ws, &err) == 0) {
+        rc = txbox_recover(ws, &report, &err);
+        txbox_ws_close(ws);
+    } else if (!(err.code == ENOENT && never_used(dir))) {
+        return json ? cli_fail_json(&err) : cli_fail(&err);
+    }
     if (rc < 0) {
         free(report);
         return json ? cli_fail_json(&err) : cli_fail(&err);
     }
     if (json) {
-        printf("%s\n", report);
+        printf("%s\n", report ? report : "{\"rolled_forward\":[],\"rolled_back\":[],\"failed\":[]}");
     } else {
-        json_t *o = json_loads(report, 0, NULL);
+        json_t *o = report ? json_loads(report, 0, NULL) : NULL;
         size_t f = json_array_size(json_object_get(o, "rolled_forward"));
         size_t b = json_array_size(json_object_get(o, "rolled_back"));
         if (!f && !b)

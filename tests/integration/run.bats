@@ -183,5 +183,11 @@ seen" ] || fail "without -C the workspace is not the cwd: '$output'"
     snap pre "$WS" --mtime
     run --separate-stderr txbox_bin recover -C "$WS"
     assert_status 0
+    [[ "$output" == *"nothing to recover"* ]] || fail "recover did not say there is nothing to recover: $output"
+    run --separate-stderr txbox_bin recover -C "$WS" --json
+    assert_status 0
+    printf '%s' "$output" | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(any(d[k] for k in ("rolled_forward","rolled_back","failed")))' ||
+        fail "recover --json did not report an empty recovery: $output"
+    [ ! -e "$WS/.txbox" ] || fail "recover created .txbox/"
     assert_tree pre "$WS" --mtime
 }
