@@ -544,10 +544,10 @@ json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
         const struct tx_op *o = &ops->v[i];
         const char *base;
         if (o->kind == OP_META) {
-            /* the root's own metadata is not a path of the workspace */
-            if (*o->path && (o->had_old || o->nw.mode != o->old.mode || o->nw.uid != o->old.uid ||
-                             o->nw.gid != o->old.gid))
-                chg_add(&c, c.modified, o->path, true);
+            /* the workspace root's own metadata is reported as "." */
+            if (o->had_old || o->nw.mode != o->old.mode || o->nw.uid != o->old.uid ||
+                o->nw.gid != o->old.gid)
+                chg_add(&c, c.modified, *o->path ? o->path : ".", *o->path != 0);
             continue;
         }
         _cleanup_close_ int wp = safe_open_parent(wsfd, o->path, &base);
