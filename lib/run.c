@@ -429,7 +429,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
 retry:
     if (use_copy) {
         r->backend = "copy";
-        if ((rc = copy_begin(ws, txfd, err)) < 0)
+        if ((rc = copy_begin(ws, txfd, &upperfd, err)) < 0)
             goto fail;
     } else if (!read_only) {
         if ((upperfd = make_dir_fd(txfd, "upper", ws->fd, err)) < 0 ||
@@ -452,7 +452,8 @@ retry:
         }
     }
     char upper_rel[64], work_rel[64];
-    snprintf(upper_rel, sizeof upper_rel, "%s/tx/%s/upper", TXBOX_STATE_DIR, r->txs);
+    snprintf(upper_rel, sizeof upper_rel, "%s/tx/%s/%s", TXBOX_STATE_DIR, r->txs,
+             use_copy ? "view" : "upper"); /* the copy backend's: its copy */
     snprintf(work_rel, sizeof work_rel, "%s/tx/%s/work", TXBOX_STATE_DIR, r->txs);
     if (opts->capture && (pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0)) {
         rc = tx_errno(err, errno, "pipe");

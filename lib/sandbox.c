@@ -12,11 +12,13 @@
  *    user namespace is created too and the parent maps the caller's uid/gid
  *    to themselves, so files keep their owner.
  * 2. init makes every mount private, prepares the workspace view as a
- *    detached mount (overlayfs through fsopen/fsconfig/fsmount, or a clone of
- *    the workspace with open_tree), remounts every existing mount read-only,
- *    mounts a private /tmp, a minimal /dev and a read-only /proc for the new
- *    pid namespace, attaches the workspace view at the workspace's real path
- *    and hides .txbox/ under an empty read-only tmpfs.
+ *    detached mount (overlayfs through fsopen/fsconfig/fsmount, or with
+ *    open_tree a clone of the workspace, read-only, or of the copy backend's
+ *    copy), remounts every existing mount read-only, mounts a private /tmp, a
+ *    minimal /dev and a read-only /proc for the new pid namespace, attaches
+ *    the workspace view at the workspace's real path and, in the read-only
+ *    view, hides .txbox/ under an empty read-only tmpfs (the overlay's upper
+ *    has a whiteout there; the copy holds no .txbox).
  * 3. init clones the command into a nested user namespace. Mounts made in a
  *    more privileged namespace are locked there: the command cannot unmount
  *    or remount them, even as root, so the read-only host and the hidden
@@ -292,6 +294,12 @@ static int make_view(const struct sb_spec *s, bool userns)
         in_overlay_setup = false;
         return m;
     }
+    if (s->view == SB_VIEW_DIRECT) {
+        /* the copy backend's copy of the workspace (it holds no .txbox) */
+        int cfd = reopen_here(wsfd, s->upper_rel, s->upper_fd, "transaction's copy of the workspace");
+        close(wsfd);
+        wsfd = cfd;
+    }
     int m = open_tree(wsfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
     close(wsfd);
     if (m < 0)
@@ -309,8 +317,8 @@ static void attach_view(const struct sb_spec *s, int view_fd)
     if (move_mount(view_fd, "", AT_FDCWD, s->ws_path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
         setup_die("cannot attach the workspace view");
     close(view_fd);
-    if (s->view == SB_VIEW_OVERLAY)
-        return; /* hidden in the upper itself (run.c) */
+    if (s->view != SB_VIEW_READONLY)
+        return; /* hidden in the upper itself (run.c), not in the copy */
     /* Hide the state directory: an empty read-only tmpfs over it. */
     _cleanup_close_ int wfd = open(s->ws_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (wfd < 0)

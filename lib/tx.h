@@ -132,14 +132,17 @@ MUST_CHECK int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err);
 void tx_write_outcome(int txfd, const char *outcome);
 
 /* ---- copy backend (copy.c) ---- */
-/* Snapshot the workspace into tx/ID/snap (the paper's method). */
-MUST_CHECK int copy_begin(txbox_ws *ws, int txfd, txbox_error *err);
-/* After the command: keep its changes (drop the snapshot), listing them. */
+/* Copies the workspace (all but .txbox) into tx/ID/view, the directory the
+ * command then runs on (SB_VIEW_DIRECT); *viewfd: it, opened (caller
+ * closes). The workspace itself is not changed until copy_commit. */
+MUST_CHECK int copy_begin(txbox_ws *ws, int txfd, int *viewfd, txbox_error *err);
+/* After the command: merge the copy into the workspace, listing the
+ * changes. */
 MUST_CHECK int copy_commit(txbox_ws *ws, int txfd, json_t **changes, size_t cap, txbox_error *err);
-/* After the command: put the snapshot back. */
+/* After the command: drop the copy. */
 MUST_CHECK int copy_rollback(txbox_ws *ws, int txfd, txbox_error *err);
-/* Recovery of a copy transaction whose process died: restore if the
- * snapshot is complete and no commit was decided. No-op for overlay ones. */
+/* Recovery of a copy transaction whose process died: finish the merge if
+ * the commit was decided, else drop the copy. No-op for overlay ones. */
 MUST_CHECK int copy_recover_one(txbox_ws *ws, int txfd, txbox_error *err);
 
 /* ---- audit log (store.c) ---- */
