@@ -160,6 +160,23 @@ void journal_free(struct tx_journal *j)
     j->info = NULL;
 }
 
+int journal_load_gen(txbox_ws *ws, uint64_t gen, struct tx_journal *j, char idn[static 32],
+                     txbox_error *err)
+{
+    char gn[32];
+    snprintf(gn, sizeof gn, "%llu", (unsigned long long)gen);
+    char id[32];
+    ssize_t l = readlinkat(ws->cmtd, gn, id, sizeof id - 1);
+    if (l < 0)
+        return tx_errno(err, errno, "cannot read commit record %s", gn);
+    id[l] = 0;
+    memcpy(idn, id, (size_t)l + 1);
+    _cleanup_close_ int tfd = openat(ws->txd, idn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (tfd < 0 || journal_load(tfd, "journal", j, err) < 0)
+        return 1;
+    return 0;
+}
+
 int journal_load(int dirfd, const char *name, struct tx_journal *j, txbox_error *err)
 {
     memset(j, 0, sizeof *j);

@@ -768,15 +768,12 @@ static int conflicts(txbox_ws *ws, uint64_t base, uint64_t gen, const struct tx_
                      json_t *paths, txbox_error *err)
 {
     for (uint64_t g = base + 1; g <= gen; g++) {
-        char gn[32], idn[32];
-        snprintf(gn, sizeof gn, "%llu", (unsigned long long)g);
-        ssize_t l = readlinkat(ws->cmtd, gn, idn, sizeof idn - 1);
-        if (l < 0)
-            return tx_errno(err, errno, "cannot read commit record %s", gn);
-        idn[l] = 0;
-        _cleanup_close_ int tfd = openat(ws->txd, idn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        char idn[32];
         struct tx_journal j;
-        if (tfd < 0 || journal_load(tfd, "journal", &j, err) < 0) {
+        int lr = journal_load_gen(ws, g, &j, idn, err);
+        if (lr < 0)
+            return -1;
+        if (lr > 0) {
             json_array_append_new(paths, json_sprintf("(unknown: the record of transaction %s is gone)", idn));
             continue;
         }

@@ -115,15 +115,12 @@ static int check_conflict(txbox_ws *ws, uint64_t base_gen, uint64_t gen, const s
                           char **path, txbox_error *err)
 {
     for (uint64_t g = base_gen + 1; g <= gen; g++) {
-        char gn[32], idn[32];
-        snprintf(gn, sizeof gn, "%llu", (unsigned long long)g);
-        ssize_t l = readlinkat(ws->cmtd, gn, idn, sizeof idn - 1);
-        if (l < 0)
-            return tx_errno(err, errno, "cannot read commit record %s", gn);
-        idn[l] = 0;
-        _cleanup_close_ int tfd = openat(ws->txd, idn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        char idn[32];
         struct tx_journal j;
-        if (tfd < 0 || journal_load(tfd, "journal", &j, err) < 0) {
+        int lr = journal_load_gen(ws, g, &j, idn, err);
+        if (lr < 0)
+            return -1;
+        if (lr > 0) {
             /* Its record is gone (pruned): assume the worst. */
             *path = xasprintf("(unknown: the record of transaction %s is gone)", idn);
             return 1;
@@ -139,7 +136,6 @@ static int check_conflict(txbox_ws *ws, uint64_t base_gen, uint64_t gen, const s
     return 0;
 }
 
-/* The overlay commit: scan, conflict check, journal, apply. */
 static int mount_id(int fd, uint64_t *id)
 {
     struct statx stx;
@@ -197,6 +193,7 @@ static int ops_on_one_mount(int wsfd, const struct tx_ops *ops, char **bad, txbo
     return 0;
 }
 
+/* The overlay commit: scan, conflict check, journal, apply. */
 static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
                           uint64_t base_gen, const char *hctx, txbox_error *err)
 {

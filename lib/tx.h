@@ -124,6 +124,11 @@ MUST_CHECK int tx_fix_mode(int dfd, const char *name, const struct tx_meta *m);
 /* Reads and validates a journal (checksum, format). */
 MUST_CHECK int journal_load(int dirfd, const char *name, struct tx_journal *j, txbox_error *err);
 void journal_free(struct tx_journal *j);
+/* The journal of the transaction committed as generation gen (what conflict
+ * checks compare a write set with). 0: loaded into j; 1: its record is gone
+ * (pruned), idn names the transaction; <0: error. */
+MUST_CHECK int journal_load_gen(txbox_ws *ws, uint64_t gen, struct tx_journal *j, char idn[static 32],
+                                txbox_error *err);
 /* Rolls forward the journal of transaction id (lock held). */
 MUST_CHECK int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err);
 
