@@ -9,7 +9,7 @@ DEB_PKGS   := meson ninja-build gcc clang pkg-config libjansson-dev libseccomp-d
               hyperfine passwd util-linux coreutils findutils git iproute2 dosfstools
 MESON_OPTS ?=
 
-.PHONY: all build release deps check unit integration crash fuzz-replay demo bench clean
+.PHONY: all build release deps check unit integration crash fuzz-replay demo bench bench-peers clean
 
 all: build
 
@@ -46,6 +46,22 @@ demo: release
 bench: release
 	./bench/run $(RELEASE) --sizes $(BENCH_SIZES) --reps 10 --copy-reps 5,3,1
 	./bench/sweep $(RELEASE)
+
+# The sandboxes bench/run measures beside txbox, where installed: Anthropic's
+# sandbox-runtime (srt: node, bwrap, socat, ripgrep) and the Codex CLI (its
+# native binary comes in an npm platform package and runs the system bwrap).
+# Pinned in bench/peers/package-lock.json; neither package needs its install
+# scripts. Not part of deps, so `make check` never fetches them.
+BENCH_PEER_DEBS := bubblewrap socat ripgrep
+
+bench-peers:
+	@./tools/install-deps $(BENCH_PEER_DEBS)
+	@cd bench/peers && want=$$(sha256sum package-lock.json | cut -d' ' -f1) && \
+	if [ "$$(cat node_modules/.txbox-lock-sha 2>/dev/null)" != "$$want" ]; then \
+		echo "txbox: npm ci --ignore-scripts (bench/peers)" >&2 && \
+		npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && \
+		echo "$$want" > node_modules/.txbox-lock-sha; \
+	fi
 
 clean:
 	rm -rf $(BUILD) $(RELEASE) .deps-stamp
