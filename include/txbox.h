@@ -21,7 +21,9 @@ extern "C" {
 
 /* Exit statuses of the CLI besides the command's own (see README). */
 enum {
-    TXBOX_EXIT_BLOCKED = 122,  /* the policy judged the command unsafe; it never ran */
+    TXBOX_EXIT_HELD = 121,     /* an effect rule holds the transaction for review: not applied */
+    TXBOX_EXIT_BLOCKED = 122,  /* the policy judged the command unsafe (it never ran), or an
+                                  effect rule rejected what it wrote (nothing applied) */
     TXBOX_EXIT_CONFLICT = 123, /* succeeded, but its base changed: changes kept aside */
     TXBOX_EXIT_TIMEOUT = 124,  /* killed at the time limit; rolled back */
     TXBOX_EXIT_ERROR = 125,    /* txbox itself failed (bad input, I/O, setup) */
@@ -45,6 +47,8 @@ typedef enum txbox_outcome {
     TXBOX_OUTCOME_CONFLICT,
     TXBOX_OUTCOME_TIMED_OUT,
     TXBOX_OUTCOME_STAGED,      /* multi-command transaction: kept in it, not yet applied */
+    TXBOX_OUTCOME_REJECTED,    /* an effect rule (action rollback) refused the write set */
+    TXBOX_OUTCOME_HELD,        /* an effect rule (action hold): pending for txbox review */
 } txbox_outcome;
 
 TXBOX_API const char *txbox_outcome_name(txbox_outcome o);

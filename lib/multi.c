@@ -54,6 +54,7 @@
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 
+#include "effects.h"
 #include "multi.h"
 #include "result.h"
 #include "store.h"
@@ -70,6 +71,7 @@ struct txbox_multi {
     int txfd, lockfd, layerfd, lworkfd;
     bool discard; /* the command being run is a verify: drop its writes */
     json_t *state;
+    const txbox_policy *policy; /* its rules on effects judge the commit */
 };
 
 static const char *ovl_pfx(const txbox_ws *ws)
@@ -795,6 +797,45 @@ static int conflicts(txbox_ws *ws, uint64_t base, uint64_t gen, const struct tx_
     return 0;
 }
 
+void txbox_multi_set_policy(txbox_multi *m, const txbox_policy *p) { m->policy = p; }
+
+/* Rules on effects (effects.c): an effect rule refused the write set (v).
+ * rollback: the transaction ends, nothing applied (rejected); hold: it ends
+ * held, its scanned upper kept for txbox approve / reject. */
+static int effect_stop(txbox_multi *m, json_t *v, const struct tx_ops *ops, uint64_t base,
+                       json_t *changes, json_t *res, int *status, const char **outcome,
+                       char **first, txbox_error *err)
+{
+    bool hold = !strcmp(json_string_value(json_object_get(v, "action")), "hold");
+    *outcome = hold ? "held" : "rejected";
+    *status = hold ? TXBOX_EXIT_HELD : TXBOX_EXIT_BLOCKED;
+    json_object_update(res, v);
+    json_object_set(res, "effect_action", json_object_get(v, "action"));
+    json_object_set(res, "effect_violations", json_object_get(v, "violations"));
+    json_object_del(res, "violations");
+    json_object_del(res, "action");
+    if (hold) {
+        _cleanup_free_ char *ci = end_info(m, "committed", changes, NULL);
+        if (effects_hold(m->ws, m->id, m->txfd, base, ops, ci, v, err) < 0)
+            return -1;
+    } else {
+        (void)tree_remove(m->txfd, "upper");
+    }
+    (void)tree_remove(m->txfd, "sp");
+    (void)tree_remove(m->txfd, "lwork");
+    tx_write_outcome(m->txfd, *outcome);
+    *first = xasprintf("txbox: tx %s %s by effect rule %s: %s — %s", m->ids,
+                       hold ? "held for review (see 'txbox review')" : "rejected, nothing applied,",
+                       json_string_value(json_object_get(v, "effect_rule")),
+                       json_string_value(json_object_get(v, "reason")),
+                       json_string_value(json_object_get(v, "suggestion")) ?: "");
+    _cleanup_free_ char *info = end_info(m, *outcome, changes, v);
+    txbox_error le = {0};
+    if (store_log(m->ws, m->id, *outcome, info, NULL, m->txfd, &le) < 0)
+        json_object_set_new(res, "log_error", json_string(le.msg));
+    return 0;
+}
+
 static int verify_status(const txbox_result *r)
 {
     switch (txbox_result_outcome(r)) {
@@ -869,6 +910,10 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             rc = ws_read_gen(ws, &gen, err);
         if (rc == 0 && gen != base && ops.n)
             rc = conflicts(ws, base, gen, &ops, paths, err);
+        json_t *ev = NULL; /* rules on effects */
+        if (rc == 0 && !json_array_size(paths))
+            rc = effects_judge(m->policy ? m->policy : verify ? verify->policy : NULL, upperfd,
+                               ws->fd, &ops, &ev, err);
         if (rc == 0) {
             changes = ops.n ? ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP)
                             : json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted",
@@ -890,6 +935,8 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             txbox_error le = {0};
             if (store_log(ws, m->id, "conflict", info, NULL, m->txfd, &le) < 0)
                 json_object_set_new(res, "log_error", json_string(le.msg));
+        } else if (rc == 0 && ev) {
+            rc = effect_stop(m, ev, &ops, base, changes, res, status, &outcome, &first, err);
         } else if (rc == 0) {
             _cleanup_free_ char *info = end_info(m, "committed", changes, NULL);
             if (ops.n)
@@ -926,6 +973,7 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
         ops_free(&ops);
         json_decref(changes);
         json_decref(paths);
+        json_decref(ev);
         ws_unlock(lockfd);
         json_object_set_new(res, "commit_ms", json_real((double)(now_ns() - t_commit) / 1e6));
         if (rc == 0 && !strcmp(outcome, "committed")) {

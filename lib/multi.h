@@ -40,6 +40,10 @@ MUST_CHECK int txbox_multi_abort(txbox_multi *m, txbox_error *err);
 MUST_CHECK int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json,
                                   int *status, char **summary, txbox_error *err);
 
+/* The policy whose rules on effects judge the commit (effects.c; NULL:
+ * the verify command's, if any). p must outlive m. */
+void txbox_multi_set_policy(txbox_multi *m, const struct txbox_policy *p);
+
 /* The open multi-command transactions: a JSON object {"transactions": [...]}. */
 MUST_CHECK int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err);
 

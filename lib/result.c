@@ -6,7 +6,8 @@ static const char *const outcome_names[] = {
     [TXBOX_OUTCOME_COMMITTED] = "committed", [TXBOX_OUTCOME_ROLLED_BACK] = "rolled_back",
     [TXBOX_OUTCOME_BLOCKED] = "blocked",     [TXBOX_OUTCOME_READ_ONLY] = "read_only",
     [TXBOX_OUTCOME_CONFLICT] = "conflict",   [TXBOX_OUTCOME_TIMED_OUT] = "timed_out",
-    [TXBOX_OUTCOME_STAGED] = "staged",
+    [TXBOX_OUTCOME_STAGED] = "staged",       [TXBOX_OUTCOME_REJECTED] = "rejected",
+    [TXBOX_OUTCOME_HELD] = "held",
 };
 
 const char *txbox_outcome_name(txbox_outcome o)
@@ -32,6 +33,7 @@ void result_free(txbox_result *r)
     dbuf_free(&r->err);
     free(r->fallback);
     free(r->conflict_path);
+    json_decref(r->effect_verdict);
     free(r->log_error);
     free(r->verdict);
     free(r->rule);
@@ -109,6 +111,13 @@ char *txbox_result_json(const txbox_result *rc)
     if (r->suggestion)
         json_object_set_new(o, "suggestion", json_string(r->suggestion));
     json_object_set_new(o, "outcome", json_string(txbox_outcome_name(r->outcome)));
+    if (r->effect_verdict) { /* effects.c: effect_rule, reason, suggestion, paths */
+        json_object_update(o, r->effect_verdict);
+        json_object_set(o, "effect_action", json_object_get(r->effect_verdict, "action"));
+        json_object_del(o, "action");
+        json_object_set(o, "effect_violations", json_object_get(r->effect_verdict, "violations"));
+        json_object_del(o, "violations");
+    }
     json_object_set_new(o, "exit_code", json_integer(r->exit_code));
     json_object_set_new(o, "signal", r->signal ? json_integer(r->signal) : json_null());
     json_object_set_new(o, "changes", r->changes ? json_incref(r->changes) : json_object());
@@ -167,6 +176,16 @@ char *txbox_result_summary(const txbox_result *r)
                          r->suggestion ? r->suggestion : "");
     case TXBOX_OUTCOME_READ_ONLY:
         return xasprintf("txbox: read-only command (exit status %d)", r->exit_code);
+    case TXBOX_OUTCOME_REJECTED:
+    case TXBOX_OUTCOME_HELD:
+        return xasprintf("txbox: tx %s %s by effect rule %s: %s (%s%s) — %s", r->txs,
+                         r->outcome == TXBOX_OUTCOME_HELD ? "held for review" : "rejected, nothing applied,",
+                         json_string_value(json_object_get(r->effect_verdict, "effect_rule")),
+                         json_string_value(json_object_get(r->effect_verdict, "reason")),
+                         json_string_value(json_array_get(json_object_get(r->effect_verdict, "paths"), 0)) ?: "",
+                         json_array_size(json_object_get(r->effect_verdict, "paths")) > 1 ? ", ..." : "",
+                         r->outcome == TXBOX_OUTCOME_HELD ? "see 'txbox review', then 'txbox approve ID' or 'txbox reject ID'"
+                         : json_string_value(json_object_get(r->effect_verdict, "suggestion")) ?: "");
     case TXBOX_OUTCOME_STAGED:
         return xasprintf("txbox: command %s staged in its transaction (%zu added, %zu modified, "
                          "%zu deleted; applied at commit)", r->txs, a, m, d);

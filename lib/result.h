@@ -25,6 +25,8 @@ struct txbox_result {
     double started, duration_ms, cmd_ms, overhead_ms;
     /* policy */
     char *verdict, *rule, *reason, *suggestion;
+    /* rules on effects (effects.c): the verdict that rejected or held it */
+    json_t *effect_verdict;
 };
 
 txbox_result *result_new(void);

@@ -7,6 +7,7 @@
 
 #include "txbox_policy.h"
 #include "confine.h"
+#include "effects.h"
 #include "fsops.h"
 #include "multi.h"
 #include "result.h"
@@ -111,8 +112,8 @@ static int make_dir_fd(int at, const char *name, int like, txbox_error *err)
 }
 
 /* Did the transactions committed since base_gen write any of our paths? */
-static int check_conflict(txbox_ws *ws, uint64_t base_gen, uint64_t gen, const struct tx_ops *ops,
-                          char **path, txbox_error *err)
+int tx_check_conflict(txbox_ws *ws, uint64_t base_gen, uint64_t gen, const struct tx_ops *ops,
+                      char **path, txbox_error *err)
 {
     for (uint64_t g = base_gen + 1; g <= gen; g++) {
         char idn[32];
@@ -195,7 +196,8 @@ static int ops_on_one_mount(int wsfd, const struct tx_ops *ops, char **bad, txbo
 
 /* The overlay commit: scan, conflict check, journal, apply. */
 static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
-                          uint64_t base_gen, const char *hctx, txbox_error *err)
+                          uint64_t base_gen, const char *hctx, const txbox_policy *pol,
+                          txbox_error *err)
 {
     int lockfd = -1;
     if (ws_lock(ws, &lockfd, err) < 0)
@@ -220,13 +222,20 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
     }
     if (rc == 0 && gen != base_gen) {
         _cleanup_free_ char *clash = NULL;
-        int c = check_conflict(ws, base_gen, gen, &ops, &clash, err);
+        int c = tx_check_conflict(ws, base_gen, gen, &ops, &clash, err);
         if (c < 0) {
             rc = -1;
         } else if (c > 0) {
             r->outcome = TXBOX_OUTCOME_CONFLICT;
             r->conflict_path = steal_pointer(&clash);
             r->changes = ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP);
+            goto out;
+        }
+    }
+    if (rc == 0 && pol) { /* rules on effects: rejected or held, nothing applied */
+        int e = effects_gate_run(ws, pol, r, txfd, upperfd, base_gen, &ops, hctx, err);
+        if (e != 0) {
+            rc = e < 0 ? -1 : 0;
             goto out;
         }
     }
@@ -537,7 +546,7 @@ retry:
         if ((rc = multi_absorb(opts->multi, txfd, r, err)) < 0)
             goto fail;
     } else if (ok) {
-        rc = overlay_commit(ws, r, txfd, upperfd, base_gen, hctx, err);
+        rc = overlay_commit(ws, r, txfd, upperfd, base_gen, hctx, opts->policy, err);
         if (rc < 0) {
             if (r->commit_point_passed) {
                 /* Past the commit point: leave the journal to recovery
@@ -560,7 +569,7 @@ retry:
     }
 
     uint64_t t_decided = now_ns();
-    if (r->outcome != TXBOX_OUTCOME_CONFLICT) {
+    if (r->outcome != TXBOX_OUTCOME_CONFLICT && r->outcome != TXBOX_OUTCOME_HELD) {
         (void)tree_remove(txfd, "upper");
         (void)tree_remove(txfd, "work");
     } else {

@@ -907,6 +907,8 @@ static void list_held(txbox_ws *ws, sqlite3 *db, struct held **out, size_t *n)
             continue;
         if (exists_at(tfd, "undo.pruned"))
             (void)tree_remove(tfd, "undo.pruned"); /* an interrupted gc */
+        if (exists_at(tfd, "held"))
+            continue; /* held for review (effects.c): its upper is the pending change */
         const char *what = exists_at(tfd, "journal") && exists_at(tfd, "undo") ? "undo"
                            : !exists_at(tfd, "journal") && exists_at(tfd, "upper") ? "upper" : NULL;
         if (!what)
@@ -916,7 +918,8 @@ static void list_held(txbox_ws *ws, sqlite3 *db, struct held **out, size_t *n)
                                        !strcmp(what, "undo") && is_undone(db, id)};
     }
     closedir(d);
-    qsort(*out, *n, sizeof **out, held_cmp);
+    if (*n)
+        qsort(*out, *n, sizeof **out, held_cmp);
 }
 
 static int prune(txbox_ws *ws, sqlite3 *db, const struct held *h, txbox_error *err)

@@ -240,7 +240,11 @@ int cmd_run(int argc, char **argv)
         status = TXBOX_EXIT_CONFLICT;
         break;
     case TXBOX_OUTCOME_BLOCKED:
+    case TXBOX_OUTCOME_REJECTED: /* an effect rule refused what it wrote */
         status = TXBOX_EXIT_BLOCKED;
+        break;
+    case TXBOX_OUTCOME_HELD:
+        status = TXBOX_EXIT_HELD;
         break;
     default:
         status = txbox_result_exit_code(r);

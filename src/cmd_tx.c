@@ -194,11 +194,12 @@ static int do_commit(const struct txargs *a)
         return fail(a, &err);
     int rc = 0;
     txbox_run_opts vo = {.shell = a->verify, .timeout_s = a->timeout};
-    if (a->verify)
-        rc = txbox_policy_load(a->policy, txbox_ws_path(ws), &pol, &err);
+    rc = txbox_policy_load(a->policy, txbox_ws_path(ws), &pol, &err); /* + rules on effects */
     vo.policy = pol;
     if (rc == 0)
         rc = txbox_multi_open(ws, a->pos[0], &m, &err);
+    if (rc == 0)
+        txbox_multi_set_policy(m, pol);
     char *json = NULL, *summary = NULL;
     int status = 0;
     if (rc == 0)

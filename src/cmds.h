@@ -22,6 +22,8 @@ int cmd_undo(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 /* begin, savepoint, rollback, commit, abort, status (cmd_tx.c; argv[0] says which) */
 int cmd_tx(int argc, char **argv);
+/* review, approve, reject: transactions held by a rule on effects (cmd_review.c) */
+int cmd_review(int argc, char **argv);
 /* Helpers of the history commands (cmd_log.c): a local time, a string
  * with control characters escaped (at most max characters, 0: all), and
  * opening a workspace with the error printed (returns the exit status). */

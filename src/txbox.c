@@ -30,6 +30,9 @@ static const struct {
     {"commit", cmd_tx, "apply an open transaction at once (optionally after --verify)"},
     {"abort", cmd_tx, "drop an open transaction"},
     {"status", cmd_tx, "list the open transactions"},
+    {"review", cmd_review, "list held transactions, or show why one is held and its changes"},
+    {"approve", cmd_review, "commit a held transaction"},
+    {"reject", cmd_review, "drop a held transaction"},
 };
 
 static void usage(FILE *f)

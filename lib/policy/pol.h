@@ -197,6 +197,8 @@ struct txbox_policy {
     progspec *progs;
     size_t nprogs;
     strlist fetchers, secrets, secret_programs, harmless_env, null_paths, scratch_paths;
+    struct effect_rule *effects; /* rules on effects (lib/effects.h), in file order */
+    size_t neffects;
     char *workspace; /* absolute, no trailing slash; NULL: unknown */
     /* per-check scratch reused when free (trylock): parser + arena */
     pthread_mutex_t lock;
@@ -212,6 +214,8 @@ const progspec *policy_prog(const txbox_policy *p, const char *name);
 int policy_check_examples(const txbox_policy *p, txbox_error *err);
 void policy_build_index(txbox_policy *p);
 int policy_examples_report(const txbox_policy *p, FILE *f, txbox_error *err);
+/* The `effects:` list of a policy file (rules.c); freeing them. */
+void policy_effects_clear(txbox_policy *p);
 /* txbox_policy_load, optionally without checking the examples. */
 int policy_load(const char *user_file, const char *workspace_dir, bool check_examples,
                 txbox_policy **out, txbox_error *err);

@@ -6,6 +6,7 @@
 #include <strings.h>
 #include <yaml.h>
 
+#include "effects.h"
 #include "pol.h"
 
 const char *const detector_names[D_COUNT] = {
@@ -196,6 +197,7 @@ void policy_clear(txbox_policy *p)
     for (size_t i = 0; i < ARRAY_SIZE(ls); i++)
         strlist_free(ls[i]);
     free(p->workspace);
+    policy_effects_clear(p);
     for (size_t i = 0; i < p->npidx; i++)
         free(p->pidx[i].rules);
     free(p->pidx);
@@ -460,6 +462,204 @@ static void add_or_replace_rule(txbox_policy *p, rule *r)
     p->rules[p->nrules++] = *r;
 }
 
+/* ---- rules on effects (lib/effects.h, docs/policy.md "Rules on effects") ---- */
+
+void policy_effects_clear(txbox_policy *p)
+{
+    for (size_t i = 0; i < p->neffects; i++)
+        effect_rule_free(&p->effects[i]);
+    free(p->effects);
+    p->effects = NULL;
+    p->neffects = 0;
+}
+
+static int yi64(yctx *y, yaml_node_t *n, int64_t *out, const char *what)
+{
+    const char *s = yscalar(n);
+    uint64_t v;
+    if (!s || !parse_u64(s, &v) || v > (uint64_t)INT64_MAX)
+        return yerr(y, n, "%s must be a non-negative number", what);
+    *out = (int64_t)v;
+    return 0;
+}
+
+static int parse_effect_example(yctx *y, yaml_node_t *m, effect_rule *r, bool must)
+{
+    if (m->type != YAML_MAPPING_NODE)
+        return yerr(y, m, "effect rule %s: every example is a write set (a mapping: written, "
+                    "deleted, content, bytes, binary, executable)", r->id);
+    r->ex = xrealloc(r->ex, (r->nex + 1) * sizeof *r->ex);
+    effect_example *x = &r->ex[r->nex++];
+    memset(x, 0, sizeof *x);
+    x->ndeleted = x->bytes = -1;
+    x->line = (int)m->start_mark.line + 1;
+    x->must_match = must;
+    int rc = 0;
+    FOR_PAIRS(y, m, k, v)
+    {
+        if (rc < 0)
+            break;
+        if (!strcmp(k, "written"))
+            rc = ylist(y, v, &x->written, k);
+        else if (!strcmp(k, "deleted") && yscalar(v) && strspn(yscalar(v), "0123456789") == strlen(yscalar(v)))
+            rc = yi64(y, v, &x->ndeleted, k);
+        else if (!strcmp(k, "deleted"))
+            rc = ylist(y, v, &x->deleted, k);
+        else if (!strcmp(k, "content"))
+            rc = ystr(y, v, &x->content, k);
+        else if (!strcmp(k, "bytes"))
+            rc = yi64(y, v, &x->bytes, k);
+        else if (!strcmp(k, "binary"))
+            rc = ybool(y, v, &x->binary, k);
+        else if (!strcmp(k, "executable"))
+            rc = ybool(y, v, &x->executable, k);
+        else
+            rc = yerr(y, k_node, "effect rule %s: example: unknown key '%s'", r->id, k);
+    }
+    return rc;
+}
+
+static int parse_effect_match(yctx *y, yaml_node_t *m, effect_rule *r)
+{
+    if (m->type != YAML_MAPPING_NODE)
+        return yerr(y, m, "effect rule %s: match must be a mapping", r->id);
+    int rc = 0, n = 0;
+    FOR_PAIRS(y, m, k, v)
+    {
+        if (rc < 0)
+            break;
+        n++;
+        if (!strcmp(k, "paths_any"))
+            rc = ylist(y, v, &r->paths_any, k);
+        else if (!strcmp(k, "paths_written"))
+            rc = ylist(y, v, &r->paths_written, k);
+        else if (!strcmp(k, "paths_deleted"))
+            rc = ylist(y, v, &r->paths_deleted, k);
+        else if (!strcmp(k, "paths_none"))
+            rc = ylist(y, v, &r->paths_none, k);
+        else if (!strcmp(k, "content_any"))
+            rc = ylist(y, v, &r->content_any, k);
+        else if (!strcmp(k, "max_files_deleted"))
+            rc = yi64(y, v, &r->max_files_deleted, k);
+        else if (!strcmp(k, "max_bytes_written"))
+            rc = yi64(y, v, &r->max_bytes_written, k);
+        else if (!strcmp(k, "max_binary_added"))
+            rc = yi64(y, v, &r->max_binary_added, k);
+        else if (!strcmp(k, "max_made_executable"))
+            rc = yi64(y, v, &r->max_made_executable, k);
+        else
+            rc = yerr(y, k_node, "effect rule %s: match: unknown key '%s'", r->id, k);
+    }
+    if (rc == 0 && n == 0)
+        rc = yerr(y, m, "effect rule %s: match is empty (it would match every write)", r->id);
+    char msg[300];
+    if (rc == 0 && effect_rule_compile(r, msg, sizeof msg) < 0)
+        rc = yerr(y, m, "effect rule %s: %s", r->id, msg);
+    return rc;
+}
+
+static int parse_effect_rule(yctx *y, yaml_node_t *m, effect_rule *r)
+{
+    r->action = -1;
+    r->max_files_deleted = r->max_bytes_written = r->max_binary_added = r->max_made_executable = -1;
+    if (m->type != YAML_MAPPING_NODE)
+        return yerr(y, m, "every effect rule must be a mapping");
+    r->line = (int)m->start_mark.line + 1;
+    r->file = xstrdup(y->file);
+    yaml_node_t *match = NULL, *examples = NULL;
+    FOR_PAIRS(y, m, k, v)
+    {
+        if (!strcmp(k, "id") && ystr(y, v, &r->id, "id") < 0)
+            return -1;
+    }
+    if (!r->id || !*r->id || strlen(r->id) >= 96)
+        return yerr(y, m, "effect rule without an id (or with one over 95 bytes)");
+    FOR_PAIRS(y, m, k, v)
+    {
+        int rc = 0;
+        const char *s = yscalar(v);
+        if (!strcmp(k, "id"))
+            continue;
+        if (!strcmp(k, "action")) {
+            if (s && !strcmp(s, "rollback"))
+                r->action = EFF_ROLLBACK;
+            else if (s && !strcmp(s, "hold"))
+                r->action = EFF_HOLD;
+            else if (s && !strcmp(s, "off"))
+                r->action = EFF_OFF;
+            else
+                rc = yerr(y, v, "effect rule %s: action must be rollback, hold or off", r->id);
+        } else if (!strcmp(k, "reason"))
+            rc = ystr(y, v, &r->reason, k);
+        else if (!strcmp(k, "suggestion"))
+            rc = ystr(y, v, &r->suggestion, k);
+        else if (!strcmp(k, "match"))
+            match = v;
+        else if (!strcmp(k, "examples"))
+            examples = v;
+        else
+            rc = yerr(y, k_node, "effect rule %s: unknown key '%s'", r->id, k);
+        if (rc < 0)
+            return -1;
+    }
+    if (r->action < 0)
+        return yerr(y, m, "effect rule %s: no action (rollback, hold or off)", r->id);
+    if (r->action == EFF_OFF)
+        return 0; /* switches off the effect rule of that id */
+    if (!r->reason || !*r->reason || strchr(r->reason, '\n'))
+        return yerr(y, m, "effect rule %s: needs a one-line reason", r->id);
+    if (!r->suggestion || !*r->suggestion || strchr(r->suggestion, '\n'))
+        return yerr(y, m, "effect rule %s: needs a one-line suggestion for the agent", r->id);
+    if (!match)
+        return yerr(y, m, "effect rule %s: needs a match", r->id);
+    if (parse_effect_match(y, match, r) < 0)
+        return -1;
+    if (!examples || examples->type != YAML_MAPPING_NODE)
+        return yerr(y, m, "effect rule %s: needs examples (match and no_match write sets)", r->id);
+    bool has[2] = {false, false};
+    FOR_PAIRS(y, examples, k, v)
+    {
+        bool must = !strcmp(k, "match");
+        if (!must && strcmp(k, "no_match"))
+            return yerr(y, k_node, "effect rule %s: examples: unknown key '%s'", r->id, k);
+        if (v->type != YAML_SEQUENCE_NODE)
+            return yerr(y, v, "effect rule %s: examples.%s must be a list of write sets", r->id, k);
+        for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+            if (parse_effect_example(y, ynode(y, *it), r, must) < 0)
+                return -1;
+            has[must] = true;
+        }
+    }
+    if (!has[1] || !has[0])
+        return yerr(y, examples, "effect rule %s: needs at least one example that must match and "
+                    "one that must not", r->id);
+    return 0;
+}
+
+static int parse_effects(txbox_policy *p, yctx *y, yaml_node_t *v)
+{
+    if (v->type != YAML_SEQUENCE_NODE)
+        return yerr(y, v, "effects must be a list");
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+        effect_rule r = {0};
+        if (parse_effect_rule(y, ynode(y, *it), &r) < 0) {
+            effect_rule_free(&r);
+            return -1;
+        }
+        size_t i;
+        for (i = 0; i < p->neffects && strcmp(p->effects[i].id, r.id); i++)
+            ;
+        if (i < p->neffects) {
+            effect_rule_free(&p->effects[i]);
+        } else {
+            p->effects = xrealloc(p->effects, (p->neffects + 1) * sizeof *p->effects);
+            p->neffects++;
+        }
+        p->effects[i] = r;
+    }
+    return 0;
+}
+
 static int parse_doc(txbox_policy *p, yctx *y)
 {
     yaml_node_t *root = yaml_document_get_root_node(y->doc);
@@ -510,6 +710,8 @@ static int parse_doc(txbox_policy *p, yctx *y)
                     p->progs[p->nprogs++] = s;
                 }
             }
+        } else if (!strcmp(k, "effects")) {
+            rc = parse_effects(p, y, v);
         } else if (!strcmp(k, "rules")) {
             if (v->type != YAML_SEQUENCE_NODE)
                 return yerr(y, v, "rules must be a list");
@@ -569,7 +771,9 @@ const progspec *policy_prog(const txbox_policy *p, const char *name)
 
 int policy_check_examples(const txbox_policy *p, txbox_error *err)
 {
-    return policy_examples_report(p, NULL, err);
+    if (policy_examples_report(p, NULL, err) < 0)
+        return -1;
+    return effects_check_examples(p, err);
 }
 
 /* Checks every example; with f, reports every failure there (and goes on). */

@@ -1,0 +1,944 @@
+/* Rules on effects: judging what a transaction actually wrote.
+ *
+ * After scan_upper() has turned a transaction's upper into operations (the
+ * exact write set) and before its commit point, effects_judge() walks that
+ * write set as entries, each added, modified or deleted (a replaced or
+ * deleted directory counts with everything in it), and matches every effect
+ * rule of the policy against them (policy file key `effects:`, parsed in
+ * policy/rules.c):
+ *
+ *   paths_any / paths_written / paths_deleted   globs over the entry's path
+ *   paths_none    globs: an entry matching one never counts
+ *   content_any   regular expressions over the new content of an added or
+ *                 modified regular file (the first CONTENT_CAP bytes); in a
+ *                 modified file only a match whose text the old content did
+ *                 not already hold counts
+ *   max_files_deleted, max_bytes_written, max_binary_added,
+ *   max_made_executable   limits over the entries that pass the matchers
+ *
+ * A rule without limits is violated by any entry that passes its matchers;
+ * with limits, when one is exceeded. A violated rule's action is rollback
+ * (nothing applied, outcome rejected, status 122) or hold.
+ *
+ * Holding (one mechanism for single runs and multi-command commits): the
+ * scanned upper stays where the commit protocol wants it, tx/ID/upper, and
+ * tx/ID/held (JSON, written whole then renamed, fsync'd) records the base
+ * generation, the operations, the audit-log info and the verdict; outcome
+ * "held". The transaction owns no active/ID lock, so recovery leaves it
+ * alone, and gc does not prune a held upper. approve takes the workspace
+ * lock, rolls forward any interrupted commit, checks every commit since the
+ * base generation against the write set (first committer wins: a clash is a
+ * conflict, 123, and the transaction stays held), then commits through
+ * journal_commit(): the same commit point and recovery as any commit. The
+ * held file is removed only after the commit (a crash in between leaves a
+ * journal, which marks it as no longer held). reject removes upper/ and
+ * held, and logs outcome rejected. */
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include "effects.h"
+#include "fsops.h"
+#include "result.h"
+#include "safepath.h"
+#include "store.h"
+
+#define CONTENT_CAP (1u << 20)      /* bytes of a file the content rules read */
+#define CONTENT_BUDGET (256u << 20) /* bytes read per transaction at most */
+#define BINARY_PROBE 8000           /* a NUL byte in these makes a file binary (as git) */
+#define PATHS_CAP 50                /* paths listed per violated rule */
+#define HELD_MAX (256u << 20)
+
+/* ---- globs ---- */
+
+static bool glob_parts(const char *g, const char *p)
+{
+    for (;;) {
+        const char *ge = strchrnul(g, '/'), *pe = strchrnul(p, '/');
+        size_t gl = (size_t)(ge - g);
+        if (gl == 2 && g[0] == '*' && g[1] == '*') {
+            if (!*ge)
+                return true; /* a final ** matches everything below (and nothing) */
+            for (const char *q = p;; q = strchrnul(q, '/') + 1) {
+                if (glob_parts(ge + 1, q))
+                    return true;
+                if (!*strchrnul(q, '/'))
+                    return false;
+            }
+        }
+        char gc[256], pc[256];
+        size_t pl = (size_t)(pe - p);
+        if (gl >= sizeof gc || pl >= sizeof pc)
+            return false;
+        memcpy(gc, g, gl);
+        gc[gl] = 0;
+        memcpy(pc, p, pl);
+        pc[pl] = 0;
+        if (fnmatch(gc, pc, 0) != 0)
+            return false;
+        if (!*pe) {
+            /* the path ends: what is left of the glob must be "**" only */
+            for (const char *q = ge; *q; q += 3)
+                if (strncmp(q, "/**", 3) || (q[3] && q[3] != '/'))
+                    return false;
+            return true;
+        }
+        if (!*ge)
+            return false;
+        g = ge + 1;
+        p = pe + 1;
+    }
+}
+
+bool effect_glob(const char *glob, const char *path)
+{
+    if (!*path)
+        path = ".";
+    if (!strchr(glob, '/')) {
+        const char *slash = strrchr(path, '/');
+        return glob_parts(glob, slash ? slash + 1 : path);
+    }
+    return glob_parts(glob[0] == '/' ? glob + 1 : glob, path);
+}
+
+/* ---- rules ---- */
+
+int effect_rule_compile(effect_rule *r, char *msg, size_t msglen)
+{
+    if (!r->content_any.n)
+        return 0;
+    r->re = xcalloc(r->content_any.n, sizeof *r->re);
+    for (size_t i = 0; i < r->content_any.n; i++) {
+        /* a leading (?i): case-insensitive (POSIX has no inline flags) */
+        const char *pat = r->content_any.v[i];
+        bool icase = !strncmp(pat, "(?i)", 4);
+        int e = regcomp(&r->re[i], icase ? pat + 4 : pat,
+                        REG_EXTENDED | REG_NEWLINE | (icase ? REG_ICASE : 0));
+        if (e) {
+            char why[200];
+            regerror(e, &r->re[i], why, sizeof why);
+            snprintf(msg, msglen, "content_any '%s': %s", r->content_any.v[i], why);
+            for (size_t k = 0; k < i; k++)
+                regfree(&r->re[k]);
+            free(r->re);
+            r->re = NULL;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void effect_rule_free(effect_rule *r)
+{
+    free(r->id);
+    free(r->reason);
+    free(r->suggestion);
+    free(r->file);
+    strlist_free(&r->paths_any);
+    strlist_free(&r->paths_written);
+    strlist_free(&r->paths_deleted);
+    strlist_free(&r->paths_none);
+    if (r->re)
+        for (size_t i = 0; i < r->content_any.n; i++)
+            regfree(&r->re[i]);
+    free(r->re);
+    strlist_free(&r->content_any);
+    for (size_t i = 0; i < r->nex; i++) {
+        strlist_free(&r->ex[i].written);
+        strlist_free(&r->ex[i].deleted);
+        free(r->ex[i].content);
+    }
+    free(r->ex);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- the judge: entries in, verdict out ---- */
+
+enum { E_ADDED, E_MODIFIED, E_DELETED };
+
+struct entry {
+    const char *path;
+    int kind;
+    bool dir, reg;
+    uint64_t bytes;     /* added or modified regular file: its size */
+    bool binary;        /* added regular file with a NUL byte in its first bytes */
+    bool made_exec;     /* regular file executable now, and not before */
+    const char *data;   /* new content (first bytes), or NULL */
+    size_t len;
+    const char *old;    /* modified: the old content (first bytes), or NULL */
+    size_t oldlen;
+};
+
+struct acc {
+    json_t *paths;
+    size_t npaths;
+    int64_t deleted, bytes, binary, exec;
+    bool hit;
+};
+
+struct judge {
+    const txbox_policy *p;
+    struct acc *acc;
+    bool need_content;
+};
+
+static bool any_glob(const strlist *l, const char *path)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (effect_glob(l->v[i], path))
+            return true;
+    return false;
+}
+
+static bool has_limits(const effect_rule *r)
+{
+    return r->max_files_deleted >= 0 || r->max_bytes_written >= 0 || r->max_binary_added >= 0 ||
+           r->max_made_executable >= 0;
+}
+
+/* Is there a match of re in the new content whose text the old one lacks? */
+static bool content_new_match(const regex_t *re, const struct entry *e)
+{
+    size_t at = 0;
+    while (at <= e->len) {
+        regmatch_t m = {.rm_so = (regoff_t)at, .rm_eo = (regoff_t)e->len};
+        if (regexec(re, e->data, 1, &m, REG_STARTEND) != 0)
+            return false;
+        size_t so = (size_t)m.rm_so, eo = (size_t)m.rm_eo;
+        if (!e->old || eo == so || !memmem(e->old, e->oldlen, e->data + so, eo - so))
+            return true;
+        at = eo > at ? eo : at + 1;
+    }
+    return false;
+}
+
+static bool entry_passes(const effect_rule *r, const struct entry *e)
+{
+    if (r->paths_any.n && !any_glob(&r->paths_any, e->path))
+        return false;
+    if (r->paths_written.n && (e->kind == E_DELETED || !any_glob(&r->paths_written, e->path)))
+        return false;
+    if (r->paths_deleted.n && (e->kind != E_DELETED || !any_glob(&r->paths_deleted, e->path)))
+        return false;
+    if (r->paths_none.n && any_glob(&r->paths_none, e->path))
+        return false;
+    if (r->content_any.n) {
+        if (e->kind == E_DELETED || !e->data)
+            return false;
+        bool m = false;
+        for (size_t i = 0; i < r->content_any.n && !m; i++)
+            m = content_new_match(&r->re[i], e);
+        if (!m)
+            return false;
+    }
+    return true;
+}
+
+static void judge_feed(struct judge *j, const struct entry *e)
+{
+    for (size_t i = 0; i < j->p->neffects; i++) {
+        const effect_rule *r = &j->p->effects[i];
+        struct acc *a = &j->acc[i];
+        if (r->action == EFF_OFF || !entry_passes(r, e))
+            continue;
+        bool counts = !has_limits(r);
+        if (e->kind == E_DELETED && !e->dir && r->max_files_deleted >= 0) {
+            a->deleted++;
+            counts = true;
+        }
+        if (e->kind != E_DELETED && e->reg && r->max_bytes_written >= 0 && e->bytes) {
+            a->bytes += (int64_t)e->bytes;
+            counts = true;
+        }
+        if (e->binary && r->max_binary_added >= 0) {
+            a->binary++;
+            counts = true;
+        }
+        if (e->made_exec && r->max_made_executable >= 0) {
+            a->exec++;
+            counts = true;
+        }
+        if (!has_limits(r))
+            a->hit = true;
+        if (counts && a->npaths++ < PATHS_CAP) {
+            _cleanup_free_ char *p = e->dir && *e->path ? xasprintf("%s/", e->path) : xstrdup(*e->path ? e->path : ".");
+            json_array_append_new(a->paths, json_string(p));
+        }
+    }
+}
+
+static bool violated(const effect_rule *r, const struct acc *a, char *why, size_t n)
+{
+    *why = 0;
+    if (r->action == EFF_OFF)
+        return false;
+    if (!has_limits(r))
+        return a->hit;
+    if (r->max_files_deleted >= 0 && a->deleted > r->max_files_deleted)
+        snprintf(why, n, "%lld files deleted (limit %lld)", (long long)a->deleted,
+                 (long long)r->max_files_deleted);
+    else if (r->max_bytes_written >= 0 && a->bytes > r->max_bytes_written)
+        snprintf(why, n, "%lld bytes written (limit %lld)", (long long)a->bytes,
+                 (long long)r->max_bytes_written);
+    else if (r->max_binary_added >= 0 && a->binary > r->max_binary_added)
+        snprintf(why, n, "%lld binary files added (limit %lld)", (long long)a->binary,
+                 (long long)r->max_binary_added);
+    else if (r->max_made_executable >= 0 && a->exec > r->max_made_executable)
+        snprintf(why, n, "%lld files made executable (limit %lld)", (long long)a->exec,
+                 (long long)r->max_made_executable);
+    return *why != 0;
+}
+
+static void judge_init(struct judge *j, const txbox_policy *p)
+{
+    j->p = p;
+    j->acc = xcalloc(p->neffects + 1, sizeof *j->acc);
+    j->need_content = false;
+    for (size_t i = 0; i < p->neffects; i++) {
+        j->acc[i].paths = json_array();
+        const effect_rule *r = &p->effects[i];
+        if (r->action != EFF_OFF && (r->content_any.n || r->max_binary_added >= 0))
+            j->need_content = true;
+    }
+}
+
+/* The verdict (NULL: no rule violated); frees the accumulators. */
+static json_t *judge_end(struct judge *j)
+{
+    json_t *all = json_array();
+    const effect_rule *decide = NULL;
+    json_t *dpaths = NULL;
+    char dwhy[160] = "";
+    for (size_t i = 0; i < j->p->neffects; i++) {
+        const effect_rule *r = &j->p->effects[i];
+        char why[160];
+        if (violated(r, &j->acc[i], why, sizeof why)) {
+            json_t *v = json_pack("{s:s,s:s,s:O}", "effect_rule", r->id, "action",
+                                  r->action == EFF_HOLD ? "hold" : "rollback", "paths", j->acc[i].paths);
+            if (*why)
+                json_object_set_new(v, "limit", json_string(why));
+            json_array_append_new(all, v);
+            if (!decide || (decide->action == EFF_HOLD && r->action == EFF_ROLLBACK)) {
+                decide = r;
+                dpaths = j->acc[i].paths;
+                snprintf(dwhy, sizeof dwhy, "%s", why);
+            }
+        }
+    }
+    json_t *out = NULL;
+    if (decide) {
+        _cleanup_free_ char *reason = *dwhy ? xasprintf("%s: %s", decide->reason, dwhy) : xstrdup(decide->reason);
+        out = json_pack("{s:s,s:s,s:s,s:s?,s:O,s:o}", "effect_rule", decide->id, "action",
+                        decide->action == EFF_HOLD ? "hold" : "rollback", "reason", reason,
+                        "suggestion", decide->suggestion, "paths", dpaths, "violations", all);
+    } else {
+        json_decref(all);
+    }
+    for (size_t i = 0; i < j->p->neffects; i++)
+        json_decref(j->acc[i].paths);
+    free(j->acc);
+    j->acc = NULL;
+    return out;
+}
+
+/* ---- examples (checked at load) ---- */
+
+static bool example_hits(const txbox_policy *p, size_t ri, const effect_example *x)
+{
+    /* a judge over this one rule */
+    txbox_policy one = {.effects = &p->effects[ri], .neffects = 1};
+    struct judge j;
+    judge_init(&j, &one);
+    const char *content = x->content ? x->content : "";
+    size_t clen = strlen(content);
+    static const char *const deflt[] = {"example"};
+    size_t nw = x->written.n;
+    bool any_file = x->content || x->bytes >= 0 || x->binary || x->executable;
+    for (size_t i = 0; i < (nw ? nw : any_file ? 1 : 0); i++) {
+        struct entry e = {.path = nw ? x->written.v[i] : deflt[0], .kind = E_ADDED, .reg = true,
+                          .bytes = x->bytes >= 0 ? (uint64_t)x->bytes : clen, .binary = x->binary,
+                          .made_exec = x->executable, .data = content, .len = clen};
+        judge_feed(&j, &e);
+    }
+    for (size_t i = 0; i < x->deleted.n; i++) {
+        struct entry e = {.path = x->deleted.v[i], .kind = E_DELETED};
+        judge_feed(&j, &e);
+    }
+    for (int64_t i = 0; i < x->ndeleted; i++) {
+        char dp[48];
+        snprintf(dp, sizeof dp, "deleted/%lld", (long long)i);
+        struct entry e = {.path = dp, .kind = E_DELETED};
+        judge_feed(&j, &e);
+    }
+    json_t *v = judge_end(&j);
+    bool hit = v != NULL;
+    json_decref(v);
+    return hit;
+}
+
+int effects_check_examples(const txbox_policy *p, txbox_error *err)
+{
+    for (size_t i = 0; i < p->neffects; i++) {
+        const effect_rule *r = &p->effects[i];
+        if (r->action == EFF_OFF)
+            continue;
+        for (size_t k = 0; k < r->nex; k++) {
+            const effect_example *x = &r->ex[k];
+            if (example_hits(p, i, x) != x->must_match)
+                return tx_err(err, EINVAL, "policy %s:%d: effect rule %s: example %s", r->file,
+                              x->line, r->id,
+                              x->must_match ? "must match but does not" : "must not match but does");
+        }
+    }
+    return 0;
+}
+
+/* ---- the write set of a transaction, as entries ---- */
+
+struct walk {
+    struct judge *j;
+    int upperfd, wsfd;
+    uint64_t budget; /* content bytes left to read */
+    txbox_error *err;
+};
+
+/* Opens name under dfd for reading; an entry of the upper without owner
+ * read (and search) permission is given it for the open, then has its mode
+ * back (grant: true in the upper only, never in the workspace). */
+static int open_read(int dfd, const char *name, bool dir, bool grant)
+{
+    int fl = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | (dir ? O_DIRECTORY : 0);
+    int fd = openat(dfd, name, fl);
+    if (fd >= 0 || errno != EACCES || !grant)
+        return fd;
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return -1;
+    mode_t need = dir ? S_IRUSR | S_IXUSR : S_IRUSR;
+    if (fchmodat(dfd, name, (st.st_mode & 07777) | need, 0) < 0)
+        return -1;
+    fd = openat(dfd, name, fl);
+    int e = errno;
+    if (fchmodat(dfd, name, st.st_mode & 07777, 0) < 0 && fd >= 0) {
+        close(fd);
+        fd = -1;
+        e = errno;
+    }
+    errno = e;
+    return fd;
+}
+
+static char *read_head(struct walk *w, int fd, size_t *len)
+{
+    size_t cap = CONTENT_CAP < w->budget ? CONTENT_CAP : (size_t)w->budget;
+    char *buf = xmalloc(cap + 1);
+    ssize_t n = cap ? read_all(fd, buf, cap) : 0;
+    if (n < 0)
+        n = 0;
+    buf[n] = 0;
+    *len = (size_t)n;
+    w->budget -= (uint64_t)n;
+    return buf;
+}
+
+static bool has_nul(const char *d, size_t n)
+{
+    return memchr(d, 0, n < BINARY_PROBE ? n : BINARY_PROBE) != NULL;
+}
+
+/* One non-directory entry that was added or modified: its file under dfd
+ * (the upper); old: the workspace's mode before (0: none). */
+static void feed_file(struct walk *w, int dfd, const char *name, const char *path, int kind,
+                      const struct stat *st, uint32_t oldmode)
+{
+    struct entry e = {.path = path, .kind = kind, .reg = S_ISREG(st->st_mode)};
+    _cleanup_free_ char *data = NULL, *old = NULL;
+    if (e.reg) {
+        e.bytes = (uint64_t)st->st_size;
+        e.made_exec = (st->st_mode & 0111) && !(S_ISREG(oldmode) && (oldmode & 0111));
+        if (w->j->need_content && w->budget) {
+            _cleanup_close_ int fd = open_read(dfd, name, false, true);
+            if (fd >= 0) {
+                data = read_head(w, fd, &e.len);
+                e.data = data;
+                e.binary = kind == E_ADDED && has_nul(data, e.len);
+            }
+            if (kind == E_MODIFIED && w->budget) {
+                _cleanup_close_ int ofd = safe_openat(w->wsfd, path, O_RDONLY | O_NOCTTY, 0);
+                if (ofd >= 0) {
+                    old = read_head(w, ofd, &e.oldlen);
+                    e.old = old;
+                }
+            }
+        }
+    }
+    judge_feed(w->j, &e);
+}
+
+/* Every entry of the tree name under dfd, as kind (added: in the upper;
+ * deleted: in the workspace). */
+static void feed_tree(struct walk *w, int dfd, const char *name, const char *path, int kind,
+                      unsigned depth)
+{
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || depth > 4096)
+        return;
+    if (!S_ISDIR(st.st_mode)) {
+        if (kind == E_DELETED) {
+            struct entry e = {.path = path, .kind = E_DELETED, .reg = S_ISREG(st.st_mode)};
+            judge_feed(w->j, &e);
+        } else {
+            feed_file(w, dfd, name, path, kind, &st, 0);
+        }
+        return;
+    }
+    struct entry e = {.path = path, .kind = kind, .dir = true};
+    judge_feed(w->j, &e);
+    bool upper = kind != E_DELETED;
+    int fd = open_read(dfd, name, true, false);
+    mode_t restore = 0;
+    if (fd < 0 && errno == EACCES && upper) {
+        /* a directory of the upper without owner read/search: given them
+         * for the walk, its mode back after */
+        restore = st.st_mode & 07777;
+        if (fchmodat(dfd, name, restore | S_IRUSR | S_IXUSR, 0) == 0)
+            fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d && fd >= 0)
+        close(fd);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        _cleanup_free_ char *cp = xasprintf("%s/%s", path, de->d_name);
+        feed_tree(w, dirfd(d), de->d_name, cp, kind, depth + 1);
+    }
+    if (d)
+        closedir(d);
+    if (restore && fchmodat(dfd, name, restore, 0) < 0) {
+        /* the mode the scan left stays recorded in the operation: the
+         * journal sets it after its renames */
+    }
+}
+
+static int walk_ops(struct walk *w, const struct tx_ops *ops)
+{
+    for (size_t i = 0; i < ops->n; i++) {
+        const struct tx_op *o = &ops->v[i];
+        if (o->kind == OP_META) {
+            if (o->had_old || o->nw.mode != o->old.mode || o->nw.uid != o->old.uid ||
+                o->nw.gid != o->old.gid) {
+                struct entry e = {.path = o->path, .kind = E_MODIFIED, .dir = true};
+                judge_feed(w->j, &e);
+            }
+            continue;
+        }
+        const char *base;
+        _cleanup_close_ int wp = safe_open_parent(w->wsfd, o->path, &base);
+        if (o->kind == OP_DELETE || (o->had_old && (o->old_dir || o->new_dir))) {
+            /* the old entry goes, with everything in it */
+            if (wp >= 0)
+                feed_tree(w, wp, base, o->path, E_DELETED, 0);
+            if (o->kind == OP_DELETE)
+                continue;
+        }
+        _cleanup_close_ int up = safe_open_parent(w->upperfd, o->path, &base);
+        if (up < 0)
+            return tx_errno(w->err, errno, "cannot open %s in the upper", o->path);
+        struct stat st;
+        if (fstatat(up, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            return tx_errno(w->err, errno, "cannot stat %s in the upper", o->path);
+        if (o->had_old && !o->old_dir && !o->new_dir)
+            feed_file(w, up, base, o->path, E_MODIFIED, &st, o->old.mode);
+        else
+            feed_tree(w, up, base, o->path, E_ADDED, 0);
+    }
+    return 0;
+}
+
+int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const struct tx_ops *ops,
+                  json_t **verdict, txbox_error *err)
+{
+    *verdict = NULL;
+    if (!p || !p->neffects || !ops->n)
+        return 0;
+    struct judge j;
+    judge_init(&j, p);
+    struct walk w = {&j, upperfd, wsfd, CONTENT_BUDGET, err};
+    int rc = walk_ops(&w, ops);
+    json_t *v = judge_end(&j);
+    if (rc < 0) {
+        json_decref(v);
+        return -1;
+    }
+    *verdict = v;
+    return 0;
+}
+
+/* ---- holding ---- */
+
+static json_t *meta_json(const struct tx_meta *m)
+{
+    return json_pack("[I,I,I,I,I,I,I]", (json_int_t)m->mode, (json_int_t)m->uid, (json_int_t)m->gid,
+                     (json_int_t)m->atime_s, (json_int_t)m->atime_ns, (json_int_t)m->mtime_s,
+                     (json_int_t)m->mtime_ns);
+}
+
+static bool meta_from(json_t *a, struct tx_meta *m)
+{
+    json_int_t v[7];
+    if (!json_is_array(a) || json_array_size(a) != 7)
+        return false;
+    for (size_t i = 0; i < 7; i++) {
+        if (!json_is_integer(json_array_get(a, i)))
+            return false;
+        v[i] = json_integer_value(json_array_get(a, i));
+    }
+    m->mode = (uint32_t)v[0];
+    m->uid = (uint32_t)v[1];
+    m->gid = (uint32_t)v[2];
+    m->atime_s = v[3];
+    m->atime_ns = v[4];
+    m->mtime_s = v[5];
+    m->mtime_ns = v[6];
+    return true;
+}
+
+static bool exists_at(int dfd, const char *name)
+{
+    struct stat st;
+    return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+int effects_hold(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, const struct tx_ops *ops,
+                 const char *info, const json_t *verdict, txbox_error *err)
+{
+    (void)ws;
+    (void)id;
+    json_t *jops = json_array();
+    for (size_t i = 0; i < ops->n; i++) {
+        const struct tx_op *o = &ops->v[i];
+        json_array_append_new(jops, json_pack("[i,i,i,i,s,o,o]", o->kind, o->had_old, o->new_dir,
+                                              o->old_dir, o->path, meta_json(&o->nw),
+                                              meta_json(&o->old)));
+    }
+    json_t *h = json_pack("{s:I,s:s?,s:O,s:f,s:o}", "base_gen", (json_int_t)base_gen, "info", info,
+                          "verdict", verdict, "held_at", wall_time(), "ops", jops);
+    _cleanup_free_ char *s = json_dumps(h, JSON_COMPACT);
+    json_decref(h);
+    if (!s)
+        return tx_err(err, ENOMEM, "cannot record the held transaction");
+    _cleanup_close_ int fd = openat(txfd, "held.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || fs_write(fd, s, strlen(s)) < 0 || fs_fsync(fd) < 0 ||
+        fs_renameat(txfd, "held.tmp", txfd, "held", 0) < 0 || fs_fsync(txfd) < 0)
+        return tx_errno(err, errno, "cannot record the held transaction");
+    return 0;
+}
+
+bool effects_is_held(txbox_ws *ws, int txfd, const char *id)
+{
+    return exists_at(txfd, "held") && exists_at(txfd, "upper") && !exists_at(txfd, "journal") &&
+           !exists_at(ws->jnld, id);
+}
+
+struct heldrec {
+    json_t *h;
+    uint64_t base_gen;
+    struct tx_ops ops;
+};
+
+static int load_held(int txfd, const char *id, struct heldrec *hr, txbox_error *err)
+{
+    memset(hr, 0, sizeof *hr);
+    _cleanup_free_ char *s = NULL;
+    if (read_file_at(txfd, "held", HELD_MAX, &s, NULL, err) < 0)
+        return tx_err_ctx(err, "transaction %s", id);
+    hr->h = json_loads(s, 0, NULL);
+    json_t *ops = json_object_get(hr->h, "ops");
+    json_int_t bg = json_integer_value(json_object_get(hr->h, "base_gen"));
+    if (!json_is_array(ops) || bg < 0) {
+        json_decref(hr->h);
+        hr->h = NULL;
+        return tx_err(err, EIO, "transaction %s: its held record is damaged", id);
+    }
+    hr->base_gen = (uint64_t)bg;
+    size_t i;
+    json_t *o;
+    json_array_foreach(ops, i, o) {
+        const char *path = json_string_value(json_array_get(o, 4));
+        json_int_t kind = json_integer_value(json_array_get(o, 0));
+        if (!path || kind < OP_REPLACE || kind > OP_META || (*path && !safe_relpath_ok(path))) {
+            ops_free(&hr->ops);
+            json_decref(hr->h);
+            hr->h = NULL;
+            return tx_err(err, EIO, "transaction %s: its held record is damaged", id);
+        }
+        struct tx_op *op = op_add(&hr->ops, (uint8_t)kind, path);
+        op->had_old = json_integer_value(json_array_get(o, 1)) != 0;
+        op->new_dir = json_integer_value(json_array_get(o, 2)) != 0;
+        op->old_dir = json_integer_value(json_array_get(o, 3)) != 0;
+        if (!meta_from(json_array_get(o, 5), &op->nw) || !meta_from(json_array_get(o, 6), &op->old)) {
+            ops_free(&hr->ops);
+            json_decref(hr->h);
+            hr->h = NULL;
+            return tx_err(err, EIO, "transaction %s: its held record is damaged", id);
+        }
+    }
+    return 0;
+}
+
+static void heldrec_free(struct heldrec *hr)
+{
+    json_decref(hr->h);
+    ops_free(&hr->ops);
+}
+
+/* Opens tx/ID of a held transaction. */
+static int open_held(txbox_ws *ws, const char *id, char idn[static 32], int *txfd, txbox_error *err)
+{
+    uint64_t n;
+    if (!parse_u64(id, &n) || !n)
+        return tx_err(err, EINVAL, "'%s' is not a transaction id", id);
+    snprintf(idn, 32, "%llu", (unsigned long long)n);
+    *txfd = openat(ws->txd, idn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (*txfd < 0 || !effects_is_held(ws, *txfd, idn)) {
+        if (*txfd >= 0)
+            close(*txfd);
+        *txfd = -1;
+        return tx_err(err, ENOENT, "transaction %s is not held (see 'txbox review')", idn);
+    }
+    return 0;
+}
+
+static json_t *review_one(txbox_ws *ws, int txfd, const char *idn, bool full)
+{
+    struct heldrec hr;
+    txbox_error e = {0};
+    if (load_held(txfd, idn, &hr, &e) < 0)
+        return json_pack("{s:s,s:s}", "tx", idn, "error", e.msg);
+    json_t *info = json_loads(json_string_value(json_object_get(hr.h, "info")) ?: "{}", 0, NULL);
+    json_t *v = json_object_get(hr.h, "verdict");
+    json_t *o = json_pack("{s:s,s:O,s:O,s:O,s:O,s:O,s:O,s:O}", "tx", idn, "command",
+                          json_object_get(info, "command") ?: json_null(), "effect_rule",
+                          json_object_get(v, "effect_rule") ?: json_null(), "reason",
+                          json_object_get(v, "reason") ?: json_null(), "suggestion",
+                          json_object_get(v, "suggestion") ?: json_null(), "paths",
+                          json_object_get(v, "paths") ?: json_null(), "held_at",
+                          json_object_get(hr.h, "held_at") ?: json_null(), "base_gen",
+                          json_object_get(hr.h, "base_gen") ?: json_null());
+    if (full) {
+        _cleanup_close_ int up = openat(txfd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        json_object_set_new(o, "changes", up >= 0 ? ops_changes(up, ws->fd, &hr.ops, 10000) : json_null());
+        json_object_set(o, "violations", json_object_get(v, "violations"));
+    }
+    json_decref(info);
+    heldrec_free(&hr);
+    return o;
+}
+
+int effects_review(txbox_ws *ws, const char *id, char **json, txbox_error *err)
+{
+    *json = NULL;
+    json_t *res;
+    if (id) {
+        char idn[32];
+        int txfd;
+        if (open_held(ws, id, idn, &txfd, err) < 0)
+            return -1;
+        res = review_one(ws, txfd, idn, true);
+        close(txfd);
+    } else {
+        json_t *arr = json_array();
+        int fd = openat(ws->txd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d) {
+            if (fd >= 0)
+                close(fd);
+            json_decref(arr);
+            return tx_errno(err, errno, "cannot list transactions");
+        }
+        struct dirent *de;
+        uint64_t *ids = NULL;
+        size_t n = 0;
+        while ((de = readdir(d))) {
+            uint64_t v;
+            if (!parse_u64(de->d_name, &v))
+                continue;
+            _cleanup_close_ int tfd = openat(ws->txd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (tfd < 0 || !effects_is_held(ws, tfd, de->d_name))
+                continue;
+            ids = xrealloc(ids, (n + 1) * sizeof *ids);
+            size_t k = n++;
+            for (; k > 0 && ids[k - 1] > v; k--)
+                ids[k] = ids[k - 1];
+            ids[k] = v;
+        }
+        closedir(d);
+        for (size_t i = 0; i < n; i++) {
+            char idn[32];
+            snprintf(idn, sizeof idn, "%llu", (unsigned long long)ids[i]);
+            _cleanup_close_ int tfd = openat(ws->txd, idn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (tfd >= 0)
+                json_array_append_new(arr, review_one(ws, tfd, idn, false));
+        }
+        free(ids);
+        res = json_pack("{s:o}", "held", arr);
+    }
+    *json = json_dumps(res, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(res);
+    return 0;
+}
+
+/* The audit info of held transaction hr as decided in review: outcome, the
+ * time under key, and the verdict that held it. */
+static char *decided_info(const struct heldrec *hr, const char *outcome, const char *key)
+{
+    json_t *info = json_loads(json_string_value(json_object_get(hr->h, "info")) ?: "{}", 0, NULL);
+    if (!info)
+        info = json_object();
+    json_object_set_new(info, "outcome", json_string(outcome));
+    json_object_set_new(info, key, json_real(wall_time()));
+    json_object_set(info, "held_by", json_object_get(hr->h, "verdict"));
+    char *s = json_dumps(info, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(info);
+    return s;
+}
+
+int effects_approve(txbox_ws *ws, const char *id, char **json, int *status, txbox_error *err)
+{
+    *json = NULL;
+    *status = 0;
+    int lockfd = -1;
+    if (ws_lock(ws, &lockfd, err) < 0)
+        return -1;
+    char idn[32];
+    int txfd = -1;
+    struct heldrec hr = {0};
+    json_t *res = NULL;
+    uint64_t gen = 0, t0 = now_ns();
+    int rc = ws_roll_forward_locked(ws, NULL, NULL, err);
+    if (rc == 0)
+        rc = open_held(ws, id, idn, &txfd, err);
+    if (rc == 0)
+        rc = load_held(txfd, idn, &hr, err);
+    if (rc == 0)
+        rc = ws_read_gen(ws, &gen, err);
+    _cleanup_free_ char *clash = NULL;
+    if (rc == 0 && gen != hr.base_gen) {
+        int c = tx_check_conflict(ws, hr.base_gen, gen, &hr.ops, &clash, err);
+        if (c < 0)
+            rc = -1;
+    }
+    _cleanup_close_ int up = -1;
+    if (rc == 0 && (up = openat(txfd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        rc = tx_errno(err, errno, "transaction %s: cannot open its changes", idn);
+    if (rc == 0) {
+        json_t *changes = ops_changes(up, ws->fd, &hr.ops, 10000);
+        res = json_pack("{s:s,s:o,s:O}", "tx", idn, "changes", changes, "effect_rule",
+                        json_object_get(json_object_get(hr.h, "verdict"), "effect_rule") ?: json_null());
+    }
+    if (rc == 0 && clash) {
+        /* first committer wins; it stays held, for reject or a retry */
+        json_object_set_new(res, "outcome", json_string("conflict"));
+        json_object_set_new(res, "conflict_path", json_string(clash));
+        *status = TXBOX_EXIT_CONFLICT;
+    } else if (rc == 0) {
+        _cleanup_free_ char *is = decided_info(&hr, "committed", "approved");
+        uint64_t txid = 0;
+        (void)parse_u64(idn, &txid);
+        fs_fault_arm();
+        rc = hr.ops.n ? journal_commit(ws, txid, txfd, hr.base_gen, &hr.ops, is, &gen, err) : 0;
+        fs_fault_disarm();
+        if (rc == 0 && !hr.ops.n) {
+            txbox_error le = {0};
+            if (store_log(ws, txid, "committed", is, NULL, txfd, &le) < 0)
+                json_object_set_new(res, "log_error", json_string(le.msg));
+        }
+        if (rc == 0) {
+            (void)unlinkat(txfd, "held", 0);
+            (void)tree_remove(txfd, "upper");
+            tx_write_outcome(txfd, "committed (approved)");
+            json_object_set_new(res, "outcome", json_string("committed"));
+        }
+    }
+    if (res)
+        json_object_set_new(res, "duration_ms", json_real((double)(now_ns() - t0) / 1e6));
+    heldrec_free(&hr);
+    if (txfd >= 0)
+        close(txfd);
+    ws_unlock(lockfd);
+    if (rc < 0) {
+        json_decref(res);
+        return -1;
+    }
+    if (!strcmp(json_string_value(json_object_get(res, "outcome")), "committed"))
+        history_autogc(ws);
+    *json = json_dumps(res, JSON_COMPACT | JSON_REAL_PRECISION(12));
+    json_decref(res);
+    return 0;
+}
+
+int effects_reject(txbox_ws *ws, const char *id, char **json, txbox_error *err)
+{
+    *json = NULL;
+    int lockfd = -1;
+    if (ws_lock(ws, &lockfd, err) < 0)
+        return -1;
+    char idn[32];
+    int txfd = -1;
+    struct heldrec hr = {0};
+    int rc = open_held(ws, id, idn, &txfd, err);
+    if (rc == 0)
+        rc = load_held(txfd, idn, &hr, err);
+    json_t *res = NULL;
+    if (rc == 0) {
+        _cleanup_free_ char *is = decided_info(&hr, "rejected", "rejected_in_review");
+        /* the changes go first: a crash after this leaves no held transaction */
+        if (tree_remove(txfd, "upper") < 0 || unlinkat(txfd, "held", 0) < 0)
+            rc = tx_errno(err, errno, "transaction %s: cannot drop its changes", idn);
+        if (rc == 0) {
+            tx_write_outcome(txfd, "rejected (in review)");
+            uint64_t txid = 0;
+            (void)parse_u64(idn, &txid);
+            res = json_pack("{s:s,s:s}", "tx", idn, "outcome", "rejected");
+            txbox_error le = {0};
+            if (store_log(ws, txid, "rejected", is, NULL, txfd, &le) < 0)
+                json_object_set_new(res, "log_error", json_string(le.msg));
+        }
+    }
+    heldrec_free(&hr);
+    if (txfd >= 0)
+        close(txfd);
+    ws_unlock(lockfd);
+    if (rc < 0)
+        return -1;
+    *json = json_dumps(res, JSON_COMPACT);
+    json_decref(res);
+    return 0;
+}
+
+int effects_gate_run(txbox_ws *ws, const txbox_policy *p, txbox_result *r, int txfd, int upperfd,
+                     uint64_t base_gen, const struct tx_ops *ops, const char *hctx, txbox_error *err)
+{
+    json_t *v = NULL;
+    if (effects_judge(p, upperfd, ws->fd, ops, &v, err) < 0)
+        return -1;
+    if (!v)
+        return 0;
+    bool hold = !strcmp(json_string_value(json_object_get(v, "action")), "hold");
+    if (!r->changes)
+        r->changes = ops_changes(upperfd, ws->fd, ops, 10000);
+    if (hold) {
+        /* what approve logs: this run as it would have committed */
+        _cleanup_free_ char *info = store_info(r, hctx);
+        if (effects_hold(ws, r->id, txfd, base_gen, ops, info, v, err) < 0) {
+            json_decref(v);
+            return -1;
+        }
+    }
+    r->outcome = hold ? TXBOX_OUTCOME_HELD : TXBOX_OUTCOME_REJECTED;
+    r->effect_verdict = v;
+    return 1;
+}

@@ -1,0 +1,89 @@
+/* Rules on effects (issue 9): policy rules that judge what a transaction
+ * actually wrote (its scanned write set), before its commit point, not the
+ * command text. See effects.c and docs/policy.md ("Rules on effects"). */
+#ifndef TXBOX_EFFECTS_H
+#define TXBOX_EFFECTS_H
+
+#include <regex.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "policy/pol.h"
+#include "tx.h"
+
+enum { EFF_ROLLBACK = 0, EFF_HOLD = 1, EFF_OFF = 2 };
+
+/* One example write set of an effect rule (checked at load). */
+typedef struct effect_example {
+    strlist written;   /* paths added */
+    strlist deleted;   /* paths deleted */
+    int64_t ndeleted;  /* ... or this many files (-1: unset) */
+    int64_t bytes;     /* size of each written file (-1: its content's) */
+    bool binary, executable;
+    char *content;     /* content of each written file (NULL: empty) */
+    int line;
+    bool must_match;
+} effect_example;
+
+typedef struct effect_rule {
+    char *id, *reason, *suggestion, *file;
+    int line;
+    int action; /* EFF_ROLLBACK, EFF_HOLD, EFF_OFF */
+    /* matchers: every one given must hold for an entry to count */
+    strlist paths_any, paths_written, paths_deleted; /* globs (see effect_glob) */
+    strlist paths_none;   /* ... and an entry matching one of these never counts */
+    strlist content_any;  /* POSIX extended regular expressions */
+    regex_t *re;          /* compiled content_any */
+    /* limits over the entries that count (-1: none) */
+    int64_t max_files_deleted, max_bytes_written, max_binary_added, max_made_executable;
+    effect_example *ex;
+    size_t nex;
+} effect_rule;
+
+/* Does path (relative to the workspace, no leading "/") match glob? A
+ * pattern without '/' matches the last component at any depth; with one it
+ * is anchored at the workspace root. '*', '?' and '[...]' stay inside one
+ * component; a component "**" matches any number of them (zero included). */
+bool effect_glob(const char *glob, const char *path);
+
+/* Compiles a rule's content_any (at load); the message names the pattern. */
+int effect_rule_compile(effect_rule *r, char *msg, size_t msglen);
+void effect_rule_free(effect_rule *r);
+/* Checks every example of every effect rule of p. */
+int effects_check_examples(const txbox_policy *p, txbox_error *err);
+
+/* The verdict on a write set: NULL, or a JSON object {effect_rule, action
+ * ("rollback"|"hold"), reason, suggestion, paths, violations:[...]}.
+ * upperfd: the scanned upper (the new contents); wsfd: the workspace (the
+ * old ones). The rule that decides is the first violated rollback rule,
+ * else the first violated hold rule. */
+MUST_CHECK int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const struct tx_ops *ops,
+                             json_t **verdict, txbox_error *err);
+
+/* Holds transaction id: its scanned upper stays in tx/ID/upper, and
+ * tx/ID/held records what approve needs (base generation, write set,
+ * audit info, verdict). The caller holds the workspace lock. */
+MUST_CHECK int effects_hold(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen,
+                            const struct tx_ops *ops, const char *info, const json_t *verdict,
+                            txbox_error *err);
+
+/* run.c, after the conflict check of a single run: 0: commit it; 1:
+ * decided, r's outcome rejected or held (the held record written, the
+ * upper to be kept); <0: error. hctx: the audit context (store_context). */
+MUST_CHECK int effects_gate_run(txbox_ws *ws, const txbox_policy *p, struct txbox_result *r, int txfd,
+                                int upperfd, uint64_t base_gen, const struct tx_ops *ops,
+                                const char *hctx, txbox_error *err);
+
+/* txbox review / approve / reject. *json: the result object (caller frees);
+ * *status: the CLI exit status. review with id NULL lists every held
+ * transaction. */
+MUST_CHECK int effects_review(txbox_ws *ws, const char *id, char **json, txbox_error *err);
+MUST_CHECK int effects_approve(txbox_ws *ws, const char *id, char **json, int *status,
+                               txbox_error *err);
+MUST_CHECK int effects_reject(txbox_ws *ws, const char *id, char **json, txbox_error *err);
+
+/* Is tx/ID (txfd) a held transaction, still waiting? */
+bool effects_is_held(txbox_ws *ws, int txfd, const char *id);
+
+#endif

@@ -1,0 +1,148 @@
+/* txbox review, approve, reject: transactions held by a rule on effects
+ * (lib/effects.c). Headless: nothing prompts. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cmds.h"
+#include "effects.h"
+
+static void usage(FILE *f, const char *cmd)
+{
+    if (!strcmp(cmd, "review"))
+        fprintf(f, "usage: txbox review [-C DIR] [--json] [ID]\n\n"
+                   "Without ID, lists the transactions held by a rule on effects (not applied).\n"
+                   "With ID, shows why it is held and its changes; 'txbox diff ID' does not\n"
+                   "apply to it, but its new files are in .txbox/tx/ID/upper.\n");
+    else if (!strcmp(cmd, "approve"))
+        fprintf(f, "usage: txbox approve [-C DIR] [--json] ID\n\n"
+                   "Commits held transaction ID, crash-safe. Exit status: 0 committed, 123\n"
+                   "conflict (a commit since it ran changed the same paths; it stays held),\n"
+                   "125 txbox error.\n");
+    else
+        fprintf(f, "usage: txbox reject [-C DIR] [--json] ID\n\n"
+                   "Drops held transaction ID: nothing of it is applied (logged as rejected).\n");
+}
+
+static void print_paths(json_t *paths)
+{
+    size_t i;
+    json_t *p;
+    json_array_foreach(paths, i, p) {
+        fputs(i ? ", " : "", stdout);
+        cli_print_clean(stdout, json_string_value(p), 200);
+    }
+}
+
+static void print_review(json_t *o)
+{
+    json_t *held = json_object_get(o, "held");
+    if (held) {
+        if (!json_array_size(held))
+            printf("no held transactions\n");
+        size_t i;
+        json_t *h;
+        json_array_foreach(held, i, h) {
+            char when[32];
+            cli_time(when, json_real_value(json_object_get(h, "held_at")));
+            printf("tx %s  held %s  rule %s: ", json_string_value(json_object_get(h, "tx")), when,
+                   json_string_value(json_object_get(h, "effect_rule")) ?: "?");
+            print_paths(json_object_get(h, "paths"));
+            printf("\n    ");
+            cli_print_clean(stdout, json_string_value(json_object_get(h, "command")) ?: "", 200);
+            printf("\n");
+        }
+        return;
+    }
+    printf("tx %s is held by effect rule %s\n", json_string_value(json_object_get(o, "tx")),
+           json_string_value(json_object_get(o, "effect_rule")) ?: "?");
+    printf("command:    ");
+    cli_print_clean(stdout, json_string_value(json_object_get(o, "command")) ?: "", 0);
+    printf("\nreason:     %s\n", json_string_value(json_object_get(o, "reason")) ?: "");
+    printf("suggestion: %s\n", json_string_value(json_object_get(o, "suggestion")) ?: "");
+    printf("paths:      ");
+    print_paths(json_object_get(o, "paths"));
+    printf("\n");
+    json_t *c = json_object_get(o, "changes");
+    const char *kinds[] = {"added", "modified", "deleted"};
+    const char mark[] = {'A', 'M', 'D'};
+    for (size_t k = 0; k < 3; k++) {
+        size_t i;
+        json_t *p;
+        json_array_foreach(json_object_get(c, kinds[k]), i, p) {
+            printf("  %c ", mark[k]);
+            cli_print_clean(stdout, json_string_value(p), 0);
+            printf("\n");
+        }
+    }
+    printf("approve: txbox approve %s    reject: txbox reject %s\n",
+           json_string_value(json_object_get(o, "tx")), json_string_value(json_object_get(o, "tx")));
+}
+
+int cmd_review(int argc, char **argv)
+{
+    const char *cmd = argv[0], *dir = ".";
+    bool json = false;
+    enum { O_JSON = 256, O_HELP };
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, O_JSON}, {"help", no_argument, NULL, O_HELP}, {0}};
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "C:", opts, NULL)) != -1) {
+        if (c == 'C')
+            dir = optarg;
+        else if (c == O_JSON)
+            json = true;
+        else if (c == O_HELP) {
+            usage(stdout, cmd);
+            return 0;
+        } else
+            return cli_usage(argc, argv, "%s: unknown option %s (see 'txbox %s --help')", cmd,
+                             argv[optind - 1], cmd);
+    }
+    int npos = argc - optind;
+    bool is_review = !strcmp(cmd, "review");
+    if (npos > 1 || (!is_review && npos != 1))
+        return cli_usage(argc, argv, "%s: %s (see 'txbox %s --help')", cmd,
+                         is_review ? "at most one transaction id" : "one transaction id", cmd);
+    const char *id = npos ? argv[optind] : NULL;
+    txbox_ws *ws = NULL;
+    int st = cli_open_ws(dir, 0, json, &ws);
+    if (st)
+        return st;
+    txbox_error err = {0};
+    char *out = NULL;
+    int status = 0, rc;
+    if (is_review)
+        rc = effects_review(ws, id, &out, &err);
+    else if (!strcmp(cmd, "approve"))
+        rc = effects_approve(ws, id, &out, &status, &err);
+    else
+        rc = effects_reject(ws, id, &out, &err);
+    txbox_ws_close(ws);
+    if (rc < 0)
+        return json ? cli_fail_json(&err) : cli_fail(&err);
+    json_t *o = json_loads(out, 0, NULL);
+    if (json) {
+        printf("%s\n", out);
+    } else if (is_review) {
+        print_review(o);
+    } else {
+        const char *oc = json_string_value(json_object_get(o, "outcome")) ?: "?";
+        if (!strcmp(oc, "conflict"))
+            fprintf(stderr, "txbox: tx %s conflict: %s was changed by another transaction since it "
+                            "ran; it stays held (reject it, or run the command again)\n",
+                    id, json_string_value(json_object_get(o, "conflict_path")) ?: "a path");
+        else
+            fprintf(stderr, "txbox: tx %s %s\n", json_string_value(json_object_get(o, "tx")),
+                    !strcmp(oc, "committed") ? "approved and committed" : "rejected: nothing of it was applied");
+    }
+    json_decref(o);
+    free(out);
+    fflush(stdout);
+    return status;
+}
