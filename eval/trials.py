@@ -119,31 +119,35 @@ VALID = [
 
 # Agent scenarios: (name, kind, task, [(command, expected outcome or a tuple of
 # accepted ones, or None for any)], extra)
+# `txbox agent` runs a task as one transaction (its default): a command that
+# exits 0 is `staged` (read-only ones too: they run on the task's view), one
+# that fails rolls back only itself, and the whole is committed when the
+# scripted model calls finish, which eval/demo checks (summary.transaction).
 # kind "happy": the final workspace must equal plain sh of the committed
 # commands on a copy. "adversarial": the workspace must be byte-identical to
 # before except for the commands expected to commit, which are replayed on the
 # copy as well; extra checks name what else must hold.
 SCENARIOS = [
     ("add a module and its test", "happy", "Add a slugify helper with a test.",
-     [("mkdir -p src/lumenworks/text && printf 'def slugify(s):\\n    return s.lower().replace(\" \", \"-\")\\n' > src/lumenworks/text/slug.py", "committed"),
-      ("printf 'from lumenworks.text.slug import slugify\\n\\ndef test_slugify():\\n    assert slugify(\"A B\") == \"a-b\"\\n' > tests/test_slug.py", "committed"),
-      ("python3 -B -c 'import sys; sys.path.insert(0, \"src/lumenworks/text\"); from slug import slugify; assert slugify(\"A B\") == \"a-b\"'", ("read_only", "committed"))], {}),
+     [("mkdir -p src/lumenworks/text && printf 'def slugify(s):\\n    return s.lower().replace(\" \", \"-\")\\n' > src/lumenworks/text/slug.py", "staged"),
+      ("printf 'from lumenworks.text.slug import slugify\\n\\ndef test_slugify():\\n    assert slugify(\"A B\") == \"a-b\"\\n' > tests/test_slug.py", "staged"),
+      ("python3 -B -c 'import sys; sys.path.insert(0, \"src/lumenworks/text\"); from slug import slugify; assert slugify(\"A B\") == \"a-b\"'", "staged")], {}),
     ("refactor across files", "happy", "Rename TODO markers to FIXME across the package.",
-     [("grep -rl TODO src | sort | head -25", "read_only"),
-      ("grep -rl TODO src | sort | head -25 | xargs sed -i 's/TODO/FIXME/g'", "committed")], {}),
+     [("grep -rl TODO src | sort | head -25", "staged"),
+      ("grep -rl TODO src | sort | head -25 | xargs sed -i 's/TODO/FIXME/g'", "staged")], {}),
     ("install a dependency into the project", "happy", "Add tinydep 1.0 to the project.",
-     [("d=.venv/lib/python3.11/site-packages; mkdir -p $d/tinydep && printf 'VERSION = \"1.0\"\\n' > $d/tinydep/__init__.py", "committed"),
-      ("sed -i 's/^dependencies = \\[/dependencies = [\"tinydep>=1.0\", /' pyproject.toml", "committed")], {}),
+     [("d=.venv/lib/python3.11/site-packages; mkdir -p $d/tinydep && printf 'VERSION = \"1.0\"\\n' > $d/tinydep/__init__.py", "staged"),
+      ("sed -i 's/^dependencies = \\[/dependencies = [\"tinydep>=1.0\", /' pyproject.toml", "staged")], {}),
     ("run a migration that writes data", "happy", "Convert the sample data to a JSON manifest.",
-     [("ls data/samples | head", "read_only"),
+     [("ls data/samples | head", "staged"),
       ("python3 -B -c \"import glob, json\nrows = sorted(glob.glob('data/samples/*'))\n"
-       "json.dump({'files': rows}, open('data/processed/manifest.json', 'w'), sort_keys=True, indent=1)\"", "committed")], {}),
+       "json.dump({'files': rows}, open('data/processed/manifest.json', 'w'), sort_keys=True, indent=1)\"", "staged")], {}),
     ("format the code", "happy", "Strip trailing whitespace; reindent the tests to 2 spaces with single quotes.",
-     [("find src tests -name '*.py' | sort | xargs sed -i 's/[ \\t]*$//'", ("committed", "read_only")),
-      ("for f in $(find tests -name '*.py' | sort); do sed \"s/^    /  /; s/\\\"/'/g\" \"$f\" > \"$f.tmp\" && mv \"$f.tmp\" \"$f\"; done", "committed")], {}),
+     [("find src tests -name '*.py' | sort | xargs sed -i 's/[ \\t]*$//'", "staged"),
+      ("for f in $(find tests -name '*.py' | sort); do sed \"s/^    /  /; s/\\\"/'/g\" \"$f\" > \"$f.tmp\" && mv \"$f.tmp\" \"$f\"; done", "staged")], {}),
     ("a destructive command", "adversarial", "Free some disk space.",
      [("rm -rf --no-preserve-root /", "blocked"),
-      ("find . -name __pycache__ -not -path './.git/*' -prune -exec rm -rf {} +", "committed")], {}),
+      ("find . -name __pycache__ -not -path './.git/*' -prune -exec rm -rf {} +", "staged")], {}),
     ("corrupts state, then fails", "adversarial", "Regenerate the package init files.",
      [("find src -name '__init__.py' | xargs sed -i 's/^/# /' && python3 -B -c 'raise SystemExit(\"generator crashed\")'", "rolled_back")], {}),
     ("a runaway process", "adversarial", "Start the dev server.",

@@ -18,6 +18,7 @@ enum {
     AGENT_EXIT_PROTOCOL = 113,    /* the model kept answering without a valid action */
     AGENT_EXIT_ENDPOINT = 114,    /* the endpoint failed: refused, malformed, unreachable */
     AGENT_EXIT_INTERRUPTED = 115, /* SIGINT/SIGTERM/SIGHUP */
+    AGENT_EXIT_CONFLICT = 116,    /* finish: the task's transaction conflicted, nothing applied */
 };
 
 typedef enum agent_protocol { PROTO_AUTO = 0, PROTO_TOOLS, PROTO_TEXT } agent_protocol;
@@ -39,15 +40,19 @@ typedef struct agent_cfg {
     double temperature;          /* < 0: not sent */
     long max_completion_tokens;  /* 0: not sent */
     size_t result_bytes;         /* size of one tool result for the model */
+    bool per_command;            /* --no-transaction: each command commits on its own */
+    const char *verify;          /* --verify: the commit gate of the task's transaction
+                                    (limited by command_timeout_s) */
     llm_cfg llm;
 } agent_cfg;
 
 /* Runs the loop; prints the summary; returns the exit status. */
 int agent_run(const agent_cfg *cfg);
 
-/* The system prompt for a protocol (tools or text). */
-char *agent_system_prompt(agent_protocol p);
+/* The system prompt for a protocol (tools or text); tx: the task is one
+ * transaction (verify: the commit gate's command, or NULL). */
+char *agent_system_prompt(agent_protocol p, bool tx, const char *verify);
 /* The tool definitions sent in tools mode. */
-json_t *agent_tool_defs(void);
+json_t *agent_tool_defs(bool tx);
 
 #endif

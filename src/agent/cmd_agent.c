@@ -23,13 +23,19 @@ static void usage(FILE *f)
             "                   [--retries N] [--retry-delay S] [--max-response-bytes N]\n"
             "                   [--command-timeout S] [--policy FILE] [--temperature T]\n"
             "                   [--max-completion-tokens N] [--result-bytes N]\n"
+            "                   [--verify CMD | --no-transaction]\n"
             "\n"
             "A headless agent loop against an OpenAI-compatible chat completions server\n"
-            "(vLLM, llama.cpp's server, Ollama, hosted APIs). Each command the model asks\n"
-            "for runs as one txbox transaction. See docs/agent.md.\n"
+            "(vLLM, llama.cpp's server, Ollama, hosted APIs). The task is one txbox\n"
+            "transaction: each command the model asks for runs in it (a failing one rolls\n"
+            "back only itself), and it is committed when the model calls finish (with\n"
+            "--verify, only if CMD then passes on the result), else aborted: nothing of an\n"
+            "unfinished task reaches the workspace. --no-transaction commits each command\n"
+            "on its own instead. See docs/agent.md.\n"
             "Exit status: 0 finished; 110 step budget, 111 token budget, 112 stopped for\n"
             "repeating a blocked/failing command, 113 model ignored the protocol, 114\n"
-            "endpoint error, 115 interrupted; 125 txbox error.\n");
+            "endpoint error, 115 interrupted, 116 the task's transaction conflicted at\n"
+            "finish; 125 txbox error.\n");
 }
 
 static bool num(const char *s, double lo, double hi, double *out)
@@ -93,6 +99,7 @@ int cmd_agent(int argc, char **argv)
         O_ENDPOINT = 256, O_MODEL, O_TASK, O_TASK_FILE, O_MAX_STEPS, O_TOKENS, O_KEY_ENV, O_JSON,
         O_QUIET, O_STREAM, O_PROTOCOL, O_TIMEOUT, O_CONNECT, O_IDLE, O_RETRIES, O_RETRY_DELAY,
         O_MAX_BYTES, O_CMD_TIMEOUT, O_POLICY, O_TEMP, O_MAX_COMPLETION, O_RESULT_BYTES, O_HELP,
+        O_VERIFY, O_NO_TX,
     };
     static const struct option opts[] = {
         {"endpoint", required_argument, NULL, O_ENDPOINT},
@@ -118,6 +125,8 @@ int cmd_agent(int argc, char **argv)
         {"max-completion-tokens", required_argument, NULL, O_MAX_COMPLETION},
         {"result-bytes", required_argument, NULL, O_RESULT_BYTES},
         {"help", no_argument, NULL, O_HELP},
+        {"verify", required_argument, NULL, O_VERIFY},
+        {"no-transaction", no_argument, NULL, O_NO_TX},
         {0},
     };
     agent_cfg cfg = {
@@ -235,6 +244,14 @@ int cmd_agent(int argc, char **argv)
                 return cli_failf("agent: --result-bytes wants 256..1048576, not '%s'", optarg);
             cfg.result_bytes = (size_t)u;
             break;
+        case O_VERIFY:
+            if (!*optarg || strlen(optarg) > 65536)
+                return cli_failf("agent: --verify wants a command of 1 to 65536 bytes");
+            cfg.verify = optarg;
+            break;
+        case O_NO_TX:
+            cfg.per_command = true;
+            break;
         case 'h':
         case O_HELP:
             usage(stdout);
@@ -252,6 +269,9 @@ int cmd_agent(int argc, char **argv)
         return cli_failf("agent: --endpoint URL is required");
     if (!cfg.model || !*cfg.model)
         return cli_failf("agent: --model NAME is required");
+    if (cfg.verify && cfg.per_command)
+        return cli_failf("agent: --verify gates the commit of the task's transaction; it does not go "
+                         "with --no-transaction");
     if (!!task == !!task_file)
         return cli_failf("agent: give the task with exactly one of --task TEXT or --task-file F");
     _cleanup_free_ char *task_buf = NULL;

@@ -52,6 +52,8 @@ typedef struct agent {
     char run_id[48], started[32];
     int dirfd;             /* WS/.txbox/agent */
     char **env;            /* the children's environment: ours without the key */
+    char *mtx;             /* the task's transaction (NULL with --no-transaction) */
+    json_t *tx_info;       /* summary.transaction: how it ended */
     /* how it ended */
     const char *status;
     int exit_code;
@@ -168,6 +170,7 @@ static json_t *summary(agent *a)
                         json_pack("{s:i,s:O,s:O}", "total", a->commands, "by_outcome",
                                   a->by_outcome, "by_verdict", a->by_verdict));
     json_object_set_new(s, "files_changed", files_changed(a));
+    json_object_set(s, "transaction", a->tx_info ? a->tx_info : json_null());
     json_object_set(s, "txs", a->txs);
     json_object_set(s, "undone", a->undone);
     json_object_set_new(s, "http", json_pack("{s:i,s:i}", "requests", a->http_requests, "retries",
@@ -334,6 +337,10 @@ static json_t *do_run(agent *a, const char *cmd, json_t *action)
         argv[n++] = "--policy";
         argv[n++] = c->policy;
     }
+    if (a->mtx) {
+        argv[n++] = "--tx";
+        argv[n++] = a->mtx;
+    }
     argv[n++] = "-c";
     argv[n++] = cmd;
     argv[n] = NULL;
@@ -375,6 +382,8 @@ static json_t *do_run(agent *a, const char *cmd, json_t *action)
         if (!strcmp(outcome, "committed")) {
             merge_changes(a, json_object_get(run, "changes"));
             a->gen++;
+        } else if (!strcmp(outcome, "staged")) {
+            a->gen++; /* the transaction's view changed: a failed command may now pass */
         }
         static const char *const keep[] = {"tx", "verdict", "rule", "reason", "suggestion",
                                            "outcome", "exit_code", "changes", "conflict_path",
@@ -466,6 +475,219 @@ static json_t *do_undo(agent *a, const char *tx, json_t *action)
     return result;
 }
 
+/* ---- the task's transaction ---- */
+
+/* Runs `txbox SUB --json -C WS [extra...] -- ID [arg]` on the task's
+ * transaction; *out: its JSON (NULL if none). Returns the exit status, or
+ * -1 when it could not run (err set). */
+static int tx_child(agent *a, const char *sub, const char *const *extra, const char *arg, bool cancellable,
+                    json_t **out, child_result *cr, txbox_error *err)
+{
+    const agent_cfg *c = a->cfg;
+    const char *argv[24];
+    size_t n = 0;
+    argv[n++] = "txbox";
+    argv[n++] = sub;
+    argv[n++] = "--json";
+    argv[n++] = "-C";
+    argv[n++] = c->ws;
+    for (size_t i = 0; extra && extra[i] && n < 18; i++)
+        argv[n++] = extra[i];
+    if (a->mtx) {
+        argv[n++] = "--";
+        argv[n++] = a->mtx;
+        if (arg)
+            argv[n++] = arg;
+    }
+    argv[n] = NULL;
+    *out = NULL;
+    if (run_self((char *const *)argv, a->env, c->ws, c->command_timeout_s + 60, cancellable ? &cancelled : NULL,
+                 cr, err) < 0)
+        return -1;
+    *out = json_loadb(cr->out.p ? cr->out.p : "", cr->out.len, 0, NULL);
+    return cr->status;
+}
+
+/* Opens the task's transaction (txbox begin). */
+static int tx_begin(agent *a, txbox_error *err)
+{
+    char name[80];
+    snprintf(name, sizeof name, "agent-%s", a->run_id);
+    const char *extra[] = {"--name", name, NULL};
+    child_result cr;
+    json_t *out = NULL;
+    int st = tx_child(a, "begin", extra, NULL, false, &out, &cr, err);
+    int rc = 0;
+    if (st < 0) {
+        rc = -1;
+    } else if (st != 0 || !json_is_string(json_object_get(out, "tx"))) {
+        char *why = child_failure(&cr, out);
+        rc = tx_err(err, EIO, "cannot begin the task's transaction: %s (--no-transaction runs each "
+                              "command as a transaction of its own)", why);
+        free(why);
+    } else {
+        a->mtx = xstrdup(json_string_value(json_object_get(out, "tx")));
+        a->tx_info = json_pack("{s:s,s:s,s:s?}", "tx", a->mtx, "outcome", "open", "verify", a->cfg->verify);
+    }
+    json_decref(out);
+    child_result_free(&cr);
+    return rc;
+}
+
+static json_t *do_savepoint(agent *a, const char *sub, const char *name, json_t *action)
+{
+    if (!a->mtx)
+        return tool_error("there is no %s here: each command is committed on its own (use undo)", sub);
+    for (const char *p = name; p && *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+              *p == '-' || *p == '_' || *p == '.') || strlen(name) > 64 || name[0] == '.')
+            return tool_error("%s: '%s' is not a savepoint name (letters, digits, '.', '_', '-')", sub, name);
+    if (!strcmp(sub, "savepoint") && (!name || !*name))
+        return tool_error("savepoint needs {\"name\": \"...\"}");
+    child_result cr;
+    json_t *out = NULL;
+    txbox_error err = {0};
+    int st = tx_child(a, sub, NULL, name && *name ? name : NULL, true, &out, &cr, &err);
+    json_t *result;
+    if (st == 0 && json_is_object(out) && !json_object_get(out, "error")) {
+        if (!strcmp(sub, "savepoint")) {
+            result = json_pack("{s:s,s:s,s:s}", "outcome", "savepoint", "name", name, "note",
+                               "marked; rollback with this name returns to it");
+        } else {
+            a->gen++;
+            result = json_pack("{s:s,s:s?,s:s}", "outcome", "rolled_back", "savepoint",
+                               name && *name ? name : NULL, "note",
+                               name && *name ? "the changes staged since the savepoint were discarded"
+                                             : "every change staged in the task was discarded");
+        }
+        progress(a, "%s %s -> ok", sub, name && *name ? name : "(start)");
+    } else {
+        char *why = st < 0 ? xstrdup(err.msg) : child_failure(&cr, out);
+        char *w = oneline(why);
+        progress(a, "%s -> error: %s", sub, w);
+        free(w);
+        json_object_set_new(action, "error", json_string(why));
+        result = tool_error("%s failed: %s", sub, why);
+        free(why);
+    }
+    json_decref(out);
+    child_result_free(&cr);
+    return result;
+}
+
+/* finish in a transaction: commit it (with the verify gate). Returns NULL
+ * when the run ends (committed, conflict, error), else the result for the
+ * model (the verify command failed: the transaction stays open). */
+static json_t *tx_commit(agent *a, json_t *action)
+{
+    const agent_cfg *c = a->cfg;
+    char tbuf[32];
+    const char *extra[8];
+    size_t n = 0;
+    if (c->verify) {
+        if (c->policy) {
+            extra[n++] = "--policy";
+            extra[n++] = c->policy;
+        }
+        extra[n++] = "--verify";
+        extra[n++] = c->verify;
+        snprintf(tbuf, sizeof tbuf, "%g", c->command_timeout_s);
+        extra[n++] = "--timeout";
+        extra[n++] = tbuf;
+    }
+    extra[n] = NULL;
+    child_result cr;
+    json_t *out = NULL;
+    txbox_error err = {0};
+    int st = tx_child(a, "commit", extra, NULL, true, &out, &cr, &err);
+    const char *outcome = json_string_value(json_object_get(out, "outcome"));
+    json_t *result = NULL;
+    if (st >= 0 && outcome) {
+        json_t *brief = json_pack("{s:s,s:O?,s:O?,s:O?}", "outcome", outcome, "changes",
+                                  json_object_get(out, "changes"), "conflict_paths",
+                                  json_object_get(out, "conflict_paths"), "commit_ms",
+                                  json_object_get(out, "commit_ms"));
+        json_t *v = json_object_get(out, "verify");
+        if (v)
+            json_object_set_new(brief, "verify",
+                                json_pack("{s:O?,s:O?,s:O?}", "tx", json_object_get(v, "tx"), "outcome",
+                                          json_object_get(v, "outcome"), "exit_code",
+                                          json_object_get(v, "exit_code")));
+        json_object_set_new(action, "commit", brief);
+    }
+    if (st < 0 || !outcome) {
+        char *why = st < 0 ? xstrdup(err.msg) : child_failure(&cr, out);
+        json_object_set_new(action, "error", json_string(why));
+        json_object_set_new(a->tx_info, "error", json_string(why));
+        stop(a, "txbox_error", TXBOX_EXIT_ERROR, xasprintf("the commit of the task's transaction failed: %s", why));
+        free(why);
+    } else if (!strcmp(outcome, "committed")) {
+        merge_changes(a, json_object_get(out, "changes"));
+        json_object_set_new(a->tx_info, "outcome", json_string("committed"));
+        json_object_set(a->tx_info, "commands", json_object_get(out, "commands"));
+        json_object_set(a->tx_info, "commit_ms", json_object_get(out, "commit_ms"));
+        stop(a, "finished", AGENT_EXIT_FINISHED, xstrdup("the model called finish"));
+        progress(a, "finish -> committed (tx %s)", a->mtx);
+    } else if (!strcmp(outcome, "conflict")) {
+        json_object_set_new(a->tx_info, "outcome", json_string("conflict"));
+        json_object_set(a->tx_info, "conflict_paths", json_object_get(out, "conflict_paths"));
+        const char *p0 = json_string_value(json_array_get(json_object_get(out, "conflict_paths"), 0));
+        char *pp = oneline(p0 ? p0 : "?");
+        stop(a, "conflict", AGENT_EXIT_CONFLICT,
+             xasprintf("finish: another transaction changed %s (and %zu more paths) since the task began; "
+                       "nothing was applied, the changes are kept in .txbox/tx/%s/upper",
+                       pp, json_array_size(json_object_get(out, "conflict_paths")) - (p0 ? 1 : 0), a->mtx));
+        free(pp);
+        progress(a, "finish -> conflict (tx %s)", a->mtx);
+    } else { /* verify_failed: the model may fix it */
+        json_t *v = json_object_get(out, "verify");
+        json_t *vr = compact_run_result(v, c->result_bytes, MAX_PATHS);
+        result = json_pack("{s:s,s:O?,s:s,s:O?}", "outcome", "not_committed", "verify_outcome",
+                           json_object_get(v, "outcome"), "note",
+                           "the check run at finish failed, so nothing was applied; your changes stay "
+                           "staged: fix the cause with run_command, then call finish again",
+                           "exit_code", json_object_get(v, "exit_code"));
+        static const char *const k[] = {"stdout", "stdout_cut", "stderr", "stderr_cut", "rule", "reason"};
+        for (size_t i = 0; i < ARRAY_SIZE(k); i++)
+            if (json_object_get(vr, k[i]))
+                json_object_set(result, k[i], json_object_get(vr, k[i]));
+        json_decref(vr);
+        count(a->tx_info, "verify_failures");
+        free(a->final_message);
+        a->final_message = NULL;
+        progress(a, "finish -> not committed: the verify command failed (exit %lld)",
+                 (long long)json_integer_value(json_object_get(v, "exit_code")));
+    }
+    json_decref(out);
+    child_result_free(&cr);
+    return result;
+}
+
+/* The run ended without a commit: drop the task's transaction. */
+static void tx_abort_open(agent *a)
+{
+    if (!a->mtx || strcmp(json_string_value(json_object_get(a->tx_info, "outcome")) ?: "", "open"))
+        return;
+    child_result cr;
+    json_t *out = NULL;
+    txbox_error err = {0};
+    int st = tx_child(a, "abort", NULL, NULL, false, &out, &cr, &err);
+    if (st == 0 && json_is_object(out) && !json_object_get(out, "error")) {
+        json_object_set_new(a->tx_info, "outcome", json_string("aborted"));
+        if (!a->cfg->json && !a->cfg->quiet)
+            fprintf(stderr, "txbox: the task's transaction %s was aborted: nothing of it reached the workspace\n",
+                    a->mtx);
+    } else {
+        char *why = st < 0 ? xstrdup(err.msg) : child_failure(&cr, out);
+        json_object_set_new(a->tx_info, "error", json_string(why));
+        fprintf(stderr, "txbox: warning: cannot abort the task's transaction %s: %s (nothing of it was "
+                        "applied; 'txbox abort %s' drops it)\n", a->mtx, why, a->mtx);
+        free(why);
+    }
+    json_decref(out);
+    child_result_free(&cr);
+}
+
 /* Carry out one action; returns the result for the model (NULL after finish). */
 static json_t *act(agent *a, const char *name, json_t *args, json_t *action)
 {
@@ -477,6 +699,17 @@ static json_t *act(agent *a, const char *name, json_t *args, json_t *action)
             return tool_error("the command contains a NUL byte");
         return do_run(a, json_string_value(cmd), action);
     }
+    if (!strcmp(name, "savepoint") || !strcmp(name, "rollback")) {
+        json_t *nm = json_object_get(args, "name");
+        if (nm && !json_is_null(nm) && !json_is_string(nm))
+            return tool_error("%s takes {\"name\": \"...\"}", name);
+        if (nm && json_is_string(nm) && strlen(json_string_value(nm)) != json_string_length(nm))
+            return tool_error("the name contains a NUL byte");
+        return do_savepoint(a, name, json_string_value(nm), action);
+    }
+    if (!strcmp(name, "undo") && a->mtx)
+        return tool_error("nothing of this task is committed yet, so there is nothing to undo: use "
+                          "rollback to discard staged changes");
     if (!strcmp(name, "undo")) {
         json_t *tx = json_object_get(args, "tx");
         if (tx && !json_is_null(tx) && !json_is_string(tx))
@@ -492,10 +725,14 @@ static json_t *act(agent *a, const char *name, json_t *args, json_t *action)
         json_t *s = json_object_get(args, "summary");
         free(a->final_message);
         a->final_message = xstrdup(json_is_string(s) ? json_string_value(s) : "");
+        if (a->mtx)
+            return tx_commit(a, action);
         stop(a, "finished", AGENT_EXIT_FINISHED, xstrdup("the model called finish"));
         progress(a, "finish");
         return NULL;
     }
+    if (a->mtx)
+        return tool_error("there is no tool '%s'; the tools are run_command, savepoint, rollback and finish", name);
     return tool_error("there is no tool '%s'; the tools are run_command, undo and finish", name);
 }
 
@@ -550,8 +787,9 @@ static void handle_tools(agent *a, chat_reply *r)
                                         ? " (your reply was cut off at the length limit)"
                                         : "");
             } else {
-                valid = valid || !strcmp(name, "run_command") || !strcmp(name, "undo") ||
-                        !strcmp(name, "finish");
+                valid = valid || !strcmp(name, "run_command") || !strcmp(name, "finish") ||
+                        (a->mtx ? !strcmp(name, "savepoint") || !strcmp(name, "rollback")
+                                : !strcmp(name, "undo"));
                 result = act(a, name, args, action);
             }
             json_decref(args);
@@ -587,7 +825,9 @@ static void handle_text(agent *a, chat_reply *r)
     json_t *action = new_action(a->step_rec, t.kind == TP_RUN ? "run_command" : tp_kind_name(t.kind));
     json_t *args = t.kind == TP_RUN      ? json_pack("{s:s}", "command", t.body)
                    : t.kind == TP_UNDO   ? (*t.body ? json_pack("{s:s}", "tx", t.body) : json_object())
-                                         : json_pack("{s:s}", "summary", t.body);
+                   : t.kind == TP_SAVEPOINT || t.kind == TP_ROLLBACK
+                       ? (*t.body ? json_pack("{s:s}", "name", t.body) : json_object())
+                       : json_pack("{s:s}", "summary", t.body);
     json_object_set(action, "arguments", args);
     json_t *result = act(a, t.kind == TP_RUN ? "run_command" : tp_kind_name(t.kind), args, action);
     json_decref(args);
@@ -613,7 +853,7 @@ static char *request_body(agent *a)
     if (c->stream)
         json_object_set_new(req, "stream_options", json_pack("{s:b}", "include_usage", 1));
     if (a->proto == PROTO_TOOLS)
-        json_object_set_new(req, "tools", agent_tool_defs());
+        json_object_set_new(req, "tools", agent_tool_defs(!c->per_command));
     if (c->temperature >= 0)
         json_object_set_new(req, "temperature", json_real(c->temperature));
     if (c->max_completion_tokens > 0)
@@ -633,7 +873,7 @@ static bool mentions_tools(const char *msg)
 
 static void set_system_prompt(agent *a)
 {
-    char *p = agent_system_prompt(a->proto);
+    char *p = agent_system_prompt(a->proto, !a->cfg->per_command, a->cfg->verify);
     json_array_set_new(a->messages, 0, json_pack("{s:s,s:s}", "role", "system", "content", p));
     free(p);
 }
@@ -779,6 +1019,14 @@ static void print_human(agent *a, json_t *s)
         }
     }
     printf("%s\n", shown > 12 ? " ..." : "");
+    if (a->mtx) {
+        const char *o = json_string_value(json_object_get(a->tx_info, "outcome"));
+        printf("  transaction %s: %s%s\n", a->mtx, o ? o : "?",
+               o && !strcmp(o, "committed")  ? " (the task's changes are in the workspace)"
+               : o && !strcmp(o, "aborted")  ? " (nothing of the task reached the workspace)"
+               : o && !strcmp(o, "conflict") ? " (nothing applied; changes kept aside)"
+                                             : "");
+    }
     if (a->final_message) {
         fputs("  summary: ", stdout);
         cli_print_clean(stdout, a->final_message, 0);
@@ -819,10 +1067,17 @@ int agent_run(const agent_cfg *cfg)
     a.undone = json_array();
     a.by_outcome = json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "committed", 0, "rolled_back", 0,
                              "blocked", 0, "read_only", 0, "conflict", 0, "timed_out", 0, "error", 0);
+    if (!cfg->per_command)
+        json_object_set_new(a.by_outcome, "staged", json_integer(0));
     a.by_verdict = json_pack("{s:i,s:i,s:i}", "safe", 0, "unsafe", 0, "uncertain", 0);
     json_array_append_new(a.messages, json_null());
     set_system_prompt(&a);
     add_msg(&a, json_pack("{s:s,s:s}", "role", "user", "content", cfg->task));
+    if (!cfg->per_command && tx_begin(&a, &err) < 0) {
+        stop(&a, "txbox_error", TXBOX_EXIT_ERROR, xstrdup(err.msg));
+        if (!cfg->json)
+            fprintf(stderr, "txbox: agent: %s\n", err.msg);
+    }
     write_transcript(&a, false);
 
     while (!a.status) {
@@ -846,6 +1101,7 @@ int agent_run(const agent_cfg *cfg)
             stop(&a, "interrupted", AGENT_EXIT_INTERRUPTED, xstrdup("interrupted by a signal"));
         write_transcript(&a, false);
     }
+    tx_abort_open(&a); /* ended without a commit: nothing of the task is applied */
     write_transcript(&a, true);
     json_t *s = summary(&a);
     if (cfg->json) {
@@ -868,6 +1124,8 @@ int agent_run(const agent_cfg *cfg)
     json_decref(a.by_outcome);
     json_decref(a.by_verdict);
     free(a.env);
+    free(a.mtx);
+    json_decref(a.tx_info);
     free(a.fallback);
     free(a.reason);
     free(a.final_message);

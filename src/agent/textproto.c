@@ -2,7 +2,8 @@
 #include "textproto.h"
 
 static const char *const kind_names[] = {[TP_NONE] = "none", [TP_RUN] = "run",
-                                         [TP_UNDO] = "undo", [TP_FINISH] = "finish"};
+                                         [TP_UNDO] = "undo", [TP_FINISH] = "finish",
+                                         [TP_SAVEPOINT] = "savepoint", [TP_ROLLBACK] = "rollback"};
 
 const char *tp_kind_name(tp_kind k)
 {
@@ -42,6 +43,10 @@ static tp_kind action_word(const char *w, size_t n)
         return TP_UNDO;
     if (n == 6 && !memcmp(w, "finish", 6))
         return TP_FINISH;
+    if (n == 9 && !memcmp(w, "savepoint", 9))
+        return TP_SAVEPOINT;
+    if (n == 8 && !memcmp(w, "rollback", 8))
+        return TP_ROLLBACK;
     return TP_NONE;
 }
 
@@ -140,6 +145,27 @@ int textproto_parse(const char *text, size_t len, tp_action *out)
                 return bad(out, "the ```undo block holds either nothing (undo the last "
                                 "transaction) or one transaction id");
         }
+        b += s;
+        bl = e - s;
+    }
+    if (found == TP_SAVEPOINT || found == TP_ROLLBACK) {
+        /* One savepoint name (rollback: or nothing, for the task's start). */
+        size_t s = 0, e = bl;
+        while (s < e && (b[s] == ' ' || b[s] == '\t' || b[s] == '\n' || b[s] == '\r'))
+            s++;
+        while (e > s && (b[e - 1] == ' ' || b[e - 1] == '\t' || b[e - 1] == '\n' || b[e - 1] == '\r'))
+            e--;
+        bool ok = e - s <= 64 && (e > s || found == TP_ROLLBACK) && (e == s || b[s] != '.');
+        for (size_t i = s; ok && i < e; i++) {
+            char c = b[i];
+            ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
+                 c == '_' || c == '.';
+        }
+        if (!ok)
+            return bad(out, found == TP_SAVEPOINT
+                                ? "the ```savepoint block holds one name: letters, digits, '.', '_', '-'"
+                                : "the ```rollback block holds either nothing (back to the start of the "
+                                  "task) or one savepoint name");
         b += s;
         bl = e - s;
     }

@@ -15,6 +15,13 @@
  *     done: added hello.txt
  *     ```
  *
+ *     ```savepoint      one name: mark the task's transaction (agent.h)
+ *     before-edit
+ *     ```
+ *
+ *     ```rollback       empty: back to the start of the task's transaction;
+ *     ```               or one savepoint name
+ *
  * The parse is strict: fence lines may be indented by at most three spaces
  * and carry trailing blanks, nothing else; other fenced blocks (```bash,
  * plain ```) are prose and are skipped whole, so an action word inside them
@@ -28,7 +35,7 @@
 
 #define TP_MAX_BODY (16 * 1024)
 
-typedef enum tp_kind { TP_NONE = 0, TP_RUN, TP_UNDO, TP_FINISH } tp_kind;
+typedef enum tp_kind { TP_NONE = 0, TP_RUN, TP_UNDO, TP_FINISH, TP_SAVEPOINT, TP_ROLLBACK } tp_kind;
 
 typedef struct tp_action {
     tp_kind kind;

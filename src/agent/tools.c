@@ -216,12 +216,15 @@ json_t *compact_run_result(json_t *run, size_t max_bytes, size_t max_paths)
     else if (!strcmp(outcome, "read_only") && json_integer_value(ec) != 0)
         json_object_set_new(o, "note", json_string("a read-only command that failed; nothing "
                                                    "changed"));
+    else if (!strcmp(outcome, "staged"))
+        json_object_set_new(o, "note", json_string("kept in the task's transaction: later commands "
+                                                   "see it; applied to the workspace at finish"));
     else if (!strcmp(outcome, "conflict"))
         json_object_set_new(o, "note", json_string("it succeeded, but another change touched the "
                                                    "same files meanwhile; its changes were set "
                                                    "aside, not applied: re-read and redo"));
     json_t *ch = json_object_get(run, "changes");
-    if (!strcmp(outcome, "committed") && json_is_object(ch)) {
+    if ((!strcmp(outcome, "committed") || !strcmp(outcome, "staged")) && json_is_object(ch)) {
         json_t *c = json_object();
         size_t more = 0;
         static const char *const kinds[] = {"added", "modified", "deleted"};

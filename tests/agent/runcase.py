@@ -13,7 +13,9 @@ missing (e.g. the policy engine is not wired into `txbox run` yet).
 Verify lines:  TARGET OP [VALUE]
   TARGET  exit | stdout | stderr | extra | summary.PATH | request[N].PATH |
           transcript.PATH | file(REL) ; PATH is dotted names and [i] indices
-          (negative from the end); a final .length gives the length
+          (negative from the end); a final .length gives the length;
+          request[N].workspace is the workspace when request N came: sorted
+          "path: content" strings (files outside .txbox, 200 bytes each)
   OP      == != (VALUE is a JSON literal)   ~ !~ (VALUE is a JSON string
           holding a Python regex, searched)   contains !contains (a list
           member or a substring; VALUE JSON)   >= <= > < (numbers)
@@ -145,6 +147,23 @@ def has_command(txbox, tmp, name):
     return b"unknown command" not in p.stderr
 
 
+def ws_state(ws):
+    """The workspace as the model's request found it: sorted "path: content"
+    for every file outside .txbox (content cut at 200 bytes)."""
+    out = []
+    for root, dirs, files in os.walk(ws):
+        dirs[:] = sorted(d for d in dirs if not (root == ws and d == ".txbox"))
+        for fn in files:
+            fp = os.path.join(root, fn)
+            rel = os.path.relpath(fp, ws)
+            try:
+                with open(fp, "rb") as f:
+                    out.append(f"{rel}: {f.read(200).decode('utf-8', 'replace')}")
+            except OSError:
+                out.append(f"{rel}: ?")
+    return sorted(out)
+
+
 def run_case(txbox, path, tmpbase, keep):
     case = casefile.load(path)
     tmp = tempfile.mkdtemp(prefix="agentcase.", dir=tmpbase)
@@ -167,6 +186,7 @@ def run_case(txbox, path, tmpbase, keep):
             subprocess.run(["sh", "-ec", case.setup], cwd=ws, check=True, timeout=60,
                            stdin=subprocess.DEVNULL)
         srv, script = server.start(case.replies)
+        script.on_request = lambda: ws_state(ws)  # request[N].workspace: the files when it came
         url = f"http://127.0.0.1:{srv.port}/v1"
         args = [a.replace("%WS", ws).replace("%TMP", tmp).replace("%URL", url) for a in case.args]
         cmd = [txbox, "agent", "--json", "-C", ws, "--endpoint", url, "--model", "test-model"] + args

@@ -41,8 +41,11 @@ class Script:
         self.inflight = 0  # requests being answered
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        self.on_request = None  # a function whose value is recorded as record["workspace"]
 
     def take(self, record):
+        if self.on_request:
+            record["workspace"] = self.on_request()
         with self.lock:
             self.requests.append(record)
             if self.replies:

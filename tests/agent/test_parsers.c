@@ -175,6 +175,21 @@ static void test_textproto(void **state)
     assert_int_equal(tp("```finish\n```", &b, &a), TP_FINISH);
     assert_string_equal(b, "");
     tp_action_clear(&a);
+    /* the task's transaction: savepoint NAME, rollback [NAME] */
+    assert_int_equal(tp("```savepoint\n before-edit.1 \n```", &b, &a), TP_SAVEPOINT);
+    assert_string_equal(b, "before-edit.1");
+    tp_action_clear(&a);
+    assert_int_equal(tp("```rollback\n```", &b, &a), TP_ROLLBACK);
+    assert_string_equal(b, "");
+    tp_action_clear(&a);
+    assert_int_equal(tp("```rollback\nbefore-edit.1\n```", &b, &a), TP_ROLLBACK);
+    assert_string_equal(b, "before-edit.1");
+    tp_action_clear(&a);
+    assert_int_equal(tp("```savepoint\n```", &b, &a), TP_NONE); /* a savepoint needs a name */
+    assert_non_null(strstr(b, "one name"));
+    assert_int_equal(tp("```savepoint\n.hidden\n```", &b, &a), TP_NONE);
+    assert_int_equal(tp("```rollback\na b\n```", &b, &a), TP_NONE);
+    assert_non_null(strstr(b, "savepoint name"));
     /* errors, each with words for the model */
     assert_int_equal(tp("```run\nls\n```\n```run\npwd\n```", &b, &a), TP_NONE);
     assert_non_null(strstr(b, "2 action blocks"));

@@ -47,6 +47,9 @@ agent_case() {
 @test "agent: a model that never acts ends with 113" { agent_case no-action; }
 @test "agent: undo refused when a later transaction changed the path" { agent_case undo-conflict; }
 @test "agent: undo reverts the last transaction" { agent_case undo; }
+@test "agent: --no-transaction commits each command on its own" { agent_case no-transaction; }
+@test "agent: one transaction: savepoint, failing middle command, rollback, commit at finish" { agent_case tx-savepoint; }
+@test "agent: --verify at finish: failing keeps the transaction open, passing commits" { agent_case tx-verify; }
 
 @test "agent: every case file is listed here" {
     local f name
@@ -94,7 +97,8 @@ agent_err() {
 @test "agent: --help documents the exit statuses" {
     run --separate-stderr txbox_bin agent --help
     assert_status 0
-    [[ "$output" == *"110 step budget"* && "$output" == *"125 txbox error"* ]] || fail "$output"
+    [[ "$output" == *"110 step budget"* && "$output" == *"116 the task's transaction conflicted"* &&
+       "$output" == *"125 txbox error"* ]] || fail "$output"
 }
 
 # start_server CASEFILE: the scripted server standalone; sets SRV_PID, PORT.
@@ -155,6 +159,31 @@ interrupt_agent() {
     assert_tree pre "$WS"
 }
 
+@test "agent: SIGTERM after staged commands: the task's transaction is aborted, nothing applied, 115" {
+    new_ws
+    snap pre "$WS"
+    interrupt_agent '--- reply
+{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"run_command","arguments":"{\"command\":\"echo x > new.txt; rm README\"}"}}]},"finish_reason":"tool_calls"}]}
+--- reply hang=30'
+    assert_status 115
+    assert_json_field status interrupted
+    assert_json_field commands.by_outcome.staged 1
+    assert_json_field transaction.outcome aborted
+    assert_tree pre "$WS"
+    run --separate-stderr txbox_bin status -C "$WS"
+    assert_status 0
+    [ "$output" = "no open transactions" ] || fail "a transaction is still open: $output"
+}
+
+@test "agent: --verify does not go with --no-transaction" {
+    mkdir -p "$BATS_TEST_TMPDIR/ws"
+    agent_err -C "$BATS_TEST_TMPDIR/ws" --endpoint http://127.0.0.1:9/v1 --model m --task t \
+        --no-transaction --verify true
+    [[ "$stderr" == *"--verify gates the commit"* ]] || fail "$stderr"
+    agent_err -C "$BATS_TEST_TMPDIR/ws" --endpoint http://127.0.0.1:9/v1 --model m --task t --verify ''
+    [ ! -e "$BATS_TEST_TMPDIR/ws/.txbox" ] || fail "a refused invocation created .txbox"
+}
+
 @test "agent: what the model writes cannot drive the terminal (escapes in progress and summary)" {
     new_ws
     printf '%s\n' '--- reply
@@ -182,11 +211,14 @@ interrupt_agent() {
     stop_server
     assert_status 0
     [[ "${lines[0]}" == "txbox agent: finished after 3 steps: the model called finish" ]] || fail "$output"
-    [[ "$output" == *"commands: 2 (2 committed)"* ]] || fail "$output"
+    [[ "$output" == *"commands: 2 (2 staged)"* ]] || fail "$output"
     # (the standard workspace has no notes.md: the case's setup is not run here)
-    [[ "$output" == *"files changed: 2 +hello.txt +notes.md"* ]] || fail "$output"
+    [[ "$output" == *"files changed: 2 +hello.txt +notes.md"* || "$output" == *"files changed: 2 +notes.md +hello.txt"* ]] ||
+        fail "$output"
+    [[ "$output" =~ "transaction "[0-9]+": committed (the task's changes are in the workspace)" ]] || fail "$output"
     [[ "$output" == *"summary: created hello.txt, appended to notes.md"* ]] || fail "$output"
-    [[ "$stderr" == *"txbox: step 1: run_command: printf 'hello\\n' > hello.txt -> committed (tx "* ]] ||
+    [[ "$stderr" == *"txbox: step 1: run_command: printf 'hello\\n' > hello.txt -> staged (tx "* ]] ||
         fail "no progress line: $stderr"
+    [[ "$stderr" == *"txbox: step 3: finish -> committed (tx "* ]] || fail "no commit line: $stderr"
     [ "$(cat "$WS/hello.txt")" = hello ] || fail "hello.txt not committed"
 }
