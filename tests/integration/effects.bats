@@ -302,3 +302,29 @@ EOF
     assert_status 121 && assert_outcome held
     assert_json_field effect_rule git-config-exec
 }
+
+@test "approve cut short by a crash: before the commit point it stays held; after it, recovery completes the commit" {
+    mkdir -p "$WS/.git/hooks"
+    txj -c 'echo c >.git/hooks/pre-rebase && echo c >crash.txt'
+    assert_status 121
+    local id
+    id="$(jget tx)"
+    snap pre "$WS"
+    # the first rename of the commit protocol makes the journal durable: the commit point
+    run --separate-stderr env TXBOX_FAULT=rename:1:kill "$TXBOX" approve -C "$WS" "$id"
+    [ "$status" = 137 ] || fail "not killed at the commit point: status $status, $stderr"
+    txc recover
+    assert_status 0
+    assert_tree pre "$WS"
+    [ "$(held_ids)" = "$id" ] || fail "not held after a crash before the commit point: $(held_ids)"
+    # killed after the commit point: recovery rolls it forward
+    run --separate-stderr env TXBOX_FAULT=rename:2:kill "$TXBOX" approve -C "$WS" "$id"
+    [ "$status" = 137 ] || fail "not killed after the commit point: status $status, $stderr"
+    txc recover --json
+    assert_status 0
+    [ "$(cat "$WS/crash.txt")" = c ] && [ "$(cat "$WS/.git/hooks/pre-rebase")" = c ] ||
+        fail "recovery did not complete the approved commit"
+    [ -z "$(held_ids)" ] || fail "still held after the commit: $(held_ids)"
+    run --separate-stderr txbox_bin show -C "$WS" --json "$id"
+    assert_json_field outcome committed
+}
