@@ -32,6 +32,7 @@ const char *mcp_tool_name(const mcp_tool *t);
 typedef struct mcp_invocation {
     char **argv;
     int cwd_fd;
+    char *multi_tx; /* the multi-command transaction it acts on (run --tx, commit, ...), or NULL */
 } mcp_invocation;
 
 /* Checks the arguments against the tool's input schema and builds the
@@ -43,8 +44,11 @@ void mcp_invocation_free(mcp_invocation *inv);
 
 /* The CallToolResult for a finished child: wstatus from waitpid, its
  * stdout and stderr. A new reference. */
-json_t *mcp_tool_result(const mcp_tool *t, int wstatus, const char *out, size_t outlen,
-                        const char *err, size_t errlen);
+json_t *mcp_tool_result(const mcp_tool *t, const mcp_invocation *inv, int wstatus, const char *out,
+                        size_t outlen, const char *err, size_t errlen);
+/* The tool opens a multi-command transaction (`begin`): the server keeps
+ * the ids it returns, to abort them when the session ends. */
+bool mcp_tool_begins(const mcp_tool *t);
 /* A CallToolResult with isError and one text part. */
 json_t *mcp_error_result(const char *fmt, ...) PRINTF(1, 2);
 

@@ -19,6 +19,15 @@
  * -32600; at end of input the server stops reading, lets running calls
  * finish and answers them, then exits 0; on SIGTERM/SIGINT/SIGHUP it
  * cancels every running call (each rolls back), waits for them and exits 0.
+ *
+ * Multi-command transactions (`begin`, `run` with `tx`, `commit`, ...) are
+ * the CLI's too, so they outlive a call. Those begun in this session belong
+ * to it: when the session ends (end of input, the client gone, SIGTERM),
+ * after the last call, each one still open is aborted, since its id lived
+ * only in the client's conversation and nothing of it was promised to the
+ * workspace; `--keep-transactions` leaves them open instead (for `txbox
+ * commit ID` by hand). A server killed with SIGKILL leaves them open:
+ * `txbox status` lists them, `txbox abort ID` drops them.
  * See docs/mcp.md. */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +47,7 @@
 #include "../cmds.h"
 #include "jsonrpc.h"
 #include "mcp.h"
+#include "multi.h"
 #include "txbox_policy.h"
 
 #define MAX_CALLS_DEFAULT 8     /* children at once; more calls wait in a queue */
@@ -76,6 +86,8 @@ typedef struct server {
     const char *version; /* negotiated */
     call *calls;
     unsigned running, queued, max_calls;
+    json_t *begun;    /* ids of the transactions `begin` opened in this session */
+    bool keep_txs;    /* --keep-transactions: leave them open at the end */
 } server;
 
 static void logmsg(const char *fmt, ...) PRINTF(1, 2);
@@ -292,6 +304,59 @@ static bool drain(int *fd, dbuf *b)
     }
 }
 
+/* A `begin` that succeeded: its transaction belongs to the session (also
+ * one whose call was cancelled after it opened the transaction). */
+static void note_begun(server *s, const call *c, json_t *result)
+{
+    if (!mcp_tool_begins(c->tool) || json_is_true(json_object_get(result, "isError")))
+        return;
+    json_t *tx = json_object_get(json_object_get(result, "structuredContent"), "tx");
+    if (json_is_string(tx) && json_array_size(s->begun) < 100000)
+        json_array_append(s->begun, tx);
+}
+
+/* The end of the session: abort every transaction it began that is still
+ * open (one that was committed or aborted is closed: skipped). */
+static void abort_begun(server *s)
+{
+    if (!json_array_size(s->begun))
+        return;
+    txbox_ws *ws = NULL;
+    txbox_error err = {0};
+    if (txbox_ws_open(s->cfg.workspace, TXBOX_WS_CREATE, &ws, &err) < 0) {
+        logmsg("cannot abort this session's open transactions: %s", err.msg);
+        return;
+    }
+    _cleanup_free_ char *st = NULL;
+    json_t *all = NULL;
+    if (txbox_multi_status(ws, &st, &err) == 0)
+        all = json_loads(st, 0, NULL);
+    json_t *open = json_object_get(all, "transactions");
+    size_t i;
+    json_t *id;
+    json_array_foreach(s->begun, i, id) {
+        bool is_open = false;
+        size_t k;
+        json_t *o;
+        json_array_foreach(open, k, o) is_open = is_open || json_equal(json_object_get(o, "tx"), id);
+        if (!is_open)
+            continue;
+        if (s->keep_txs) {
+            logmsg("transaction %s begun in this session is left open (--keep-transactions)", json_string_value(id));
+            continue;
+        }
+        txbox_multi *m = NULL;
+        err = (txbox_error){0};
+        if (txbox_multi_open(ws, json_string_value(id), &m, &err) == 0 && txbox_multi_abort(m, &err) == 0)
+            logmsg("transaction %s begun in this session and never committed: aborted", json_string_value(id));
+        else
+            logmsg("transaction %s begun in this session: cannot abort it: %s", json_string_value(id), err.msg);
+        txbox_multi_close(m);
+    }
+    json_decref(all);
+    txbox_ws_close(ws);
+}
+
 static void finish(server *s, call *c)
 {
     int wstatus = 0;
@@ -303,12 +368,21 @@ static void finish(server *s, call *c)
         drain(&c->err_fd, &c->err);
     if (c->cancelled) {
         logmsg("request cancelled: txbox %s ended (status 0x%x)", mcp_tool_name(c->tool), (unsigned)wstatus);
+        if (mcp_tool_begins(c->tool) && !c->out.dropped) {
+            /* it may have opened its transaction before the signal */
+            json_t *r = mcp_tool_result(c->tool, &c->inv, wstatus, dbuf_str(&c->out), c->out.len,
+                                        dbuf_str(&c->err), c->err.len);
+            note_begun(s, c, r);
+            json_decref(r);
+        }
     } else if (c->out.dropped) {
         reply(s, c->id, mcp_error_result("txbox %s printed more than %u bytes; result dropped",
                                          mcp_tool_name(c->tool), CHILD_OUT_CAP));
     } else {
-        reply(s, c->id, mcp_tool_result(c->tool, wstatus, dbuf_str(&c->out), c->out.len,
-                                        dbuf_str(&c->err), c->err.len));
+        json_t *r = mcp_tool_result(c->tool, &c->inv, wstatus, dbuf_str(&c->out), c->out.len,
+                                    dbuf_str(&c->err), c->err.len);
+        note_begun(s, c, r);
+        reply(s, c->id, r);
     }
     unlink_call(s, c);
     call_free(c);
@@ -628,11 +702,14 @@ static int loop(server *s)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: txbox mcp [-C DIR] [--policy FILE] [--max-calls N]\n"
+    fprintf(f, "usage: txbox mcp [-C DIR] [--policy FILE] [--max-calls N] [--keep-transactions]\n"
                "\nA Model Context Protocol server on stdin/stdout (newline-delimited JSON-RPC 2.0).\n"
-               "Tools: run, check, log, show, diff, undo; each call runs the txbox CLI on the\n"
-               "workspace DIR (default: the current directory). --max-calls: commands running at\n"
-               "once (default %d; more wait their turn). See docs/mcp.md.\n",
+               "Tools: run, check, log, show, diff, undo, and for multi-command transactions\n"
+               "begin, savepoint, rollback, commit, abort, status; each call runs the txbox CLI\n"
+               "on the workspace DIR (default: the current directory). --max-calls: commands\n"
+               "running at once (default %d; more wait their turn). Transactions begun in the\n"
+               "session and still open when it ends are aborted, unless --keep-transactions.\n"
+               "See docs/mcp.md.\n",
             MAX_CALLS_DEFAULT);
 }
 
@@ -641,11 +718,13 @@ int cmd_mcp(int argc, char **argv)
     static const struct option opts[] = {
         {"policy", required_argument, NULL, 'p'},
         {"max-calls", required_argument, NULL, 'm'},
+        {"keep-transactions", no_argument, NULL, 'k'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *dir = ".", *policy = NULL;
     unsigned max_calls = MAX_CALLS_DEFAULT;
+    bool keep_txs = false;
     int c;
     optind = 1;
     opterr = 0;
@@ -660,6 +739,7 @@ int cmd_mcp(int argc, char **argv)
             max_calls = (unsigned)v;
             break;
         }
+        case 'k': keep_txs = true; break;
         case 'h': usage(stdout); return 0;
         default:
             return cli_failf("mcp: unknown option or missing value '%s' (see 'txbox mcp --help')",
@@ -669,7 +749,8 @@ int cmd_mcp(int argc, char **argv)
     if (optind < argc)
         return cli_failf("mcp: unexpected argument '%s'", argv[optind]);
 
-    server s = {.in_fd = -1, .out_fd = -1, .sig_fd = -1, .max_calls = max_calls, .version = mcp_protocol_versions[0]};
+    server s = {.in_fd = -1, .out_fd = -1, .sig_fd = -1, .max_calls = max_calls, .version = mcp_protocol_versions[0],
+                .keep_txs = keep_txs};
     s.cfg.workspace = realpath(dir, NULL);
     if (!s.cfg.workspace)
         return cli_failf("mcp: workspace '%s': %s", dir, strerror(errno));
@@ -709,6 +790,7 @@ int cmd_mcp(int argc, char **argv)
     if (s.sig_fd < 0)
         return cli_failf("mcp: signalfd: %s", strerror(errno));
 
+    s.begun = json_array();
     jrpc_framer_init(&s.framer, JRPC_MAX_LINE);
     dbuf_init(&s.outq, 0);
     logmsg("serving workspace %s (MCP %s and older)", s.cfg.workspace, mcp_protocol_versions[0]);
@@ -720,6 +802,8 @@ int cmd_mcp(int argc, char **argv)
         unlink_call(&s, k);
         call_free(k);
     }
+    abort_begun(&s);
+    json_decref(s.begun);
     jrpc_framer_free(&s.framer);
     dbuf_free(&s.outq);
     close(s.sig_fd);

@@ -20,9 +20,15 @@ const char mcp_instructions[] =
     "otherwise they are discarded and the workspace is exactly as before. A policy classifies "
     "each command first: dangerous ones are blocked and never run (the result says which rule "
     "and what to do instead). Use `run` for commands, `check` to ask the policy without "
-    "running, `log`/`show`/`diff` to inspect past transactions and `undo` to revert one.";
+    "running, `log`/`show`/`diff` to inspect past transactions and `undo` to revert one. For a task "
+    "of several commands that should land together or not at all, `begin` a transaction, pass its "
+    "id as `tx` to each `run` (each command sees the earlier ones' changes; a failing one rolls "
+    "back only itself; `savepoint`/`rollback` step back), then `commit` it (optionally with a "
+    "`verify` command such as the test suite) or `abort` it. Nothing of it reaches the workspace "
+    "before `commit`; transactions begun in a session and still open when the client disconnects "
+    "are aborted.";
 
-typedef enum { K_RUN, K_CHECK, K_HISTORY } tool_kind;
+typedef enum { K_RUN, K_CHECK, K_HISTORY, K_TX } tool_kind;
 
 struct mcp_tool {
     const char *name;
@@ -33,9 +39,15 @@ struct mcp_tool {
     const char *json;       /* the Tool object minus name */
 };
 
-#define OUTCOMES "\"committed\",\"rolled_back\",\"blocked\",\"read_only\",\"conflict\",\"timed_out\""
+#define OUTCOMES "\"committed\",\"staged\",\"rolled_back\",\"blocked\",\"read_only\",\"conflict\",\"timed_out\""
 #define TX_ARG(what)                                                                              \
     "\"tx\":{\"type\":\"string\",\"pattern\":\"^[0-9A-Za-z][0-9A-Za-z._:-]{0,63}$\","            \
+    "\"description\":\"" what "\"}"
+/* a multi-command transaction's id (from `begin`): digits */
+#define MTX_ARG(what)                                                                             \
+    "\"tx\":{\"type\":\"string\",\"pattern\":\"^[1-9][0-9]{0,19}$\",\"description\":\"" what "\"}"
+#define SP_ARG(what)                                                                              \
+    "\"name\":{\"type\":\"string\",\"pattern\":\"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$\","         \
     "\"description\":\"" what "\"}"
 #define LOOSE_OUTPUT "\"outputSchema\":{\"type\":\"object\",\"additionalProperties\":true}"
 
@@ -54,7 +66,11 @@ static const mcp_tool tools[] = {
      "changed were changed meanwhile: its changes were kept aside; re-read the files and run it "
      "again), `timed_out` (killed at the time limit and rolled back: raise `timeout` or split "
      "the work). There is no network unless `network` is true. A committed transaction can be "
-     "reverted with `undo`.\","
+     "reverted with `undo`. With `tx` (an id from `begin`) the command runs inside that open "
+     "multi-command transaction instead: it sees the changes of the transaction's earlier "
+     "commands, and if it exits 0 its changes are added to the transaction (outcome `staged`) "
+     "but reach the workspace only when `commit` is called; if it fails only its own changes "
+     "are rolled back and the transaction stays open with everything staged before.\","
      "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
      "\"command\":{\"type\":\"string\",\"minLength\":1,\"description\":\"The shell command, "
      "exactly as for sh -c.\"},"
@@ -64,7 +80,9 @@ static const mcp_tool tools[] = {
      "\"description\":\"Wall-clock limit in seconds; at the limit the command is killed and "
      "rolled back.\"},"
      "\"network\":{\"type\":\"boolean\",\"default\":false,\"description\":\"Allow network "
-     "access (off by default).\"}},"
+     "access (off by default).\"},"
+     MTX_ARG("Run inside this open transaction (an id from `begin`): the command's changes are "
+             "staged, applied only by `commit`. Omit for a command committed on its own.") "},"
      "\"required\":[\"command\"],\"additionalProperties\":false},"
      "\"outputSchema\":{\"type\":\"object\",\"properties\":{"
      "\"tx\":{\"type\":\"string\"},"
@@ -76,7 +94,8 @@ static const mcp_tool tools[] = {
      "\"changes\":{\"type\":\"object\"},"
      "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"
      "\"stdout_truncated\":{\"type\":\"boolean\"},\"stderr_truncated\":{\"type\":\"boolean\"},"
-     "\"protections\":{\"type\":\"object\"},\"overhead_ms\":{\"type\":\"number\"}},"
+     "\"protections\":{\"type\":\"object\"},\"overhead_ms\":{\"type\":\"number\"},"
+     "\"transaction\":{\"type\":\"string\"}},"
      "\"required\":[\"tx\",\"verdict\",\"outcome\",\"exit_code\",\"changes\"]},"
      "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":false,"
      "\"idempotentHint\":false,\"openWorldHint\":true}}"},
@@ -130,6 +149,89 @@ static const mcp_tool tools[] = {
      "\"additionalProperties\":false}," LOOSE_OUTPUT ","
      "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":false,"
      "\"openWorldHint\":false}}"},
+    {"begin", K_TX, "begin", NULL, true,
+     "{\"title\":\"Begin a multi-command transaction\","
+     "\"description\":\"Opens a transaction that holds several commands and returns its id in "
+     "`tx`. Pass that id as `tx` to `run`: each command then sees the changes of the earlier "
+     "ones, a command that succeeds is staged (outcome `staged`) and one that fails rolls back "
+     "only itself. Nothing reaches the workspace until `commit`; `abort` drops everything. Use "
+     "`savepoint` and `rollback` to step back within it. Use it when a change takes several "
+     "commands and should land whole or not at all. A transaction begun here and neither "
+     "committed nor aborted is aborted when the client disconnects.\","
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
+     SP_ARG("An optional label shown by `status`.") "},\"additionalProperties\":false},"
+     "\"outputSchema\":{\"type\":\"object\",\"properties\":{\"tx\":{\"type\":\"string\"},"
+     "\"name\":{\"type\":[\"string\",\"null\"]}},\"required\":[\"tx\"]},"
+     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":false,\"idempotentHint\":false,"
+     "\"openWorldHint\":false}}"},
+    {"savepoint", K_TX, "savepoint", NULL, true,
+     "{\"title\":\"Mark a savepoint in a transaction\","
+     "\"description\":\"Marks the current state of an open transaction (from `begin`) as "
+     "savepoint `name` (replacing one of the same name). `rollback` with that name returns the "
+     "transaction to this state later. Nothing is applied to the workspace.\","
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
+     MTX_ARG("The open transaction (from `begin`).") ","
+     SP_ARG("The savepoint's name: letters, digits, '.', '_', '-'.") "},"
+     "\"required\":[\"tx\",\"name\"],\"additionalProperties\":false}," LOOSE_OUTPUT ","
+     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":false,\"idempotentHint\":false,"
+     "\"openWorldHint\":false}}"},
+    {"rollback", K_TX, "rollback", NULL, true,
+     "{\"title\":\"Roll a transaction back to a savepoint\","
+     "\"description\":\"Returns an open transaction to savepoint `name` (it is kept; later "
+     "savepoints are dropped), or without `name` to its start, discarding the changes its "
+     "commands staged since. The transaction stays open; the workspace itself is untouched "
+     "(nothing of the transaction was applied yet).\","
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
+     MTX_ARG("The open transaction (from `begin`).") ","
+     SP_ARG("The savepoint to return to (default: the transaction's start).") "},"
+     "\"required\":[\"tx\"],\"additionalProperties\":false}," LOOSE_OUTPUT ","
+     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":true,"
+     "\"openWorldHint\":false}}"},
+    {"commit", K_TX, "commit", NULL, true,
+     "{\"title\":\"Commit a multi-command transaction\","
+     "\"description\":\"Applies every change staged in an open transaction to the workspace at "
+     "once (all or nothing, crash-safe). With `verify` (a shell command such as the test "
+     "suite) that command first runs on the transaction's final state, its own writes "
+     "dropped, and the commit happens only if it exits 0. `outcome`: `committed` (applied; "
+     "`changes` lists the paths; the transaction is closed), `verify_failed` (nothing applied, "
+     "the transaction stays open: read the verify output in `verify`, fix it with `run` and "
+     "this `tx`, then commit again, or `abort`), `conflict` (another transaction changed the "
+     "same paths since `begin`, listed in `conflict_paths`: nothing applied and the transaction "
+     "is closed; begin a new one and redo the work on the current files).\","
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
+     MTX_ARG("The open transaction (from `begin`).") ","
+     "\"verify\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":65536,\"description\":"
+     "\"A shell command (sh -c) that must exit 0 on the transaction's final state for the "
+     "commit to happen, e.g. the test suite.\"},"
+     "\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":604800,"
+     "\"description\":\"Wall-clock limit for `verify`, in seconds.\"}},"
+     "\"required\":[\"tx\"],\"additionalProperties\":false},"
+     "\"outputSchema\":{\"type\":\"object\",\"properties\":{"
+     "\"tx\":{\"type\":\"string\"},"
+     "\"outcome\":{\"type\":\"string\",\"enum\":[\"committed\",\"verify_failed\",\"conflict\"]},"
+     "\"exit_code\":{\"type\":\"integer\"},\"commands\":{\"type\":\"integer\"},"
+     "\"changes\":{\"type\":\"object\"},\"conflict_paths\":{\"type\":\"array\"},"
+     "\"verify\":{\"type\":\"object\"}},\"required\":[\"tx\",\"outcome\",\"exit_code\"]},"
+     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":false,\"idempotentHint\":false,"
+     "\"openWorldHint\":true}}"},
+    {"abort", K_TX, "abort", NULL, true,
+     "{\"title\":\"Abort a multi-command transaction\","
+     "\"description\":\"Drops an open transaction: nothing it staged is ever applied, and the "
+     "workspace stays as it is. The transaction is closed.\","
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
+     MTX_ARG("The open transaction (from `begin`).") "},"
+     "\"required\":[\"tx\"],\"additionalProperties\":false}," LOOSE_OUTPUT ","
+     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":false,"
+     "\"openWorldHint\":false}}"},
+    {"status", K_TX, "status", NULL, true,
+     "{\"title\":\"List open multi-command transactions\","
+     "\"description\":\"Lists the workspace's open multi-command transactions: id, name, when "
+     "begun, how many commands are staged, their savepoints, and whether a command is running in "
+     "one now (`busy`).\","
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false},"
+     "\"outputSchema\":{\"type\":\"object\",\"properties\":{\"transactions\":{\"type\":\"array\"}},"
+     "\"required\":[\"transactions\"]},"
+     "\"annotations\":{\"readOnlyHint\":true,\"idempotentHint\":true,\"openWorldHint\":false}}"},
 };
 
 json_t *mcp_tools_list(void)
@@ -159,6 +261,7 @@ const mcp_tool *mcp_tool_find(const char *name)
 }
 
 const char *mcp_tool_name(const mcp_tool *t) { return t->name; }
+bool mcp_tool_begins(const mcp_tool *t) { return !strcmp(t->name, "begin"); }
 
 /* ---- arguments ---- */
 
@@ -180,6 +283,8 @@ void mcp_invocation_free(mcp_invocation *inv)
         free(inv->argv[i]);
     free(inv->argv);
     inv->argv = NULL;
+    free(inv->multi_tx);
+    inv->multi_tx = NULL;
     if (inv->cwd_fd >= 0)
         close(inv->cwd_fd);
     inv->cwd_fd = -1;
@@ -215,22 +320,71 @@ static int get_string(json_t *args, const char *name, bool required, const char 
     return 0;
 }
 
-static int get_tx(json_t *args, bool required, const char **out, txbox_error *err)
+/* An optional or required string argument that must pass ok(); msg when
+ * it does not. */
+static int get_checked(json_t *args, const char *key, bool required, bool (*ok)(const char *),
+                       const char *msg, const char **out, txbox_error *err)
 {
-    if (get_string(args, "tx", required, out, err) < 0)
+    if (get_string(args, key, required, out, err) < 0)
         return -1;
-    const char *s = *out;
-    if (!s)
-        return 0;
+    if (*out && !ok(*out))
+        return tx_err(err, EINVAL, "argument '%s' must be %s", key, msg);
+    return 0;
+}
+
+/* A transaction id of the history: letters, digits, . _ : - */
+static bool tx_ok(const char *s)
+{
     size_t n = strlen(s);
     bool ok = n >= 1 && n <= 64 && s[0] != '-' && s[0] != '.' && s[0] != ':' && s[0] != '_';
     for (size_t i = 0; ok && i < n; i++)
         ok = (s[i] >= '0' && s[i] <= '9') || ((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'z') ||
              strchr("._:-", s[i]) != NULL;
-    if (!ok)
-        return tx_err(err, EINVAL, "argument 'tx' must be a transaction id such as 42 (letters, digits, . _ : -)");
+    return ok;
+}
+
+/* A multi-command transaction's id: 1 to 20 digits, no leading zero. */
+static bool mtx_ok(const char *s)
+{
+    size_t n = strlen(s);
+    return n >= 1 && n <= 20 && s[0] != '0' && strspn(s, "0123456789") == n;
+}
+
+/* A savepoint or transaction name: as lib/multi.c accepts. */
+static bool name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    return n >= 1 && n <= 64 && s[0] != '.' &&
+           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
+}
+
+static int get_tx(json_t *args, bool required, const char **out, txbox_error *err)
+{
+    return get_checked(args, "tx", required, tx_ok, "a transaction id such as 42 (letters, digits, . _ : -)",
+                       out, err);
+}
+
+static int get_mtx(json_t *args, bool required, const char **out, txbox_error *err)
+{
+    return get_checked(args, "tx", required, mtx_ok, "a transaction id from `begin`, such as \"12\"", out, err);
+}
+
+static int get_name(json_t *args, bool required, const char **out, txbox_error *err)
+{
+    return get_checked(args, "name", required, name_ok,
+                       "1 to 64 letters, digits, '.', '_' or '-', not starting with '.'", out, err);
+}
+
+static int get_timeout(json_t *args, json_t **out, txbox_error *err)
+{
+    json_t *t = json_object_get(args, "timeout");
+    *out = t;
+    if (t && (!json_is_number(t) || !(json_number_value(t) > 0) || json_number_value(t) > 604800))
+        return tx_err(err, EINVAL, "argument 'timeout' must be a number of seconds, 0 < timeout <= 604800");
     return 0;
 }
+
+#define MAX_VERIFY 65536
 
 /* The directory to start in: cwd (relative to the workspace, or absolute)
  * resolved, and inside the workspace but not in its .txbox/. */
@@ -261,25 +415,27 @@ static int open_cwd(const mcp_config *cfg, const char *cwd, int *out, txbox_erro
 int mcp_tool_prepare(const mcp_tool *t, const mcp_config *cfg, json_t *args, mcp_invocation *inv,
                      txbox_error *err)
 {
-    static const char *const run_args[] = {"command", "cwd", "timeout", "network", NULL};
+    static const char *const run_args[] = {"command", "cwd", "timeout", "network", "tx", NULL};
+    static const char *const begin_args[] = {"name", NULL};
+    static const char *const sp_args[] = {"tx", "name", NULL};
+    static const char *const commit_args[] = {"tx", "verify", "timeout", NULL};
+    static const char *const no_args[] = {NULL};
     static const char *const check_args[] = {"command", NULL};
     static const char *const tx_args[] = {"tx", NULL};
     static const char *const log_args[] = {"limit", NULL};
     argv_b a = {0};
-    const char *command = NULL, *cwd = NULL, *tx = NULL;
+    const char *command = NULL, *cwd = NULL, *tx = NULL, *mtx = NULL, *name = NULL, *verify = NULL;
     json_t *timeout = NULL, *net = NULL, *limit = NULL;
     inv->argv = NULL;
     inv->cwd_fd = -1;
+    inv->multi_tx = NULL;
 
     switch (t->kind) {
     case K_RUN:
         if (only_known(args, run_args, err) < 0 || get_string(args, "command", true, &command, err) < 0 ||
-            get_string(args, "cwd", false, &cwd, err) < 0)
+            get_string(args, "cwd", false, &cwd, err) < 0 || get_mtx(args, false, &mtx, err) < 0 ||
+            get_timeout(args, &timeout, err) < 0)
             return -1;
-        timeout = json_object_get(args, "timeout");
-        if (timeout && (!json_is_number(timeout) || !(json_number_value(timeout) > 0) ||
-                        json_number_value(timeout) > 604800))
-            return tx_err(err, EINVAL, "argument 'timeout' must be a number of seconds, 0 < timeout <= 604800");
         net = json_object_get(args, "network");
         if (net && !json_is_boolean(net))
             return tx_err(err, EINVAL, "argument 'network' must be true or false");
@@ -287,6 +443,29 @@ int mcp_tool_prepare(const mcp_tool *t, const mcp_config *cfg, json_t *args, mcp
     case K_CHECK:
         if (only_known(args, check_args, err) < 0 || get_string(args, "command", true, &command, err) < 0)
             return -1;
+        break;
+    case K_TX:
+        if (!strcmp(t->name, "begin")) {
+            if (only_known(args, begin_args, err) < 0 || get_name(args, false, &name, err) < 0)
+                return -1;
+        } else if (!strcmp(t->name, "status")) {
+            if (only_known(args, no_args, err) < 0)
+                return -1;
+        } else if (!strcmp(t->name, "commit")) {
+            if (only_known(args, commit_args, err) < 0 || get_mtx(args, true, &mtx, err) < 0 ||
+                get_string(args, "verify", false, &verify, err) < 0 || get_timeout(args, &timeout, err) < 0)
+                return -1;
+            if (verify && (!*verify || strlen(verify) > MAX_VERIFY))
+                return tx_err(err, EINVAL, "argument 'verify' must be a command of 1 to %d bytes", MAX_VERIFY);
+            if (timeout && !verify)
+                return tx_err(err, EINVAL, "argument 'timeout' limits the 'verify' command: give 'verify' too");
+        } else if (!strcmp(t->name, "savepoint") || !strcmp(t->name, "rollback")) {
+            if (only_known(args, sp_args, err) < 0 || get_mtx(args, true, &mtx, err) < 0 ||
+                get_name(args, !strcmp(t->name, "savepoint"), &name, err) < 0)
+                return -1;
+        } else if (only_known(args, tx_args, err) < 0 || get_mtx(args, true, &mtx, err) < 0) { /* abort */
+            return -1;
+        }
         break;
     case K_HISTORY:
         if (!strcmp(t->name, "log")) {
@@ -313,7 +492,7 @@ int mcp_tool_prepare(const mcp_tool *t, const mcp_config *cfg, json_t *args, mcp
         push(&a, "--json");
     push(&a, "-C");
     push(&a, cfg->workspace);
-    if (cfg->policy && (t->kind == K_RUN || t->kind == K_CHECK)) {
+    if (cfg->policy && (t->kind == K_RUN || t->kind == K_CHECK || (verify && t->kind == K_TX))) {
         push(&a, "--policy");
         push(&a, cfg->policy);
     }
@@ -331,6 +510,26 @@ int mcp_tool_prepare(const mcp_tool *t, const mcp_config *cfg, json_t *args, mcp
     }
     if (net && json_is_true(net))
         push(&a, "--net");
+    if (t->kind == K_RUN && mtx) {
+        push(&a, "--tx");
+        push(&a, mtx);
+    }
+    if (t->kind == K_TX && !strcmp(t->name, "begin") && name) {
+        push(&a, "--name");
+        push(&a, name);
+    }
+    if (verify) {
+        push(&a, "--verify");
+        push(&a, verify);
+    }
+    if (t->kind == K_TX && mtx) {
+        push(&a, "--");
+        push(&a, mtx);
+        if (name)
+            push(&a, name);
+    }
+    if (mtx)
+        inv->multi_tx = xstrdup(mtx);
     if (command) {
         push(&a, "-c");
         push(&a, command);
@@ -414,7 +613,24 @@ static void add_paths(dbuf *b, json_t *changes, const char *key, const char *lab
         dbuf_addstr(b, " ...");
 }
 
-static json_t *run_result(json_t *o)
+/* A run's stdout and stderr, clipped, each under a header. */
+static void add_output(dbuf *b, json_t *o, const char *what)
+{
+    static const struct {
+        const char *key;
+        size_t max;
+    } streams[] = {{"stdout", 16384}, {"stderr", 8192}};
+    for (size_t i = 0; i < ARRAY_SIZE(streams); i++) {
+        if (!*str(o, streams[i].key))
+            continue;
+        char head[64];
+        snprintf(head, sizeof head, "\n--- %s%s ---\n", what, streams[i].key);
+        dbuf_addstr(b, head);
+        add_clipped(b, str(o, streams[i].key), streams[i].max);
+    }
+}
+
+static json_t *run_result(json_t *o, const char *mtx)
 {
     const char *outcome = str(o, "outcome");
     dbuf b;
@@ -442,20 +658,123 @@ static json_t *run_result(json_t *o)
         for (size_t i = 0; i < ARRAY_SIZE(meanings); i++)
             if (!strcmp(outcome, meanings[i].outcome))
                 meaning = meanings[i].meaning;
-        snprintf(line, sizeof line, "%s (exit status %lld, transaction %s): %s", outcome,
-                 (long long)json_integer_value(json_object_get(o, "exit_code")), str(o, "tx"), meaning);
+        char in_tx[160] = "";
+        if (mtx) {
+            json_object_set_new(o, "transaction", json_string(mtx));
+            if (!strcmp(outcome, "staged"))
+                meaning = "its changes were added to the transaction; they reach the workspace only "
+                          "when the transaction is committed";
+            else if (!strcmp(outcome, "rolled_back") || !strcmp(outcome, "timed_out"))
+                meaning = "it failed: only its own changes were rolled back; the transaction keeps "
+                          "what its earlier commands staged and stays open";
+            snprintf(in_tx, sizeof in_tx, " in transaction %s", mtx);
+        }
+        snprintf(line, sizeof line, "%s (exit status %lld, %s %s%s): %s", outcome,
+                 (long long)json_integer_value(json_object_get(o, "exit_code")), mtx ? "command" : "transaction",
+                 str(o, "tx"), in_tx, meaning);
         dbuf_addstr(&b, line);
         json_t *ch = json_object_get(o, "changes");
         add_paths(&b, ch, "added", "added");
         add_paths(&b, ch, "modified", "modified");
         add_paths(&b, ch, "deleted", "deleted");
-        if (*str(o, "stdout")) {
-            dbuf_addstr(&b, "\n--- stdout ---\n");
-            add_clipped(&b, str(o, "stdout"), 16384);
+        add_output(&b, o, "");
+    }
+    json_t *r = result_of(o, dbuf_str(&b), is_error);
+    dbuf_free(&b);
+    return r;
+}
+
+/* begin, savepoint, rollback, commit, abort, status: the CLI's JSON and a
+ * line for the model saying what happened and what to do next. */
+static json_t *tx_result(const mcp_tool *t, json_t *o, int code)
+{
+    dbuf b;
+    dbuf_init(&b, 0);
+    char line[1024];
+    bool is_error = false;
+    const char *id = str(o, "tx");
+    if (!strcmp(t->name, "begin")) {
+        snprintf(line, sizeof line,
+                 "transaction %s is open. Pass \"tx\": \"%s\" to `run` for each command of the task; "
+                 "then `commit` it (nothing reaches the workspace before) or `abort` it.",
+                 id, id);
+        dbuf_addstr(&b, line);
+    } else if (!strcmp(t->name, "savepoint")) {
+        snprintf(line, sizeof line, "savepoint %s marked in transaction %s; `rollback` with this name returns to it.",
+                 str(o, "savepoint"), id);
+        dbuf_addstr(&b, line);
+    } else if (!strcmp(t->name, "rollback")) {
+        if (*str(o, "savepoint"))
+            snprintf(line, sizeof line, "transaction %s rolled back to savepoint %s; it stays open.", id,
+                     str(o, "savepoint"));
+        else
+            snprintf(line, sizeof line, "transaction %s rolled back to its start (nothing staged); it stays open.", id);
+        dbuf_addstr(&b, line);
+    } else if (!strcmp(t->name, "abort")) {
+        snprintf(line, sizeof line, "transaction %s aborted: nothing of it was applied; it is closed.", id);
+        dbuf_addstr(&b, line);
+    } else if (!strcmp(t->name, "status")) {
+        json_t *arr = json_object_get(o, "transactions");
+        if (!json_array_size(arr))
+            dbuf_addstr(&b, "no open transactions");
+        size_t i;
+        json_t *x;
+        json_array_foreach(arr, i, x) {
+            if (b.len > 32768) {
+                dbuf_addstr(&b, "\n[... more in structuredContent]");
+                break;
+            }
+            snprintf(line, sizeof line, "%stx %s (%s): %lld command(s) staged%s", i ? "\n" : "", str(x, "tx"),
+                     json_is_string(json_object_get(x, "name")) ? str(x, "name") : "no name",
+                     (long long)json_integer_value(json_object_get(x, "commands")),
+                     json_is_true(json_object_get(x, "busy")) ? ", a command is running in it" : "");
+            dbuf_addstr(&b, line);
+            size_t k;
+            json_t *sp;
+            json_array_foreach(json_object_get(x, "savepoints"), k, sp) {
+                dbuf_addstr(&b, k ? ", " : "; savepoints: ");
+                add_clipped(&b, json_is_string(sp) ? json_string_value(sp) : "?", 64);
+            }
         }
-        if (*str(o, "stderr")) {
-            dbuf_addstr(&b, "\n--- stderr ---\n");
-            add_clipped(&b, str(o, "stderr"), 8192);
+    } else { /* commit */
+        const char *outcome = str(o, "outcome");
+        json_t *ch = json_object_get(o, "changes");
+        if (!strcmp(outcome, "committed")) {
+            snprintf(line, sizeof line, "committed transaction %s (%lld commands): its changes are now in the workspace.",
+                     id, (long long)json_integer_value(json_object_get(o, "commands")));
+            dbuf_addstr(&b, line);
+            add_paths(&b, ch, "added", "added");
+            add_paths(&b, ch, "modified", "modified");
+            add_paths(&b, ch, "deleted", "deleted");
+        } else if (!strcmp(outcome, "verify_failed")) {
+            is_error = true;
+            json_t *v = json_object_get(o, "verify");
+            snprintf(line, sizeof line,
+                     "not committed: the verify command %s (exit status %lld). Nothing was applied and "
+                     "transaction %s stays open: fix the cause with `run` and \"tx\": \"%s\", then `commit` "
+                     "again, or `abort`.",
+                     !strcmp(str(v, "outcome"), "blocked") ? "was blocked by the policy" : "failed",
+                     (long long)json_integer_value(json_object_get(v, "exit_code")), id, id);
+            dbuf_addstr(&b, line);
+            add_output(&b, v, "verify ");
+        } else if (!strcmp(outcome, "conflict")) {
+            is_error = true;
+            snprintf(line, sizeof line,
+                     "conflict: another transaction changed the same paths since `begin`, so nothing of "
+                     "transaction %s was applied and it is closed (its changes are kept aside in "
+                     ".txbox/tx/%s/upper). Begin a new transaction and redo the work on the current files.",
+                     id, id);
+            dbuf_addstr(&b, line);
+            size_t n = json_array_size(json_object_get(o, "conflict_paths"));
+            for (size_t i = 0; i < n && i < 20; i++) {
+                dbuf_addstr(&b, i ? " " : "\nconflicting paths: ");
+                json_t *p = json_array_get(json_object_get(o, "conflict_paths"), i);
+                add_clipped(&b, json_is_string(p) ? json_string_value(p) : "?", 512);
+            }
+        } else {
+            is_error = code != 0;
+            snprintf(line, sizeof line, "commit of transaction %s: %s (exit status %d)", id, outcome, code);
+            dbuf_addstr(&b, line);
         }
     }
     json_t *r = result_of(o, dbuf_str(&b), is_error);
@@ -547,8 +866,8 @@ static const char *first_line(const char *s, char *buf, size_t cap)
     return buf;
 }
 
-json_t *mcp_tool_result(const mcp_tool *t, int wstatus, const char *out, size_t outlen,
-                        const char *errtext, size_t errlen)
+json_t *mcp_tool_result(const mcp_tool *t, const mcp_invocation *inv, int wstatus, const char *out,
+                        size_t outlen, const char *errtext, size_t errlen)
 {
     (void)errlen;
     char eline[512];
@@ -567,7 +886,12 @@ json_t *mcp_tool_result(const mcp_tool *t, int wstatus, const char *out, size_t 
     switch (t->kind) {
     case K_RUN:
         if (json_is_object(v) && json_is_string(json_object_get(v, "outcome")))
-            return run_result(v);
+            return run_result(v, inv ? inv->multi_tx : NULL);
+        break;
+    case K_TX:
+        if (json_is_object(v) && (code == 0 || !strcmp(t->name, "commit")) &&
+            (json_is_string(json_object_get(v, "tx")) || !strcmp(t->name, "status")))
+            return tx_result(t, v, code);
         break;
     case K_CHECK:
         if (code == 0 && json_is_object(v) && json_is_string(json_object_get(v, "verdict")))

@@ -70,3 +70,43 @@ raw_case() {
     [[ "$output" == *'"outcome":"rolled_back"'* ]] || fail "not logged as rolled back: $output"
     ! pgrep -f 'partial.txt; sleep 317|^sleep 317$' >/dev/null || fail "the command is still running"
 }
+
+# session_tx HOW [OPTION...]: a session that begins a transaction, stages a
+# command and ends by HOW (eof, sigterm) without committing; sets SESSION_TX.
+session_tx() {
+    run --separate-stderr timeout 120 python3 "$REPO_DIR/tests/mcp/txsession.py" "$TXBOX" "$WS" "$@"
+    [ "$status" = 0 ] || fail "session failed (status $status)" "$output" "$stderr"
+    SESSION_TX="$(printf '%s' "$output" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tx"])')"
+    [ "$(printf '%s' "$output" | python3 -c 'import json,sys; print(json.load(sys.stdin)["server_status"])')" = 0 ] ||
+        fail "server exit status not 0: $output"
+}
+
+@test "mcp: a transaction begun in the session and left open is aborted when the client disconnects" {
+    snap pre "$WS"
+    session_tx eof
+    [[ "$output" == *"transaction $SESSION_TX begun in this session and never committed: aborted"* ]] ||
+        fail "not reported: $output"
+    run --separate-stderr "$TXBOX" status -C "$WS"
+    [ "$output" = "no open transactions" ] || fail "still open: $output"
+    assert_tree pre "$WS"
+}
+
+@test "mcp: SIGTERM to the server also aborts the session's open transaction" {
+    snap pre "$WS"
+    session_tx sigterm
+    run --separate-stderr "$TXBOX" status -C "$WS"
+    [ "$output" = "no open transactions" ] || fail "still open: $output"
+    assert_tree pre "$WS"
+}
+
+@test "mcp: --keep-transactions leaves it open for txbox commit" {
+    snap pre "$WS"
+    session_tx eof --keep-transactions
+    [[ "$output" == *"left open (--keep-transactions)"* ]] || fail "not reported: $output"
+    assert_tree pre "$WS"
+    run --separate-stderr "$TXBOX" status --json -C "$WS"
+    [[ "$output" == *"\"tx\":\"$SESSION_TX\""* ]] || fail "not open: $output"
+    run --separate-stderr "$TXBOX" commit -C "$WS" "$SESSION_TX"
+    assert_status 0
+    [ "$(cat "$WS/staged.txt")" = staged ] || fail "the staged command was not committed"
+}

@@ -17,6 +17,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
 
 const [txbox, ws] = process.argv.slice(2);
 if (!txbox || !ws) {
@@ -75,6 +76,7 @@ class Recording {
 
 writeFileSync(join(ws, 'README'), 'hello\n');
 let stderr = '';
+let leftOpen;
 const inner = new StdioClientTransport({ command: txbox, args: ['mcp', '-C', ws], stderr: 'pipe' });
 inner.stderr?.on('data', (d) => { stderr += d; });
 const transport = new Recording(inner);
@@ -93,8 +95,9 @@ try {
     // ---- tools/list: names, schemas that compile, sandbox-aware descriptions
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name).sort();
-    check('tools/list lists run, check, log, show, diff, undo',
-          same(names, ['check', 'diff', 'log', 'run', 'show', 'undo']), names);
+    check('tools/list lists run, check, log, show, diff, undo and the transaction tools',
+          same(names, ['abort', 'begin', 'check', 'commit', 'diff', 'log', 'rollback', 'run', 'savepoint', 'show',
+                       'status', 'undo']), names);
     const ajv = new AjvJsonSchemaValidator();
     for (const t of tools) {
         let ok = t.inputSchema?.type === 'object';
@@ -189,6 +192,70 @@ try {
     r = await client.callTool({ name: 'run', arguments: { command: 'echo after > after.txt' } });
     check('the server goes on after a cancellation', r.structuredContent?.outcome === 'committed', r);
 
+    // ---- a multi-command transaction across several tool calls
+    const tx0 = snapshot(ws);
+    r = await client.callTool({ name: 'begin', arguments: { name: 'conf' } });
+    const mtx = r.structuredContent?.tx;
+    check('begin: a transaction id, not an error', typeof mtx === 'string' && /^[0-9]+$/.test(mtx) && !r.isError &&
+          /commit/.test(r.content?.[0]?.text ?? ''), r);
+    r = await client.callTool({ name: 'run', arguments: { command: 'echo one > t1.txt', tx: mtx } });
+    check('run in the transaction: outcome staged, not an error, the transaction named',
+          r.structuredContent?.outcome === 'staged' && r.isError === false && r.structuredContent.transaction === mtx &&
+          r.structuredContent.changes?.added?.includes('t1.txt'), r);
+    check('staged: the workspace does not have it yet', same(snapshot(ws), tx0), snapshot(ws));
+    r = await client.callTool({ name: 'savepoint', arguments: { tx: mtx, name: 'sp1' } });
+    check('savepoint: marked', !r.isError && /sp1/.test(r.content?.[0]?.text ?? ''), r);
+    r = await client.callTool({ name: 'run', arguments: { command: 'echo bad > t2.txt; rm t1.txt; exit 5', tx: mtx } });
+    check('a failing command in the transaction: rolled_back, isError, only itself undone',
+          r.structuredContent?.outcome === 'rolled_back' && r.structuredContent.exit_code === 5 && r.isError === true &&
+          /only its own changes/.test(r.content?.[0]?.text ?? ''), r);
+    r = await client.callTool({ name: 'run', arguments: { command: 'cat t1.txt > t3.txt && echo junk > junk.txt', tx: mtx } });
+    check('a later command sees the staged file (not the failed one\'s deletion)',
+          r.structuredContent?.outcome === 'staged' && r.structuredContent.changes?.added?.includes('junk.txt'), r);
+    r = await client.callTool({ name: 'rollback', arguments: { tx: mtx, name: 'sp1' } });
+    check('rollback to the savepoint', !r.isError && r.structuredContent?.outcome === 'rolled_back', r);
+    r = await client.callTool({ name: 'run', arguments: { command: 'test ! -e junk.txt && test ! -e t3.txt && test -e t1.txt', tx: mtx } });
+    check('after the rollback: the later staged files are gone, the earlier one kept',
+          r.structuredContent?.outcome === 'staged' && r.structuredContent.exit_code === 0, r);
+    r = await client.callTool({ name: 'status', arguments: {} });
+    const open = r.structuredContent?.transactions?.find((t) => t.tx === mtx);
+    check('status lists the open transaction with its savepoint', open?.name === 'conf' &&
+          same(open.savepoints, ['sp1']) && open.commands === 3, r);
+    r = await client.callTool({ name: 'commit', arguments: { tx: mtx, verify: 'echo checking; test -e nope.txt', timeout: 60 } });
+    check('commit with a failing verify: verify_failed, isError, its output shown, nothing applied',
+          r.structuredContent?.outcome === 'verify_failed' && r.isError === true &&
+          /checking/.test(r.content?.[0]?.text ?? '') && same(snapshot(ws), tx0), r);
+    r = await client.callTool({ name: 'commit', arguments: { tx: mtx, verify: 'test -e t1.txt' } });
+    check('commit with a passing verify: committed, the changes listed',
+          r.structuredContent?.outcome === 'committed' && r.isError === false &&
+          same(r.structuredContent.changes?.added, ['t1.txt']), r);
+    check('committed: exactly the surviving change is in the workspace',
+          same(snapshot(ws), { ...tx0, 't1.txt': 'one\n' }), snapshot(ws));
+    r = await client.callTool({ name: 'commit', arguments: { tx: mtx } });
+    check('a committed transaction is closed: a second commit is an error', r.isError === true &&
+          /closed/.test(r.content?.[0]?.text ?? ''), r);
+    r = await client.callTool({ name: 'begin', arguments: {} });
+    const mtx2 = r.structuredContent?.tx;
+    await client.callTool({ name: 'run', arguments: { command: 'echo no > aborted.txt', tx: mtx2 } });
+    r = await client.callTool({ name: 'abort', arguments: { tx: mtx2 } });
+    check('abort: nothing applied', !r.isError && !existsSync(join(ws, 'aborted.txt')), r);
+    for (const [args, what] of [[{ command: 'true', tx: 'abc' }, 'run with a non-numeric tx'],
+                                [{ command: 'true', tx: '1; rm -rf /' }, 'run with a tx carrying a command']]) {
+        r = await client.callTool({ name: 'run', arguments: args });
+        check(`${what}: a tool error naming tx`, r.isError === true && /'tx'/.test(r.content?.[0]?.text ?? ''), r);
+    }
+    r = await client.callTool({ name: 'savepoint', arguments: { tx: mtx2 } });
+    check('savepoint without a name: a tool error', r.isError === true && /name/.test(r.content?.[0]?.text ?? ''), r);
+    r = await client.callTool({ name: 'savepoint', arguments: { tx: mtx2, name: '../x' } });
+    check('savepoint with a bad name: a tool error', r.isError === true && /name/.test(r.content?.[0]?.text ?? ''), r);
+    r = await client.callTool({ name: 'commit', arguments: { tx: mtx2, timeout: 5 } });
+    check('commit with a timeout and no verify: a tool error', r.isError === true && /verify/.test(r.content?.[0]?.text ?? ''), r);
+    // a transaction left open: aborted when the client disconnects (checked after close)
+    r = await client.callTool({ name: 'begin', arguments: { name: 'left-open' } });
+    leftOpen = r.structuredContent?.tx;
+    r = await client.callTool({ name: 'run', arguments: { command: 'echo left > left.txt', tx: leftOpen } });
+    check('a transaction left open has a staged command', r.structuredContent?.outcome === 'staged', r);
+
     // ---- errors
     let e = await expectError(client.callTool({ name: 'no_such_tool', arguments: {} }));
     check('unknown tool: JSON-RPC error -32602', e instanceof McpError && e.code === ErrorCode.InvalidParams, e);
@@ -209,6 +276,19 @@ try {
     check('no unexpected exception', false, `${e?.stack ?? e}\nserver stderr:\n${stderr.slice(-3000)}`);
 } finally {
     await client.close().catch(() => {});
+}
+// After the disconnect: the session's open transaction was aborted.
+{
+    let st = null;
+    for (let i = 0; i < 50; i++) {
+        await new Promise((res) => setTimeout(res, 200));
+        const out = execFileSync(txbox, ['status', '--json', '-C', ws], { encoding: 'utf8' });
+        st = JSON.parse(out).transactions;
+        if (!st.some((t) => t.tx === leftOpen)) break;
+    }
+    check('disconnect: the transaction the session left open was aborted',
+          leftOpen && Array.isArray(st) && !st.some((t) => t.tx === leftOpen) && !existsSync(join(ws, 'left.txt')), st);
+    check('disconnect: the server says so on stderr', new RegExp(`transaction ${leftOpen} begun in this session and never committed: aborted`).test(stderr), stderr.slice(-2000));
 }
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);
