@@ -631,12 +631,16 @@ static json_t *tx_commit(agent *a, json_t *action)
     } else if (!strcmp(outcome, "conflict")) {
         json_object_set_new(a->tx_info, "outcome", json_string("conflict"));
         json_object_set(a->tx_info, "conflict_paths", json_object_get(out, "conflict_paths"));
-        const char *p0 = json_string_value(json_array_get(json_object_get(out, "conflict_paths"), 0));
+        json_t *paths = json_object_get(out, "conflict_paths");
+        const char *p0 = json_string_value(json_array_get(paths, 0));
         char *pp = oneline(p0 ? p0 : "?");
+        size_t more = json_array_size(paths) > 1 ? json_array_size(paths) - 1 : 0;
+        char *and = more ? xasprintf(" (and %zu more paths)", more) : xstrdup("");
         stop(a, "conflict", AGENT_EXIT_CONFLICT,
-             xasprintf("finish: another transaction changed %s (and %zu more paths) since the task began; "
-                       "nothing was applied, the changes are kept in .txbox/tx/%s/upper",
-                       pp, json_array_size(json_object_get(out, "conflict_paths")) - (p0 ? 1 : 0), a->mtx));
+             xasprintf("finish: another transaction changed %s%s since the task began; nothing was "
+                       "applied, the changes are kept in .txbox/tx/%s/upper",
+                       pp, and, a->mtx));
+        free(and);
         free(pp);
         progress(a, "finish -> conflict (tx %s)", a->mtx);
     } else { /* verify_failed: the model may fix it */

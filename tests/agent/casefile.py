@@ -10,13 +10,17 @@ starting with '#' directly after a section header line are comments.
                         the runner adds --json -C WS --endpoint URL --model test-model
   --- env               KEY=VALUE lines for txbox's environment
   --- setup             a sh script run in the fresh workspace first
+  --- hook              a sh script run in the workspace when a request whose
+                        reply has the attribute `hook` arrives, before the
+                        workspace is recorded and the reply sent ($TXBOX: the
+                        binary under test); e.g. another txbox commit meanwhile
   --- requires          lines "blocked: CMD": skip (exit 77) unless `txbox run`
                         blocks CMD (the policy engine is wired in); "command: NAME"
                         / "no-command: NAME": skip unless `txbox NAME` exists / is missing
   --- reply [attrs]     one canned reply, served in order; the body is the text
                         attrs: status=N  type=CT  sse  chunk-delay=S  delay=S
                                hang=S  close  raw  bytes=N (repeat the body to N
-                               bytes)  header=Name:Value (repeatable)
+                               bytes)  header=Name:Value (repeatable)  hook
   --- verify            assertions, one per line (see runcase.py)
 """
 import json
@@ -30,6 +34,7 @@ class Case:
         self.args = []
         self.env = {}
         self.setup = ""
+        self.hook = ""
         self.requires = []
         self.replies = []
         self.verify = []
@@ -59,6 +64,8 @@ def _reply(attrs, text, where):
             r[k.replace("-", "_")] = float(attrs[k])
     if "close" in attrs:
         r["close"] = True
+    if "hook" in attrs:
+        r["hook"] = True
     if "type" in attrs:
         r["type"] = attrs["type"]
     if "sse" in attrs:
@@ -106,6 +113,8 @@ def load(path):
                     case.env[k] = v
         elif name == "setup":
             case.setup = text
+        elif name == "hook":
+            case.hook = text
         elif name == "requires":
             case.requires = [l.strip() for l in lines if l.strip() and not l.startswith("#")]
         elif name == "reply":

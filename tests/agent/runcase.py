@@ -187,6 +187,10 @@ def run_case(txbox, path, tmpbase, keep):
                            stdin=subprocess.DEVNULL)
         srv, script = server.start(case.replies)
         script.on_request = lambda: ws_state(ws)  # request[N].workspace: the files when it came
+        if case.hook:
+            hook_env = dict(os.environ, TXBOX=txbox)
+            script.on_hook = lambda: subprocess.run(["sh", "-ec", case.hook], cwd=ws, check=True, timeout=120,
+                                                    stdin=subprocess.DEVNULL, env=hook_env)
         url = f"http://127.0.0.1:{srv.port}/v1"
         args = [a.replace("%WS", ws).replace("%TMP", tmp).replace("%URL", url) for a in case.args]
         cmd = [txbox, "agent", "--json", "-C", ws, "--endpoint", url, "--model", "test-model"] + args

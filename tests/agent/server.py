@@ -17,6 +17,7 @@ A reply is a dict:
            should time out first); ends early when the server stops
   close    True: close the connection without any response
   headers  list of (name, value)
+  hook     True: call Script.on_hook first (the test's own action)
 
 Standalone use (for trying txbox agent by hand):
   python3 server.py CASEFILE      prints "port N", serves the case's replies,
@@ -42,8 +43,13 @@ class Script:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.on_request = None  # a function whose value is recorded as record["workspace"]
+        self.on_hook = None  # run before a reply marked "hook" is served
 
     def take(self, record):
+        with self.lock:
+            nxt = self.replies[0] if self.replies else None
+        if nxt and nxt.get("hook") and self.on_hook:
+            self.on_hook()
         if self.on_request:
             record["workspace"] = self.on_request()
         with self.lock:

@@ -50,6 +50,7 @@ agent_case() {
 @test "agent: --no-transaction commits each command on its own" { agent_case no-transaction; }
 @test "agent: one transaction: savepoint, failing middle command, rollback, commit at finish" { agent_case tx-savepoint; }
 @test "agent: --verify at finish: failing keeps the transaction open, passing commits" { agent_case tx-verify; }
+@test "agent: a conflicting commit meanwhile: finish applies nothing, 116" { agent_case tx-conflict; }
 
 @test "agent: every case file is listed here" {
     local f name

@@ -250,6 +250,16 @@ try {
     check('savepoint with a bad name: a tool error', r.isError === true && /name/.test(r.content?.[0]?.text ?? ''), r);
     r = await client.callTool({ name: 'commit', arguments: { tx: mtx2, timeout: 5 } });
     check('commit with a timeout and no verify: a tool error', r.isError === true && /verify/.test(r.content?.[0]?.text ?? ''), r);
+    // first committer wins: a single run commits the same path meanwhile
+    r = await client.callTool({ name: 'begin', arguments: {} });
+    const mtx3 = r.structuredContent?.tx;
+    await client.callTool({ name: 'run', arguments: { command: 'echo tx > both.txt', tx: mtx3 } });
+    await client.callTool({ name: 'run', arguments: { command: 'echo single > both.txt' } });
+    r = await client.callTool({ name: 'commit', arguments: { tx: mtx3 } });
+    check('commit after a conflicting commit: conflict, isError, the path named, nothing applied',
+          r.structuredContent?.outcome === 'conflict' && r.isError === true &&
+          same(r.structuredContent.conflict_paths, ['both.txt']) && /both\.txt/.test(r.content?.[0]?.text ?? '') &&
+          readFileSync(join(ws, 'both.txt'), 'utf8') === 'single\n', r);
     // a transaction left open: aborted when the client disconnects (checked after close)
     r = await client.callTool({ name: 'begin', arguments: { name: 'left-open' } });
     leftOpen = r.structuredContent?.tx;
