@@ -429,9 +429,14 @@ static int open_read(int dfd, const char *name, bool dir, bool grant)
     return fd;
 }
 
+/* The first bytes of fd (at most CONTENT_CAP, the budget left, and the
+ * file's size: a buffer per file, no larger than it). */
 static char *read_head(struct walk *w, int fd, size_t *len)
 {
     size_t cap = CONTENT_CAP < w->budget ? CONTENT_CAP : (size_t)w->budget;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && (uint64_t)st.st_size < cap)
+        cap = (size_t)st.st_size;
     char *buf = xmalloc(cap + 1);
     ssize_t n = cap ? read_all(fd, buf, cap) : 0;
     if (n < 0)
@@ -457,7 +462,7 @@ static void feed_file(struct walk *w, int dfd, const char *name, const char *pat
     if (e.reg) {
         e.bytes = (uint64_t)st->st_size;
         e.made_exec = (st->st_mode & 0111) && !(S_ISREG(oldmode) && (oldmode & 0111));
-        if (w->j->need_content && w->budget) {
+        if (w->j->need_content && w->budget && st->st_size > 0) {
             _cleanup_close_ int fd = open_read(dfd, name, false, true);
             if (fd >= 0) {
                 data = read_head(w, fd, &e.len);
