@@ -13,6 +13,9 @@
  *   sp/N.NAME/   savepoint NAME: layer/ as it was, as hard links
  *   layer.new/, layer.old/   a rollback in progress
  *   upper/       layer/ renamed for the commit (journal.c applies tx/ID/upper)
+ *   layer.keep/  layer/ as hard links while a commit scans upper/ (which the
+ *                scan changes): what a commit stopped before its commit
+ *                point returns to
  *   outcome      written when the transaction ends (committed, conflict,
  *                aborted): from then on it is closed
  *
@@ -35,9 +38,10 @@
  * in", both idempotent given what exists), and txbox_multi_open() finishes a
  * merge it finds. A rollback builds layer.new/ completely before two renames
  * swap it in; open() completes or undoes the swap. The commit renames layer/
- * to upper/ under the workspace lock; a crash before the commit point leaves
- * upper/ without a journal, which open() renames back (the transaction stays
- * open); after it, recovery rolls the journal forward. The transaction owns
+ * to upper/ under the workspace lock (after a copy, layer.keep/); a crash
+ * before the commit point leaves upper/ without a journal, which open()
+ * replaces by layer.keep/ (the transaction stays open); after it, recovery
+ * rolls the journal forward. The transaction owns
  * no active/ID lock while it is open (it outlives the processes that work on
  * it), so recovery, which only looks at active/ entries, leaves it alone.
  * What is not promised: the layer is not fsync'd per command (a power loss
@@ -55,6 +59,7 @@
 #include <sys/xattr.h>
 
 #include "effects.h"
+#include "fsops.h"
 #include "multi.h"
 #include "result.h"
 #include "store.h"
@@ -257,7 +262,7 @@ static int move_entry(int ofd, const char *old, int nfd, const char *new)
                  !(st.st_mode & S_IWUSR);
     if (grant && fchmodat(ofd, old, (st.st_mode & 07777) | S_IWUSR, 0) < 0)
         return -1;
-    int rc = renameat2(ofd, old, nfd, new, RENAME_NOREPLACE);
+    int rc = fs_renameat(ofd, old, nfd, new, RENAME_NOREPLACE);
     int e = errno;
     if (grant && fchmodat(rc == 0 ? nfd : ofd, rc == 0 ? new : old, st.st_mode & 07777, 0) < 0 && rc == 0)
         return -1;
@@ -410,11 +415,19 @@ static bool exists_at(int dfd, const char *name)
 
 static int repair(txbox_multi *m, txbox_error *err)
 {
-    /* A commit that stopped before its commit point: back to the layer. */
+    /* A commit that stopped before its commit point: back to the layer as
+     * it was before the scan (layer.keep), or to the upper if the scan
+     * had not begun. */
     if (!exists_at(m->txfd, "layer") && exists_at(m->txfd, "upper") &&
-        !exists_at(m->txfd, "journal") && !exists_at(m->ws->jnld, m->ids) &&
-        renameat(m->txfd, "upper", m->txfd, "layer") < 0)
-        return tx_errno(err, errno, "transaction %s: cannot restore its layer", m->ids);
+        !exists_at(m->txfd, "journal") && !exists_at(m->ws->jnld, m->ids)) {
+        bool keep = exists_at(m->txfd, "layer.keep");
+        if (keep && tree_remove(m->txfd, "upper") < 0)
+            return tx_errno(err, errno, "transaction %s: cannot drop its scanned changes", m->ids);
+        if (renameat(m->txfd, keep ? "layer.keep" : "upper", m->txfd, "layer") < 0)
+            return tx_errno(err, errno, "transaction %s: cannot restore its layer", m->ids);
+    }
+    if (exists_at(m->txfd, "layer.keep") && tree_remove(m->txfd, "layer.keep") < 0)
+        return tx_errno(err, errno, "transaction %s: cannot drop its layer's copy", m->ids);
     /* A rollback: layer.new is complete once layer has been moved away. */
     if (exists_at(m->txfd, "layer.new")) {
         if (!exists_at(m->txfd, "layer")) {
@@ -427,6 +440,11 @@ static int repair(txbox_multi *m, txbox_error *err)
     if (exists_at(m->txfd, "layer.old") && tree_remove(m->txfd, "layer.old") < 0)
         return tx_errno(err, errno, "transaction %s: cannot drop its old layer", m->ids);
     (void)tree_remove(m->txfd, "sp.tmp");
+    /* a commit's journal, cut short before its commit point (recovery
+     * leaves it: no process owns the transaction) */
+    char jt[48];
+    snprintf(jt, sizeof jt, "%s.tmp", m->ids);
+    (void)unlinkat(m->ws->jnld, jt, 0);
     return 0;
 }
 
@@ -488,6 +506,13 @@ int txbox_multi_open(txbox_ws *ws, const char *id, txbox_multi **out, txbox_erro
         rc = tx_err(err, EINVAL, "transaction %s is closed (%s)", m->ids, oc);
         goto out;
     }
+    if (exists_at(m->txfd, "journal")) {
+        /* its commit record: committed, the process died before it wrote
+         * the outcome */
+        tx_write_outcome(m->txfd, "committed");
+        rc = tx_err(err, EINVAL, "transaction %s is closed (committed)", m->ids);
+        goto out;
+    }
     if (!(m->state = read_state(m->txfd))) {
         rc = tx_err(err, EIO, "transaction %s: its state is unreadable", m->ids);
         goto out;
@@ -529,9 +554,14 @@ int multi_absorb(txbox_multi *m, int runtxfd, txbox_result *r, txbox_error *err)
         r->outcome = TXBOX_OUTCOME_READ_ONLY; /* a verify: its writes are dropped */
         return 0;
     }
-    if (renameat(runtxfd, "upper", m->txfd, "incoming") < 0)
-        return tx_errno(err, errno, "transaction %s: cannot take the command's changes", m->ids);
-    if (finish_merge(m, &r->changes, err) < 0)
+    fs_fault_arm(); /* crash tests: the merge's renames are fault points */
+    int rc = fs_renameat(runtxfd, "upper", m->txfd, "incoming", 0);
+    if (rc < 0)
+        rc = tx_errno(err, errno, "transaction %s: cannot take the command's changes", m->ids);
+    if (rc == 0)
+        rc = finish_merge(m, &r->changes, err);
+    fs_fault_disarm();
+    if (rc < 0)
         return -1;
     json_object_set_new(m->state, "commands", json_integer((json_int_t)state_u64(m, "commands") + 1));
     if (write_state(m, err) < 0)
@@ -693,8 +723,10 @@ int txbox_multi_savepoint(txbox_multi *m, const char *name, txbox_error *err)
     int rc = 0;
     if (old >= 0 && tree_remove(spd, s.v[old]) < 0)
         rc = tx_errno(err, errno, "cannot replace savepoint %s", name);
-    if (rc == 0 && renameat(m->txfd, "sp.tmp", spd, dn) < 0)
+    fs_fault_arm(); /* crash tests */
+    if (rc == 0 && fs_renameat(m->txfd, "sp.tmp", spd, dn, 0) < 0)
         rc = tx_errno(err, errno, "cannot record savepoint %s", name);
+    fs_fault_disarm();
     sps_free(&s);
     if (rc < 0)
         return -1;
@@ -715,9 +747,11 @@ int txbox_multi_rollback(txbox_multi *m, const char *name, txbox_error *err)
     if (rc == 0)
         rc = src ? link_copy(m, src, "layer.new", err) : make_layer(m->ws, m->txfd, "layer.new", err);
     /* 2. swap (repair() finishes or undoes an interrupted swap) */
-    if (rc == 0 && (renameat(m->txfd, "layer", m->txfd, "layer.old") < 0 ||
-                    renameat(m->txfd, "layer.new", m->txfd, "layer") < 0))
+    fs_fault_arm(); /* crash tests */
+    if (rc == 0 && (fs_renameat(m->txfd, "layer", m->txfd, "layer.old", 0) < 0 ||
+                    fs_renameat(m->txfd, "layer.new", m->txfd, "layer", 0) < 0))
         rc = tx_errno(err, errno, "transaction %s: cannot roll back", m->ids);
+    fs_fault_disarm();
     if (rc == 0 && tree_remove(m->txfd, "layer.old") < 0)
         rc = tx_errno(err, errno, "transaction %s: cannot drop the rolled-back changes", m->ids);
     /* 3. the savepoints made after it are gone */
@@ -897,15 +931,21 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
         uint64_t base = state_u64(m, "base_gen"), gen = 0;
         json_t *changes = NULL, *paths = json_array();
         _cleanup_close_ int upperfd = -1;
-        bool scanned = false;
         rc = ws_roll_forward_locked(ws, NULL, NULL, err);
-        if (rc == 0 && renameat(m->txfd, "layer", m->txfd, "upper") < 0)
+        /* The scan changes the upper in place (it strips overlay attributes
+         * such as a directory's opaqueness): layer.keep, the layer as hard
+         * links, is what the transaction returns to if the commit stops
+         * before its commit point (here or, after a crash, in repair()). */
+        if (rc == 0)
+            rc = link_copy(m, "layer", "layer.keep", err);
+        fs_fault_arm(); /* crash tests: from here to the unlock */
+        if (rc == 0 && fs_renameat(m->txfd, "layer", m->txfd, "upper", 0) < 0)
             rc = tx_errno(err, errno, "transaction %s: cannot prepare its commit", m->ids);
         if (rc == 0 &&
             (upperfd = openat(m->txfd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
             rc = tx_errno(err, errno, "transaction %s: cannot open its changes", m->ids);
         if (rc == 0)
-            rc = (scanned = true, scan_upper(upperfd, ws->fd, !ws->root, &ops, err));
+            rc = scan_upper(upperfd, ws->fd, !ws->root, &ops, err);
         if (rc == 0)
             rc = ws_read_gen(ws, &gen, err);
         if (rc == 0 && gen != base && ops.n)
@@ -954,22 +994,17 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
                 }
             }
         }
-        /* Failed before the commit point. Before the scan the transaction
-         * stays open (upper back to layer; else the next open does it). The
-         * scan has already changed the upper (overlay attributes stripped,
-         * e.g. a directory's opaqueness), which is then no layer any more:
-         * the transaction ends, its changes kept in upper/ as for a
-         * conflict. */
+        if (outcome) /* it ended (committed, conflict, held...): the copy goes */
+            (void)tree_remove(m->txfd, "layer.keep");
+        /* Failed before the commit point: the transaction stays open, its
+         * layer as it was (repair(), which the next open also runs). */
         if (rc < 0 && !exists_at(ws->jnld, m->ids) && !exists_at(m->txfd, "journal")) {
-            if (scanned) {
-                _cleanup_free_ char *why = xasprintf("failed: %s", err->msg);
-                tx_write_outcome(m->txfd, why);
-                (void)tx_err_ctx(err, "transaction %s ended, its changes kept in .txbox/tx/%s/upper",
-                                 m->ids, m->ids);
-            } else if (renameat(m->txfd, "upper", m->txfd, "layer") < 0 && errno != ENOENT) {
-                /* repair() does it at the next open */
+            txbox_error re = {0};
+            if (repair(m, &re) < 0) {
+                /* the next open does it */
             }
         }
+        fs_fault_disarm();
         ops_free(&ops);
         json_decref(changes);
         json_decref(paths);
@@ -1019,8 +1054,8 @@ int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err)
         if (!parse_u64(de->d_name, &id))
             continue;
         _cleanup_close_ int tfd = openat(ws->txd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (tfd < 0 || exists_at(tfd, "outcome"))
-            continue;
+        if (tfd < 0 || exists_at(tfd, "outcome") || exists_at(tfd, "journal"))
+            continue; /* closed (a commit record: committed) */
         json_t *st = read_state(tfd);
         if (!st)
             continue;
