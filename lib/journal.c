@@ -487,10 +487,9 @@ static int finalize(txbox_ws *ws, const struct tx_journal *j, int txfd, txbox_er
         return tx_errno(err, errno, "cannot record generation %s", genn);
     if (fs_fsync(ws->cmtd) < 0)
         return tx_errno(err, errno, "cannot make the commit record durable");
-    uint64_t cur = 0;
-    if (ws_read_gen(ws, &cur, err) < 0)
-        return -1;
-    if (cur < j->gen && ws_write_gen(ws, j->gen, err) < 0)
+    /* The cache, not ws_read_gen (which counts the record just made): a
+     * cache that lags makes every later read count the records past it. */
+    if (ws_gen_cache(ws) < j->gen && ws_write_gen(ws, j->gen, err) < 0)
         return -1;
     if (store_log(ws, j->id, "committed", j->info, &j->ops, txfd, err) < 0)
         return tx_err_ctx(err, "cannot record the commit in the audit log");
@@ -539,6 +538,13 @@ int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err)
         char bad[40];
         snprintf(bad, sizeof bad, "%s.corrupt", jn);
         (void)renameat(ws->jnld, jn, ws->jnld, bad);
+        /* The transaction's changes stay for that human too, but not the
+         * overlay's work directory: scratch the kernel made, holding a
+         * mode-000 directory that an unprivileged owner's rm -rf cannot
+         * remove. */
+        _cleanup_close_ int tfd = openat(ws->txd, jn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (tfd >= 0)
+            (void)tree_remove(tfd, "work");
         return -1;
     }
     if (j.id != id) {

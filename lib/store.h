@@ -90,6 +90,12 @@ typedef struct sqlite3 sqlite3;
 /* Opens the audit log (creating/migrating it when `write`). */
 MUST_CHECK int store_open(txbox_ws *ws, bool write, sqlite3 **db, txbox_error *err);
 void store_close(sqlite3 *db);
+/* The workspace handle's own connection to the log, opened (for writing)
+ * on first use and closed by txbox_ws_close: a transaction's check before
+ * the commit point, its row and the retention check share one open (each
+ * open of a WAL database by a new process re-reads the WAL). Not closed by
+ * the caller. */
+MUST_CHECK int store_shared(txbox_ws *ws, sqlite3 **db, txbox_error *err);
 /* Parses the id tx and opens the log to read it ("not in the audit log"
  * when there is none). */
 MUST_CHECK int store_open_for(txbox_ws *ws, const char *tx, uint64_t *id, sqlite3 **db,

@@ -22,6 +22,7 @@ struct txbox_ws {
     int cmtd;        /* .txbox/commits/ */
     dev_t dev;
     bool root;
+    struct sqlite3 *db; /* the audit log, kept open for this handle (store_shared) */
 };
 
 #define TXBOX_STATE_DIR ".txbox"
@@ -37,6 +38,9 @@ MUST_CHECK int ws_new_tx(txbox_ws *ws, uint64_t *id, int *txfd, int *activefd, t
 /* Releases and removes the owner lock. */
 void ws_end_tx(txbox_ws *ws, uint64_t id, int activefd);
 MUST_CHECK int ws_read_gen(txbox_ws *ws, uint64_t *gen, txbox_error *err);
+/* The cached generation (.txbox/gen): ws_read_gen's starting point, which
+ * then counts the commit records beyond it; 0 when absent. */
+uint64_t ws_gen_cache(txbox_ws *ws);
 MUST_CHECK int ws_write_gen(txbox_ws *ws, uint64_t gen, txbox_error *err);
 /* Is the process that owns transaction id gone? (its active lock is free) */
 bool ws_tx_owner_dead(txbox_ws *ws, uint64_t id);

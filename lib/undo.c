@@ -1058,10 +1058,13 @@ int txbox_gc(txbox_ws *ws, const txbox_gc_opts *o, char **json, txbox_error *err
     return rc;
 }
 
+/* After a commit: prunes back to the retention bounds once they are
+ * exceeded by a tenth (of the count, of the bytes), so that the walk over the
+ * retained transactions runs every few commits, not after each one. */
 void history_autogc(txbox_ws *ws)
 {
     sqlite3 *db;
-    if (store_open(ws, false, &db, NULL) < 0)
+    if (store_shared(ws, &db, NULL) < 0)
         return;
     long keep;
     long long max_bytes;
@@ -1072,15 +1075,19 @@ void history_autogc(txbox_ws *ws)
                            " WHERE outcome='committed' AND retained_bytes IS NOT NULL"
                            " AND pruned IS NULL", -1, &st, NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW)
-        over = sqlite3_column_int64(st, 0) > keep || sqlite3_column_int64(st, 1) > max_bytes;
+        over = sqlite3_column_int64(st, 0) > keep + keep / 10 ||
+               sqlite3_column_int64(st, 1) > max_bytes + max_bytes / 10;
     sqlite3_finalize(st);
-    store_close(db);
     if (!over)
         return;
+    int lockfd = -1;
+    if (ws_lock(ws, &lockfd, NULL) < 0)
+        return;
     txbox_gc_opts o = {.keep = -1, .max_bytes = -1};
-    char *j = NULL;
-    if (txbox_gc(ws, &o, &j, NULL) == 0)
-        free(j);
+    json_t *res = json_object();
+    (void)gc_locked(ws, db, &o, res, NULL);
+    ws_unlock(lockfd);
+    json_decref(res);
 }
 
 /* ---- diff ---- */

@@ -127,6 +127,7 @@ void txbox_ws_close(txbox_ws *ws)
 {
     if (!ws)
         return;
+    store_close(ws->db);
     int fds[] = {ws->fd, ws->sfd, ws->txd, ws->actd, ws->jnld, ws->cmtd};
     for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
         if (fds[i] >= 0)
@@ -224,7 +225,7 @@ void ws_end_tx(txbox_ws *ws, uint64_t id, int activefd)
         close(activefd);
 }
 
-int ws_read_gen(txbox_ws *ws, uint64_t *gen, txbox_error *err)
+uint64_t ws_gen_cache(txbox_ws *ws)
 {
     uint64_t g = 0;
     _cleanup_free_ char *s = NULL;
@@ -233,8 +234,14 @@ int ws_read_gen(txbox_ws *ws, uint64_t *gen, txbox_error *err)
         if (!parse_u64(s, &g))
             g = 0;
     }
+    return g;
+}
+
+int ws_read_gen(txbox_ws *ws, uint64_t *gen, txbox_error *err)
+{
     /* The file is a cache of the highest commits/GEN; it may lag after a
      * crash, never lead. */
+    uint64_t g = ws_gen_cache(ws);
     for (;;) {
         char n[32];
         struct stat st;

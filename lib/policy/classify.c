@@ -630,6 +630,7 @@ int classify_string(const txbox_policy *p, void *parser, arena *ar, const char *
 /* ---- public API ---- */
 #define ARENA_CAP (64u << 20)
 
+/* Returns 1 when the file was read, 0 when it is absent and may be. */
 static int load_file(txbox_policy *p, const char *path, bool must_exist, txbox_error *err)
 {
     FILE *f = fopen(path, "re");
@@ -653,16 +654,16 @@ static int load_file(txbox_policy *p, const char *path, bool must_exist, txbox_e
     else
         rc = policy_parse_yaml(p, dbuf_str(&b), b.len, path, err);
     dbuf_free(&b);
-    return rc;
+    return rc < 0 ? rc : 1;
 }
 
 int txbox_policy_load(const char *user_file, const char *workspace_dir, txbox_policy **out,
                       txbox_error *err)
 {
-    return policy_load(user_file, workspace_dir, true, out, err);
+    return policy_load(user_file, workspace_dir, POLICY_EXAMPLES_IF_FILES, out, err);
 }
 
-int policy_load(const char *user_file, const char *workspace_dir, bool check_examples,
+int policy_load(const char *user_file, const char *workspace_dir, enum policy_examples examples,
                 txbox_policy **out, txbox_error *err)
 {
     if (!out)
@@ -673,6 +674,7 @@ int policy_load(const char *user_file, const char *workspace_dir, bool check_exa
     arena_init(&p->ar, ARENA_CAP);
     int rc = policy_parse_yaml(p, txbox_default_policy, txbox_default_policy_len,
                                "policy/default.yaml", err);
+    bool files = false; /* a policy file beyond the built-in one was read */
     if (rc == 0 && workspace_dir) {
         char *real = realpath(workspace_dir, NULL);
         if (!real) {
@@ -685,13 +687,23 @@ int policy_load(const char *user_file, const char *workspace_dir, bool check_exa
             char *wsfile = xasprintf("%s/.txbox-policy.yaml", real);
             rc = load_file(p, wsfile, false, err);
             free(wsfile);
+            files = rc > 0;
+            rc = rc < 0 ? rc : 0;
         }
     }
-    if (rc == 0 && user_file)
+    if (rc == 0 && user_file) {
         rc = load_file(p, user_file, true, err);
+        files = files || rc > 0;
+        rc = rc < 0 ? rc : 0;
+    }
     if (rc == 0)
         policy_build_index(p);
-    if (rc == 0 && check_examples)
+    /* The built-in policy's examples are checked by the test suite (its
+     * text is fixed in the binary); a file's lists and overrides can change
+     * what the built-in rules match, so with a file every example is
+     * checked, the built-in ones too. */
+    if (rc == 0 && (examples == POLICY_EXAMPLES_ALWAYS ||
+                    (examples == POLICY_EXAMPLES_IF_FILES && files)))
         rc = policy_check_examples(p, err);
     if (rc == 0) {
         p->parser = shell_parser_new();

@@ -216,8 +216,11 @@ void policy_build_index(txbox_policy *p);
 int policy_examples_report(const txbox_policy *p, FILE *f, txbox_error *err);
 /* The `effects:` list of a policy file (rules.c); freeing them. */
 void policy_effects_clear(txbox_policy *p);
-/* txbox_policy_load, optionally without checking the examples. */
-int policy_load(const char *user_file, const char *workspace_dir, bool check_examples,
+/* txbox_policy_load with a choice of which examples to check: none, all
+ * (the built-in rules' too), or all when a policy file was read besides the
+ * built-in one (txbox_policy_load's choice). */
+enum policy_examples { POLICY_EXAMPLES_NONE, POLICY_EXAMPLES_IF_FILES, POLICY_EXAMPLES_ALWAYS };
+int policy_load(const char *user_file, const char *workspace_dir, enum policy_examples examples,
                 txbox_policy **out, txbox_error *err);
 
 /* shell.c: fills *cmds (arena) with every simple command of src. */

@@ -24,7 +24,7 @@ int main(int argc, char **argv)
     }
     txbox_policy *p;
     txbox_error err = {0};
-    if (policy_load(file, dir, !examples, &p, &err) < 0) {
+    if (policy_load(file, dir, examples ? POLICY_EXAMPLES_NONE : POLICY_EXAMPLES_ALWAYS, &p, &err) < 0) {
         fprintf(stderr, "policy-dump: %s\n", err.msg);
         return 125;
     }

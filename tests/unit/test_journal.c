@@ -52,6 +52,9 @@ static void commit_and_damage(void **state)
         print_error("%s\n", e.msg);
     assert_int_equal(jr, 0);
     assert_int_equal(gen, 1);
+    /* the generation cache follows the commit (a lagging one makes every
+     * later ws_read_gen count the commit records one by one) */
+    assert_int_equal(ws_gen_cache(ws), 1);
     /* applied, old version kept for undo */
     char *s;
     assert_int_equal(read_file_at(ws->fd, "old", 16, &s, NULL, &e), 0);
