@@ -90,11 +90,12 @@ check_all() {
     printf '%s' "$output" >"$BATS_TEST_TMPDIR/log.json"
     run "$AGENTS_CHECK" "$WS" "$PRE" "$AGENT_RES" "$BATS_TEST_TMPDIR/log.json" ${1:+--expect "$1"}
     echo "# $(tail -n 1 <<<"$output")" >&3
-    [ "$status" = 0 ] || fail "$output"
+    # (explicit returns: callers use check_all || ..., where set -e is off)
+    [ "$status" = 0 ] || { fail "$output"; return 1; }
     # and nothing is left open
     run --separate-stderr txbox_bin status -C "$WS" --json
     assert_status 0 || return 1
-    [ "$(jget transactions)" = "" ] || fail "transactions still open: $output"
+    [ "$(jget transactions)" = "" ] || { fail "transactions still open: $output"; return 1; }
 }
 
 # w PATH TEXT: a command writing TEXT as PATH's content; a PATH TEXT: appending.
