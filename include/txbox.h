@@ -27,6 +27,8 @@ enum {
     TXBOX_EXIT_CONFLICT = 123, /* succeeded, but its base changed: changes kept aside */
     TXBOX_EXIT_TIMEOUT = 124,  /* killed at the time limit; rolled back */
     TXBOX_EXIT_ERROR = 125,    /* txbox itself failed (bad input, I/O, setup) */
+    TXBOX_EXIT_ATTENTION = 120, /* undone, but an external effect needs attention: its
+                                   compensation failed, was interrupted, or there is none */
 };
 
 typedef struct txbox_error {

@@ -62,6 +62,7 @@
 #include "fsops.h"
 #include "multi.h"
 #include "result.h"
+#include "saga.h"
 #include "store.h"
 #include "tx.h"
 
@@ -547,6 +548,14 @@ const char *multi_layer_rel(const txbox_multi *m) { return m->layer_rel; }
 const char *multi_layer_work_rel(const txbox_multi *m) { return m->lwork_rel; }
 int multi_layer_work_fd(const txbox_multi *m) { return m->lworkfd; }
 int multi_layer_fd(const txbox_multi *m) { return m->layerfd; }
+int multi_txfd(const txbox_multi *m) { return m->txfd; }
+bool multi_aborting(const txbox_multi *m) { return json_is_true(json_object_get(m->state, "aborting")); }
+
+static int refuse_aborting(const txbox_multi *m, txbox_error *err)
+{
+    return tx_err(err, EINVAL, "transaction %s is being aborted (run 'txbox abort %s' to finish)",
+                  m->ids, m->ids);
+}
 
 int multi_absorb(txbox_multi *m, int runtxfd, txbox_result *r, txbox_error *err)
 {
@@ -703,6 +712,8 @@ static ssize_t find_savepoint(const struct sps *s, const char *name)
 
 int txbox_multi_savepoint(txbox_multi *m, const char *name, txbox_error *err)
 {
+    if (multi_aborting(m))
+        return refuse_aborting(m, err);
     if (!name_ok(name))
         return tx_err(err, EINVAL, "a savepoint name is 1 to %d letters, digits, '.', '_' or '-', "
                       "not starting with '.'", MAX_NAME);
@@ -731,6 +742,10 @@ int txbox_multi_savepoint(txbox_multi *m, const char *name, txbox_error *err)
     if (rc < 0)
         return -1;
     json_object_set_new(m->state, "next_savepoint", json_integer((json_int_t)seq + 1));
+    if (!json_is_object(json_object_get(m->state, "sp_effects"))) /* saga.c: effects before it */
+        json_object_set_new(m->state, "sp_effects", json_object());
+    json_object_set_new(json_object_get(m->state, "sp_effects"), name,
+                        json_integer((json_int_t)saga_count(m->txfd)));
     return write_state(m, err);
 }
 
@@ -743,6 +758,13 @@ int txbox_multi_rollback(txbox_multi *m, const char *name, txbox_error *err)
     if (name && (at = find_savepoint(&s, name)) < 0)
         rc = tx_err(err, ENOENT, "transaction %s has no savepoint %s", m->ids, name);
     _cleanup_free_ char *src = at >= 0 ? xasprintf("sp/%s", s.v[at]) : NULL;
+    if (rc == 0 && multi_aborting(m))
+        rc = refuse_aborting(m, err);
+    /* 0. the external effects of the commands rolled back are compensated */
+    if (rc == 0) {
+        json_int_t from = name ? json_integer_value(json_object_get(json_object_get(m->state, "sp_effects"), name)) : 0;
+        rc = saga_compensate(m->ws, m->txfd, (size_t)from, NULL, err);
+    }
     /* 1. the state to return to, complete, as layer.new */
     if (rc == 0)
         rc = src ? link_copy(m, src, "layer.new", err) : make_layer(m->ws, m->txfd, "layer.new", err);
@@ -786,13 +808,41 @@ static char *end_info(const txbox_multi *m, const char *outcome, json_t *changes
     return s;
 }
 
+static int multi_drop(txbox_multi *m, json_t *eff, txbox_error *err);
+
 int txbox_multi_abort(txbox_multi *m, txbox_error *err)
+{
+    return txbox_multi_abort_report(m, NULL, err);
+}
+
+int txbox_multi_abort_report(txbox_multi *m, char **report, txbox_error *err)
+{
+    if (report)
+        *report = NULL;
+    /* saga.c: compensations first, newest first; "aborting" makes the
+     * transaction refuse everything but abort until they are done */
+    json_t *eff = NULL;
+    json_object_set_new(m->state, "aborting", json_true());
+    if (write_state(m, err) < 0 || saga_compensate(m->ws, m->txfd, 0, &eff, err) < 0)
+        return -1;
+    if (report)
+        *report = json_dumps(eff, JSON_COMPACT);
+    int rc = multi_drop(m, eff, err);
+    json_decref(eff);
+    if (rc < 0 && report) {
+        free(*report);
+        *report = NULL;
+    }
+    return rc;
+}
+
+static int multi_drop(txbox_multi *m, json_t *eff, txbox_error *err)
 {
     if (tree_remove(m->txfd, "layer") < 0 || tree_remove(m->txfd, "sp") < 0 ||
         tree_remove(m->txfd, "lwork") < 0)
         return tx_errno(err, errno, "transaction %s: cannot drop its changes", m->ids);
     tx_write_outcome(m->txfd, "aborted");
-    _cleanup_free_ char *info = end_info(m, "rolled_back", NULL, NULL);
+    _cleanup_free_ char *info = end_info(m, "rolled_back", NULL, json_array_size(json_object_get(eff, "effects")) ? eff : NULL);
     txbox_error le = {0};
     if (store_log(m->ws, m->id, "rolled_back", info, NULL, m->txfd, &le) < 0)
         return tx_err(err, le.code, "transaction %s aborted, but the audit log: %s", m->ids, le.msg);
@@ -887,6 +937,8 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
 {
     *json = *summary = NULL;
     *status = 0;
+    if (multi_aborting(m))
+        return refuse_aborting(m, err);
     uint64_t t0 = now_ns();
     txbox_ws *ws = m->ws;
     json_t *res = json_pack("{s:s,s:O,s:I}", "tx", m->ids, "name", json_object_get(m->state, "name"),
@@ -978,11 +1030,16 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
         } else if (rc == 0 && ev) {
             rc = effect_stop(m, ev, &ops, base, changes, res, status, &outcome, &first, err);
         } else if (rc == 0) {
-            _cleanup_free_ char *info = end_info(m, "committed", changes, NULL);
+            json_t *eff = saga_kept(m->txfd, false); /* external effects: they stay */
+            if (eff)
+                json_object_set(res, "effects", json_object_get(eff, "effects"));
+            _cleanup_free_ char *info = end_info(m, "committed", changes, eff);
+            json_decref(eff);
             if (ops.n)
                 rc = journal_commit(ws, m->id, m->txfd, base, &ops, info, &gen, err);
             if (rc == 0) {
                 outcome = "committed";
+                json_decref(saga_kept(m->txfd, true));
                 tx_write_outcome(m->txfd, "committed");
                 (void)tree_remove(m->txfd, "upper");
                 (void)tree_remove(m->txfd, "sp");
@@ -1039,13 +1096,14 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
 int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err)
 {
     *json = NULL;
-    json_t *arr = json_array();
+    json_t *arr = json_array(), *att = json_array(); /* att: saga.c */
     int fd = openat(ws->txd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
         if (fd >= 0)
             close(fd);
         json_decref(arr);
+        json_decref(att);
         return tx_errno(err, errno, "cannot list transactions");
     }
     struct dirent *de;
@@ -1054,6 +1112,8 @@ int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err)
         if (!parse_u64(de->d_name, &id))
             continue;
         _cleanup_close_ int tfd = openat(ws->txd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (tfd >= 0) /* external effects that need attention (saga.c), open or closed */
+            saga_attention_add(att, tfd, de->d_name);
         if (tfd < 0 || exists_at(tfd, "outcome") || exists_at(tfd, "journal"))
             continue; /* closed (a commit record: committed) */
         json_t *st = read_state(tfd);
@@ -1075,6 +1135,8 @@ int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err)
                                              json_object_get(st, "base_gen"), "commands",
                                              json_object_get(st, "commands"), "savepoints", sp, "busy",
                                              busy));
+        if (json_is_true(json_object_get(st, "aborting"))) /* saga.c: an abort cut short */
+            json_object_set_new(json_array_get(arr, json_array_size(arr) - 1), "aborting", json_true());
         json_decref(st);
     }
     closedir(d);
@@ -1090,7 +1152,7 @@ int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err)
             json_array_remove(arr, k);
             json_array_insert_new(arr, k - 1, x);
         }
-    json_t *o = json_pack("{s:o}", "transactions", arr);
+    json_t *o = json_pack("{s:o,s:o}", "transactions", arr, "attention", att); /* saga.c */
     *json = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return 0;

@@ -30,6 +30,11 @@ MUST_CHECK int txbox_multi_savepoint(txbox_multi *m, const char *name, txbox_err
 MUST_CHECK int txbox_multi_rollback(txbox_multi *m, const char *name, txbox_error *err);
 /* Drops the transaction: nothing of it is ever applied. */
 MUST_CHECK int txbox_multi_abort(txbox_multi *m, txbox_error *err);
+/* The same; first runs the compensations of its external effects, newest
+ * first (saga.c). *report (may be NULL): {"effects": [...],
+ * "needs_attention": N}. Cut short by a crash, it is finished by aborting
+ * again (the transaction stays open, refusing everything but abort). */
+MUST_CHECK int txbox_multi_abort_report(txbox_multi *m, char **report, txbox_error *err);
 
 /* Commits: with verify (a command, run in the transaction's final view,
  * its own writes dropped) only if it succeeds. *json: the result object;
@@ -48,6 +53,10 @@ void txbox_multi_set_policy(txbox_multi *m, const struct txbox_policy *p);
 MUST_CHECK int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err);
 
 /* ---- for run.c ---- */
+/* The transaction's directory (its effect list, saga.c) and whether an
+ * abort has begun. */
+int multi_txfd(const txbox_multi *m);
+bool multi_aborting(const txbox_multi *m);
 /* The transaction so far, as the read-only layer of the command's overlay
  * (relative to the workspace, and opened). */
 const char *multi_layer_rel(const txbox_multi *m);

@@ -33,6 +33,7 @@ void result_free(txbox_result *r)
     dbuf_free(&r->err);
     free(r->fallback);
     free(r->conflict_path);
+    json_decref(r->effects);
     json_decref(r->effect_verdict);
     free(r->log_error);
     free(r->verdict);
@@ -139,6 +140,15 @@ char *txbox_result_json(const txbox_result *rc)
         json_object_set_new(o, "fallback", json_string(r->fallback));
     if (r->log_error)
         json_object_set_new(o, "log_error", json_string(r->log_error));
+    if (r->effects) { /* saga.c */
+        json_t *l = json_object_get(r->effects, "effects"), *e;
+        size_t i;
+        bool irr = false;
+        json_array_foreach(l, i, e) irr = irr || json_is_true(json_object_get(e, "irreversible"));
+        json_object_set(o, "effects", l);
+        json_object_set(o, "needs_attention", json_object_get(r->effects, "needs_attention"));
+        json_object_set_new(o, "irreversible", json_boolean(irr));
+    }
     json_object_set_new(o, "duration_ms", json_real(round3(r->duration_ms)));
     json_object_set_new(o, "command_ms", json_real(round3(r->cmd_ms)));
     json_object_set_new(o, "overhead_ms", json_real(round3(r->overhead_ms)));
@@ -147,7 +157,30 @@ char *txbox_result_json(const txbox_result *rc)
     return s;
 }
 
+static char *summary_base(const txbox_result *r);
+
 char *txbox_result_summary(const txbox_result *r)
+{
+    char *s = summary_base(r);
+    json_t *l = r->effects ? json_object_get(r->effects, "effects") : NULL, *e;
+    if (!json_array_size(l))
+        return s;
+    size_t i, irr = 0, comp = 0;
+    json_array_foreach(l, i, e) {
+        irr += json_is_true(json_object_get(e, "irreversible"));
+        comp += !strcmp(json_string_value(json_object_get(e, "state")) ?: "", "compensated");
+    }
+    json_int_t att = json_integer_value(json_object_get(r->effects, "needs_attention"));
+    char *t = att || comp ? xasprintf("%s; %zu external effect(s): %zu compensated, %lld NEED ATTENTION%s", s,
+                                      json_array_size(l), comp, (long long)att,
+                                      att ? " (see 'txbox status')" : "")
+                          : xasprintf("%s; %zu external effect(s) recorded, %zu irreversible", s,
+                                      json_array_size(l), irr);
+    free(s);
+    return t;
+}
+
+static char *summary_base(const txbox_result *r)
 {
     size_t a = 0, m = 0, d = 0;
     if (r->changes) {

@@ -25,6 +25,9 @@ struct txbox_result {
     double started, duration_ms, cmd_ms, overhead_ms;
     /* policy */
     char *verdict, *rule, *reason, *suggestion;
+    /* external effects (saga.c): {effects: [...], needs_attention: N}, or NULL */
+    json_t *effects;
+    bool tee; /* captured output is also written through to stdout/stderr */
     /* rules on effects (effects.c): the verdict that rejected or held it */
     json_t *effect_verdict;
 };

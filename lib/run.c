@@ -12,6 +12,7 @@
 #include "multi.h"
 #include "result.h"
 #include "safepath.h"
+#include "saga.h"
 #include "sandbox.h"
 #include "store.h"
 #include "tx.h"
@@ -26,6 +27,8 @@ static void pump(void *ctx, int stream, const char *data, size_t n)
 {
     txbox_result *r = ctx;
     dbuf_add(stream == 1 ? &r->out : &r->err, data, n);
+    if (r->tee && write_all(stream == 1 ? 1 : 2, data, n) < 0)
+        r->tee = false; /* the caller closed its end: keep capturing */
 }
 
 /* Secrets hidden from every command by default, relative to $HOME. */
@@ -284,6 +287,9 @@ static int validate(const txbox_run_opts *o, txbox_error *err)
         if (total > MAX_COMMAND_BYTES)
             return tx_err(err, E2BIG, "command longer than %u bytes", MAX_COMMAND_BYTES);
     }
+    if (o->multi && multi_aborting(o->multi))
+        return tx_err(err, EINVAL, "the transaction is being aborted (run 'txbox abort %s' to finish)",
+                      txbox_multi_id(o->multi));
     if (o->multi && (o->backend == TXBOX_BACKEND_COPY || o->allow_copy_fallback))
         return tx_err(err, EINVAL, "a multi-command transaction runs on the overlay backend only");
     if (o->timeout_s < 0 || o->timeout_s > 7 * 86400.0)
@@ -370,6 +376,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     txbox_result *r = result_new();
     r->started = wall_time();
     bool read_only = opts->read_only && !opts->multi, net = opts->net; /* multi: its view */
+    _cleanup_plan_ json_t *saga = NULL; /* external effects (saga.c) */
     if (opts->policy) {
         txbox_verdict v;
         int pr = opts->shell ? txbox_policy_check(opts->policy, opts->shell, strlen(opts->shell), &v, err)
@@ -389,6 +396,8 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
             read_only = true;
         if (v.needs_network)
             net = true;
+        if (!read_only)
+            saga = saga_plan(opts->policy, opts->shell, opts->argv, &net);
     }
     r->backend = read_only ? "none" : opts->backend == TXBOX_BACKEND_COPY ? "copy" : "overlay";
     size_t cap = opts->output_cap ? opts->output_cap : DEFAULT_OUTPUT_CAP;
@@ -461,7 +470,9 @@ retry:
     snprintf(upper_rel, sizeof upper_rel, "%s/tx/%s/%s", TXBOX_STATE_DIR, r->txs,
              use_copy ? "view" : "upper"); /* the copy backend's: its copy */
     snprintf(work_rel, sizeof work_rel, "%s/tx/%s/work", TXBOX_STATE_DIR, r->txs);
-    if (opts->capture && (pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0)) {
+    /* a compensation that captures from the output needs it: captured and passed through */
+    r->tee = !opts->capture && saga && saga_plan_needs_output(saga);
+    if ((opts->capture || r->tee) && (pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0)) {
         rc = tx_errno(err, errno, "pipe");
         goto fail;
     }
@@ -495,6 +506,9 @@ retry:
         .name = r->txs,
     };
     struct sb_status st;
+    int effd = opts->multi ? multi_txfd(opts->multi) : txfd; /* where its effects are recorded */
+    if (saga && (rc = saga_started(effd, saga, r->txs, err)) < 0)
+        goto fail;
     rc = sb_run(&spec, pout[0], perr[0], pump, r, &st, err);
     /* sb_run closed the write ends; the read ends are ours. */
     if (pout[0] >= 0)
@@ -529,6 +543,9 @@ retry:
     }
     bool ok = st.exited && WIFEXITED(st.wstatus) && WEXITSTATUS(st.wstatus) == 0 && !st.timed_out &&
               !st.cancelled;
+    /* external effects: recorded; undone now if the command failed */
+    if (saga && (rc = saga_after(ws, effd, saga, r, ok, opts->multi != NULL, err)) < 0)
+        goto fail;
 
     if (read_only) {
         r->outcome = TXBOX_OUTCOME_READ_ONLY;

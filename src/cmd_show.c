@@ -102,6 +102,22 @@ static void print_text(json_t *o)
         snprintf(num, sizeof num, "%lld bytes retained for undo", (long long)json_integer_value(rb));
         field("pre-images", num);
     }
+    json_t *effs = json_object_get(info, "effects"); /* external effects (saga.c) */
+    for (size_t k = 0; k < json_array_size(effs); k++) {
+        json_t *e = json_array_get(effs, k);
+        const char *comp = s_of(e, "compensate"), *st = s_of(e, "state");
+        char what[160];
+        snprintf(what, sizeof what, "%s%s, rule %s%s", st ? st : "?",
+                 json_is_true(json_object_get(e, "irreversible")) ? " (irreversible)" : "", s_of(e, "rule") ?: "?",
+                 st && (!strcmp(st, "failed") || !strcmp(st, "interrupted") || !strcmp(st, "not_undone"))
+                     ? " - NEEDS ATTENTION" : "");
+        field(k ? "" : "effects", what);
+        printf("  %-12s ", "");
+        cli_print_clean(stdout, s_of(e, "command") ?: "", 0);
+        printf("\n  %-12s undo: ", "");
+        cli_print_clean(stdout, comp ? comp : "(none)", 0);
+        putchar('\n');
+    }
     json_t *ws = json_object_get(o, "write_set");
     printf("write set (%zu%s):\n", json_array_size(ws),
            json_integer_value(json_object_get(o, "changes_truncated")) ? ", truncated" : "");

@@ -35,7 +35,7 @@ static void usage(FILE *f, const char *cmd)
                    "same paths; the changes stay in .txbox/tx/ID/upper), the verify command's\n"
                    "own when it failed (the transaction stays open), 125 txbox error.\n");
     else if (!strcmp(cmd, "abort"))
-        fprintf(f, "usage: txbox abort [-C DIR] [--json] ID\n\nDrops the transaction.\n");
+        fprintf(f, "usage: txbox abort [-C DIR] [--json] ID\n\nDrops the transaction. First runs the compensations of its external effects,\nnewest first; exit status 120 when one of them needs attention (failed,\ninterrupted, or irreversible). Aborting again finishes an abort cut short.\n");
     else
         fprintf(f, "usage: txbox status [-C DIR] [--json]\n\nLists the open multi-command transactions.\n");
 }
@@ -121,6 +121,32 @@ static int fail(const struct txargs *a, const txbox_error *err)
     return a->json ? cli_fail_json(err) : cli_fail(err);
 }
 
+/* The compensations an abort ran, one line each (saga.c). */
+static void print_effects(const char *tx, json_t *eff)
+{
+    json_t *l = json_object_get(eff, "effects");
+    for (size_t i = json_array_size(l); i-- > 0;) { /* in the order they ran: newest first */
+        json_t *e = json_array_get(l, i);
+        const char *st = json_string_value(json_object_get(e, "state")) ?: "?";
+        const char *comp = json_string_value(json_object_get(e, "compensate"));
+        bool bad = strcmp(st, "compensated") != 0;
+        fprintf(stderr, "txbox: tx %s: effect %lld (%s) %s%s", tx,
+                (long long)json_integer_value(json_object_get(e, "n")),
+                json_string_value(json_object_get(e, "rule")) ?: "?", st, bad ? " - NEEDS ATTENTION" : "");
+        if (json_is_integer(json_object_get(e, "exit_code")) && bad)
+            fprintf(stderr, " (exit status %lld)", (long long)json_integer_value(json_object_get(e, "exit_code")));
+        fprintf(stderr, ": ");
+        cli_print_clean(stderr, comp ? comp : json_string_value(json_object_get(e, "command")) ?: "", 0);
+        const char *why = json_string_value(json_object_get(e, "why"));
+        if (why && bad) {
+            fprintf(stderr, " (");
+            cli_print_clean(stderr, why, 0);
+            fprintf(stderr, ")");
+        }
+        fputc('\n', stderr);
+    }
+}
+
 /* savepoint, rollback, abort: open, act, say so. */
 static int simple(const struct txargs *a, const char *cmd)
 {
@@ -131,21 +157,27 @@ static int simple(const struct txargs *a, const char *cmd)
         return fail(a, &err);
     int rc = txbox_multi_open(ws, a->pos[0], &m, &err);
     const char *sp = a->npos > 1 ? a->pos[1] : NULL;
+    char *report = NULL; /* abort: its external effects (saga.c) */
     if (rc == 0) {
         if (!strcmp(cmd, "savepoint"))
             rc = txbox_multi_savepoint(m, sp, &err);
         else if (!strcmp(cmd, "rollback"))
             rc = txbox_multi_rollback(m, sp, &err);
         else
-            rc = txbox_multi_abort(m, &err);
+            rc = txbox_multi_abort_report(m, &report, &err);
     }
     txbox_multi_close(m);
     txbox_ws_close(ws);
     if (rc < 0)
         return fail(a, &err);
     const char *done = !strcmp(cmd, "savepoint") ? "savepoint" : !strcmp(cmd, "rollback") ? "rolled_back" : "aborted";
+    json_t *eff = report ? json_loads(report, 0, NULL) : NULL;
+    free(report);
+    json_int_t attention = json_integer_value(json_object_get(eff, "needs_attention"));
     if (a->json) {
         json_t *o = json_pack("{s:s,s:s,s:s?}", "tx", a->pos[0], "outcome", done, "savepoint", sp);
+        if (json_array_size(json_object_get(eff, "effects")))
+            json_object_update(o, eff);
         char *s = json_dumps(o, JSON_COMPACT);
         printf("%s\n", s);
         free(s);
@@ -156,8 +188,10 @@ static int simple(const struct txargs *a, const char *cmd)
         fprintf(stderr, "txbox: tx %s rolled back to %s%s\n", a->pos[0], sp ? "savepoint " : "its start", sp ? sp : "");
     } else {
         fprintf(stderr, "txbox: tx %s aborted: nothing of it was applied\n", a->pos[0]);
+        print_effects(a->pos[0], eff);
     }
-    return 0;
+    json_decref(eff);
+    return attention ? TXBOX_EXIT_ATTENTION : 0;
 }
 
 static int do_begin(const struct txargs *a)
@@ -248,6 +282,16 @@ static int do_status(const struct txargs *a)
         json_t *t;
         if (!json_array_size(arr))
             printf("no open transactions\n");
+        json_t *att = json_object_get(all, "attention"), *e;
+        json_array_foreach(att, i, e) {
+            printf("NEEDS ATTENTION: tx %s effect %lld (%s) %s: ", json_string_value(json_object_get(e, "tx")),
+                   (long long)json_integer_value(json_object_get(e, "n")),
+                   json_string_value(json_object_get(e, "rule")) ?: "?",
+                   json_string_value(json_object_get(e, "state")) ?: "?");
+            const char *c = json_string_value(json_object_get(e, "compensate"));
+            cli_print_clean(stdout, c ? c : json_string_value(json_object_get(e, "command")) ?: "", 0);
+            putchar('\n');
+        }
         json_array_foreach(arr, i, t) {
             char when[32];
             cli_time(when, json_number_value(json_object_get(t, "started")));
@@ -258,7 +302,8 @@ static int do_status(const struct txargs *a)
             size_t k;
             json_t *s;
             json_array_foreach(sp, k, s) printf("%s%s", k ? ", " : "  savepoints: ", json_string_value(s));
-            printf("%s\n", json_is_true(json_object_get(t, "busy")) ? "  (busy)" : "");
+            printf("%s%s\n", json_is_true(json_object_get(t, "busy")) ? "  (busy)" : "",
+                   json_is_true(json_object_get(t, "aborting")) ? "  (abort cut short: finish it with txbox abort)" : "");
         }
         json_decref(all);
     }

@@ -180,6 +180,9 @@ typedef struct rule {
     int secret_args, secret_input; /* -1 unset, 0/1 */
     example *ex;
     size_t nex;
+    /* an external effect and its compensation (lib/saga.c) */
+    bool external;
+    char *compensate, *capture;
 } rule;
 
 /* Exact program name -> the rules that name it (built after loading). */

@@ -8,6 +8,7 @@
 
 #include "effects.h"
 #include "pol.h"
+#include "saga.h"
 
 const char *const detector_names[D_COUNT] = {
     "parse-error", "dynamic-program", "dynamic-code", "remote-code", "fork-bomb",
@@ -181,6 +182,8 @@ static void rule_free(rule *r)
     for (size_t i = 0; i < r->nex; i++)
         free(r->ex[i].cmd);
     free(r->ex);
+    free(r->compensate);
+    free(r->capture);
     memset(r, 0, sizeof *r);
 }
 
@@ -355,6 +358,29 @@ static int parse_match(yctx *y, yaml_node_t *m, rule *r)
     return rc;
 }
 
+/* external, compensate, capture: an external effect and how to undo it
+ * (lib/saga.c, docs/policy.md "Compensations"). */
+static int parse_saga_key(yctx *y, const char *k, yaml_node_t *v, rule *r)
+{
+    if (!strcmp(k, "external"))
+        return ybool(y, v, &r->external, k);
+    return ystr(y, v, !strcmp(k, "compensate") ? &r->compensate : &r->capture, k);
+}
+
+static int check_saga(yctx *y, yaml_node_t *m, rule *r)
+{
+    if (!r->external && !r->compensate && !r->capture)
+        return 0;
+    if (r->decision != DEC_UNCERTAIN)
+        return yerr(y, m, "rule %s: only uncertain rules can declare external effects", r->id);
+    char why[400];
+    if (saga_rule_check(r->compensate, r->capture, why, sizeof why) < 0)
+        return yerr(y, m, "rule %s: %s", r->id, why);
+    if (r->compensate)
+        r->external = true;
+    return 0;
+}
+
 /* Detectors for what the engine did not understand: never `safe`. */
 #define D_NOT_UNDERSTOOD                                                                        \
     (D_PARSE_ERROR | D_DYN_PROGRAM | D_DYN_CODE | D_REMOTE_CODE | D_FORK_BOMB | D_TOO_DEEP |    \
@@ -406,6 +432,8 @@ static int parse_rule(yctx *y, yaml_node_t *m, rule *r)
             rc = ybool(y, v, &r->network, k);
         else if (!strcmp(k, "fallback"))
             rc = ybool(y, v, &r->fallback, k);
+        else if (!strcmp(k, "external") || !strcmp(k, "compensate") || !strcmp(k, "capture"))
+            rc = parse_saga_key(y, k, v, r);
         else if (!strcmp(k, "match"))
             match = v;
         else if (!strcmp(k, "examples"))
@@ -446,7 +474,7 @@ static int parse_rule(yctx *y, yaml_node_t *m, rule *r)
         return yerr(y, examples, "rule %s: needs at least one example that must match", r->id);
     if (!has_no)
         return yerr(y, examples, "rule %s: needs at least one example that must not match", r->id);
-    return 0;
+    return check_saga(y, m, r);
 }
 
 static void add_or_replace_rule(txbox_policy *p, rule *r)

@@ -1,0 +1,640 @@
+/* Compensations for external effects ("sagas", issue 9).
+ *
+ * A policy rule may say that the commands it decides have an effect outside
+ * the machine (`external: true`) and how to undo it (`compensate:`, a
+ * template, with `capture:`, a regex over the command's standard output).
+ * txbox cannot roll such an effect back with the workspace; it records it,
+ * and when the work it belongs to is undone (a failing `txbox run`, a
+ * failing command of a multi-command transaction, `txbox rollback` past the
+ * command, `txbox abort`) it runs the compensations, newest first.
+ *
+ * The template language (docs/policy.md, "Compensations"): text is kept as
+ * is; `{N}` is the command's Nth operand (non-option argument, as the
+ * matchers count them; `{0}` the program as written), `{opt:-X}` /
+ * `{opt:--name}` the value of an option, `{capture.N}` group N of the first
+ * match of the capture regex (POSIX ERE) in the command's standard output;
+ * `{{` and `}}` are literal braces. Every value is inserted shell-quoted
+ * ('...'), so that no value can add shell syntax. A value that is unknown
+ * (a word only known at run time, a missing operand or option, a capture
+ * that did not match) leaves the effect without a compensation:
+ * irreversible, with the reason. Rendering happens in two stages: the
+ * operands and options when the command is classified (stage 1: the
+ * resolved words live in the policy's arena only then), the captures after
+ * the command ran (stage 2).
+ *
+ * The effect list lives in the transaction's directory, .txbox/tx/ID/effects
+ * (JSON, replaced atomically and fsync'd at each change): for a single run
+ * its own, for a multi-command transaction the transaction's. Each entry has
+ * a state:
+ *
+ *   started      recorded before the command runs (its compensation may
+ *                still need the output)
+ *   kept         a single run that committed: the effect stays
+ *   pending      a staged command of an open multi-command transaction
+ *   irreversible the same, with no compensation
+ *   running      its compensation was started (written before it starts)
+ *   compensated  its compensation exited 0
+ *   failed       its compensation failed (exit status, output kept): needs attention
+ *   interrupted  txbox stopped while the command or its compensation ran:
+ *                whether it happened is unknown; never run again; needs attention
+ *   not_undone   irreversible, and the work it belongs to was undone: needs attention
+ *
+ * The marks make a compensation pass restartable without running anything
+ * twice: an abort cut short by a crash is finished by `txbox abort ID`
+ * again, which skips what is done and does not rerun what was `running`.
+ *
+ * Compensations run through txbox_run() as read-only commands (the
+ * workspace is mounted read-only, the sandbox otherwise as for any command)
+ * with the host network shared: they reach the service, and cannot write
+ * the workspace. Each is logged as its own transaction (outcome read_only)
+ * and its exit status and output are kept in the effect's entry. */
+#include <fcntl.h>
+#include <regex.h>
+
+#include "fsops.h"
+#include "policy/pol.h"
+#include "result.h"
+#include "saga.h"
+#include "tx.h"
+
+#define MAX_RENDERED (64u << 10)
+#define MAX_OPERAND 64
+#define OUTPUT_KEEP 4096
+#define COMP_TIMEOUT_S 120.0
+#define EFFECTS_FILE "effects"
+#define EFFECTS_CAP (16u << 20)
+
+/* ---- templates ---- */
+
+enum { ST_CHECK, ST_WORDS, ST_CAPTURE };
+
+struct tctx {
+    int stage;
+    size_t ngroups;       /* ST_CHECK: groups of the capture regex */
+    bool has_capture;     /* ST_CHECK: the rule has a capture regex */
+    const txbox_policy *p; /* ST_WORDS */
+    const pcmd *c;
+    const char *out;      /* ST_CAPTURE: the command's standard output */
+    regmatch_t *m;
+    size_t nm;
+};
+
+static void quote(dbuf *b, const char *s, size_t n, bool brace)
+{
+    dbuf_add(b, "'", 1);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\'')
+            dbuf_addstr(b, "'\\''");
+        else if (brace && (s[i] == '{' || s[i] == '}'))
+            dbuf_add(b, s + i, 1), dbuf_add(b, s + i, 1);
+        else
+            dbuf_add(b, s + i, 1);
+    }
+    dbuf_add(b, "'", 1);
+}
+
+static bool all_digits(const char *s, size_t n)
+{
+    if (!n || n > 3)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+    return true;
+}
+
+static bool word_static(const pword *w) { return !(w->flags & (W_DYN | W_GLOB | W_TILDE)); }
+
+/* Operand k (1-based; 0: the program) of c, or NULL (why says why). */
+static const pword *operand(const txbox_policy *p, const pcmd *c, size_t k, const char **why)
+{
+    if (!c->argc) {
+        *why = "the command has no words";
+        return NULL;
+    }
+    if (k == 0)
+        return word_static(&c->argv[0]) ? &c->argv[0] : (*why = "the program is only known at run time", NULL);
+    const progspec *ps = word_static(&c->argv[0]) ? policy_prog(p, basename_of(c->argv[0].s)) : NULL;
+    bool after_dd = false;
+    size_t seen = 0;
+    for (size_t i = 1; i < c->argc; i++) {
+        const pword *a = &c->argv[i];
+        if (!word_static(a)) {
+            *why = "an argument is only known at run time";
+            return NULL;
+        }
+        if (!after_dd && !strcmp(a->s, "--")) {
+            after_dd = true;
+            continue;
+        }
+        if (!after_dd && a->s[0] == '-' && a->len > 1) {
+            if (ps && strlist_has(&ps->options_with_value, a->s))
+                i++;
+            continue;
+        }
+        if (++seen == k)
+            return a;
+    }
+    *why = "the command has fewer operands";
+    return NULL;
+}
+
+/* The value of option name in c (--name=V, --name V, -X V, -XV). */
+static bool option_value(const pcmd *c, const char *name, size_t nl, const char **v, size_t *vl,
+                         const char **why)
+{
+    for (size_t i = 1; i < c->argc; i++) {
+        const pword *a = &c->argv[i];
+        if (!word_static(a)) {
+            *why = "an argument is only known at run time";
+            return false;
+        }
+        if (!strcmp(a->s, "--"))
+            break;
+        if (strncmp(a->s, name, nl) != 0)
+            continue;
+        const char *rest = a->s + nl;
+        bool lng = nl > 2 && name[1] == '-';
+        if (*rest == 0) {
+            if (i + 1 >= c->argc || !word_static(&c->argv[i + 1])) {
+                *why = "the option's value is missing or only known at run time";
+                return false;
+            }
+            *v = c->argv[i + 1].s;
+            *vl = c->argv[i + 1].len;
+            return true;
+        }
+        if (lng && *rest != '=')
+            continue;
+        if (lng)
+            rest++;
+        *v = rest;
+        *vl = strlen(rest);
+        return true;
+    }
+    *why = "the command does not give the option";
+    return false;
+}
+
+/* Renders one {name}; returns -1 with why on an unknown value. */
+static int subst(struct tctx *t, const char *name, size_t nl, dbuf *b, char *why, size_t wn)
+{
+    const char *reason = NULL;
+    if (all_digits(name, nl)) {
+        size_t k = (size_t)strtoul(name, NULL, 10);
+        if (k > MAX_OPERAND) {
+            snprintf(why, wn, "{%.*s}: operands up to %d", (int)nl, name, MAX_OPERAND);
+            return -1;
+        }
+        if (t->stage == ST_CHECK)
+            return 0;
+        if (t->stage == ST_CAPTURE)
+            goto keep;
+        const pword *w = operand(t->p, t->c, k, &reason);
+        if (!w) {
+            snprintf(why, wn, "{%.*s}: %s", (int)nl, name, reason);
+            return -1;
+        }
+        quote(b, w->s, w->len, true);
+        return 0;
+    }
+    if (nl > 5 && !strncmp(name, "opt:", 4) && name[4] == '-') {
+        if (t->stage == ST_CHECK)
+            return 0;
+        if (t->stage == ST_CAPTURE)
+            goto keep;
+        const char *v;
+        size_t vl;
+        _cleanup_free_ char *on = xasprintf("%.*s", (int)(nl - 4), name + 4);
+        if (!option_value(t->c, on, nl - 4, &v, &vl, &reason)) {
+            snprintf(why, wn, "{%.*s}: %s", (int)nl, name, reason);
+            return -1;
+        }
+        quote(b, v, vl, true);
+        return 0;
+    }
+    if (nl > 8 && !strncmp(name, "capture.", 8) && all_digits(name + 8, nl - 8)) {
+        size_t g = (size_t)strtoul(name + 8, NULL, 10);
+        if (t->stage == ST_CHECK) {
+            if (!t->has_capture) {
+                snprintf(why, wn, "{%.*s} needs a capture regex (capture:)", (int)nl, name);
+                return -1;
+            }
+            if (g > t->ngroups) {
+                snprintf(why, wn, "{%.*s}: the capture regex has %zu groups", (int)nl, name, t->ngroups);
+                return -1;
+            }
+            return 0;
+        }
+        if (t->stage == ST_WORDS)
+            goto keep;
+        if (g >= t->nm || t->m[g].rm_so < 0) {
+            snprintf(why, wn, "{%.*s}: the capture regex did not match the command's output", (int)nl, name);
+            return -1;
+        }
+        quote(b, t->out + t->m[g].rm_so, (size_t)(t->m[g].rm_eo - t->m[g].rm_so), false);
+        return 0;
+    }
+    snprintf(why, wn, "unknown substitution {%.*s} (use {N}, {opt:-X}, {capture.N}; {{ and }} for braces)",
+             (int)nl, name);
+    return -1;
+keep:
+    dbuf_add(b, "{", 1);
+    dbuf_add(b, name, nl);
+    dbuf_add(b, "}", 1);
+    return 0;
+}
+
+/* Renders tpl into b for t->stage. Literal braces: written doubled at
+ * ST_WORDS (stage 2 reads the template again), single at ST_CAPTURE. */
+static int render(struct tctx *t, const char *tpl, dbuf *b, char *why, size_t wn)
+{
+    for (const char *s = tpl; *s;) {
+        if ((s[0] == '{' && s[1] == '{') || (s[0] == '}' && s[1] == '}')) {
+            dbuf_add(b, s, t->stage == ST_CAPTURE ? 1 : 2);
+            s += 2;
+            continue;
+        }
+        if (*s == '}') {
+            snprintf(why, wn, "a lone '}' (write }} for a literal brace)");
+            return -1;
+        }
+        if (*s != '{') {
+            size_t n = strcspn(s, "{}");
+            dbuf_add(b, s, n);
+            s += n;
+            continue;
+        }
+        const char *e = strchr(s + 1, '}');
+        if (!e || memchr(s + 1, '{', (size_t)(e - s - 1))) {
+            snprintf(why, wn, "an unclosed '{' (write {{ for a literal brace)");
+            return -1;
+        }
+        if (subst(t, s + 1, (size_t)(e - s - 1), b, why, wn) < 0)
+            return -1;
+        s = e + 1;
+    }
+    if (b->dropped) {
+        snprintf(why, wn, "the compensation is longer than %u bytes", MAX_RENDERED);
+        return -1;
+    }
+    return 0;
+}
+
+int saga_rule_check(const char *compensate, const char *capture, char *why, size_t n)
+{
+    struct tctx t = {.stage = ST_CHECK, .has_capture = capture != NULL};
+    if (capture) {
+        regex_t re;
+        int rc = regcomp(&re, capture, REG_EXTENDED);
+        if (rc) {
+            char m[200];
+            regerror(rc, &re, m, sizeof m);
+            snprintf(why, n, "capture: not a POSIX extended regex: %s", m);
+            return -1;
+        }
+        t.ngroups = re.re_nsub;
+        regfree(&re);
+        if (!compensate) {
+            snprintf(why, n, "capture: without compensate: (nothing would use it)");
+            return -1;
+        }
+    }
+    if (!compensate)
+        return 0;
+    if (!*compensate || strchr(compensate, '\n')) {
+        snprintf(why, n, "compensate: must be one non-empty line");
+        return -1;
+    }
+    dbuf b;
+    dbuf_init(&b, MAX_RENDERED);
+    char w[300] = "";
+    int rc = render(&t, compensate, &b, w, sizeof w);
+    dbuf_free(&b);
+    if (rc < 0)
+        snprintf(why, n, "compensate: %s", w);
+    return rc;
+}
+
+/* ---- the plan ---- */
+
+static bool policy_has_effects(const txbox_policy *p)
+{
+    for (size_t i = 0; i < p->nrules; i++)
+        if (p->rules[i].decision != DEC_OFF && (p->rules[i].external || p->rules[i].compensate))
+            return true;
+    return false;
+}
+
+json_t *saga_plan(const txbox_policy *p, const char *shell, char *const *argv, bool *net)
+{
+    if (!p || !policy_has_effects(p))
+        return NULL;
+    void *parser = shell_parser_new();
+    if (!parser)
+        return NULL;
+    arena ar;
+    arena_init(&ar, 64u << 20);
+    pcmds cmds;
+    if (shell)
+        shell_walk(p, parser, &ar, shell, strlen(shell), &cmds);
+    else
+        shell_walk_argv(p, parser, &ar, argv, &cmds);
+    json_t *list = json_array();
+    for (size_t i = 0; i < cmds.n; i++) {
+        /* the first rule in file order that declares an effect and matches
+         * (whichever rule decided the verdict: the caller ran the command
+         * because nothing in it is unsafe) */
+        const pcmd *c = &cmds.v[i];
+        const rule *r = NULL;
+        for (size_t k = 0; k < p->nrules && !r; k++)
+            if (p->rules[k].decision != DEC_OFF && (p->rules[k].external || p->rules[k].compensate) &&
+                rule_matches(p, &p->rules[k], c))
+                r = &p->rules[k];
+        if (!r)
+            continue;
+        if (r->network)
+            *net = true;
+        dbuf d;
+        dbuf_init(&d, 4096);
+        for (size_t k = 0; k < c->argc; k++) {
+            if (k)
+                dbuf_add(&d, " ", 1);
+            dbuf_add(&d, c->argv[k].s, c->argv[k].len);
+        }
+        json_t *e = json_pack("{s:s,s:o}", "rule", r->id, "command", json_text(dbuf_str(&d), d.len, false));
+        dbuf_free(&d);
+        if (r->compensate) {
+            struct tctx t = {.stage = ST_WORDS, .p = p, .c = c};
+            dbuf b;
+            dbuf_init(&b, MAX_RENDERED);
+            char why[300] = "";
+            if (render(&t, r->compensate, &b, why, sizeof why) == 0)
+                json_object_set_new(e, "template", json_text(dbuf_str(&b), b.len, false));
+            else
+                json_object_set_new(e, "why", json_string(why));
+            dbuf_free(&b);
+            if (r->capture)
+                json_object_set_new(e, "capture", json_string(r->capture));
+        } else {
+            json_object_set_new(e, "why", json_string("the rule declares no compensation"));
+        }
+        json_array_append_new(list, e);
+    }
+    arena_free(&ar);
+    shell_parser_free(parser);
+    if (!json_array_size(list)) {
+        json_decref(list);
+        return NULL;
+    }
+    return json_pack("{s:o}", "effects", list);
+}
+
+bool saga_plan_needs_output(const json_t *plan)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(plan, "effects"), i, e) if (json_object_get(e, "capture") &&
+                                                                   json_object_get(e, "template")) return true;
+    return false;
+}
+
+/* ---- the effect list of a transaction directory ---- */
+
+static json_t *load(int effd)
+{
+    _cleanup_free_ char *s = NULL;
+    json_t *o = NULL;
+    if (read_file_at(effd, EFFECTS_FILE, EFFECTS_CAP, &s, NULL, NULL) == 0)
+        o = json_loads(s, 0, NULL);
+    if (!json_is_array(json_object_get(o, "effects"))) {
+        json_decref(o);
+        o = json_pack("{s:[]}", "effects");
+    }
+    return o;
+}
+
+static int save(int effd, json_t *o, txbox_error *err)
+{
+    _cleanup_free_ char *s = json_dumps(o, JSON_COMPACT);
+    int fd = openat(effd, EFFECTS_FILE ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return tx_errno(err, errno, "cannot record the external effects");
+    int rc = s ? fs_write(fd, s, strlen(s)) : -1;
+    if (rc == 0)
+        rc = fs_fsync(fd);
+    int e = errno;
+    close(fd);
+    if (rc < 0 || fs_renameat(effd, EFFECTS_FILE ".tmp", effd, EFFECTS_FILE, 0) < 0 || fs_fsync(effd) < 0)
+        return tx_errno(err, rc < 0 ? e : errno, "cannot record the external effects");
+    return 0;
+}
+
+int saga_started(int effd, json_t *plan, const char *run_tx, txbox_error *err)
+{
+    json_t *o = load(effd), *list = json_object_get(o, "effects");
+    json_t *again = json_object_get(plan, "first"); /* a retry on the copy backend */
+    while (again && json_array_size(list) > (size_t)json_integer_value(again))
+        json_array_remove(list, json_array_size(list) - 1);
+    json_object_set_new(plan, "first", json_integer((json_int_t)json_array_size(list)));
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(plan, "effects"), i, e)
+    {
+        json_t *n = json_deep_copy(e);
+        json_object_set_new(n, "n", json_integer((json_int_t)json_array_size(list)));
+        json_object_set_new(n, "run", json_string(run_tx));
+        json_object_set_new(n, "state", json_string("started"));
+        json_array_append_new(list, n);
+    }
+    int rc = save(effd, o, err);
+    json_decref(o);
+    return rc;
+}
+
+static bool attention_state(const char *s)
+{
+    return s && (!strcmp(s, "failed") || !strcmp(s, "interrupted") || !strcmp(s, "not_undone"));
+}
+
+/* One compensation, through the sandbox: read-only workspace, network. */
+static void run_one(txbox_ws *ws, json_t *e)
+{
+    const char *cmd = json_string_value(json_object_get(e, "compensate"));
+    txbox_run_opts o = {.shell = cmd,
+                        .cwd = ws->path,
+                        .read_only = 1,
+                        .net = 1,
+                        .capture = 1,
+                        .output_cap = OUTPUT_KEEP,
+                        .timeout_s = COMP_TIMEOUT_S,
+                        .allow_degraded = getenv("TXBOX_ALLOW_DEGRADED") != NULL};
+    txbox_result *r = NULL;
+    txbox_error err = {0};
+    if (txbox_run(ws, &o, &r, &err) < 0) {
+        json_object_set_new(e, "state", json_string("failed"));
+        json_object_set_new(e, "error", json_string(err.msg));
+        return;
+    }
+    int code = txbox_result_exit_code(r);
+    bool ok = txbox_result_outcome(r) == TXBOX_OUTCOME_READ_ONLY && code == 0;
+    json_object_set_new(e, "state", json_string(ok ? "compensated" : "failed"));
+    json_object_set_new(e, "exit_code", json_integer(code));
+    json_object_set_new(e, "compensation_tx", json_string(txbox_result_tx(r)));
+    json_object_set_new(e, "stdout", json_text(dbuf_str(&r->out), r->out.len, false));
+    json_object_set_new(e, "stderr", json_text(dbuf_str(&r->err), r->err.len, false));
+    if (txbox_result_outcome(r) == TXBOX_OUTCOME_TIMED_OUT)
+        json_object_set_new(e, "error", json_string("timed out"));
+    txbox_result_free(r);
+}
+
+int saga_compensate(txbox_ws *ws, int effd, size_t from, json_t **report, txbox_error *err)
+{
+    if (report)
+        *report = NULL;
+    json_t *o = load(effd), *list = json_object_get(o, "effects");
+    int rc = 0;
+    fs_fault_arm(); /* crash tests: TXBOX_FAULT counts the writes of the marks (fsops.h) */
+    for (size_t i = json_array_size(list); rc == 0 && i-- > from;) {
+        json_t *e = json_array_get(list, i);
+        const char *st = json_string_value(json_object_get(e, "state")); /* until it is replaced */
+        bool has = json_is_string(json_object_get(e, "compensate"));
+        if (!st)
+            continue;
+        if (!strcmp(st, "running") || !strcmp(st, "started")) {
+            bool ran = !strcmp(st, "running"); /* st dies with the old state */
+            json_object_set_new(e, "state", json_string("interrupted"));
+            json_object_set_new(e, "why", json_string(ran
+                                                         ? "txbox stopped while the compensation ran: whether it took effect is unknown"
+                                                         : "txbox stopped while the command ran: whether its effect happened is unknown"));
+            rc = save(effd, o, err);
+        } else if ((!strcmp(st, "pending") && !has) || !strcmp(st, "irreversible")) {
+            json_object_set_new(e, "state", json_string("not_undone"));
+            rc = save(effd, o, err);
+        } else if (!strcmp(st, "pending")) {
+            json_object_set_new(e, "state", json_string("running"));
+            if ((rc = save(effd, o, err)) < 0)
+                break;
+            run_one(ws, e);
+            rc = save(effd, o, err);
+        }
+    }
+    fs_fault_disarm();
+    if (rc == 0 && report) {
+        json_t *sub = json_array();
+        size_t att = 0;
+        for (size_t i = from; i < json_array_size(list); i++) {
+            json_t *e = json_array_get(list, i);
+            att += attention_state(json_string_value(json_object_get(e, "state")));
+            json_array_append(sub, e);
+        }
+        *report = json_pack("{s:o,s:I}", "effects", sub, "needs_attention", (json_int_t)att);
+    }
+    json_decref(o);
+    return rc;
+}
+
+int saga_after(txbox_ws *ws, int effd, json_t *plan, struct txbox_result *r, bool ok, bool multi,
+               txbox_error *err)
+{
+    json_t *o = load(effd), *list = json_object_get(o, "effects");
+    size_t first = (size_t)json_integer_value(json_object_get(plan, "first"));
+    json_t *pl = json_object_get(plan, "effects");
+    regmatch_t m[10];
+    const char *out = dbuf_str(&r->out);
+    for (size_t i = 0; i < json_array_size(pl); i++) {
+        json_t *e = json_array_get(list, first + i);
+        if (!e || strcmp(json_string_value(json_object_get(e, "run")) ?: "", r->txs)) {
+            json_decref(o);
+            return tx_err(err, EIO, "the effect list of the transaction changed under this command");
+        }
+        const char *tpl = json_string_value(json_object_get(e, "template"));
+        const char *cap = json_string_value(json_object_get(e, "capture"));
+        if (tpl) {
+            struct tctx t = {.stage = ST_CAPTURE, .out = out, .m = m};
+            if (cap) {
+                regex_t re;
+                if (regcomp(&re, cap, REG_EXTENDED) == 0) {
+                    t.nm = regexec(&re, out, ARRAY_SIZE(m), m, 0) == 0 ? ARRAY_SIZE(m) : 0;
+                    regfree(&re);
+                }
+            }
+            dbuf b;
+            dbuf_init(&b, MAX_RENDERED);
+            char why[300] = "";
+            if (render(&t, tpl, &b, why, sizeof why) == 0)
+                json_object_set_new(e, "compensate", json_text(dbuf_str(&b), b.len, false));
+            else
+                json_object_set_new(e, "why", json_string(why));
+            dbuf_free(&b);
+        }
+        json_object_del(e, "template");
+        bool irr = !json_is_string(json_object_get(e, "compensate"));
+        json_object_set_new(e, "irreversible", json_boolean(irr));
+        json_object_set_new(e, "state", json_string(!ok ? "pending" : !multi ? "kept"
+                                                     : irr ? "irreversible" : "pending"));
+    }
+    int rc = save(effd, o, err);
+    json_decref(o);
+    if (rc < 0)
+        return -1;
+    json_t *rep = NULL;
+    if (!ok) {
+        /* the command failed: its own effects are undone with it */
+        if (saga_compensate(ws, effd, first, &rep, err) < 0)
+            return -1;
+    } else {
+        json_t *l2 = load(effd);
+        json_t *sub = json_array();
+        for (size_t i = 0; i < json_array_size(pl); i++)
+            json_array_append(sub, json_array_get(json_object_get(l2, "effects"), first + i));
+        rep = json_pack("{s:o,s:I}", "effects", sub, "needs_attention", (json_int_t)0);
+        json_decref(l2);
+    }
+    json_decref(r->effects);
+    r->effects = rep;
+    return 0;
+}
+
+size_t saga_count(int effd)
+{
+    json_t *o = load(effd);
+    size_t n = json_array_size(json_object_get(o, "effects"));
+    json_decref(o);
+    return n;
+}
+
+json_t *saga_kept(int effd, bool keep)
+{
+    json_t *o = load(effd), *l = json_object_get(o, "effects"), *e;
+    size_t i;
+    json_array_foreach(l, i, e) if (!strcmp(json_string_value(json_object_get(e, "state")) ?: "", "pending"))
+        json_object_set_new(e, "state", json_string("kept"));
+    txbox_error err = {0};
+    if (keep && json_array_size(l))
+        (void)save(effd, o, &err); /* else "pending" in a committed transaction reads the same */
+    if (!json_array_size(l)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+void saga_attention_add(json_t *arr, int txfd, const char *tx)
+{
+    if (faccessat(txfd, EFFECTS_FILE, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+        return;
+    json_t *o = load(txfd);
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(o, "effects"), i, e)
+    {
+        if (!attention_state(json_string_value(json_object_get(e, "state"))))
+            continue;
+        json_t *a = json_deep_copy(e);
+        json_object_set_new(a, "tx", json_string(tx));
+        json_object_del(a, "stdout");
+        json_array_append_new(arr, a);
+    }
+    json_decref(o);
+}

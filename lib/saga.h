@@ -1,0 +1,62 @@
+/* Compensations for external effects (issue 9, "sagas"). See saga.c. */
+#ifndef TXBOX_SAGA_H
+#define TXBOX_SAGA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "txbox.h"
+#include "txbox_policy.h"
+#include "util.h"
+
+struct txbox_result;
+
+/* ---- the policy side (rules.c) ---- */
+/* Checks a rule's compensate template and capture regex (either may be
+ * NULL) when the policy loads; on error writes one line into why. */
+int saga_rule_check(const char *compensate, const char *capture, char *why, size_t n);
+
+/* ---- the run side (run.c, multi.c) ---- */
+/* The external effects the command would have (one entry per simple command
+ * that a rule with `external: true` or a `compensate:` matches: the first
+ * such rule in file order, whichever rule decided the verdict), with each
+ * compensation rendered as far as the command text allows; NULL when it has
+ * none. Such a rule with `network: true` sets *net. */
+json_t *saga_plan(const txbox_policy *p, const char *shell, char *const *argv, bool *net);
+/* Does rendering the plan need the command's standard output (capture)? */
+bool saga_plan_needs_output(const json_t *plan);
+static inline void saga_plan_freep(json_t **p) { json_decref(*p); }
+#define _cleanup_plan_ __attribute__((cleanup(saga_plan_freep)))
+
+/* Before the command runs: records the plan's effects as `started` in the
+ * effect list of the transaction directory effd (durably). */
+MUST_CHECK int saga_started(int effd, json_t *plan, const char *run_tx, txbox_error *err);
+/* After it ran: renders each compensation (out: its standard output), then
+ * keep (a single run that succeeded: `kept`), stage (a command of a
+ * multi-command transaction that succeeded: `pending`, compensated if the
+ * transaction aborts), or compensate now (it failed). r->effects gets this
+ * command's entries as they end. */
+MUST_CHECK int saga_after(txbox_ws *ws, int effd, json_t *plan, struct txbox_result *r, bool ok,
+                          bool multi, txbox_error *err);
+
+/* Runs, newest first, the compensation of every effect of effd from index
+ * `from` on that is still `pending` (each once: marked `running` durably
+ * before, its end after; one found `running` was cut short by a crash and
+ * is marked `interrupted`, never run again). *report (may be NULL): a JSON
+ * object {"effects": [the entries from `from` on], "needs_attention": N}. */
+MUST_CHECK int saga_compensate(txbox_ws *ws, int effd, size_t from, json_t **report,
+                               txbox_error *err);
+/* How many effects effd holds (a savepoint records it). */
+size_t saga_count(int effd);
+/* The effects of a transaction that commits, `pending` ones shown as
+ * `kept` (with save: so marked durably): {"effects": [...]}, or NULL when
+ * it has none. */
+json_t *saga_kept(int effd, bool save);
+/* Appends to arr each effect recorded in transaction directory txfd (id tx)
+ * that needs attention: a compensation that failed or was interrupted, an
+ * irreversible effect of work that was undone. */
+void saga_attention_add(json_t *arr, int txfd, const char *tx);
+
+#endif
