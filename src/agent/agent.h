@@ -19,6 +19,8 @@ enum {
     AGENT_EXIT_ENDPOINT = 114,    /* the endpoint failed: refused, malformed, unreachable */
     AGENT_EXIT_INTERRUPTED = 115, /* SIGINT/SIGTERM/SIGHUP */
     AGENT_EXIT_CONFLICT = 116,    /* finish: the task's transaction conflicted, nothing applied */
+    AGENT_EXIT_HELD = 117,        /* finish: an effect rule holds the changes for review */
+    AGENT_EXIT_REJECTED = 118,    /* finish: an effect rule refused the changes, nothing applied */
 };
 
 typedef enum agent_protocol { PROTO_AUTO = 0, PROTO_TOOLS, PROTO_TEXT } agent_protocol;

@@ -643,6 +643,26 @@ static json_t *tx_commit(agent *a, json_t *action)
         free(and);
         free(pp);
         progress(a, "finish -> conflict (tx %s)", a->mtx);
+    } else if (!strcmp(outcome, "held") || !strcmp(outcome, "rejected")) {
+        /* A rule on effects judged the task's write set: the transaction
+         * ended, nothing applied (held: pending txbox approve/reject). */
+        bool held = !strcmp(outcome, "held");
+        static const char *const k[] = {"effect_rule", "reason", "suggestion", "paths"};
+        json_object_set_new(a->tx_info, "outcome", json_string(outcome));
+        for (size_t i = 0; i < ARRAY_SIZE(k); i++)
+            if (json_object_get(out, k[i]))
+                json_object_set(a->tx_info, k[i], json_object_get(out, k[i]));
+        char *rule = oneline(json_string_value(json_object_get(out, "effect_rule")) ?: "?");
+        char *why = oneline(json_string_value(json_object_get(out, "reason")) ?: "");
+        stop(a, held ? "held" : "rejected", held ? AGENT_EXIT_HELD : AGENT_EXIT_REJECTED,
+             held ? xasprintf("finish: effect rule %s holds the task's changes for review (%s); nothing "
+                              "is applied until 'txbox approve %s' ('txbox reject %s' drops them)",
+                              rule, why, a->mtx, a->mtx)
+                  : xasprintf("finish: effect rule %s refused the task's changes (%s); nothing was applied",
+                              rule, why));
+        free(rule);
+        free(why);
+        progress(a, "finish -> %s by effect rule (tx %s)", outcome, a->mtx);
     } else { /* verify_failed: the model may fix it */
         json_t *v = json_object_get(out, "verify");
         json_t *vr = compact_run_result(v, c->result_bytes, MAX_PATHS);

@@ -39,7 +39,9 @@ struct mcp_tool {
     const char *json;       /* the Tool object minus name */
 };
 
-#define OUTCOMES "\"committed\",\"staged\",\"rolled_back\",\"blocked\",\"read_only\",\"conflict\",\"timed_out\""
+#define OUTCOMES                                                                                  \
+    "\"committed\",\"staged\",\"rolled_back\",\"blocked\",\"read_only\",\"conflict\",\"timed_out\","     \
+    "\"rejected\",\"held\""
 #define TX_ARG(what)                                                                              \
     "\"tx\":{\"type\":\"string\",\"pattern\":\"^[0-9A-Za-z][0-9A-Za-z._:-]{0,63}$\","            \
     "\"description\":\"" what "\"}"
@@ -197,7 +199,9 @@ static const mcp_tool tools[] = {
      "the transaction stays open: read the verify output in `verify`, fix it with `run` and "
      "this `tx`, then commit again, or `abort`), `conflict` (another transaction changed the "
      "same paths since `begin`, listed in `conflict_paths`: nothing applied and the transaction "
-     "is closed; begin a new one and redo the work on the current files).\","
+     "is closed; begin a new one and redo the work on the current files), `rejected` or `held` "
+     "(a rule on what the transaction changed refused it, or holds it for a person's review: "
+     "nothing applied, the transaction is closed; see `effect_rule`, `reason`, `paths`).\","
      "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
      MTX_ARG("The open transaction (from `begin`).") ","
      "\"verify\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":65536,\"description\":"
@@ -208,7 +212,7 @@ static const mcp_tool tools[] = {
      "\"required\":[\"tx\"],\"additionalProperties\":false},"
      "\"outputSchema\":{\"type\":\"object\",\"properties\":{"
      "\"tx\":{\"type\":\"string\"},"
-     "\"outcome\":{\"type\":\"string\",\"enum\":[\"committed\",\"verify_failed\",\"conflict\"]},"
+     "\"outcome\":{\"type\":\"string\",\"enum\":[\"committed\",\"verify_failed\",\"conflict\",\"rejected\",\"held\"]},"
      "\"exit_code\":{\"type\":\"integer\"},\"commands\":{\"type\":\"integer\"},"
      "\"changes\":{\"type\":\"object\"},\"conflict_paths\":{\"type\":\"array\"},"
      "\"verify\":{\"type\":\"object\"}},\"required\":[\"tx\",\"outcome\",\"exit_code\"]},"
@@ -637,7 +641,8 @@ static json_t *run_result(json_t *o, const char *mtx)
     dbuf_init(&b, 0);
     char line[1024];
     bool is_error = !strcmp(outcome, "blocked") || !strcmp(outcome, "rolled_back") ||
-                    !strcmp(outcome, "conflict") || !strcmp(outcome, "timed_out");
+                    !strcmp(outcome, "conflict") || !strcmp(outcome, "timed_out") ||
+                    !strcmp(outcome, "rejected") || !strcmp(outcome, "held");
     if (!strcmp(outcome, "blocked")) {
         snprintf(line, sizeof line,
                  "blocked by the txbox policy (rule %s): %s\nsuggestion: %s\nThe command did not run; "
@@ -653,6 +658,10 @@ static json_t *run_result(json_t *o, const char *mtx)
             {"rolled_back", "it failed: its changes were rolled back and the workspace is as before"},
             {"conflict", "it succeeded, but the workspace changed meanwhile: its changes were kept aside, not applied"},
             {"timed_out", "killed at the time limit: its changes were rolled back"},
+            {"rejected", "a rule on what it changed refused the changes (see effect_rule, reason, "
+                         "suggestion, paths): nothing was applied"},
+            {"held", "a rule on what it changed holds the changes for a person's review (txbox "
+                     "approve/reject): nothing is applied until then"},
         };
         const char *meaning = "";
         for (size_t i = 0; i < ARRAY_SIZE(meanings); i++)
@@ -769,6 +778,31 @@ static json_t *tx_result(const mcp_tool *t, json_t *o, int code)
             for (size_t i = 0; i < n && i < 20; i++) {
                 dbuf_addstr(&b, i ? " " : "\nconflicting paths: ");
                 json_t *p = json_array_get(json_object_get(o, "conflict_paths"), i);
+                add_clipped(&b, json_is_string(p) ? json_string_value(p) : "?", 512);
+            }
+        } else if (!strcmp(outcome, "held") || !strcmp(outcome, "rejected")) {
+            /* a rule on effects judged the write set; the transaction ended */
+            is_error = true;
+            bool held = !strcmp(outcome, "held");
+            if (held)
+                snprintf(line, sizeof line,
+                         "held for review: effect rule %s (%s). Nothing is applied until a person runs "
+                         "`txbox approve %s` (or `txbox reject %s`); the transaction is closed.",
+                         str(o, "effect_rule"), str(o, "reason"), id, id);
+            else
+                snprintf(line, sizeof line,
+                         "rejected: effect rule %s (%s). Nothing of transaction %s was applied and it is "
+                         "closed.",
+                         str(o, "effect_rule"), str(o, "reason"), id);
+            dbuf_addstr(&b, line);
+            if (json_is_string(json_object_get(o, "suggestion"))) {
+                dbuf_addstr(&b, "\nsuggestion: ");
+                add_clipped(&b, str(o, "suggestion"), 512);
+            }
+            size_t n = json_array_size(json_object_get(o, "paths"));
+            for (size_t i = 0; i < n && i < 20; i++) {
+                dbuf_addstr(&b, i ? " " : "\npaths: ");
+                json_t *p = json_array_get(json_object_get(o, "paths"), i);
                 add_clipped(&b, json_is_string(p) ? json_string_value(p) : "?", 512);
             }
         } else {

@@ -51,6 +51,7 @@ agent_case() {
 @test "agent: one transaction: savepoint, failing middle command, rollback, commit at finish" { agent_case tx-savepoint; }
 @test "agent: --verify at finish: failing keeps the transaction open, passing commits" { agent_case tx-verify; }
 @test "agent: a conflicting commit meanwhile: finish applies nothing, 116" { agent_case tx-conflict; }
+@test "agent: an effect rule holds the task's changes at finish: nothing applied, 117" { agent_case tx-held; }
 
 @test "agent: every case file is listed here" {
     local f name

@@ -260,6 +260,20 @@ try {
           r.structuredContent?.outcome === 'conflict' && r.isError === true &&
           same(r.structuredContent.conflict_paths, ['both.txt']) && /both\.txt/.test(r.content?.[0]?.text ?? '') &&
           readFileSync(join(ws, 'both.txt'), 'utf8') === 'single\n', r);
+    // rules on effects: a git hook written is held for review (default policy), by a single run
+    // and at a transaction's commit; the outcome is in the output schema (the SDK validates it)
+    r = await client.callTool({ name: 'run', arguments: { command: 'mkdir -p .git/hooks && echo x > .git/hooks/pre-push' } });
+    check('run writing a git hook: held, isError, nothing applied',
+          r.structuredContent?.outcome === 'held' && r.isError === true &&
+          !existsSync(join(ws, '.git/hooks/pre-push')) && /review/.test(r.content?.[0]?.text ?? ''), r);
+    r = await client.callTool({ name: 'begin', arguments: {} });
+    const mtx4 = r.structuredContent?.tx;
+    await client.callTool({ name: 'run', arguments: { command: 'mkdir -p .git/hooks && echo x > .git/hooks/pre-commit', tx: mtx4 } });
+    r = await client.callTool({ name: 'commit', arguments: { tx: mtx4 } });
+    check('commit of a transaction that wrote a git hook: held, isError, the rule named, nothing applied',
+          r.structuredContent?.outcome === 'held' && r.isError === true &&
+          r.structuredContent?.effect_rule === 'git-hooks' && /git-hooks/.test(r.content?.[0]?.text ?? '') &&
+          !existsSync(join(ws, '.git/hooks/pre-commit')), r);
     // a transaction left open: aborted when the client disconnects (checked after close)
     r = await client.callTool({ name: 'begin', arguments: { name: 'left-open' } });
     leftOpen = r.structuredContent?.tx;
