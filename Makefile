@@ -5,7 +5,7 @@ RELEASE    ?= build-release
 SANITIZE   ?= address,undefined
 DEB_PKGS   := meson ninja-build gcc clang pkg-config libjansson-dev libseccomp-dev \
               libsqlite3-dev libyaml-dev libcurl4-openssl-dev zlib1g-dev libcmocka-dev \
-              libclang-rt-14-dev libssl-dev diffutils bats bubblewrap attr python3 gnuplot-nox \
+              libclang-rt-14-dev nettle-dev diffutils bats bubblewrap attr python3 gnuplot-nox \
               hyperfine passwd util-linux coreutils findutils git iproute2 dosfstools
 MESON_OPTS ?=
 

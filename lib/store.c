@@ -33,7 +33,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include <openssl/evp.h>
+#include <nettle/sha2.h>
 #include <sqlite3.h>
 
 #include "fsops.h"
@@ -61,13 +61,9 @@ int hash_file_at(int dirfd, const char *name, char hex[65], uint64_t *size)
         return -1;
     }
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
-        EVP_MD_CTX_free(ctx);
-        errno = ENOMEM;
-        return -1;
-    }
-    static char buf[1 << 18];
+    struct sha256_ctx ctx;
+    sha256_init(&ctx);
+    static uint8_t buf[1 << 18];
     uint64_t total = 0;
     int rc = 0;
     for (;;) {
@@ -80,29 +76,27 @@ int hash_file_at(int dirfd, const char *name, char hex[65], uint64_t *size)
         }
         if (r == 0)
             break;
-        EVP_DigestUpdate(ctx, buf, (size_t)r);
+        sha256_update(&ctx, (size_t)r, buf);
         total += (uint64_t)r;
     }
-    unsigned char md[32];
-    unsigned int mdlen = 0;
-    if (rc == 0 && EVP_DigestFinal_ex(ctx, md, &mdlen) && mdlen == 32) {
-        for (int i = 0; i < 32; i++)
+    if (rc == 0) {
+        uint8_t md[SHA256_DIGEST_SIZE];
+        sha256_digest(&ctx, sizeof md, md);
+        for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
             snprintf(hex + 2 * i, 3, "%02x", md[i]);
         *size = total;
-    } else if (rc == 0) {
-        errno = EIO;
-        rc = -1;
     }
-    EVP_MD_CTX_free(ctx);
     return rc;
 }
 
 void hash_bytes_hex(const void *p, size_t n, char hex[65])
 {
-    unsigned char md[32];
-    unsigned int mdlen = 0;
-    EVP_Digest(p, n, md, &mdlen, EVP_sha256(), NULL);
-    for (int i = 0; i < 32; i++)
+    struct sha256_ctx ctx;
+    uint8_t md[SHA256_DIGEST_SIZE];
+    sha256_init(&ctx);
+    sha256_update(&ctx, n, p);
+    sha256_digest(&ctx, sizeof md, md);
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
         snprintf(hex + 2 * i, 3, "%02x", md[i]);
 }
 
