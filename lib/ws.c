@@ -39,17 +39,26 @@ static int init_state(int wsfd, txbox_error *err)
         }
         close(g);
     }
-    int f = openat(sfd, "format", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (f >= 0) {
-        char v[32];
-        int n = snprintf(v, sizeof v, "txbox-state %d\n", TXBOX_STATE_FORMAT);
-        int wr = write_all(f, v, (size_t)n);
+    /* Written whole under a name of its own, then linked into place: a
+     * process opening a brand-new workspace at the same moment sees no
+     * format file or a complete one, never an empty one. */
+    if (faccessat(sfd, "format", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+        return 0;
+    char tmp[40], v[32];
+    snprintf(tmp, sizeof tmp, "format.%d", getpid());
+    int n = snprintf(v, sizeof v, "txbox-state %d\n", TXBOX_STATE_FORMAT);
+    int f = openat(sfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int rc = f >= 0 && write_all(f, v, (size_t)n) == 0 ? 0 : -1;
+    int e = errno;
+    if (f >= 0)
         close(f);
-        if (wr < 0)
-            return tx_errno(err, errno, "cannot write %s/format", TXBOX_STATE_DIR);
-    } else if (errno != EEXIST) {
-        return tx_errno(err, errno, "cannot write %s/format", TXBOX_STATE_DIR);
+    if (rc == 0 && linkat(sfd, tmp, sfd, "format", 0) < 0 && errno != EEXIST) {
+        e = errno;
+        rc = -1;
     }
+    (void)unlinkat(sfd, tmp, 0);
+    if (rc < 0)
+        return tx_errno(err, e, "cannot write %s/format", TXBOX_STATE_DIR);
     return 0;
 }
 
