@@ -526,6 +526,13 @@ retry:
     r->protections = st.protections;
     st.protections = NULL;
     json_object_set(r->protections, "env_removed", scrubbed);
+    /* rules on effects judge the scanned write set of an overlay commit;
+     * the copy backend (chosen, or allowed as a fallback) has none */
+    json_object_set_new(r->protections, "effect_rules",
+                        json_string(read_only    ? "not needed (read-only)"
+                                    : !opts->policy ? "none (no policy)"
+                                    : use_copy   ? "not enforced (copy backend)"
+                                                 : "enforced at commit"));
     r->write_limit = st.write_limit;
     r->oom = st.oom;
     r->cmd_ms = (double)st.cmd_ns / 1e6;

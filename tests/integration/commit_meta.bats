@@ -24,10 +24,6 @@ h() {
     run --separate-stderr txbox_bin "$cmd" -C "$WS" "$@"
 }
 
-# pj EXPR: a python expression on the JSON in $output (as d).
-pj() {
-    printf '%s' "$output" | python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"
-}
 
 # snap2 NAME DIR: as snap, but complete where directories lack owner
 # permissions: every directory gets owner rwx for the time of the listing,

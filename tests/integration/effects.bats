@@ -328,3 +328,14 @@ EOF
     run --separate-stderr txbox_bin show -C "$WS" --json "$id"
     assert_json_field outcome committed
 }
+
+@test "the copy backend has no scanned write set: rules on effects are not enforced there, and protections says so" {
+    txc run --json -c 'mkdir -p .git/hooks && echo x > .git/hooks/pre-commit'
+    assert_status 121
+    [ "$(pj 'd["protections"]["effect_rules"]')" = "enforced at commit" ] || fail "$output"
+    [ ! -e "$WS/.git/hooks/pre-commit" ] || fail "applied though held"
+    txc run --json --backend copy -c 'mkdir -p .git/hooks && echo x > .git/hooks/pre-commit'
+    assert_status 0
+    [ "$(pj 'd["protections"]["effect_rules"]')" = "not enforced (copy backend)" ] || fail "$output"
+    [ -e "$WS/.git/hooks/pre-commit" ] || fail "the copy backend's commit is missing"
+}

@@ -22,11 +22,6 @@ for r in c.execute(sys.argv[2]):
 EOF
 }
 
-# pj EXPR: evaluate a python expression on the JSON in $output (as d).
-pj() {
-    printf '%s' "$output" | python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"
-}
-
 # h ARGS: a history command on $WS with the watchdog, bats-run.
 h() {
     local cmd="$1"

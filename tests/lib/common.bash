@@ -300,3 +300,8 @@ exit 1"
 probe_name() {
     printf 'txbox-probe-%s-%s-%s' "$1" "$$" "$RANDOM"
 }
+
+# pj EXPR: a python expression on the JSON in $output (as d).
+pj() {
+    printf '%s' "$output" | python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"
+}
