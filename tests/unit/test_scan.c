@@ -65,6 +65,19 @@ static const struct tx_op *find(const struct tx_ops *ops, const char *path)
     return NULL;
 }
 
+/* find(), failing the test when path has no operation (abort() tells the
+ * compiler the result is never NULL). */
+static const struct tx_op *must_find(const struct tx_ops *ops, const char *path)
+{
+    const struct tx_op *o = find(ops, path);
+    if (!o) {
+        print_error("no operation for %s\n", path);
+        fail();
+        abort();
+    }
+    return o;
+}
+
 static void every_kind(void **state)
 {
     (void)state;
@@ -100,25 +113,25 @@ static void every_kind(void **state)
     txbox_error e = {0};
     assert_int_equal(scan_upper(up, ws, false, &ops, &e), 0);
     const struct tx_op *o;
-    assert_non_null(o = find(&ops, "gone"));
+    o = must_find(&ops, "gone");
     assert_int_equal(o->kind, OP_DELETE);
-    assert_non_null(o = find(&ops, "mod"));
+    o = must_find(&ops, "mod");
     assert_int_equal(o->kind, OP_REPLACE);
     assert_true(o->had_old);
-    assert_non_null(o = find(&ops, "new"));
+    o = must_find(&ops, "new");
     assert_int_equal(o->kind, OP_REPLACE);
     assert_false(o->had_old);
-    assert_non_null(o = find(&ops, "dir"));
+    o = must_find(&ops, "dir");
     assert_int_equal(o->kind, OP_REPLACE); /* opaque: the whole subtree */
     assert_true(o->new_dir && o->old_dir);
     assert_null(find(&ops, "dir/b"));
-    assert_non_null(o = find(&ops, "m/x"));
+    o = must_find(&ops, "m/x");
     assert_int_equal(o->kind, OP_DELETE);
     assert_non_null(find(&ops, "m/y"));
     assert_null(find(&ops, "m/keep"));
-    assert_non_null(o = find(&ops, "m"));
+    o = must_find(&ops, "m");
     assert_int_equal(o->kind, OP_META);
-    assert_non_null(o = find(&ops, "f2d"));
+    o = must_find(&ops, "f2d");
     assert_int_equal(o->kind, OP_REPLACE);
     assert_true(o->new_dir && !o->old_dir);
     /* META of m comes after m's children (post-order). */
@@ -213,11 +226,11 @@ static void strips_privileges(void **state)
     assert_int_equal(mode_at(up, "priv/nd/x") & 07777, 0711);
     assert_int_equal(mode_at(up, "priv/zero") & 07777, 0);
     const struct tx_op *o;
-    assert_non_null(o = find(&ops, "priv/su"));
+    o = must_find(&ops, "priv/su");
     assert_int_equal(o->nw.mode, S_IFREG | 0755);
-    assert_non_null(o = find(&ops, "priv/zero"));
+    o = must_find(&ops, "priv/zero");
     assert_int_equal(o->nw.mode, S_IFDIR | 0);
-    assert_non_null(o = find(&ops, "priv"));
+    o = must_find(&ops, "priv");
     assert_int_equal(o->kind, OP_META);
     assert_int_equal(o->nw.mode, 02755);
     ops_free(&ops);
