@@ -10,6 +10,8 @@
  *                workspace (whiteouts, opaque directories), never more than
  *                one layer whatever the number of commands
  *   incoming/    the upper of the command being merged into layer/
+ *   merge.modes  while a merge works: the modes of incoming/'s directories
+ *                it granted owner rwx to (open_dir_rw), for its restart
  *   sp/N.NAME/   savepoint NAME: layer/ as it was, as hard links
  *   layer.new/, layer.old/   a rollback in progress
  *   upper/       layer/ renamed for the commit (journal.c applies tx/ID/upper)
@@ -191,6 +193,7 @@ struct merge {
     size_t listed;
     bool truncated;
     txbox_error *err;
+    int modesfd; /* merge.modes, opened at the first record (-1 before) */
 };
 
 static bool is_whiteout_at(const txbox_multi *m, int dfd, const char *name, const struct stat *st)
@@ -224,8 +227,14 @@ static void note(struct merge *g, json_t *list, const char *p, bool dir)
 }
 
 /* Owner rwx on a directory of the layer or of incoming while the merge works
- * in it (unprivileged, renames need it); the final mode is set after. */
-static int open_dir_rw(int at, const char *name, struct stat *st)
+ * in it (unprivileged, renames need it); the final mode is set after. A
+ * directory of incoming (g set; path: its path in the tree) that lacks them
+ * has its mode recorded in tx/ID/merge.modes before it is granted anything:
+ * a merge killed before it sets the final mode would otherwise take the
+ * granted mode for the directory's own on its restart (restore_modes). The
+ * layer's directories need no record: each one granted is one the merge
+ * goes into, which ends by giving it the incoming directory's metadata. */
+static int open_dir_rw(struct merge *g, int at, const char *name, const char *path, struct stat *st)
 {
     if (fstatat(at, name, st, AT_SYMLINK_NOFOLLOW) < 0)
         return -1;
@@ -233,10 +242,71 @@ static int open_dir_rw(int at, const char *name, struct stat *st)
         errno = ENOTDIR;
         return -1;
     }
-    if ((st->st_mode & S_IRWXU) != S_IRWXU &&
-        fchmodat(at, name, (st->st_mode & 07777) | S_IRWXU, 0) < 0)
-        return -1;
+    if ((st->st_mode & S_IRWXU) != S_IRWXU) {
+        if (g) {
+            if (g->modesfd < 0)
+                g->modesfd = openat(g->m->txfd, "merge.modes", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+            _cleanup_free_ char *rec = xasprintf("%o %s", (unsigned)(st->st_mode & 07777), path);
+            if (g->modesfd < 0 || write_all(g->modesfd, rec, strlen(rec) + 1) < 0)
+                return -1;
+        }
+        if (fchmodat(at, name, (st->st_mode & 07777) | S_IRWXU, 0) < 0)
+            return -1;
+    }
     return openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* Before a merge cut short is restarted: every directory recorded in
+ * merge.modes gets its own mode back, last recorded first (a directory is
+ * recorded after its parent, which stays reachable while its children are
+ * restored), in incoming/ or, once moved or merged, in the layer (whose
+ * copy then had the mode granted for its move, or already its own). A
+ * record that no longer resolves (ENOENT, or EACCES below a layer directory
+ * that already has its final mode, so whose merge finished) is skipped.
+ * Then the records go: the restarted merge records afresh. */
+static int restore_modes(txbox_multi *m, txbox_error *err)
+{
+    _cleanup_free_ char *s = NULL;
+    size_t len = 0;
+    if (read_file_at(m->txfd, "merge.modes", 64u << 20, &s, &len, NULL) < 0) {
+        if (errno == ENOENT)
+            return 0;
+        return tx_errno(err, errno, "cannot read merge.modes");
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += s[i] == '\0';
+    const char **recs = xcalloc(n ? n : 1, sizeof *recs);
+    size_t k = 0;
+    for (size_t i = 0; i < len && k < n; i += strlen(s + i) + 1)
+        recs[k++] = s + i; /* a last record without its NUL (cut short) is not complete: dropped */
+    int rc = 0;
+    for (size_t i = k; i-- > 0 && rc == 0;) {
+        char *end;
+        unsigned long mode = strtoul(recs[i], &end, 8);
+        if (end == recs[i] || *end != ' ' || mode > 07777)
+            continue;
+        const char *p = end + 1;
+        _cleanup_free_ char *ip = *p ? xasprintf("incoming/%s", p) : xstrdup("incoming");
+        struct stat st;
+        int at = m->txfd;
+        const char *name = ip;
+        if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (!*p)
+                continue;
+            at = m->layerfd;
+            name = p;
+            if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                continue;
+        }
+        if (S_ISDIR(st.st_mode) && (st.st_mode & 07777) != mode && fchmodat(at, name, (mode_t)mode, 0) < 0 &&
+            errno != ENOENT && errno != EACCES)
+            rc = tx_errno(err, errno, "cannot restore the mode of %s", p);
+    }
+    free(recs);
+    if (rc == 0 && unlinkat(m->txfd, "merge.modes", 0) < 0 && errno != ENOENT)
+        rc = tx_errno(err, errno, "cannot remove merge.modes");
+    return rc;
 }
 
 /* The merged directory takes the incoming one's metadata (ust: its stat
@@ -309,7 +379,7 @@ static int merge_dir(struct merge *g, int ufd, int afd, int wfd, const char *pat
         bool udir = S_ISDIR(ust.st_mode);
         _cleanup_close_ int cu = -1;
         struct stat cust;
-        if (udir && (cu = open_dir_rw(ufd, name, &cust)) < 0) {
+        if (udir && (cu = open_dir_rw(g, ufd, name, p, &cust)) < 0) {
             rc = tx_errno(g->err, errno, "cannot open %s of the command's changes", p);
             break;
         }
@@ -326,7 +396,7 @@ static int merge_dir(struct merge *g, int ufd, int afd, int wfd, const char *pat
         }
         if (udir && !opaque && in_layer && S_ISDIR(ast.st_mode)) {
             struct stat cast;
-            _cleanup_close_ int ca = open_dir_rw(afd, name, &cast);
+            _cleanup_close_ int ca = open_dir_rw(NULL, afd, name, p, &cast);
             if (ca < 0) {
                 rc = tx_errno(g->err, errno, "cannot open %s in the layer", p);
                 break;
@@ -356,16 +426,10 @@ static int merge_dir(struct merge *g, int ufd, int afd, int wfd, const char *pat
                 break;
             }
         }
-        if (in_layer && tree_remove(afd, name) < 0) {
-            rc = tx_errno(g->err, errno, "cannot replace %s in the layer", p);
-            break;
-        }
-        if (move_entry(ufd, name, afd, name) < 0) {
-            rc = tx_errno(g->err, errno, "cannot move %s into the layer", p);
-            break;
-        }
         /* A plain directory over what the layer deleted or replaced: the
-         * workspace's entry must not show through it. */
+         * workspace's entry must not show through it. Marked before it
+         * moves, so that the layer never holds it unmarked (a restart finds
+         * it opaque and moves it as such). */
         if (udir && !opaque && in_layer && !S_ISDIR(ast.st_mode)) {
             char x[64];
             snprintf(x, sizeof x, "%sopaque", ovl_pfx(g->m->ws));
@@ -373,6 +437,14 @@ static int merge_dir(struct merge *g, int ufd, int afd, int wfd, const char *pat
                 rc = tx_errno(g->err, errno, "cannot mark %s opaque", p);
                 break;
             }
+        }
+        if (in_layer && tree_remove(afd, name) < 0) {
+            rc = tx_errno(g->err, errno, "cannot replace %s in the layer", p);
+            break;
+        }
+        if (move_entry(ufd, name, afd, name) < 0) {
+            rc = tx_errno(g->err, errno, "cannot move %s into the layer", p);
+            break;
         }
     }
     for (size_t i = 0; i < n; i++)
@@ -384,19 +456,31 @@ static int merge_dir(struct merge *g, int ufd, int afd, int wfd, const char *pat
 /* Merges incoming/ into layer/ and removes it. Restartable. */
 static int finish_merge(txbox_multi *m, json_t **changes, txbox_error *err)
 {
-    struct stat ust;
-    _cleanup_close_ int ufd = open_dir_rw(m->txfd, "incoming", &ust);
-    if (ufd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        return tx_errno(err, errno, "cannot open the command's changes");
+    struct stat ist;
+    if (fstatat(m->txfd, "incoming", &ist, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
+        /* merged, and killed before its records went */
+        if (unlinkat(m->txfd, "merge.modes", 0) < 0 && errno != ENOENT)
+            return tx_errno(err, errno, "transaction %s: cannot remove merge.modes", m->ids);
+        return 0;
     }
-    struct merge g = {m, json_array(), json_array(), json_array(), 0, false, err};
-    int rc = merge_dir(&g, ufd, m->layerfd, m->ws->fd, "", 0);
+    if (restore_modes(m, err) < 0)
+        return tx_err_ctx(err, "transaction %s: merging a command's changes", m->ids);
+    struct stat ust;
+    struct merge g = {m, json_array(), json_array(), json_array(), 0, false, err, -1};
+    _cleanup_close_ int ufd = open_dir_rw(&g, m->txfd, "incoming", "", &ust);
+    int rc = 0;
+    if (ufd < 0)
+        rc = tx_errno(err, errno, "cannot open the command's changes");
+    if (rc == 0)
+        rc = merge_dir(&g, ufd, m->layerfd, m->ws->fd, "", 0);
     if (rc == 0)
         rc = copy_dir_meta(&g, ufd, &ust, m->layerfd, ".");
     if (rc == 0 && tree_remove(m->txfd, "incoming") < 0)
         rc = tx_errno(err, errno, "cannot remove the merged changes");
+    if (g.modesfd >= 0)
+        close(g.modesfd);
+    if (rc == 0 && unlinkat(m->txfd, "merge.modes", 0) < 0 && errno != ENOENT)
+        rc = tx_errno(err, errno, "cannot remove merge.modes");
     if (rc == 0 && changes)
         *changes = json_pack("{s:O,s:O,s:O,s:b}", "added", g.added, "modified", g.modified,
                              "deleted", g.deleted, "truncated", g.truncated);
@@ -564,7 +648,10 @@ int multi_absorb(txbox_multi *m, int runtxfd, txbox_result *r, txbox_error *err)
         return 0;
     }
     fs_fault_arm(); /* crash tests: the merge's renames are fault points */
-    int rc = fs_renameat(runtxfd, "upper", m->txfd, "incoming", 0);
+    /* no records of an earlier merge may apply to this one */
+    int rc = unlinkat(m->txfd, "merge.modes", 0) < 0 && errno != ENOENT ? -1 : 0;
+    if (rc == 0)
+        rc = fs_renameat(runtxfd, "upper", m->txfd, "incoming", 0);
     if (rc < 0)
         rc = tx_errno(err, errno, "transaction %s: cannot take the command's changes", m->ids);
     if (rc == 0)
@@ -607,7 +694,7 @@ static int link_tree(const txbox_multi *m, int sfd, int dfd, unsigned depth, txb
         if (mkdirat(dfd, name, 0700) < 0)
             return tx_errno(err, errno, "cannot create %s in a savepoint", name);
         struct stat cst;
-        _cleanup_close_ int cs = open_dir_rw(sfd, name, &cst);
+        _cleanup_close_ int cs = open_dir_rw(NULL, sfd, name, name, &cst);
         _cleanup_close_ int cd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (cs < 0 || cd < 0)
             return tx_errno(err, errno, "cannot open %s", name);
@@ -636,7 +723,7 @@ static int link_copy(txbox_multi *m, const char *src, const char *dst, txbox_err
 {
     (void)tree_remove(m->txfd, dst);
     struct stat st;
-    _cleanup_close_ int s = open_dir_rw(m->txfd, src, &st);
+    _cleanup_close_ int s = open_dir_rw(NULL, m->txfd, src, src, &st);
     if (s < 0)
         return tx_errno(err, errno, "cannot open %s", src);
     if (mkdirat(m->txfd, dst, 0700) < 0)
