@@ -755,37 +755,16 @@ int effects_review(txbox_ws *ws, const char *id, char **json, txbox_error *err)
         res = review_one(ws, txfd, idn, true);
         close(txfd);
     } else {
+        uint64_t *ids;
+        size_t n;
+        if (ws_tx_ids(ws, &ids, &n, err) < 0)
+            return -1;
         json_t *arr = json_array();
-        int fd = openat(ws->txd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-            if (fd >= 0)
-                close(fd);
-            json_decref(arr);
-            return tx_errno(err, errno, "cannot list transactions");
-        }
-        struct dirent *de;
-        uint64_t *ids = NULL;
-        size_t n = 0;
-        while ((de = readdir(d))) {
-            uint64_t v;
-            if (!parse_u64(de->d_name, &v))
-                continue;
-            _cleanup_close_ int tfd = openat(ws->txd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (tfd < 0 || !effects_is_held(ws, tfd, de->d_name))
-                continue;
-            ids = xrealloc(ids, (n + 1) * sizeof *ids);
-            size_t k = n++;
-            for (; k > 0 && ids[k - 1] > v; k--)
-                ids[k] = ids[k - 1];
-            ids[k] = v;
-        }
-        closedir(d);
         for (size_t i = 0; i < n; i++) {
             char idn[32];
             snprintf(idn, sizeof idn, "%llu", (unsigned long long)ids[i]);
             _cleanup_close_ int tfd = openat(ws->txd, idn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (tfd >= 0)
+            if (tfd >= 0 && effects_is_held(ws, tfd, idn))
                 json_array_append_new(arr, review_one(ws, tfd, idn, false));
         }
         free(ids);

@@ -1183,24 +1183,17 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
 int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err)
 {
     *json = NULL;
+    uint64_t *ids;
+    size_t nids;
+    if (ws_tx_ids(ws, &ids, &nids, err) < 0)
+        return -1;
     json_t *arr = json_array(), *att = json_array(); /* att: saga.c */
-    int fd = openat(ws->txd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        json_decref(arr);
-        json_decref(att);
-        return tx_errno(err, errno, "cannot list transactions");
-    }
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        uint64_t id;
-        if (!parse_u64(de->d_name, &id))
-            continue;
-        _cleanup_close_ int tfd = openat(ws->txd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    for (size_t t = 0; t < nids; t++) { /* oldest first */
+        char idn[32];
+        snprintf(idn, sizeof idn, "%llu", (unsigned long long)ids[t]);
+        _cleanup_close_ int tfd = openat(ws->txd, idn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (tfd >= 0) /* external effects that need attention (saga.c), open or closed */
-            saga_attention_add(att, tfd, de->d_name);
+            saga_attention_add(att, tfd, idn);
         if (tfd < 0 || exists_at(tfd, "outcome") || exists_at(tfd, "journal"))
             continue; /* closed (a commit record: committed) */
         json_t *st = read_state(tfd);
@@ -1216,7 +1209,7 @@ int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err)
         _cleanup_close_ int lf = openat(tfd, "lock", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
         bool busy = lf >= 0 && flock(lf, LOCK_EX | LOCK_NB) < 0;
         json_t *name = json_object_get(st, "name");
-        json_array_append_new(arr, json_pack("{s:s,s:O,s:O,s:O,s:O,s:o,s:b}", "tx", de->d_name, "name",
+        json_array_append_new(arr, json_pack("{s:s,s:O,s:O,s:O,s:O,s:o,s:b}", "tx", idn, "name",
                                              name ? name : json_null(), "started",
                                              json_object_get(st, "started"), "base_gen",
                                              json_object_get(st, "base_gen"), "commands",
@@ -1226,19 +1219,7 @@ int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err)
             json_object_set_new(json_array_get(arr, json_array_size(arr) - 1), "aborting", json_true());
         json_decref(st);
     }
-    closedir(d);
-    /* oldest first */
-    size_t n = json_array_size(arr);
-    for (size_t i = 1; i < n; i++)
-        for (size_t k = i; k > 0; k--) {
-            uint64_t a = 0, b = 0;
-            if (!parse_u64(json_string_value(json_object_get(json_array_get(arr, k - 1), "tx")), &a) ||
-                !parse_u64(json_string_value(json_object_get(json_array_get(arr, k), "tx")), &b) || a <= b)
-                break;
-            json_t *x = json_incref(json_array_get(arr, k));
-            json_array_remove(arr, k);
-            json_array_insert_new(arr, k - 1, x);
-        }
+    free(ids);
     json_t *o = json_pack("{s:o,s:o}", "transactions", arr, "attention", att); /* saga.c */
     *json = json_dumps(o, JSON_COMPACT);
     json_decref(o);

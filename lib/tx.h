@@ -41,6 +41,9 @@ MUST_CHECK int ws_read_gen(txbox_ws *ws, uint64_t *gen, txbox_error *err);
 /* The cached generation (.txbox/gen): ws_read_gen's starting point, which
  * then counts the commit records beyond it; 0 when absent. */
 uint64_t ws_gen_cache(txbox_ws *ws);
+/* The ids of the transactions in .txbox/tx/, ascending (*ids: caller frees;
+ * NULL when there are none). */
+MUST_CHECK int ws_tx_ids(txbox_ws *ws, uint64_t **ids, size_t *n, txbox_error *err);
 MUST_CHECK int ws_write_gen(txbox_ws *ws, uint64_t gen, txbox_error *err);
 /* Is the process that owns transaction id gone? (its active lock is free) */
 bool ws_tx_owner_dead(txbox_ws *ws, uint64_t id);

@@ -866,12 +866,6 @@ struct held {
     bool useless;     /* pre-images of an undone transaction */
 };
 
-static int held_cmp(const void *a, const void *b)
-{
-    uint64_t x = ((const struct held *)a)->id, y = ((const struct held *)b)->id;
-    return x < y ? -1 : x > y;
-}
-
 /* Transactions undone by a committed undo (from the log). */
 static bool is_undone(sqlite3 *db, uint64_t id)
 {
@@ -890,19 +884,17 @@ static void list_held(txbox_ws *ws, sqlite3 *db, struct held **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
-    int fd = openat(ws->txd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
+    uint64_t *ids;
+    size_t nids;
+    if (ws_tx_ids(ws, &ids, &nids, NULL) < 0)
         return;
-    }
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        uint64_t id;
-        if (!parse_u64(de->d_name, &id) || !ws_tx_owner_dead(ws, id))
+    for (size_t i = 0; i < nids; i++) { /* oldest first */
+        uint64_t id = ids[i];
+        if (!ws_tx_owner_dead(ws, id))
             continue; /* in flight: not ours to touch */
-        _cleanup_close_ int tfd = open_dir_at(ws->txd, de->d_name);
+        char idn[32];
+        idname(idn, id);
+        _cleanup_close_ int tfd = open_dir_at(ws->txd, idn);
         if (tfd < 0)
             continue;
         if (exists_at(tfd, "undo.pruned"))
@@ -917,9 +909,7 @@ static void list_held(txbox_ws *ws, sqlite3 *db, struct held **out, size_t *n)
         (*out)[(*n)++] = (struct held){id, what, tree_bytes(tfd, what, 0),
                                        !strcmp(what, "undo") && is_undone(db, id)};
     }
-    closedir(d);
-    if (*n)
-        qsort(*out, *n, sizeof **out, held_cmp);
+    free(ids);
 }
 
 static int prune(txbox_ws *ws, sqlite3 *db, const struct held *h, txbox_error *err)

@@ -1,4 +1,5 @@
 /* A workspace and its state directory, .txbox/; crash recovery. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -244,6 +245,38 @@ uint64_t ws_gen_cache(txbox_ws *ws)
             g = 0;
     }
     return g;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int ws_tx_ids(txbox_ws *ws, uint64_t **ids, size_t *n, txbox_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    int fd = openat(ws->txd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return tx_errno(err, e, "cannot list transactions");
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        uint64_t v;
+        if (!parse_u64(de->d_name, &v))
+            continue;
+        *ids = xrealloc(*ids, (*n + 1) * sizeof **ids);
+        (*ids)[(*n)++] = v;
+    }
+    closedir(d);
+    if (*n)
+        qsort(*ids, *n, sizeof **ids, u64_cmp);
+    return 0;
 }
 
 int ws_read_gen(txbox_ws *ws, uint64_t *gen, txbox_error *err)

@@ -334,6 +334,24 @@ printf "\000\001\002" >bin.dat; setfattr -n user.new -v v xattr.txt; rm fifo'
     assert_txbox_error
 }
 
+@test "after a commit, retention prunes once the count bound is exceeded by a tenth, back to the bound" {
+    local i unpruned="SELECT count(*) FROM tx WHERE outcome='committed' AND retained_bytes IS NOT NULL AND pruned IS NULL"
+    commit "printf '1\\n' >>README"
+    h gc --keep 10 --save
+    assert_status 0
+    for i in $(seq 2 11); do
+        commit "printf '$i\\n' >>README"
+    done
+    # 11 retained: within the tenth (10 + 1), nothing pruned yet
+    [ "$(sq "$unpruned")" = 11 ] || fail "pruned too early: $(sq "$unpruned") retained"
+    [ -d "$WS/.txbox/tx/1/undo" ] || fail "tx 1's pre-images are gone after 11 commits"
+    commit "printf '12\\n' >>README"
+    # 12 > 11: pruned back to 10, oldest first
+    [ "$(sq "$unpruned")" = 10 ] || fail "not pruned back to 10: $(sq "$unpruned") retained"
+    [ ! -e "$WS/.txbox/tx/1/undo" ] && [ ! -e "$WS/.txbox/tx/2/undo" ] && [ -d "$WS/.txbox/tx/3/undo" ] ||
+        fail "the oldest two were not the ones pruned"
+}
+
 @test "undo crash-safety: killed while staging, the pre-images go back; killed after the commit point, recovery finishes" {
     commit "$MIXED"
     snap post "$WS" --mtime
