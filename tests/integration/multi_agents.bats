@@ -221,6 +221,34 @@ EOF
         [ "$(tail -n 1 "$WS/.txbox/tx/$t3/upper/README")" = a3 ] || fail "a conflict's changes are not kept"
 }
 
+@test "a command that changed nothing when it ran is no change at commit, even if the path changed since" {
+    # a1's rm -f shared/new finds nothing; then a2's single run creates
+    # shared/new and commits; a1 did not change shared/new, so both commit
+    # and a2's file stays (first committer wins on the paths written; a
+    # blind replay of the commands in commit order would delete it).
+    cat >"$PLANS/a1" <<EOF
+begin a1
+tx rm -f shared/new; $(w a1/r a1)
+signal a1.ran
+wait a2.done
+commit
+EOF
+    cat >"$PLANS/a2" <<EOF
+wait a1.ran
+single $(w shared/new a2)
+signal a2.done
+EOF
+    start_agents a1 a2
+    wait_agents
+    cat >"$BATS_TEST_TMPDIR/expect" <<EOF
+@a1 committed
+@a2 committed
+EOF
+    check_all "$BATS_TEST_TMPDIR/expect"
+    [ "$(cat "$WS/shared/new")" = a2 ] && [ "$(cat "$WS/a1/r")" = a1 ] ||
+        fail "the workspace: $(cd "$WS" && head shared/new a1/r 2>&1)"
+}
+
 # random_plan AGENT ROUNDS: a random plan (bash's RANDOM, seeded by the
 # caller) for agent number AGENT: per round a multi-command transaction
 # (1 to 3 commands, sometimes a failing one, sometimes a savepoint and a
