@@ -104,6 +104,41 @@ bool effect_glob(const char *glob, const char *path)
 
 /* ---- rules ---- */
 
+/* The prefilters of effect_rule.pre: each set of patterns (k = 0 without
+ * (?i), 1 with) joined as (p1)|(p2)|...; the union of what they match, so
+ * "no match of the set" is exactly "no match of any of its patterns". Not
+ * for a set with a back-reference (joining renumbers the groups). */
+static void compile_prefilters(effect_rule *r)
+{
+    for (int k = 0; k < 2; k++) {
+        dbuf b;
+        dbuf_init(&b, 0);
+        size_t n = 0;
+        bool backref = false;
+        for (size_t i = 0; i < r->content_any.n; i++) {
+            const char *pat = r->content_any.v[i];
+            bool icase = !strncmp(pat, "(?i)", 4);
+            if (icase != (k == 1))
+                continue;
+            if (icase)
+                pat += 4;
+            for (const char *c = pat; *c; c++)
+                if (*c == '\\' && c[1]) {
+                    backref = backref || (c[1] >= '1' && c[1] <= '9');
+                    c++;
+                }
+            dbuf_addstr(&b, n++ ? "|(" : "(");
+            dbuf_addstr(&b, pat);
+            dbuf_addstr(&b, ")");
+        }
+        r->pre_needed[k] = n > 0;
+        r->has_pre[k] = n > 1 && !backref &&
+                        regcomp(&r->pre[k], dbuf_str(&b),
+                                REG_EXTENDED | REG_NEWLINE | REG_NOSUB | (k ? REG_ICASE : 0)) == 0;
+        dbuf_free(&b);
+    }
+}
+
 int effect_rule_compile(effect_rule *r, char *msg, size_t msglen)
 {
     if (!r->content_any.n)
@@ -126,6 +161,7 @@ int effect_rule_compile(effect_rule *r, char *msg, size_t msglen)
             return -1;
         }
     }
+    compile_prefilters(r);
     return 0;
 }
 
@@ -142,6 +178,9 @@ void effect_rule_free(effect_rule *r)
     if (r->re)
         for (size_t i = 0; i < r->content_any.n; i++)
             regfree(&r->re[i]);
+    for (int k = 0; k < 2; k++)
+        if (r->has_pre[k])
+            regfree(&r->pre[k]);
     free(r->re);
     strlist_free(&r->content_any);
     for (size_t i = 0; i < r->nex; i++) {
@@ -213,6 +252,21 @@ static bool content_new_match(const regex_t *re, const struct entry *e)
     return false;
 }
 
+/* False only when no content_any pattern can match e's new content. */
+static bool prefilter_may_match(const effect_rule *r, const struct entry *e)
+{
+    for (int k = 0; k < 2; k++) {
+        if (!r->pre_needed[k])
+            continue;
+        if (!r->has_pre[k])
+            return true;
+        regmatch_t m = {.rm_so = 0, .rm_eo = (regoff_t)e->len};
+        if (regexec(&r->pre[k], e->data, 1, &m, REG_STARTEND) == 0)
+            return true;
+    }
+    return false;
+}
+
 static bool entry_passes(const effect_rule *r, const struct entry *e)
 {
     if (r->paths_any.n && !any_glob(&r->paths_any, e->path))
@@ -225,6 +279,8 @@ static bool entry_passes(const effect_rule *r, const struct entry *e)
         return false;
     if (r->content_any.n) {
         if (e->kind == E_DELETED || !e->data)
+            return false;
+        if (!prefilter_may_match(r, e))
             return false;
         bool m = false;
         for (size_t i = 0; i < r->content_any.n && !m; i++)

@@ -35,6 +35,13 @@ typedef struct effect_rule {
     strlist paths_none;   /* ... and an entry matching one of these never counts */
     strlist content_any;  /* POSIX extended regular expressions */
     regex_t *re;          /* compiled content_any */
+    /* one pass instead of one per pattern: the patterns without and with
+     * (?i), each set joined as one alternation (REG_NOSUB); an entry no
+     * set matches matches no pattern. has_pre[k]: set k was compiled (a set
+     * with a back-reference, or one that does not compile joined, has none
+     * and its patterns are always tried one by one) */
+    regex_t pre[2];
+    bool has_pre[2], pre_needed[2];
     /* limits over the entries that count (-1: none) */
     int64_t max_files_deleted, max_bytes_written, max_binary_added, max_made_executable;
     effect_example *ex;

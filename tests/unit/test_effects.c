@@ -136,11 +136,52 @@ static void judge(void **state)
     assert_int_equal(WEXITSTATUS(pclose(popen(cmd, "r"))), 0);
 }
 
+/* content_any: one pass over the content per set of patterns (without and
+ * with (?i)) decides "no pattern matches"; each pattern of a set, on its
+ * own, must still be found, and a set with a back-reference is tried one
+ * pattern at a time. The examples are checked at load: a prefilter that
+ * missed one pattern, or matched what none does, fails the load. */
+static const char sets_policy[] =
+    "effects:\n"
+    "  - id: t-sets\n"
+    "    action: rollback\n"
+    "    reason: r\n"
+    "    suggestion: s\n"
+    "    match: {content_any: ['^AAA[0-9]+$', 'b(c|d)e', 'q{3}', '(?i)zz[xy]', '(?i)^end$', '(k)\\1']}\n"
+    "    examples:\n"
+    "      match: [{written: [a], content: \"x\\nAAA12\\n\"}, {written: [a], content: \"abde\"},\n"
+    "              {written: [a], content: \"qqq\"}, {written: [a], content: \"ZZY\"},\n"
+    "              {written: [a], content: \"1\\nEnD\\n2\"}, {written: [a], content: \"kk\"}]\n"
+    "      no_match: [{written: [a], content: \"AAA12x\\nbe bxe qq zz END!\"}, {written: [a], content: \"k-k\"}]\n";
+
+static void content_sets(void **state)
+{
+    (void)state;
+    char tdir[] = "/tmp/txbox-test-effects-sets.XXXXXX";
+    char *root = mkdtemp(tdir);
+    assert_non_null(root);
+    int rfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(rfd >= 0);
+    assert_int_equal(mkfile(rfd, "p.yaml", sets_policy, sizeof sets_policy - 1, 0600), 0);
+    char pf[256];
+    snprintf(pf, sizeof pf, "%s/p.yaml", root);
+    txbox_policy *p = NULL;
+    txbox_error err = {0};
+    int rc = txbox_policy_load(pf, NULL, &p, &err);
+    if (rc != 0)
+        fail_msg("%s", err.msg);
+    txbox_policy_free(p);
+    assert_int_equal(unlinkat(rfd, "p.yaml", 0), 0);
+    close(rfd);
+    assert_int_equal(rmdir(root), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(globs),
         cmocka_unit_test(judge),
+        cmocka_unit_test(content_sets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
