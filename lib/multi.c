@@ -12,6 +12,9 @@
  *   incoming/    the upper of the command being merged into layer/
  *   merge.modes  while a merge works: the modes of incoming/'s directories
  *                it granted owner rwx to (open_dir_rw), for its restart
+ *   link.modes   while a copy as hard links (link_copy: savepoint, rollback,
+ *                commit) works: the modes of the source's directories it
+ *                granted owner rwx to, given back by repair() after a crash
  *   sp/N.NAME/   savepoint NAME: layer/ as it was, as hard links
  *   layer.new/, layer.old/   a rollback in progress
  *   upper/       layer/ renamed for the commit (journal.c applies tx/ID/upper)
@@ -64,6 +67,7 @@
 #include "fsops.h"
 #include "multi.h"
 #include "result.h"
+#include "safepath.h"
 #include "saga.h"
 #include "store.h"
 #include "tx.h"
@@ -187,13 +191,22 @@ int txbox_multi_begin(txbox_ws *ws, const char *name, char **id, txbox_error *er
 
 /* ---- merge ---- */
 
+/* Where open_dir_rw records the modes it changes: file (under tx/ID/),
+ * opened at the first record (fd -1 before). */
+struct modes_log {
+    txbox_multi *m;
+    const char *file;
+    int fd;
+    bool unrestored; /* link_copy: a mode could not be given back */
+};
+
 struct merge {
     txbox_multi *m;
     json_t *added, *modified, *deleted;
     size_t listed;
     bool truncated;
     txbox_error *err;
-    int modesfd; /* merge.modes, opened at the first record (-1 before) */
+    struct modes_log ml; /* merge.modes */
 };
 
 static bool is_whiteout_at(const txbox_multi *m, int dfd, const char *name, const struct stat *st)
@@ -234,7 +247,8 @@ static void note(struct merge *g, json_t *list, const char *p, bool dir)
  * granted mode for the directory's own on its restart (restore_modes). The
  * layer's directories need no record: each one granted is one the merge
  * goes into, which ends by giving it the incoming directory's metadata. */
-static int open_dir_rw(struct merge *g, int at, const char *name, const char *path, struct stat *st)
+static int open_dir_rw(struct modes_log *ml, int at, const char *name, const char *path,
+                       struct stat *st)
 {
     if (fstatat(at, name, st, AT_SYMLINK_NOFOLLOW) < 0)
         return -1;
@@ -243,11 +257,11 @@ static int open_dir_rw(struct merge *g, int at, const char *name, const char *pa
         return -1;
     }
     if ((st->st_mode & S_IRWXU) != S_IRWXU) {
-        if (g) {
-            if (g->modesfd < 0)
-                g->modesfd = openat(g->m->txfd, "merge.modes", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+        if (ml) {
+            if (ml->fd < 0)
+                ml->fd = openat(ml->m->txfd, ml->file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
             _cleanup_free_ char *rec = xasprintf("%o %s", (unsigned)(st->st_mode & 07777), path);
-            if (g->modesfd < 0 || write_all(g->modesfd, rec, strlen(rec) + 1) < 0)
+            if (ml->fd < 0 || write_all(ml->fd, rec, strlen(rec) + 1) < 0)
                 return -1;
         }
         if (fchmodat(at, name, (st->st_mode & 07777) | S_IRWXU, 0) < 0)
@@ -264,14 +278,15 @@ static int open_dir_rw(struct merge *g, int at, const char *name, const char *pa
  * record that no longer resolves (ENOENT, or EACCES below a layer directory
  * that already has its final mode, so whose merge finished) is skipped.
  * Then the records go: the restarted merge records afresh. */
-static int restore_modes(txbox_multi *m, txbox_error *err)
+static int restore_modes(txbox_multi *m, const char *file, txbox_error *err)
 {
+    bool merge = !strcmp(file, "merge.modes");
     _cleanup_free_ char *s = NULL;
     size_t len = 0;
-    if (read_file_at(m->txfd, "merge.modes", 64u << 20, &s, &len, NULL) < 0) {
+    if (read_file_at(m->txfd, file, 64u << 20, &s, &len, NULL) < 0) {
         if (errno == ENOENT)
             return 0;
-        return tx_errno(err, errno, "cannot read merge.modes");
+        return tx_errno(err, errno, "cannot read %s", file);
     }
     size_t n = 0;
     for (size_t i = 0; i < len; i++)
@@ -287,8 +302,16 @@ static int restore_modes(txbox_multi *m, txbox_error *err)
         if (end == recs[i] || *end != ' ' || mode > 07777)
             continue;
         const char *p = end + 1;
-        _cleanup_free_ char *ip = *p ? xasprintf("incoming/%s", p) : xstrdup("incoming");
         struct stat st;
+        if (!merge) { /* link.modes: a path under tx/ID/, beneath it, no symlink on the way */
+            const char *base;
+            _cleanup_close_ int pfd = safe_relpath_ok(p) ? safe_open_parent(m->txfd, p, &base) : -1;
+            if (pfd >= 0 && fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+                (st.st_mode & 07777) != mode && fchmodat(pfd, base, (mode_t)mode, 0) < 0 && errno != ENOENT)
+                rc = tx_errno(err, errno, "cannot restore the mode of %s", p);
+            continue;
+        }
+        _cleanup_free_ char *ip = *p ? xasprintf("incoming/%s", p) : xstrdup("incoming");
         int at = m->txfd;
         const char *name = ip;
         if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -304,8 +327,8 @@ static int restore_modes(txbox_multi *m, txbox_error *err)
             rc = tx_errno(err, errno, "cannot restore the mode of %s", p);
     }
     free(recs);
-    if (rc == 0 && unlinkat(m->txfd, "merge.modes", 0) < 0 && errno != ENOENT)
-        rc = tx_errno(err, errno, "cannot remove merge.modes");
+    if (rc == 0 && unlinkat(m->txfd, file, 0) < 0 && errno != ENOENT)
+        rc = tx_errno(err, errno, "cannot remove %s", file);
     return rc;
 }
 
@@ -379,7 +402,7 @@ static int merge_dir(struct merge *g, int ufd, int afd, int wfd, const char *pat
         bool udir = S_ISDIR(ust.st_mode);
         _cleanup_close_ int cu = -1;
         struct stat cust;
-        if (udir && (cu = open_dir_rw(g, ufd, name, p, &cust)) < 0) {
+        if (udir && (cu = open_dir_rw(&g->ml, ufd, name, p, &cust)) < 0) {
             rc = tx_errno(g->err, errno, "cannot open %s of the command's changes", p);
             break;
         }
@@ -463,11 +486,11 @@ static int finish_merge(txbox_multi *m, json_t **changes, txbox_error *err)
             return tx_errno(err, errno, "transaction %s: cannot remove merge.modes", m->ids);
         return 0;
     }
-    if (restore_modes(m, err) < 0)
+    if (restore_modes(m, "merge.modes", err) < 0)
         return tx_err_ctx(err, "transaction %s: merging a command's changes", m->ids);
     struct stat ust;
-    struct merge g = {m, json_array(), json_array(), json_array(), 0, false, err, -1};
-    _cleanup_close_ int ufd = open_dir_rw(&g, m->txfd, "incoming", "", &ust);
+    struct merge g = {m, json_array(), json_array(), json_array(), 0, false, err, {m, "merge.modes", -1, false}};
+    _cleanup_close_ int ufd = open_dir_rw(&g.ml, m->txfd, "incoming", "", &ust);
     int rc = 0;
     if (ufd < 0)
         rc = tx_errno(err, errno, "cannot open the command's changes");
@@ -477,8 +500,8 @@ static int finish_merge(txbox_multi *m, json_t **changes, txbox_error *err)
         rc = copy_dir_meta(&g, ufd, &ust, m->layerfd, ".");
     if (rc == 0 && tree_remove(m->txfd, "incoming") < 0)
         rc = tx_errno(err, errno, "cannot remove the merged changes");
-    if (g.modesfd >= 0)
-        close(g.modesfd);
+    if (g.ml.fd >= 0)
+        close(g.ml.fd);
     if (rc == 0 && unlinkat(m->txfd, "merge.modes", 0) < 0 && errno != ENOENT)
         rc = tx_errno(err, errno, "cannot remove merge.modes");
     if (rc == 0 && changes)
@@ -500,6 +523,11 @@ static bool exists_at(int dfd, const char *name)
 
 static int repair(txbox_multi *m, txbox_error *err)
 {
+    /* A copy as hard links cut short: its source's directories get their
+     * own modes back (the source is where it was: each caller renames
+     * only after the copy ended). */
+    if (restore_modes(m, "link.modes", err) < 0)
+        return tx_err_ctx(err, "transaction %s", m->ids);
     /* A commit that stopped before its commit point: back to the layer as
      * it was before the scan (layer.keep), or to the upper if the scan
      * had not begun. */
@@ -668,7 +696,12 @@ int multi_absorb(txbox_multi *m, int runtxfd, txbox_result *r, txbox_error *err)
 
 /* ---- savepoints: layer/ as hard links ---- */
 
-static int link_tree(const txbox_multi *m, int sfd, int dfd, unsigned depth, txbox_error *err)
+/* Copies the directory sfd (at rel under tx/ID/) into dfd as hard links; a
+ * source directory without owner rwx is granted them while it is read, its
+ * mode recorded in ml first (a crash between leaves the record for
+ * repair()). Each directory made counts as a fault point (crash tests). */
+static int link_tree(const txbox_multi *m, struct modes_log *ml, int sfd, const char *rel, int dfd,
+                     unsigned depth, txbox_error *err)
 {
     if (depth > 4096)
         return tx_err(err, ELOOP, "directory tree too deep");
@@ -691,14 +724,15 @@ static int link_tree(const txbox_multi *m, int sfd, int dfd, unsigned depth, txb
                 return -1;
             continue;
         }
-        if (mkdirat(dfd, name, 0700) < 0)
+        if (fs_mkdirat(dfd, name, 0700) < 0)
             return tx_errno(err, errno, "cannot create %s in a savepoint", name);
         struct stat cst;
-        _cleanup_close_ int cs = open_dir_rw(NULL, sfd, name, name, &cst);
+        _cleanup_free_ char *crel = xasprintf("%s/%s", rel, name);
+        _cleanup_close_ int cs = open_dir_rw(ml, sfd, name, crel, &cst);
         _cleanup_close_ int cd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (cs < 0 || cd < 0)
             return tx_errno(err, errno, "cannot open %s", name);
-        int rc = link_tree(m, cs, cd, depth + 1, err);
+        int rc = link_tree(m, ml, cs, crel, cd, depth + 1, err);
         struct merge g = {.err = err};
         if (rc == 0)
             rc = copy_dir_meta(&g, cs, &st, cd, name);
@@ -708,8 +742,11 @@ static int link_tree(const txbox_multi *m, int sfd, int dfd, unsigned depth, txb
             if (fsetxattr(cd, x, "y", 1, 0) < 0)
                 rc = tx_errno(err, errno, "cannot mark %s opaque", name);
         }
-        if (fchmod(cs, st.st_mode & 07777) < 0 && rc == 0)
-            rc = tx_errno(err, errno, "cannot restore the mode of %s", name);
+        if (fchmod(cs, st.st_mode & 07777) < 0) {
+            ml->unrestored = true;
+            if (rc == 0)
+                rc = tx_errno(err, errno, "cannot restore the mode of %s", name);
+        }
         if (rc < 0)
             return -1;
     }
@@ -723,20 +760,37 @@ static int link_copy(txbox_multi *m, const char *src, const char *dst, txbox_err
 {
     (void)tree_remove(m->txfd, dst);
     struct stat st;
-    _cleanup_close_ int s = open_dir_rw(NULL, m->txfd, src, src, &st);
-    if (s < 0)
-        return tx_errno(err, errno, "cannot open %s", src);
-    if (mkdirat(m->txfd, dst, 0700) < 0)
-        return tx_errno(err, errno, "cannot create %s", dst);
-    _cleanup_close_ int d = openat(m->txfd, dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (d < 0)
-        return tx_errno(err, errno, "cannot open %s", dst);
+    struct modes_log ml = {m, "link.modes", -1, false};
+    _cleanup_close_ int s = open_dir_rw(&ml, m->txfd, src, src, &st);
+    if (s < 0) {
+        int e = errno;
+        if (ml.fd >= 0)
+            close(ml.fd);
+        return tx_errno(err, e, "cannot open %s", src);
+    }
+    int rc = 0;
+    _cleanup_close_ int d = -1;
+    if (fs_mkdirat(m->txfd, dst, 0700) < 0)
+        rc = tx_errno(err, errno, "cannot create %s", dst);
+    else if ((d = openat(m->txfd, dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        rc = tx_errno(err, errno, "cannot open %s", dst);
     struct merge g = {.err = err};
-    int rc = link_tree(m, s, d, 0, err);
+    if (rc == 0)
+        rc = link_tree(m, &ml, s, src, d, 0, err);
     if (rc == 0)
         rc = copy_dir_meta(&g, s, &st, d, dst);
-    if (fchmod(s, st.st_mode & 07777) < 0 && rc == 0)
-        rc = tx_errno(err, errno, "cannot restore the mode of %s", src);
+    if (fchmod(s, st.st_mode & 07777) < 0) {
+        ml.unrestored = true;
+        if (rc == 0)
+            rc = tx_errno(err, errno, "cannot restore the mode of %s", src);
+    }
+    if (ml.fd >= 0) {
+        close(ml.fd);
+        /* every granted mode given back: the records go (else repair()
+         * gives them back at the next open of the transaction) */
+        if (!ml.unrestored && unlinkat(m->txfd, ml.file, 0) < 0 && errno != ENOENT && rc == 0)
+            rc = tx_errno(err, errno, "cannot remove %s", ml.file);
+    }
     return rc;
 }
 
@@ -812,8 +866,11 @@ int txbox_multi_savepoint(txbox_multi *m, const char *name, txbox_error *err)
     _cleanup_close_ int spd = openat(m->txfd, "sp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (spd < 0)
         return tx_errno(err, errno, "cannot open the savepoints directory");
-    if (link_copy(m, "layer", "sp.tmp", err) < 0)
+    fs_fault_arm(); /* crash tests: the copy and its rename */
+    if (link_copy(m, "layer", "sp.tmp", err) < 0) {
+        fs_fault_disarm();
         return tx_err_ctx(err, "savepoint %s", name);
+    }
     struct sps s;
     list_savepoints(m->txfd, &s);
     ssize_t old = find_savepoint(&s, name);
@@ -821,7 +878,6 @@ int txbox_multi_savepoint(txbox_multi *m, const char *name, txbox_error *err)
     int rc = 0;
     if (old >= 0 && tree_remove(spd, s.v[old]) < 0)
         rc = tx_errno(err, errno, "cannot replace savepoint %s", name);
-    fs_fault_arm(); /* crash tests */
     if (rc == 0 && fs_renameat(m->txfd, "sp.tmp", spd, dn, 0) < 0)
         rc = tx_errno(err, errno, "cannot record savepoint %s", name);
     fs_fault_disarm();
@@ -853,10 +909,10 @@ int txbox_multi_rollback(txbox_multi *m, const char *name, txbox_error *err)
         rc = saga_compensate(m->ws, m->txfd, (size_t)from, NULL, err);
     }
     /* 1. the state to return to, complete, as layer.new */
+    fs_fault_arm(); /* crash tests: the copy and the swap */
     if (rc == 0)
         rc = src ? link_copy(m, src, "layer.new", err) : make_layer(m->ws, m->txfd, "layer.new", err);
     /* 2. swap (repair() finishes or undoes an interrupted swap) */
-    fs_fault_arm(); /* crash tests */
     if (rc == 0 && (fs_renameat(m->txfd, "layer", m->txfd, "layer.old", 0) < 0 ||
                     fs_renameat(m->txfd, "layer.new", m->txfd, "layer", 0) < 0))
         rc = tx_errno(err, errno, "transaction %s: cannot roll back", m->ids);
@@ -1075,9 +1131,9 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
          * such as a directory's opaqueness): layer.keep, the layer as hard
          * links, is what the transaction returns to if the commit stops
          * before its commit point (here or, after a crash, in repair()). */
+        fs_fault_arm(); /* crash tests: from here to the unlock */
         if (rc == 0)
             rc = link_copy(m, "layer", "layer.keep", err);
-        fs_fault_arm(); /* crash tests: from here to the unlock */
         if (rc == 0 && fs_renameat(m->txfd, "layer", m->txfd, "upper", 0) < 0)
             rc = tx_errno(err, errno, "transaction %s: cannot prepare its commit", m->ids);
         if (rc == 0 &&

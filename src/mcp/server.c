@@ -1,6 +1,6 @@
 /* txbox mcp: a Model Context Protocol server on stdin/stdout.
  *
- *   txbox mcp [-C DIR] [--policy FILE] [--max-calls N]
+ *   txbox mcp [-C DIR] [--policy FILE] [--max-calls N] [--keep-transactions]
  *
  * One thread, one poll loop. Messages are newline-delimited JSON-RPC 2.0
  * (MCP stdio transport); each line is capped at JRPC_MAX_LINE. A tools/call
