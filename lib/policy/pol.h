@@ -212,6 +212,12 @@ struct txbox_policy {
 /* rules.c */
 int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char *file,
                       txbox_error *err);
+/* The same, from a loaded document (not freed: the built-in one is static). */
+struct yaml_document_s;
+int policy_parse_doc(txbox_policy *p, struct yaml_document_s *doc, const char *file,
+                     txbox_error *err);
+/* The built-in policy's document (gen_doc.c, generated at build time). */
+void txbox_default_policy_doc(struct yaml_document_s *doc);
 void policy_clear(txbox_policy *p);
 const progspec *policy_prog(const txbox_policy *p, const char *name);
 int policy_check_examples(const txbox_policy *p, txbox_error *err);

@@ -784,6 +784,12 @@ int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char 
     return rc;
 }
 
+int policy_parse_doc(txbox_policy *p, yaml_document_t *doc, const char *file, txbox_error *err)
+{
+    yctx y = {.doc = doc, .file = file, .err = err};
+    return parse_doc(p, &y);
+}
+
 const progspec *policy_prog(const txbox_policy *p, const char *name)
 {
     const progspec *glob = NULL;

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <yaml.h>
 
 #include "policy/pol.h"
 
@@ -465,6 +466,85 @@ static void test_threads(void **state)
     }
 }
 
+/* The built-in policy's document generated at build time (gen_doc.c) is,
+ * node for node, what libyaml loads from the embedded text at run time:
+ * types, tags, scalar bytes and styles, items, pairs, marks (line numbers
+ * in error messages); and both give the same rules. */
+extern const char txbox_default_policy[];
+extern const size_t txbox_default_policy_len;
+
+static void marks_equal(yaml_mark_t a, yaml_mark_t b)
+{
+    assert_int_equal(a.index, b.index);
+    assert_int_equal(a.line, b.line);
+    assert_int_equal(a.column, b.column);
+}
+
+static void test_builtin_document(void **state)
+{
+    (void)state;
+    yaml_parser_t parser;
+    yaml_document_t run, built;
+    assert_true(yaml_parser_initialize(&parser));
+    yaml_parser_set_input_string(&parser, (const unsigned char *)txbox_default_policy,
+                                 txbox_default_policy_len);
+    assert_true(yaml_parser_load(&parser, &run));
+    txbox_default_policy_doc(&built);
+    size_t n = (size_t)(run.nodes.top - run.nodes.start);
+    assert_true(n > 1000);
+    assert_int_equal((size_t)(built.nodes.top - built.nodes.start), n);
+    for (size_t i = 0; i < n; i++) {
+        const yaml_node_t *a = &run.nodes.start[i], *b = &built.nodes.start[i];
+        assert_int_equal(a->type, b->type);
+        assert_string_equal((const char *)a->tag, (const char *)b->tag);
+        marks_equal(a->start_mark, b->start_mark);
+        marks_equal(a->end_mark, b->end_mark);
+        if (a->type == YAML_SCALAR_NODE) {
+            assert_int_equal(a->data.scalar.length, b->data.scalar.length);
+            assert_memory_equal(a->data.scalar.value, b->data.scalar.value, a->data.scalar.length + 1);
+            assert_int_equal(a->data.scalar.style, b->data.scalar.style);
+        } else if (a->type == YAML_SEQUENCE_NODE) {
+            size_t k = (size_t)(a->data.sequence.items.top - a->data.sequence.items.start);
+            assert_int_equal((size_t)(b->data.sequence.items.top - b->data.sequence.items.start), k);
+            if (k)
+                assert_memory_equal(a->data.sequence.items.start, b->data.sequence.items.start,
+                                    k * sizeof(yaml_node_item_t));
+            assert_int_equal(a->data.sequence.style, b->data.sequence.style);
+        } else {
+            size_t k = (size_t)(a->data.mapping.pairs.top - a->data.mapping.pairs.start);
+            assert_int_equal((size_t)(b->data.mapping.pairs.top - b->data.mapping.pairs.start), k);
+            for (size_t j = 0; j < k; j++) {
+                assert_int_equal(a->data.mapping.pairs.start[j].key, b->data.mapping.pairs.start[j].key);
+                assert_int_equal(a->data.mapping.pairs.start[j].value,
+                                 b->data.mapping.pairs.start[j].value);
+            }
+            assert_int_equal(a->data.mapping.style, b->data.mapping.style);
+        }
+    }
+    assert_int_equal(run.start_implicit, built.start_implicit);
+    assert_int_equal(run.end_implicit, built.end_implicit);
+    marks_equal(run.start_mark, built.start_mark);
+    marks_equal(run.end_mark, built.end_mark);
+    yaml_document_delete(&run);
+    yaml_parser_delete(&parser);
+
+    /* the policy from the text is the one txbox loads (from the document) */
+    txbox_policy *t = xcalloc(1, sizeof *t);
+    pthread_mutex_init(&t->lock, NULL);
+    arena_init(&t->ar, 1u << 20);
+    txbox_error err = {0};
+    assert_int_equal(policy_parse_yaml(t, txbox_default_policy, txbox_default_policy_len,
+                                       "policy/default.yaml", &err), 0);
+    assert_int_equal(t->nrules, P->nrules);
+    assert_int_equal(t->nprogs, P->nprogs);
+    assert_int_equal(t->neffects, P->neffects);
+    for (size_t i = 0; i < t->nrules; i++)
+        assert_string_equal(t->rules[i].id, P->rules[i].id);
+    for (size_t i = 0; i < t->nprogs; i++)
+        assert_string_equal(t->progs[i].name, P->progs[i].name);
+    txbox_policy_free(t);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/txbox-policy-test-XXXXXX");
@@ -476,7 +556,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),       cmocka_unit_test(test_argv),
         cmocka_unit_test(test_names),           cmocka_unit_test(test_policy_errors),
         cmocka_unit_test(test_policy_override), cmocka_unit_test(test_workspace_paths),
-        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_threads),         cmocka_unit_test(test_builtin_document),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
     const char *files[] = {"p.yaml", "o.yaml", "ws/.txbox-policy.yaml", "ws", ""};
