@@ -56,6 +56,15 @@ static void mark(const char *name, yaml_mark_t m)
     fprintf(out, ".%s = {%zu, %zu, %zu}", name, m.index, m.line, m.column);
 }
 
+/* A collection node's data: its k elements, the next ones of array arr
+ * (*at: how many earlier nodes took). */
+static void range(const char *field, const char *arr, size_t *at, size_t k, int style)
+{
+    fprintf(out, ".data.%s = {{%s + %zu, %s + %zu, %s + %zu}, %d}, ", field, arr, *at, arr, *at + k,
+            arr, *at + k, style);
+    *at += k;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3)
@@ -134,20 +143,16 @@ int main(int argc, char **argv)
             fprintf(out, ".data.scalar = {S%zu, %zu, %d}, ", i, n->data.scalar.length,
                     (int)n->data.scalar.style);
             break;
-        case YAML_SEQUENCE_NODE: {
-            size_t k = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
-            fprintf(out, ".data.sequence = {{ITEMS + %zu, ITEMS + %zu, ITEMS + %zu}, %d}, ", ni, ni + k,
-                    ni + k, (int)n->data.sequence.style);
-            ni += k;
+        case YAML_SEQUENCE_NODE:
+            range("sequence", "ITEMS", &ni,
+                  (size_t)(n->data.sequence.items.top - n->data.sequence.items.start),
+                  (int)n->data.sequence.style);
             break;
-        }
-        case YAML_MAPPING_NODE: {
-            size_t k = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
-            fprintf(out, ".data.mapping = {{PAIRS + %zu, PAIRS + %zu, PAIRS + %zu}, %d}, ", np, np + k,
-                    np + k, (int)n->data.mapping.style);
-            np += k;
+        case YAML_MAPPING_NODE:
+            range("mapping", "PAIRS", &np,
+                  (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start),
+                  (int)n->data.mapping.style);
             break;
-        }
         default:
             die("a node of no known type");
         }
