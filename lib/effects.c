@@ -35,6 +35,7 @@
  * held, and logs outcome rejected. */
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
@@ -433,8 +434,28 @@ static bool example_hits(const txbox_policy *p, size_t ri, const effect_example 
     return hit;
 }
 
+/* The content regexes of the rules that came from the built-in document,
+ * compiled at their first use (a policy file's are compiled, and checked,
+ * when it loads). Serialised: a policy may be shared by threads. */
+static int effects_compile(const txbox_policy *p, txbox_error *err)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    int rc = 0;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < p->neffects && rc == 0; i++) {
+        effect_rule *r = (effect_rule *)&p->effects[i];
+        char msg[300];
+        if (r->content_any.n && !r->re && effect_rule_compile(r, msg, sizeof msg) < 0)
+            rc = tx_err(err, EINVAL, "policy %s:%d: effect rule %s: %s", r->file, r->line, r->id, msg);
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
 int effects_check_examples(const txbox_policy *p, txbox_error *err)
 {
+    if (effects_compile(p, err) < 0)
+        return -1;
     for (size_t i = 0; i < p->neffects; i++) {
         const effect_rule *r = &p->effects[i];
         if (r->action == EFF_OFF)
@@ -625,6 +646,8 @@ int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const struct tx_
     *verdict = NULL;
     if (!p || !p->neffects || !ops->n)
         return 0;
+    if (effects_compile(p, err) < 0)
+        return -1;
     struct judge j;
     judge_init(&j, p);
     struct walk w = {&j, upperfd, wsfd, CONTENT_BUDGET, err};

@@ -212,7 +212,8 @@ struct txbox_policy {
 /* rules.c */
 int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char *file,
                       txbox_error *err);
-/* The same, from a loaded document (not freed: the built-in one is static). */
+/* The same, from the built-in document (not freed: it is static); its
+ * content regexes are compiled at first use (effects_compile). */
 struct yaml_document_s;
 int policy_parse_doc(txbox_policy *p, struct yaml_document_s *doc, const char *file,
                      txbox_error *err);
