@@ -98,8 +98,13 @@ void *ar_grow_copy(arena *a, const void *old, size_t n, size_t elem, size_t *all
 
 void strlist_add(strlist *l, const char *s)
 {
-    l->v = xrealloc(l->v, (l->n + 1) * sizeof *l->v);
-    l->glob = xrealloc(l->glob, l->n + 1);
+    /* room for 4, then doubled whenever n reaches a power of two (lists are
+     * only ever built here and freed whole) */
+    if (l->n == 0 || (l->n >= 4 && !(l->n & (l->n - 1)))) {
+        size_t cap = l->n ? 2 * l->n : 4;
+        l->v = xrealloc(l->v, cap * sizeof *l->v);
+        l->glob = xrealloc(l->glob, cap);
+    }
     l->glob[l->n] = strpbrk(s, "*?[") != NULL;
     l->any_glob |= l->glob[l->n];
     l->v[l->n++] = xstrdup(s);
