@@ -38,6 +38,11 @@
  *   interrupted  txbox stopped while the command or its compensation ran:
  *                whether it happened is unknown; never run again; needs attention
  *   not_undone   irreversible, and the work it belongs to was undone: needs attention
+ *   resolved     one of the three above that a person dealt with (txbox resolve:
+ *                resolved_from, resolved_at, note)
+ *
+ * Recovery marks `interrupted` what a dead single run left `started` or
+ * `running` (saga_recovered).
  *
  * The marks make a compensation pass restartable without running anything
  * twice: an abort cut short by a crash is finished by `txbox abort ID`
@@ -50,11 +55,13 @@
  * and its exit status and output are kept in the effect's entry. */
 #include <fcntl.h>
 #include <regex.h>
+#include <sys/file.h>
 
 #include "fsops.h"
 #include "policy/pol.h"
 #include "result.h"
 #include "saga.h"
+#include "store.h"
 #include "tx.h"
 
 #define MAX_RENDERED (64u << 10)
@@ -457,6 +464,22 @@ static bool attention_state(const char *s)
     return s && (!strcmp(s, "failed") || !strcmp(s, "interrupted") || !strcmp(s, "not_undone"));
 }
 
+/* An effect found `started` or `running` by a process that is not the one
+ * that wrote it: txbox stopped there. Marked `interrupted` (needs
+ * attention, never run again); false for any other state. */
+static bool mark_interrupted(json_t *e)
+{
+    const char *st = json_string_value(json_object_get(e, "state"));
+    if (!st || (strcmp(st, "running") && strcmp(st, "started")))
+        return false;
+    bool ran = !strcmp(st, "running"); /* st dies with the old state */
+    json_object_set_new(e, "state", json_string("interrupted"));
+    json_object_set_new(e, "why", json_string(ran
+                                                 ? "txbox stopped while the compensation ran: whether it took effect is unknown"
+                                                 : "txbox stopped while the command ran: whether its effect happened is unknown"));
+    return true;
+}
+
 /* One compensation, through the sandbox: read-only workspace, network. */
 static void run_one(txbox_ws *ws, json_t *e)
 {
@@ -501,12 +524,7 @@ int saga_compensate(txbox_ws *ws, int effd, size_t from, json_t **report, txbox_
         bool has = json_is_string(json_object_get(e, "compensate"));
         if (!st)
             continue;
-        if (!strcmp(st, "running") || !strcmp(st, "started")) {
-            bool ran = !strcmp(st, "running"); /* st dies with the old state */
-            json_object_set_new(e, "state", json_string("interrupted"));
-            json_object_set_new(e, "why", json_string(ran
-                                                         ? "txbox stopped while the compensation ran: whether it took effect is unknown"
-                                                         : "txbox stopped while the command ran: whether its effect happened is unknown"));
+        if (mark_interrupted(e)) {
             rc = save(effd, o, err);
         } else if ((!strcmp(st, "pending") && !has) || !strcmp(st, "irreversible")) {
             json_object_set_new(e, "state", json_string("not_undone"));
@@ -637,4 +655,71 @@ void saga_attention_add(json_t *arr, int txfd, const char *tx)
         json_array_append_new(arr, a);
     }
     json_decref(o);
+}
+
+int saga_recovered(int txfd, txbox_error *err)
+{
+    if (faccessat(txfd, EFFECTS_FILE, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+        return 0;
+    json_t *o = load(txfd), *e;
+    size_t i, n = 0;
+    json_array_foreach(json_object_get(o, "effects"), i, e) n += mark_interrupted(e);
+    int rc = n ? save(txfd, o, err) : 0;
+    json_decref(o);
+    return rc < 0 ? -1 : (int)n;
+}
+
+int saga_resolve(txbox_ws *ws, const char *id, long which, const char *note, char **json,
+                 txbox_error *err)
+{
+    *json = NULL;
+    uint64_t n;
+    if (parse_txid(id, &n, err) < 0)
+        return -1;
+    if (note && strlen(note) > 4096)
+        return tx_err(err, E2BIG, "the note is longer than 4096 bytes");
+    char idn[32];
+    snprintf(idn, sizeof idn, "%llu", (unsigned long long)n);
+    _cleanup_close_ int txfd = openat(ws->txd, idn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (txfd < 0)
+        return tx_err(err, ENOENT, "no transaction %s", idn);
+    /* a multi-command transaction: one process at a time works on it (an
+     * abort may be writing its effects); a single run: not while it runs */
+    _cleanup_close_ int lk = openat(txfd, "lock", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (lk >= 0 ? flock(lk, LOCK_EX) < 0 : !ws_tx_owner_dead(ws, n))
+        return tx_err(err, EBUSY, "transaction %s is running; resolve its effects after it ends", idn);
+    json_t *o = load(txfd), *e, *done = json_array();
+    size_t i;
+    int rc = 0;
+    json_array_foreach(json_object_get(o, "effects"), i, e)
+    {
+        const char *st = json_string_value(json_object_get(e, "state"));
+        if (which >= 0 && json_integer_value(json_object_get(e, "n")) != which)
+            continue;
+        if (!attention_state(st)) {
+            if (which >= 0)
+                rc = tx_err(err, EINVAL, "effect %ld of transaction %s does not need attention (%s)",
+                            which, idn, st ? st : "no state");
+            continue;
+        }
+        json_object_set_new(e, "resolved_from", json_string(st));
+        json_object_set_new(e, "state", json_string("resolved"));
+        json_object_set_new(e, "resolved_at", json_real(wall_time()));
+        if (note)
+            json_object_set_new(e, "note", json_text(note, strlen(note), false));
+        json_array_append(done, e);
+    }
+    if (rc == 0 && !json_array_size(done))
+        rc = which >= 0 ? tx_err(err, ENOENT, "transaction %s has no effect %ld", idn, which)
+                        : tx_err(err, ENOENT, "no effect of transaction %s needs attention", idn);
+    if (rc == 0)
+        rc = save(txfd, o, err);
+    if (rc == 0) {
+        json_t *res = json_pack("{s:s,s:O}", "tx", idn, "resolved", done);
+        *json = json_dumps(res, JSON_COMPACT);
+        json_decref(res);
+    }
+    json_decref(done);
+    json_decref(o);
+    return rc;
 }

@@ -58,5 +58,16 @@ json_t *saga_kept(int effd, bool save);
  * that needs attention: a compensation that failed or was interrupted, an
  * irreversible effect of work that was undone. */
 void saga_attention_add(json_t *arr, int txfd, const char *tx);
+/* Recovery, for the directory of a transaction whose process died: each of
+ * its effects still `started` or `running` is marked `interrupted` (needs
+ * attention; never run again). Returns how many, or -1. */
+int saga_recovered(int txfd, txbox_error *err);
+/* txbox resolve: a person says that the effects of transaction id that
+ * need attention (all, or the one numbered which >= 0) are dealt with:
+ * each is marked `resolved` (`resolved_from`, `resolved_at`, `note`),
+ * durably, and `txbox status` lists it no more. *json: {"tx", "resolved":
+ * [the entries]}. An error when none needs attention. */
+MUST_CHECK int saga_resolve(txbox_ws *ws, const char *id, long which, const char *note,
+                            char **json, txbox_error *err);
 
 #endif

@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "fsops.h"
+#include "saga.h"
 #include "store.h"
 #include "tx.h"
 
@@ -410,6 +411,7 @@ static int roll_forward(txbox_ws *ws, const struct idlist *jl, bool wait, json_t
         _cleanup_close_ int txfd = openat(ws->txd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (txfd >= 0) {
             remove_scratch(txfd);
+            (void)saga_recovered(txfd, NULL); /* best effort, as the outcome */
             tx_write_outcome(txfd, "committed (completed by recovery)");
         }
         if (rolled_forward)
@@ -485,6 +487,14 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
             continue;
         _cleanup_close_ int txfd = openat(ws->txd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (txfd >= 0) {
+            /* external effects (saga.c) its process left started or
+             * running: interrupted, for a person to look at */
+            txbox_error se = {0};
+            if (saga_recovered(txfd, &se) < 0) {
+                json_array_append_new(failed, json_pack("{s:s,s:s}", "tx", name, "error", se.msg));
+                rc = tx_err(err, se.code, "transaction %s: %s", name, se.msg);
+                continue;
+            }
             if (fstatat(txfd, "journal", &st, 0) == 0) {
                 /* Fully committed; only the owner's clean-up was cut short. */
                 remove_scratch(txfd);

@@ -1,5 +1,6 @@
 /* txbox review, approve, reject: transactions held by a rule on effects
- * (lib/effects.c). Headless: nothing prompts. */
+ * (lib/effects.c); txbox resolve: external effects that needed attention
+ * (lib/saga.c), dealt with by a person. Headless: nothing prompts. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include "cmds.h"
 #include "effects.h"
+#include "saga.h"
 
 static void usage(FILE *f, const char *cmd)
 {
@@ -22,9 +24,17 @@ static void usage(FILE *f, const char *cmd)
                    "Commits held transaction ID, crash-safe. Exit status: 0 committed, 123\n"
                    "conflict (a commit since it ran changed the same paths; it stays held),\n"
                    "125 txbox error.\n");
-    else
+    else if (!strcmp(cmd, "reject"))
         fprintf(f, "usage: txbox reject [-C DIR] [--json] ID\n\n"
                    "Drops held transaction ID: nothing of it is applied (logged as rejected).\n");
+    else
+        fprintf(f, "usage: txbox resolve [-C DIR] [--json] [--note TEXT] ID [N]\n\n"
+                   "Marks the external effects of transaction ID that need attention (a\n"
+                   "compensation that failed or was interrupted, an irreversible effect whose\n"
+                   "work was undone; 'txbox status' lists them), or only its effect N, as\n"
+                   "resolved: dealt with by hand. Recorded with the time and the note in\n"
+                   ".txbox/tx/ID/effects; 'txbox status' lists them no more. Exit status 125\n"
+                   "when none needs attention.\n");
 }
 
 static void print_paths(json_t *paths)
@@ -84,11 +94,13 @@ static void print_review(json_t *o)
 
 int cmd_review(int argc, char **argv)
 {
-    const char *cmd = argv[0], *dir = ".";
+    const char *cmd = argv[0], *dir = ".", *note = NULL;
     bool json = false;
-    enum { O_JSON = 256, O_HELP };
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, O_JSON}, {"help", no_argument, NULL, O_HELP}, {0}};
+    enum { O_JSON = 256, O_HELP, O_NOTE };
+    static const struct option opts[] = {{"json", no_argument, NULL, O_JSON},
+                                         {"help", no_argument, NULL, O_HELP},
+                                         {"note", required_argument, NULL, O_NOTE},
+                                         {0}};
     int c;
     optind = 1;
     opterr = 0;
@@ -97,6 +109,8 @@ int cmd_review(int argc, char **argv)
             dir = optarg;
         else if (c == O_JSON)
             json = true;
+        else if (c == O_NOTE && !strcmp(cmd, "resolve"))
+            note = optarg;
         else if (c == O_HELP) {
             usage(stdout, cmd);
             return 0;
@@ -105,11 +119,22 @@ int cmd_review(int argc, char **argv)
                              argv[optind - 1], cmd);
     }
     int npos = argc - optind;
-    bool is_review = !strcmp(cmd, "review");
-    if (npos > 1 || (!is_review && npos != 1))
+    bool is_review = !strcmp(cmd, "review"), is_resolve = !strcmp(cmd, "resolve");
+    if (is_resolve ? npos < 1 || npos > 2 : npos > 1 || (!is_review && npos != 1))
         return cli_usage(argc, argv, "%s: %s (see 'txbox %s --help')", cmd,
-                         is_review ? "at most one transaction id" : "one transaction id", cmd);
+                         is_review    ? "at most one transaction id"
+                         : is_resolve ? "a transaction id and at most one effect number"
+                                      : "one transaction id",
+                         cmd);
     const char *id = npos ? argv[optind] : NULL;
+    long which = -1;
+    if (is_resolve && npos == 2) {
+        uint64_t v;
+        if (!parse_u64(argv[optind + 1], &v) || v > 1000000)
+            return cli_usage(argc, argv, "resolve: '%.32s' is not an effect number (as 'txbox status' "
+                             "shows)", argv[optind + 1]);
+        which = (long)v;
+    }
     txbox_ws *ws = NULL;
     int st = cli_open_ws(dir, 0, json, &ws);
     if (st)
@@ -119,6 +144,8 @@ int cmd_review(int argc, char **argv)
     int status = 0, rc;
     if (is_review)
         rc = effects_review(ws, id, &out, &err);
+    else if (is_resolve)
+        rc = saga_resolve(ws, id, which, note, &out, &err);
     else if (!strcmp(cmd, "approve"))
         rc = effects_approve(ws, id, &out, &status, &err);
     else
@@ -131,6 +158,9 @@ int cmd_review(int argc, char **argv)
         printf("%s\n", out);
     } else if (is_review) {
         print_review(o);
+    } else if (is_resolve) {
+        size_t n = json_array_size(json_object_get(o, "resolved"));
+        fprintf(stderr, "txbox: tx %s: %zu effect%s marked resolved\n", id, n, n == 1 ? "" : "s");
     } else {
         const char *oc = json_string_value(json_object_get(o, "outcome")) ?: "?";
         if (!strcmp(oc, "conflict"))

@@ -33,6 +33,7 @@ static const struct {
     {"review", cmd_review, "list held transactions, or show why one is held and its changes"},
     {"approve", cmd_review, "commit a held transaction"},
     {"reject", cmd_review, "drop a held transaction"},
+    {"resolve", cmd_review, "mark external effects that need attention as dealt with"},
 };
 
 static void usage(FILE *f)

@@ -324,6 +324,63 @@ assert len(a) == 1 and a[0]["state"] == "failed" and a[0]["exit_code"] == 22 and
     [[ "$output" == *"NEEDS ATTENTION: tx $TID effect 1 (svc-create) interrupted"* ]] || fail "status: $output"
 }
 
+@test "resolve: a person marks an effect that needs attention as dealt with; status lists it no more" {
+    begin
+    in_tx -c "curl -fsS -X POST $URL/items/r1"
+    in_tx -c "curl -fsS -X POST $URL/items/locked-r2"
+    txc abort "$TID"
+    assert_status 120
+    txc status
+    [[ "$output" == *"NEEDS ATTENTION: tx $TID effect 1 (svc-create) failed"* ]] || fail "status: $output"
+    # bad input: no such effect, one that does not need attention, a bad number
+    txc resolve "$TID" 7
+    assert_status 125
+    txc resolve "$TID" 0
+    [ "$status" = 125 ] && [[ "$stderr" == *"does not need attention (compensated)"* ]] || fail "resolve 0: $stderr"
+    txc resolve "$TID" x
+    [ "$status" = 125 ] && [[ "$stderr" == *"'x' is not an effect number"* ]] || fail "resolve x: $stderr"
+    txc resolve --json --note "deleted locked-r2 by hand" "$TID" 1
+    assert_status 0
+    printf '%s' "$output" | python3 -c '
+import json, sys
+o = json.load(sys.stdin)
+r = o["resolved"]
+assert o["tx"] == sys.argv[1] and len(r) == 1 and r[0]["state"] == "resolved" and r[0]["resolved_from"] == "failed", o
+assert r[0]["note"] == "deleted locked-r2 by hand" and r[0]["resolved_at"] > 0, o' "$TID" || fail "resolve: $output"
+    txc status --json
+    printf '%s' "$output" | python3 -c 'import json, sys; assert json.load(sys.stdin)["attention"] == []' ||
+        fail "status still lists it: $output"
+    # durable, in the transaction's effect list; and nothing is left to resolve
+    python3 -c 'import json, sys; e = json.load(open(sys.argv[1]))["effects"]; assert [x["state"] for x in e] == ["compensated", "resolved"], e' \
+        "$WS/.txbox/tx/$TID/effects" || fail "effects: $(cat "$WS/.txbox/tx/$TID/effects")"
+    txc resolve "$TID"
+    [ "$status" = 125 ] && [[ "$stderr" == *"no effect of transaction $TID needs attention"* ]] || fail "resolve again: $stderr"
+}
+
+@test "a single run killed while its own compensation runs: recovery marks it interrupted, for resolve" {
+    # the command fails, so its effect is compensated; txbox is killed after
+    # the compensation ran, before its end was recorded
+    TXBOX_FAULT=rename:2:kill run --separate-stderr txbox_bin run -C "$WS" --policy "$POLICY" \
+        -c "curl -fsS -X POST $URL/items/k1 && exit 3"
+    assert_status 137
+    assert_calls $'CREATE k1\nDELETE k1'
+    # the run's own transaction holds the effect (the compensation is logged
+    # as one more)
+    local rid
+    rid="$(cd "$WS/.txbox/tx" && grep -l '"state":"running"' */effects | cut -d/ -f1)"
+    [ -n "$rid" ] || fail "no effect left running: $(cat "$WS"/.txbox/tx/*/effects)"
+    # the next txbox command recovers the dead run and marks its effect
+    txc status
+    assert_status 0
+    [[ "$output" == *"NEEDS ATTENTION: tx $rid effect 0 (svc-create) interrupted"* ]] || fail "status: $output"
+    assert_calls $'CREATE k1\nDELETE k1'
+    txc resolve "$rid" 0
+    assert_status 0
+    txc status --json
+    printf '%s' "$output" | python3 -c 'import json, sys; assert json.load(sys.stdin)["attention"] == []' ||
+        fail "status still lists it: $output"
+}
+
 @test "policy: compensation templates are checked when the policy loads" {
     local bad="$BATS_TEST_TMPDIR/bad.yaml" body
     for body in "compensate: 'x {capture.1}'" "compensate: 'x {bogus}'" "compensate: 'x {1'" \
