@@ -109,7 +109,9 @@ int cmd_review(int argc, char **argv)
             dir = optarg;
         else if (c == O_JSON)
             json = true;
-        else if (c == O_NOTE && !strcmp(cmd, "resolve"))
+        else if (c == O_NOTE && strcmp(cmd, "resolve"))
+            return cli_usage(argc, argv, "%s: --note is an option of resolve only", cmd);
+        else if (c == O_NOTE)
             note = optarg;
         else if (c == O_HELP) {
             usage(stdout, cmd);

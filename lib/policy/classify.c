@@ -14,9 +14,6 @@
 
 #include "pol.h"
 
-extern const char txbox_default_policy[];
-extern const size_t txbox_default_policy_len;
-
 #define D_NEVER_SAFE                                                                            \
     (D_PARSE_ERROR | D_DYN_PROGRAM | D_DYN_CODE | D_REMOTE_CODE | D_FORK_BOMB | D_TOO_DEEP |    \
      D_TOO_LARGE | D_BAD_INPUT)
