@@ -188,6 +188,7 @@ void effect_rule_free(effect_rule *r)
         strlist_free(&r->ex[i].written);
         strlist_free(&r->ex[i].deleted);
         free(r->ex[i].content);
+        free(r->ex[i].deleted_in);
     }
     free(r->ex);
     memset(r, 0, sizeof *r);
@@ -423,8 +424,7 @@ static bool example_hits(const txbox_policy *p, size_t ri, const effect_example 
         judge_feed(&j, &e);
     }
     for (int64_t i = 0; i < x->ndeleted; i++) {
-        char dp[48];
-        snprintf(dp, sizeof dp, "deleted/%lld", (long long)i);
+        _cleanup_free_ char *dp = xasprintf("%s/%lld", x->deleted_in ? x->deleted_in : "deleted", (long long)i);
         struct entry e = {.path = dp, .kind = E_DELETED};
         judge_feed(&j, &e);
     }

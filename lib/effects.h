@@ -19,6 +19,7 @@ typedef struct effect_example {
     strlist written;   /* paths added */
     strlist deleted;   /* paths deleted */
     int64_t ndeleted;  /* ... or this many files (-1: unset) */
+    char *deleted_in;  /* ... in this directory (NULL: deleted/) */
     int64_t bytes;     /* size of each written file (-1: its content's) */
     bool binary, executable;
     char *content;     /* content of each written file (NULL: empty) */

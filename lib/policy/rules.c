@@ -519,7 +519,7 @@ static int parse_effect_example(yctx *y, yaml_node_t *m, effect_rule *r, bool mu
 {
     if (m->type != YAML_MAPPING_NODE)
         return yerr(y, m, "effect rule %s: every example is a write set (a mapping: written, "
-                    "deleted, content, bytes, binary, executable)", r->id);
+                    "deleted, deleted_in, content, bytes, binary, executable)", r->id);
     r->ex = xrealloc(r->ex, (r->nex + 1) * sizeof *r->ex);
     effect_example *x = &r->ex[r->nex++];
     memset(x, 0, sizeof *x);
@@ -537,6 +537,8 @@ static int parse_effect_example(yctx *y, yaml_node_t *m, effect_rule *r, bool mu
             rc = yi64(y, v, &x->ndeleted, k);
         else if (!strcmp(k, "deleted"))
             rc = ylist(y, v, &x->deleted, k);
+        else if (!strcmp(k, "deleted_in"))
+            rc = ystr(y, v, &x->deleted_in, k);
         else if (!strcmp(k, "content"))
             rc = ystr(y, v, &x->content, k);
         else if (!strcmp(k, "bytes"))
@@ -548,6 +550,9 @@ static int parse_effect_example(yctx *y, yaml_node_t *m, effect_rule *r, bool mu
         else
             rc = yerr(y, k_node, "effect rule %s: example: unknown key '%s'", r->id, k);
     }
+    if (rc == 0 && x->deleted_in && x->ndeleted < 0)
+        rc = yerr(y, m, "effect rule %s: example: deleted_in names where the N files of 'deleted: N' are",
+                  r->id);
     return rc;
 }
 

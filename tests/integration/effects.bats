@@ -161,6 +161,20 @@ assert_rejected() {
     assert_status 0 && assert_outcome committed
 }
 
+@test "default mass-deletion: over 1000 files held, unless they are regenerable caches" {
+    mkdir -p "$WS/data" "$WS/pkg/__pycache__" "$WS/web/node_modules/dep"
+    (cd "$WS" && for i in $(seq 1 1001); do : >"data/f$i" >"pkg/__pycache__/m$i.pyc" >"web/node_modules/dep/f$i.js"; done)
+    txj -c 'find . -name __pycache__ -prune -exec rm -rf {} + && rm -rf web/node_modules'
+    assert_status 0 && assert_outcome committed
+    [ ! -e "$WS/pkg/__pycache__" ] && [ ! -e "$WS/web/node_modules" ] || fail "caches not deleted"
+    snap pre "$WS"
+    txj -c 'rm -rf data'
+    assert_status 121 && assert_outcome held
+    assert_json_field effect_rule mass-deletion
+    [[ "$(jget reason)" == *"1001 files deleted (limit 1000)"* ]] || fail "reason: $(jget reason)"
+    assert_tree pre "$WS"
+}
+
 @test "limit: bytes written" {
     policy small-writes rollback "{max_bytes_written: 1000}" "{bytes: 1001}" "{bytes: 1000}"
     snap pre "$WS"
