@@ -10,8 +10,8 @@
 #include <ctype.h>
 #include <fnmatch.h>
 #include <limits.h>
-#include <yaml.h>
 
+#include "pdoc.h"
 #include "pol.h"
 
 #define D_NEVER_SAFE                                                                            \
@@ -670,8 +670,8 @@ int policy_load(const char *user_file, const char *workspace_dir, enum policy_ex
     txbox_policy *p = xcalloc(1, sizeof *p);
     pthread_mutex_init(&p->lock, NULL);
     arena_init(&p->ar, ARENA_CAP);
-    yaml_document_t doc; /* policy/default.yaml, loaded at build time */
-    txbox_default_policy_doc(&doc);
+    pdoc doc; /* policy/default.yaml, loaded at build time */
+    txbox_default_policy_pdoc(&doc);
     int rc = policy_parse_doc(p, &doc, "policy/default.yaml", err);
     bool files = false; /* a policy file beyond the built-in one was read */
     if (rc == 0 && workspace_dir) {

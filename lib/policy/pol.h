@@ -212,13 +212,11 @@ struct txbox_policy {
 /* rules.c */
 int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char *file,
                       txbox_error *err);
-/* The same, from the built-in document (not freed: it is static); its
+/* The same, from the built-in document (pdoc.h; static data); its
  * content regexes are compiled at first use (effects_compile). */
-struct yaml_document_s;
-int policy_parse_doc(txbox_policy *p, struct yaml_document_s *doc, const char *file,
+struct pdoc;
+int policy_parse_doc(txbox_policy *p, const struct pdoc *doc, const char *file,
                      txbox_error *err);
-/* The built-in policy's document (gen_doc.c, generated at build time). */
-void txbox_default_policy_doc(struct yaml_document_s *doc);
 void policy_clear(txbox_policy *p);
 const progspec *policy_prog(const txbox_policy *p, const char *name);
 int policy_check_examples(const txbox_policy *p, txbox_error *err);

@@ -4,9 +4,9 @@
  * Unknown keys are errors: a typo must not silently drop a matcher. */
 #include <fnmatch.h>
 #include <strings.h>
-#include <yaml.h>
 
 #include "effects.h"
+#include "pdoc.h"
 #include "pol.h"
 #include "saga.h"
 
@@ -18,7 +18,7 @@ const char *const detector_names[D_COUNT] = {
 };
 
 typedef struct yctx {
-    yaml_document_t *doc;
+    const pdoc *doc;
     const char *file;
     txbox_error *err;
     /* the built-in document: its content regexes are known to compile (the
@@ -27,8 +27,8 @@ typedef struct yctx {
     bool builtin;
 } yctx;
 
-static int yerr(yctx *y, const yaml_node_t *n, const char *fmt, ...) PRINTF(3, 4);
-static int yerr(yctx *y, const yaml_node_t *n, const char *fmt, ...)
+static int yerr(yctx *y, const pnode *n, const char *fmt, ...) PRINTF(3, 4);
+static int yerr(yctx *y, const pnode *n, const char *fmt, ...)
 {
     char msg[400];
     va_list ap;
@@ -36,17 +36,27 @@ static int yerr(yctx *y, const yaml_node_t *n, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return tx_err(y->err, EINVAL, "policy %s:%zu: %s", y->file,
-                  n ? (size_t)n->start_mark.line + 1 : (size_t)0, msg);
+                  n ? (size_t)n->line + 1 : (size_t)0, msg);
 }
 
-static yaml_node_t *ynode(yctx *y, int i) { return yaml_document_get_node(y->doc, i); }
-
-static const char *yscalar(const yaml_node_t *n)
+/* node i (from 1), or NULL */
+static const pnode *ynode(const yctx *y, int32_t i)
 {
-    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+    return i >= 1 && (size_t)i <= y->doc->nnodes ? &y->doc->nodes[i - 1] : NULL;
 }
 
-static int ystr(yctx *y, yaml_node_t *n, char **out, const char *what)
+static const char *yscalar_(const yctx *y, const pnode *n)
+{
+    return n && n->type == YAML_SCALAR_NODE ? y->doc->pool + n->off : NULL;
+}
+/* every parsing function has its yctx *y at hand */
+#define yscalar(n) yscalar_(y, n)
+
+/* the node numbers of sequence n: for (const int32_t *it = SEQ(y, n); it < SEQ_END(y, n); it++) */
+#define SEQ(y, n) ((y)->doc->items + (n)->off)
+#define SEQ_END(y, n) ((y)->doc->items + (n)->off + (n)->len)
+
+static int ystr(yctx *y, const pnode *n, char **out, const char *what)
 {
     const char *s = yscalar(n);
     if (!s)
@@ -56,7 +66,7 @@ static int ystr(yctx *y, yaml_node_t *n, char **out, const char *what)
     return 0;
 }
 
-static int ybool(yctx *y, yaml_node_t *n, bool *out, const char *what)
+static int ybool(yctx *y, const pnode *n, bool *out, const char *what)
 {
     const char *s = yscalar(n);
     if (s && (!strcmp(s, "true") || !strcmp(s, "yes"))) {
@@ -70,7 +80,7 @@ static int ybool(yctx *y, yaml_node_t *n, bool *out, const char *what)
     return yerr(y, n, "%s must be true or false", what);
 }
 
-static int yint(yctx *y, yaml_node_t *n, int *out, const char *what)
+static int yint(yctx *y, const pnode *n, int *out, const char *what)
 {
     const char *s = yscalar(n);
     uint64_t v;
@@ -81,7 +91,7 @@ static int yint(yctx *y, yaml_node_t *n, int *out, const char *what)
 }
 
 /* A string or a list of strings. */
-static int ylist(yctx *y, yaml_node_t *n, strlist *out, const char *what)
+static int ylist(yctx *y, const pnode *n, strlist *out, const char *what)
 {
     if (n->type == YAML_SCALAR_NODE) {
         strlist_add(out, yscalar(n));
@@ -89,9 +99,8 @@ static int ylist(yctx *y, yaml_node_t *n, strlist *out, const char *what)
     }
     if (n->type != YAML_SEQUENCE_NODE)
         return yerr(y, n, "%s must be a string or a list of strings", what);
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-        yaml_node_t *e = ynode(y, *it);
+    for (const int32_t *it = SEQ(y, n); it < SEQ_END(y, n); it++) {
+        const pnode *e = ynode(y, *it);
         if (!yscalar(e))
             return yerr(y, e, "%s: every entry must be a string", what);
         strlist_add(out, yscalar(e));
@@ -99,7 +108,7 @@ static int ylist(yctx *y, yaml_node_t *n, strlist *out, const char *what)
     return 0;
 }
 
-static int yclasses(yctx *y, yaml_node_t *n, unsigned *out, const char *what)
+static int yclasses(yctx *y, const pnode *n, unsigned *out, const char *what)
 {
     static const struct {
         const char *name;
@@ -128,7 +137,7 @@ static int yclasses(yctx *y, yaml_node_t *n, unsigned *out, const char *what)
     return 0;
 }
 
-static int ydetectors(yctx *y, yaml_node_t *n, unsigned *out)
+static int ydetectors(yctx *y, const pnode *n, unsigned *out)
 {
     strlist l = {0};
     if (ylist(y, n, &l, "detector") < 0) {
@@ -152,9 +161,9 @@ static int ydetectors(yctx *y, yaml_node_t *n, unsigned *out)
 }
 
 #define FOR_PAIRS(y, map, K, V)                                                                 \
-    for (yaml_node_pair_t *K##_pair = (map)->data.mapping.pairs.start;                          \
-         K##_pair < (map)->data.mapping.pairs.top; K##_pair++)                                  \
-        for (yaml_node_t *K##_node = ynode(y, K##_pair->key), *V = ynode(y, K##_pair->value);   \
+    for (const int32_t *K##_pair = (y)->doc->pairs + 2 * (size_t)(map)->off;                     \
+         K##_pair < (y)->doc->pairs + 2 * ((size_t)(map)->off + (map)->len); K##_pair += 2)      \
+        for (const pnode *K##_node = ynode(y, K##_pair[0]), *V = ynode(y, K##_pair[1]);         \
              K##_node; K##_node = NULL)                                                         \
             for (const char *K = yscalar(K##_node) ? yscalar(K##_node) : ""; K; K = NULL)
 
@@ -216,10 +225,10 @@ void policy_clear(txbox_policy *p)
     p->workspace = NULL;
 }
 
-static int parse_prog(yctx *y, const char *name, yaml_node_t *m, progspec *s)
+static int parse_prog(yctx *y, const char *name, const pnode *m, progspec *s)
 {
     s->name = xstrdup(name);
-    if (m->type != YAML_MAPPING_NODE)
+    if (!m || m->type != YAML_MAPPING_NODE)
         return yerr(y, m, "programs.%s must be a mapping", name);
     int rc = 0;
     FOR_PAIRS(y, m, k, v)
@@ -268,9 +277,9 @@ static int parse_prog(yctx *y, const char *name, yaml_node_t *m, progspec *s)
     return rc;
 }
 
-static int parse_examples(yctx *y, yaml_node_t *m, rule *r)
+static int parse_examples(yctx *y, const pnode *m, rule *r)
 {
-    if (m->type != YAML_MAPPING_NODE)
+    if (!m || m->type != YAML_MAPPING_NODE)
         return yerr(y, m, "rule %s: examples must be a mapping with match and no_match", r->id);
     FOR_PAIRS(y, m, k, v)
     {
@@ -283,23 +292,22 @@ static int parse_examples(yctx *y, yaml_node_t *m, rule *r)
             return yerr(y, k_node, "rule %s: examples: unknown key '%s'", r->id, k);
         if (v->type != YAML_SEQUENCE_NODE)
             return yerr(y, v, "rule %s: examples.%s must be a list of commands", r->id, k);
-        for (yaml_node_item_t *it = v->data.sequence.items.start;
-             it < v->data.sequence.items.top; it++) {
-            yaml_node_t *e = ynode(y, *it);
+        for (const int32_t *it = SEQ(y, v); it < SEQ_END(y, v); it++) {
+            const pnode *e = ynode(y, *it);
             if (!yscalar(e))
                 return yerr(y, e, "rule %s: every example must be a string", r->id);
             r->ex = xrealloc(r->ex, (r->nex + 1) * sizeof *r->ex);
             r->ex[r->nex++] = (example){.cmd = xstrdup(yscalar(e)),
-                                        .line = (int)e->start_mark.line + 1,
+                                        .line = (int)e->line + 1,
                                         .must_match = must};
         }
     }
     return 0;
 }
 
-static int parse_match(yctx *y, yaml_node_t *m, rule *r)
+static int parse_match(yctx *y, const pnode *m, rule *r)
 {
-    if (m->type != YAML_MAPPING_NODE)
+    if (!m || m->type != YAML_MAPPING_NODE)
         return yerr(y, m, "rule %s: match must be a mapping", r->id);
     int rc = 0, n = 0;
     FOR_PAIRS(y, m, k, v)
@@ -364,14 +372,14 @@ static int parse_match(yctx *y, yaml_node_t *m, rule *r)
 
 /* external, compensate, capture: an external effect and how to undo it
  * (lib/saga.c, docs/policy.md "Compensations"). */
-static int parse_saga_key(yctx *y, const char *k, yaml_node_t *v, rule *r)
+static int parse_saga_key(yctx *y, const char *k, const pnode *v, rule *r)
 {
     if (!strcmp(k, "external"))
         return ybool(y, v, &r->external, k);
     return ystr(y, v, !strcmp(k, "compensate") ? &r->compensate : &r->capture, k);
 }
 
-static int check_saga(yctx *y, yaml_node_t *m, rule *r)
+static int check_saga(yctx *y, const pnode *m, rule *r)
 {
     if (!r->external && !r->compensate && !r->capture)
         return 0;
@@ -390,16 +398,16 @@ static int check_saga(yctx *y, yaml_node_t *m, rule *r)
     (D_PARSE_ERROR | D_DYN_PROGRAM | D_DYN_CODE | D_REMOTE_CODE | D_FORK_BOMB | D_TOO_DEEP |    \
      D_TOO_LARGE | D_BAD_INPUT)
 
-static int parse_rule(yctx *y, yaml_node_t *m, rule *r)
+static int parse_rule(yctx *y, const pnode *m, rule *r)
 {
     r->max_operands = -1;
     r->secret_args = r->secret_input = -1;
     r->decision = -1;
-    if (m->type != YAML_MAPPING_NODE)
+    if (!m || m->type != YAML_MAPPING_NODE)
         return yerr(y, m, "every rule must be a mapping");
-    r->line = (int)m->start_mark.line + 1;
+    r->line = (int)m->line + 1;
     r->file = xstrdup(y->file);
-    yaml_node_t *match = NULL, *examples = NULL;
+    const pnode *match = NULL, *examples = NULL;
     FOR_PAIRS(y, m, k, v)
     {
         if (!strcmp(k, "id")) {
@@ -505,7 +513,7 @@ void policy_effects_clear(txbox_policy *p)
     p->neffects = 0;
 }
 
-static int yi64(yctx *y, yaml_node_t *n, int64_t *out, const char *what)
+static int yi64(yctx *y, const pnode *n, int64_t *out, const char *what)
 {
     const char *s = yscalar(n);
     uint64_t v;
@@ -515,16 +523,16 @@ static int yi64(yctx *y, yaml_node_t *n, int64_t *out, const char *what)
     return 0;
 }
 
-static int parse_effect_example(yctx *y, yaml_node_t *m, effect_rule *r, bool must)
+static int parse_effect_example(yctx *y, const pnode *m, effect_rule *r, bool must)
 {
-    if (m->type != YAML_MAPPING_NODE)
+    if (!m || m->type != YAML_MAPPING_NODE)
         return yerr(y, m, "effect rule %s: every example is a write set (a mapping: written, "
                     "deleted, deleted_in, content, bytes, binary, executable)", r->id);
     r->ex = xrealloc(r->ex, (r->nex + 1) * sizeof *r->ex);
     effect_example *x = &r->ex[r->nex++];
     memset(x, 0, sizeof *x);
     x->ndeleted = x->bytes = -1;
-    x->line = (int)m->start_mark.line + 1;
+    x->line = (int)m->line + 1;
     x->must_match = must;
     int rc = 0;
     FOR_PAIRS(y, m, k, v)
@@ -556,9 +564,9 @@ static int parse_effect_example(yctx *y, yaml_node_t *m, effect_rule *r, bool mu
     return rc;
 }
 
-static int parse_effect_match(yctx *y, yaml_node_t *m, effect_rule *r)
+static int parse_effect_match(yctx *y, const pnode *m, effect_rule *r)
 {
-    if (m->type != YAML_MAPPING_NODE)
+    if (!m || m->type != YAML_MAPPING_NODE)
         return yerr(y, m, "effect rule %s: match must be a mapping", r->id);
     int rc = 0, n = 0;
     FOR_PAIRS(y, m, k, v)
@@ -595,15 +603,15 @@ static int parse_effect_match(yctx *y, yaml_node_t *m, effect_rule *r)
     return rc;
 }
 
-static int parse_effect_rule(yctx *y, yaml_node_t *m, effect_rule *r)
+static int parse_effect_rule(yctx *y, const pnode *m, effect_rule *r)
 {
     r->action = -1;
     r->max_files_deleted = r->max_bytes_written = r->max_binary_added = r->max_made_executable = -1;
-    if (m->type != YAML_MAPPING_NODE)
+    if (!m || m->type != YAML_MAPPING_NODE)
         return yerr(y, m, "every effect rule must be a mapping");
-    r->line = (int)m->start_mark.line + 1;
+    r->line = (int)m->line + 1;
     r->file = xstrdup(y->file);
-    yaml_node_t *match = NULL, *examples = NULL;
+    const pnode *match = NULL, *examples = NULL;
     FOR_PAIRS(y, m, k, v)
     {
         if (!strcmp(k, "id") && ystr(y, v, &r->id, "id") < 0)
@@ -661,7 +669,7 @@ static int parse_effect_rule(yctx *y, yaml_node_t *m, effect_rule *r)
             return yerr(y, k_node, "effect rule %s: examples: unknown key '%s'", r->id, k);
         if (v->type != YAML_SEQUENCE_NODE)
             return yerr(y, v, "effect rule %s: examples.%s must be a list of write sets", r->id, k);
-        for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+        for (const int32_t *it = SEQ(y, v); it < SEQ_END(y, v); it++) {
             if (parse_effect_example(y, ynode(y, *it), r, must) < 0)
                 return -1;
             has[must] = true;
@@ -673,11 +681,11 @@ static int parse_effect_rule(yctx *y, yaml_node_t *m, effect_rule *r)
     return 0;
 }
 
-static int parse_effects(txbox_policy *p, yctx *y, yaml_node_t *v)
+static int parse_effects(txbox_policy *p, yctx *y, const pnode *v)
 {
     if (v->type != YAML_SEQUENCE_NODE)
         return yerr(y, v, "effects must be a list");
-    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+    for (const int32_t *it = SEQ(y, v); it < SEQ_END(y, v); it++) {
         effect_rule r = {0};
         if (parse_effect_rule(y, ynode(y, *it), &r) < 0) {
             effect_rule_free(&r);
@@ -699,7 +707,7 @@ static int parse_effects(txbox_policy *p, yctx *y, yaml_node_t *v)
 
 static int parse_doc(txbox_policy *p, yctx *y)
 {
-    yaml_node_t *root = yaml_document_get_root_node(y->doc);
+    const pnode *root = ynode(y, 1);
     if (!root)
         return yerr(y, NULL, "empty policy (a policy needs at least `rules:`)");
     if (root->type != YAML_MAPPING_NODE)
@@ -752,8 +760,7 @@ static int parse_doc(txbox_policy *p, yctx *y)
         } else if (!strcmp(k, "rules")) {
             if (v->type != YAML_SEQUENCE_NODE)
                 return yerr(y, v, "rules must be a list");
-            for (yaml_node_item_t *it = v->data.sequence.items.start;
-                 it < v->data.sequence.items.top; it++) {
+            for (const int32_t *it = SEQ(y, v); it < SEQ_END(y, v); it++) {
                 rule r = {0};
                 if (parse_rule(y, ynode(y, *it), &r) < 0) {
                     rule_free(&r);
@@ -786,14 +793,19 @@ int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char 
         yaml_parser_delete(&parser);
         return rc;
     }
-    yctx y = {.doc = &doc, .file = file, .err = err};
-    int rc = parse_doc(p, &y);
+    pdoc pd;
+    int cv = pdoc_from_yaml(&doc, &pd);
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
+    if (cv < 0)
+        return tx_err(err, ENOMEM, "policy %s: too large a document", file);
+    yctx y = {.doc = &pd, .file = file, .err = err};
+    int rc = parse_doc(p, &y);
+    pdoc_free(&pd);
     return rc;
 }
 
-int policy_parse_doc(txbox_policy *p, yaml_document_t *doc, const char *file, txbox_error *err)
+int policy_parse_doc(txbox_policy *p, const pdoc *doc, const char *file, txbox_error *err)
 {
     yctx y = {.doc = doc, .file = file, .err = err, .builtin = true};
     return parse_doc(p, &y);
