@@ -10,14 +10,11 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <linux/landlock.h>
-#include <sched.h>
-#include <seccomp.h>
-#include <sys/ioctl.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <termios.h>
 
 #ifndef LANDLOCK_ACCESS_FS_TRUNCATE
 #define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
@@ -25,77 +22,27 @@
 #ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
 #define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
 #endif
-#ifndef TIOCLINUX
-#define TIOCLINUX 0x541C
-#endif
 
 /* ---- seccomp ---- */
 
-/* Calls a build or a test never needs, and those that reach past the
- * sandbox: they fail with EPERM (a clear error, not a kill). */
-static const char *const denied_calls[] = {
-    /* mounts and namespaces */
-    "mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount",
-    "fspick", "mount_setattr", "setns", "chroot",
-    /* other processes' memory */
-    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
-    /* the kernel itself */
-    "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "bpf",
-    "perf_event_open", "reboot", "swapon", "swapoff", "acct", "quotactl", "quotactl_fd",
-    "syslog", "lookup_dcookie", "iopl", "ioperm", "settimeofday", "clock_settime",
-    "clock_adjtime", "adjtimex", "vhangup", "userfaultfd", "open_by_handle_at",
-    "name_to_handle_at", "nfsservctl",
-    /* the kernel keyring */
-    "keyctl", "add_key", "request_key",
-};
-
-/* Calls refused only for some argument values: arg & mask == value. */
-static const struct arg_rule {
-    int nr;
-    unsigned arg;
-    uint64_t mask, value;
-    int err;
-} arg_rules[] = {
-    /* new user or mount namespaces (to regain capabilities) */
-    {SCMP_SYS(unshare), 0, CLONE_NEWUSER, CLONE_NEWUSER, EPERM},
-    {SCMP_SYS(unshare), 0, CLONE_NEWNS, CLONE_NEWNS, EPERM},
-    {SCMP_SYS(clone), 0, CLONE_NEWUSER, CLONE_NEWUSER, EPERM},
-    /* terminal injection */
-    {SCMP_SYS(ioctl), 1, 0xffffffffu, TIOCSTI, EPERM},
-    {SCMP_SYS(ioctl), 1, 0xffffffffu, TIOCLINUX, EPERM},
-    /* device nodes (a FIFO or a socket is fine) */
-    {SCMP_SYS(mknod), 1, S_IFMT, S_IFCHR, EPERM},
-    {SCMP_SYS(mknod), 1, S_IFMT, S_IFBLK, EPERM},
-    {SCMP_SYS(mknodat), 2, S_IFMT, S_IFCHR, EPERM},
-    {SCMP_SYS(mknodat), 2, S_IFMT, S_IFBLK, EPERM},
-};
-
+/* The filter's rules are in seccomp_rules.c; lib/gen_seccomp.c builds them
+ * with libseccomp at build time into txbox_seccomp_bpf, and this installs
+ * that program as seccomp_load() would with seccomp_init's attributes
+ * (no flags: no TSYNC, no LOG; no_new_privs set first, as
+ * SCMP_FLTATR_CTL_NNP does). */
 int confine_seccomp(txbox_error *err)
 {
-    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-    if (!ctx)
-        return tx_err(err, ENOMEM, "seccomp: cannot create a filter");
-    int rc = 0;
-    for (size_t i = 0; i < ARRAY_SIZE(denied_calls) && rc == 0; i++) {
-        int nr = seccomp_syscall_resolve_name(denied_calls[i]);
-        if (nr == __NR_SCMP_ERROR)
-            continue; /* not on this architecture */
-        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
-    }
-    for (size_t i = 0; i < ARRAY_SIZE(arg_rules) && rc == 0; i++) {
-        const struct arg_rule *a = &arg_rules[i];
-        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(a->err), a->nr, 1,
-                              SCMP_CMP64(a->arg, SCMP_CMP_MASKED_EQ, a->mask, a->value));
-    }
-    /* clone3 passes its flags in memory a filter cannot read: make libc fall
-     * back to clone, which a rule above sees. */
-    if (rc == 0)
-        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-    if (rc == 0)
-        rc = seccomp_load(ctx);
-    seccomp_release(ctx);
+    struct sock_fprog prog = {
+        .len = (unsigned short)txbox_seccomp_bpf_len,
+        .filter = (struct sock_filter *)txbox_seccomp_bpf,
+    };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return tx_errno(err, errno, "seccomp: cannot install the filter");
+    long rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+    if (rc < 0 && errno == ENOSYS)
+        rc = prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
     if (rc < 0)
-        return tx_errno(err, -rc, "seccomp: cannot install the filter");
+        return tx_errno(err, errno, "seccomp: cannot install the filter");
     return 0;
 }
 

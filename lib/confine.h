@@ -3,11 +3,16 @@
 #define TXBOX_CONFINE_H
 
 #include <jansson.h>
+#include <linux/filter.h>
 
 #include "util.h"
 
 /* Installs the syscall filter (no_new_privs must already be set). */
 MUST_CHECK int confine_seccomp(txbox_error *err);
+/* The filter's BPF program, generated at build time (lib/gen_seccomp.c,
+ * from the rules in lib/seccomp_rules.c). */
+extern const struct sock_filter txbox_seccomp_bpf[];
+extern const size_t txbox_seccomp_bpf_len;
 /* The Landlock ABI version the kernel offers (0: none). */
 int confine_landlock_abi(void);
 /* Restricts writes to the paths given (NULL-terminated) and below. */
