@@ -89,6 +89,13 @@ int fs_fsync(int fd)
     return fsync(fd);
 }
 
+int fs_syncfs(int fd)
+{
+    if (fault_point(OP_FSYNC))
+        return -1;
+    return syncfs(fd);
+}
+
 int fs_write(int fd, const void *buf, size_t n)
 {
     if (fault_point(OP_WRITE))

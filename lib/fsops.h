@@ -21,6 +21,8 @@ void fs_fault_disarm(void);
 
 MUST_CHECK int fs_renameat(int ofd, const char *old, int nfd, const char *new, unsigned flags);
 MUST_CHECK int fs_fsync(int fd);
+/* syncfs(2) of fd's filesystem; a fault point of the fsync kind */
+MUST_CHECK int fs_syncfs(int fd);
 MUST_CHECK int fs_write(int fd, const void *buf, size_t n);
 MUST_CHECK int fs_mkdirat(int dfd, const char *name, mode_t mode);
 MUST_CHECK int fs_unlinkat(int dfd, const char *name, int flags);
