@@ -41,6 +41,22 @@ static int pidx_cmp(const void *a, const void *b)
     return strcmp(((const progidx *)a)->name, ((const progidx *)b)->name);
 }
 
+/* (program name, rule) pairs, sorted by name, then rule */
+struct pref {
+    const char *name;
+    uint32_t rule;
+};
+
+static int pref_cmp(const void *a, const void *b)
+{
+    const struct pref *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->rule > y->rule) - (x->rule < y->rule);
+}
+
+/* The index of rules by literal program name: sorted by name, each name's
+ * rules in policy order. Built by sorting every (name, rule) pair: a few
+ * thousand pairs (a linear search per pair was 4% of a txbox run). */
 void policy_build_index(txbox_policy *p)
 {
     for (size_t i = 0; i < p->npidx; i++)
@@ -48,27 +64,36 @@ void policy_build_index(txbox_policy *p)
     free(p->pidx);
     p->pidx = NULL;
     p->npidx = 0;
+    size_t n = 0;
+    for (size_t k = 0; k < p->nrules; k++)
+        n += p->rules[k].program.n;
+    if (!n)
+        return;
+    struct pref *v = xcalloc(n, sizeof *v);
+    size_t m = 0;
     for (size_t k = 0; k < p->nrules; k++) {
         const strlist *l = &p->rules[k].program;
-        for (size_t j = 0; j < l->n; j++) {
-            if (l->glob[j])
-                continue;
-            size_t i;
-            for (i = 0; i < p->npidx; i++)
-                if (!strcmp(p->pidx[i].name, l->v[j]))
-                    break;
-            if (i == p->npidx) {
-                p->pidx = xrealloc(p->pidx, (p->npidx + 1) * sizeof *p->pidx);
-                p->pidx[p->npidx++] = (progidx){.name = l->v[j]};
-            }
-            progidx *e = &p->pidx[i];
-            if (e->n && e->rules[e->n - 1] == k)
-                continue;
-            e->rules = xrealloc(e->rules, (e->n + 1) * sizeof *e->rules);
-            e->rules[e->n++] = (uint32_t)k;
-        }
+        for (size_t j = 0; j < l->n; j++)
+            if (!l->glob[j])
+                v[m++] = (struct pref){.name = l->v[j], .rule = (uint32_t)k};
     }
-    qsort(p->pidx, p->npidx, sizeof *p->pidx, pidx_cmp);
+    qsort(v, m, sizeof *v, pref_cmp);
+    size_t groups = 0;
+    for (size_t i = 0; i < m; i++)
+        groups += !i || strcmp(v[i].name, v[i - 1].name) != 0;
+    p->pidx = xcalloc(groups ? groups : 1, sizeof *p->pidx);
+    for (size_t i = 0; i < m;) {
+        size_t e = i + 1;
+        while (e < m && !strcmp(v[e].name, v[i].name))
+            e++;
+        progidx *x = &p->pidx[p->npidx++];
+        *x = (progidx){.name = v[i].name, .rules = xcalloc(e - i, sizeof *x->rules)};
+        for (size_t j = i; j < e; j++)
+            if (!x->n || x->rules[x->n - 1] != v[j].rule)
+                x->rules[x->n++] = v[j].rule;
+        i = e;
+    }
+    free(v);
 }
 
 /* prog_ok[k]: does rule k's program list match this program? */
