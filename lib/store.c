@@ -1,8 +1,17 @@
 /* The audit log: one SQLite database, .txbox/log.db.
  *
- * Durability: WAL mode, synchronous=FULL (every commit of the log fsyncs
- * the WAL). A committed transaction's row is written by store_log() inside
- * the commit protocol (journal.c, finalize(): after the workspace changes
+ * Durability: WAL mode. A committed transaction's row is written with
+ * synchronous=FULL (its COMMIT fsyncs the WAL); the row of any other
+ * outcome (read_only, blocked, rolled_back, conflict, rejected...: nothing
+ * changed in the workspace) with synchronous=NORMAL, no fsync: a power
+ * loss may lose the last such rows, never a committed row (the WAL is
+ * sequential: the next FULL commit or checkpoint fsyncs every frame before
+ * it) and never the log's integrity. The WAL is checkpointed with TRUNCATE
+ * every 64 frames (ckpt_hook), and an existing WAL is opened without a
+ * directory fsync (real_open).
+ *
+ * A committed transaction's row is written by store_log() inside the
+ * commit protocol (journal.c, finalize(): after the workspace changes
  * are durable, before the journal is closed), so that a crash never leaves
  * a committed transaction unlogged (recovery re-applies and re-logs: the
  * row is keyed by the transaction id, INSERT OR REPLACE) nor a logged
@@ -26,11 +35,13 @@
  * hashed from tx/ID/undo/N, after-images from the workspace right after the
  * apply (in the page cache), both inside finalize().
  *
- * Fault injection: with TXBOX_FAULT set, the database is opened through a
- * small VFS shim whose writes and syncs are fault points of fsops.c, so the
- * crash matrix covers the log's own I/O. */
+ * VFS: the database is opened through "txbox", the default VFS but for
+ * real_open(); with TXBOX_FAULT set, through "txbox-fault", a shim whose
+ * writes and syncs are also fault points of fsops.c, so the crash matrix
+ * covers the log's own I/O. */
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include <nettle/sha2.h>
@@ -187,36 +198,114 @@ static const sqlite3_io_methods shim_io = {
     .xShmUnmap = sh_shmunmap,
 };
 
+/* Opening a journal or WAL without a directory fsync when it already
+ * exists.
+ *
+ * SQLite's unix VFS marks a WAL (or rollback journal) opened with
+ * SQLITE_OPEN_CREATE for a directory fsync at its first sync: a file just
+ * created must have a durable name before a commit in it is acknowledged.
+ * SQLite opens the WAL with CREATE in every process, so every txbox run
+ * paid an fsync of .txbox (0.3-0.5 ms here) for a WAL that PERSIST_WAL
+ * keeps for the log's lifetime. A file that already exists as a regular
+ * file is opened without CREATE (no O_CREAT: the same file, just no
+ * DIRSYNC); a file that does not is created as before (a WAL's directory
+ * is then also fsynced right after its creation, here; SQLite fsyncs it
+ * again at the file's first sync).
+ *
+ * Durability: the directory fsync only makes the file's name durable; the
+ * frames are made durable by the WAL's own fdatasync, unchanged. A WAL
+ * that exists was created by a process that opened it through this
+ * function, which fsynced .txbox before returning it (even a process that
+ * only reads, which SQLite itself would never sync): so its name is
+ * durable before any process can open it without CREATE. The one gap: a
+ * process killed between creating the file and fsyncing the directory (a
+ * few microseconds) leaves a name whose durability rests on the next
+ * fsync of .txbox or on the filesystem (ext4, xfs and btrfs commit a new
+ * file's name with its first fdatasync). A WAL removed between our
+ * lstat() and the open fails with CANTOPEN and is retried with CREATE.
+ * A WAL left by an older txbox (no shim) had its directory fsynced by
+ * every process that wrote to it. A rollback journal (only while a new
+ * log switches to WAL) is deleted after each transaction: it is created,
+ * with CREATE and DIRSYNC, each time. */
+static int real_open(const char *name, sqlite3_file *f, int flags, int *out)
+{
+    bool journal = flags & (SQLITE_OPEN_WAL | SQLITE_OPEN_MAIN_JOURNAL);
+    if (!name || !journal || !(flags & SQLITE_OPEN_CREATE))
+        return real_vfs->xOpen(real_vfs, name, f, flags, out);
+    struct stat st;
+    if (lstat(name, &st) == 0) {
+        if (S_ISREG(st.st_mode)) {
+            int rc = real_vfs->xOpen(real_vfs, name, f, flags & ~SQLITE_OPEN_CREATE, out);
+            if ((rc & 0xff) != SQLITE_CANTOPEN)
+                return rc;
+            f->pMethods = NULL; /* removed meanwhile: create it */
+        }
+        return real_vfs->xOpen(real_vfs, name, f, flags, out);
+    }
+    bool absent = errno == ENOENT;
+    int rc = real_vfs->xOpen(real_vfs, name, f, flags, out);
+    if (rc == SQLITE_OK && absent && (flags & SQLITE_OPEN_WAL)) {
+        /* Best effort, as SQLite's own DIRSYNC (which ignores failures). */
+        _cleanup_free_ char *dir = xstrdup(name);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = 0;
+        _cleanup_close_ int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0)
+            (void)fsync(dfd);
+    }
+    return rc;
+}
+
+static int plain_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *out)
+{
+    (void)vfs;
+    return real_open(name, f, flags, out);
+}
+
 static int shim_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *out)
 {
     (void)vfs;
     struct shim_file *sf = (struct shim_file *)f;
     sf->real = (sqlite3_file *)(sf + 1);
     memset(sf->real, 0, (size_t)real_vfs->szOsFile);
-    int rc = real_vfs->xOpen(real_vfs, name, sf->real, flags, out);
+    int rc = real_open(name, sf->real, flags, out);
     f->pMethods = rc == SQLITE_OK && sf->real->pMethods ? &shim_io : NULL;
     return rc;
 }
 
+/* The VFS the log is opened with: "txbox" (the default VFS, but for
+ * real_open), or "txbox-fault" under TXBOX_FAULT (also every write and
+ * sync a fault point). */
+static bool vfs_ok;
+
+static void register_vfs(void)
+{
+    static sqlite3_vfs plain_vfs;
+    sqlite3_vfs *r = sqlite3_vfs_find(NULL);
+    if (!r)
+        return;
+    real_vfs = r;
+    plain_vfs = *r;
+    plain_vfs.zName = "txbox";
+    plain_vfs.xOpen = plain_open;
+    plain_vfs.pNext = NULL;
+    shim_vfs = *r;
+    shim_vfs.zName = "txbox-fault";
+    shim_vfs.szOsFile = (int)sizeof(struct shim_file) + r->szOsFile;
+    shim_vfs.xOpen = shim_open;
+    shim_vfs.pNext = NULL;
+    vfs_ok = sqlite3_vfs_register(&plain_vfs, 0) == SQLITE_OK &&
+             sqlite3_vfs_register(&shim_vfs, 0) == SQLITE_OK;
+}
+
 static const char *shim_name(void)
 {
-    if (!getenv("TXBOX_FAULT"))
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_vfs);
+    if (!vfs_ok)
         return NULL;
-    if (!real_vfs) {
-        real_vfs = sqlite3_vfs_find(NULL);
-        if (!real_vfs)
-            return NULL;
-        shim_vfs = *real_vfs;
-        shim_vfs.zName = "txbox-fault";
-        shim_vfs.szOsFile = (int)sizeof(struct shim_file) + real_vfs->szOsFile;
-        shim_vfs.xOpen = shim_open;
-        shim_vfs.pNext = NULL;
-        if (sqlite3_vfs_register(&shim_vfs, 0) != SQLITE_OK) {
-            real_vfs = NULL;
-            return NULL;
-        }
-    }
-    return "txbox-fault";
+    return getenv("TXBOX_FAULT") ? "txbox-fault" : "txbox";
 }
 
 /* ---- opening, schema, migrations ---- */
@@ -342,6 +431,31 @@ void store_close(sqlite3 *db)
         sqlite3_close_v2(db);
 }
 
+/* The WAL hook (after every commit of a write transaction): past
+ * CKPT_FRAMES frames, a TRUNCATE checkpoint that waits for nobody (a
+ * reader or writer in another process makes it give up; a later commit
+ * tries again). Its errors, like those of SQLite's automatic checkpoint,
+ * are not the commit's: the commit is already durable in the WAL. */
+#define CKPT_FRAMES 64
+static int ckpt_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+    (void)arg;
+    if (frames < CKPT_FRAMES)
+        return SQLITE_OK;
+    sqlite3_busy_timeout(db, 0);
+    (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    sqlite3_busy_timeout(db, busy_ms());
+    return SQLITE_OK;
+}
+
+static bool header_says_wal(txbox_ws *ws)
+{
+    _cleanup_close_ int fd = openat(ws->sfd, DB_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    unsigned char h[20];
+    return fd >= 0 && pread(fd, h, sizeof h, 0) == (ssize_t)sizeof h &&
+           !memcmp(h, "SQLite format 3", 16) && h[18] == 2 && h[19] == 2;
+}
+
 int store_open(txbox_ws *ws, bool write, sqlite3 **out, txbox_error *err)
 {
     *out = NULL;
@@ -379,22 +493,34 @@ int store_open(txbox_ws *ws, bool write, sqlite3 **out, txbox_error *err)
                TXBOX_STATE_DIR, DB_NAME, v, STORE_SCHEMA_VERSION);
         goto fail;
     }
-    /* WAL is persistent in the file; switching needs a moment alone. */
+    /* WAL is persistent in the file; switching needs a moment alone. The
+     * statement costs ~0.2 ms even when there is nothing to switch (code
+     * run for the first time: page faults), so it runs only for a file
+     * whose header does not say WAL already (bytes 18 and 19 = 2; SQLite
+     * writes them in the file itself when it enters or leaves WAL mode). */
     sqlite3_stmt *jm = NULL;
-    if ((rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &jm, NULL)) == SQLITE_OK)
-        rc = sqlite3_step(jm);
-    sqlite3_finalize(jm);
+    rc = SQLITE_ROW;
+    if (!header_says_wal(ws)) {
+        if ((rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &jm, NULL)) == SQLITE_OK)
+            rc = sqlite3_step(jm);
+        sqlite3_finalize(jm);
+    }
     if (rc != SQLITE_ROW) {
         db_fail(db, rc, err, "cannot set WAL mode");
         goto fail;
     }
     /* Every process's first connection rebuilds the WAL index by reading
-     * every frame written since the last checkpoint (the shared-memory
-     * index does not outlive the last connection): with the default
-     * 1000-page checkpoint interval that is up to 4 MiB read at each txbox
-     * start. A checkpoint every 64 pages (one fsync of the database every
-     * ten or so transactions) keeps that read short. */
-    if (exec(db, "PRAGMA synchronous=FULL; PRAGMA wal_autocheckpoint=64", err) < 0 ||
+     * every frame of the WAL file (the shared-memory index does not
+     * outlive the last connection), and that rebuild forgets which frames
+     * were already checkpointed. A PASSIVE checkpoint (SQLite's automatic
+     * one) never lets a later process restart the WAL from its start: the
+     * WAL grew without bound (1000 frames, 4 MiB, after a hundred runs),
+     * every start read all of it and, past 64 frames, every commit copied
+     * it all into the database again (two more fsyncs per run). ckpt_hook
+     * checkpoints every 64 frames with TRUNCATE: the WAL file is emptied
+     * (after the database is fsynced), so a start reads at most ~64 frames. */
+    sqlite3_wal_hook(db, ckpt_hook, NULL);
+    if (exec(db, "PRAGMA synchronous=FULL", err) < 0 ||
         migrate(db, err) < 0)
         goto fail;
     /* A cheap sanity read of the tables a write touches: a damaged file is
@@ -973,7 +1099,21 @@ int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const char *info,
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     int rc = -1;
+    bool durable = true;
     if (store_shared(ws, &db, err) < 0)
+        goto out;
+    /* A committed transaction's row is durable at COMMIT (synchronous=FULL:
+     * the WAL is fsynced); any other outcome's row (read_only, blocked,
+     * rolled_back, conflict, rejected...) is written with synchronous=NORMAL,
+     * without an fsync: it records a transaction that changed nothing, and
+     * nothing reads it back to decide anything (held transactions live in
+     * tx/ID/, undo and gc read only committed rows). A power loss may drop
+     * the last such rows; it never corrupts the log (WAL) nor drops a
+     * committed row (the next FULL commit, or checkpoint, fsyncs the WAL
+     * with every frame before it). The setting is the connection's: FULL
+     * is restored right after, for every other write (gc's among them). */
+    durable = !strcmp(outcome, "committed");
+    if (!durable && exec(db, "PRAGMA synchronous=NORMAL", err) < 0)
         goto out;
     if (exec(db, "BEGIN IMMEDIATE", err) < 0)
         goto out;
@@ -1011,6 +1151,8 @@ rollback:
     rc = -1;
 out:
     sqlite3_finalize(st);
+    if (db && !durable)
+        (void)sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
     rows_free(&rows);
     json_decref(in);
     return rc;
