@@ -43,6 +43,9 @@ typedef struct effect_rule {
      * and its patterns are always tried one by one) */
     regex_t pre[2];
     bool has_pre[2], pre_needed[2];
+    bool pre_done; /* prefilters compiled (the built-in rules': at first use,
+                    * and their patterns one by one at the first entry a
+                    * prefilter lets through) */
     /* limits over the entries that count (-1: none) */
     int64_t max_files_deleted, max_bytes_written, max_binary_added, max_made_executable;
     effect_example *ex;
