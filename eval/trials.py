@@ -88,7 +88,7 @@ VALID = [
     ("add a module and its test",
      "mkdir -p src/lumenworks/feature && printf 'def f():\\n    return 1\\n' > src/lumenworks/feature/__init__.py && "
      "printf 'from lumenworks.feature import f\\n\\ndef test_f():\\n    assert f() == 1\\n' > tests/test_feature.py"),
-    ("sed -i across the package", "grep -rl --include='*.py' TODO src | sort | xargs sed -i 's/TODO/DONE/g; s/[ \\t]*$//'"),
+    ("sed -i across the package", "find src -name '*.py' | sort | head -20 | xargs sed -i '1i # SPDX-License-Identifier: MIT'"),
     ("refactor: rename an identifier everywhere",
      "grep -rl --include='*.py' 'import' src tests | sort | head -30 | xargs sed -i 's/\\bimport os\\b/import os  # noqa/'"),
     ("delete caches", "find . -name __pycache__ -not -path './.git/*' -prune -exec rm -rf {} +"),
