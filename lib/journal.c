@@ -15,12 +15,14 @@
  * States and transitions (the caller holds the workspace lock throughout):
  *
  *   S0 RUNNING   upper being written by the command      (pre-state)
- *      │ scan_upper(): ops listed, new data fsync'd
+ *      │ scan_upper(): ops listed, new data fsync'd (past FS_SYNC_EACH
+ *      │ entries: one syncfs)
  *   S1 PREPARED  upper durable, nothing in the workspace touched (pre-state)
  *      │ write_journal(): journal/ID.tmp written, fsync'd, renamed to
  *      │ journal/ID, journal/ fsync'd                     ── COMMIT POINT ──
  *   S2 COMMITTED journal durable; operations being applied
  *      │ apply_ops(): each op by renames, then fsync of every touched dir
+ *      │ (past FS_SYNC_EACH directories: one syncfs)
  *   S3 APPLIED   workspace = post-state
  *      │ finalize(): commits/GEN, gen, audit log row (store_log, idempotent),
  *      │ journal/ID -> tx/ID/journal
@@ -239,36 +241,54 @@ bad:
 
 /* ---- applying ---- */
 
+/* The directories an apply touched, made durable at its end: up to
+ * FS_SYNC_EACH of them fsync'd one by one, more by one syncfs of the
+ * workspace's filesystem (all: then no more fds are kept; it used to keep
+ * one per directory, and a directory whose fd could not be had past the
+ * fd limit was silently not fsync'd). */
 struct dirset {
-    int *fds;
-    size_t n, cap;
+    int fds[FS_SYNC_EACH];
+    size_t n;
+    bool all;
 };
 
 /* Remember a directory to fsync at the end (deduplicated by inode). */
 static void dirset_add(struct dirset *s, int fd)
 {
-    struct stat a;
-    if (fstat(fd, &a) < 0)
+    if (s->all)
         return;
+    struct stat a;
+    if (fstat(fd, &a) < 0) {
+        s->all = true;
+        return;
+    }
     for (size_t i = 0; i < s->n; i++) {
         struct stat b;
         if (fstat(s->fds[i], &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
             return;
     }
-    if (s->n == s->cap) {
-        s->cap = s->cap ? s->cap * 2 : 16;
-        s->fds = xrealloc(s->fds, s->cap * sizeof *s->fds);
-    }
-    int d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    int d = s->n < FS_SYNC_EACH ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
     if (d >= 0)
         s->fds[s->n++] = d;
+    else
+        s->all = true;
+}
+
+/* 0, or -1 with errno: every touched directory durable. */
+static int dirset_sync(const struct dirset *s, int wsfd)
+{
+    if (s->all)
+        return fs_syncfs(wsfd);
+    for (size_t i = 0; i < s->n; i++)
+        if (fs_fsync(s->fds[i]) < 0)
+            return -1;
+    return 0;
 }
 
 static void dirset_free(struct dirset *s)
 {
     for (size_t i = 0; i < s->n; i++)
         close(s->fds[i]);
-    free(s->fds);
 }
 
 static bool exists_at(int dirfd, const char *name)
@@ -469,9 +489,8 @@ static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, txbox_err
             rc = apply_meta(ws->fd, upper, undo, i, &ops->v[i], &touched, err);
     if (rc == 0)
         dirset_add(&touched, undo);
-    for (size_t i = 0; i < touched.n && rc == 0; i++)
-        if (fs_fsync(touched.fds[i]) < 0)
-            rc = tx_errno(err, errno, "cannot make the workspace changes durable");
+    if (rc == 0 && dirset_sync(&touched, ws->fd) < 0)
+        rc = tx_errno(err, errno, "cannot make the workspace changes durable");
     dirset_free(&touched);
     return rc;
 }

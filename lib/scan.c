@@ -51,7 +51,7 @@ struct scan {
     bool syncfs;    /* more than that: one syncfs at the end instead */
 };
 
-/* New data durable before the commit point. The first SYNC_EACH entries
+/* New data durable before the commit point. The first FS_SYNC_EACH entries
  * are fsync'd one by one (their own data and inode); past that, one
  * syncfs(2) of the filesystem at the end of the scan (scan_upper) covers
  * every entry: measured on ext4 in a VM, an fsync costs 0.2-0.5 ms, so 100
@@ -60,13 +60,11 @@ struct scan {
  * filesystem, which is why small changes keep their own fsyncs. Either
  * way, a failure is reported (syncfs reports writeback errors since Linux
  * 5.8) and the commit stops before its commit point. */
-#define SYNC_EACH 8
-
 static int sync_entry(struct scan *s, int fd)
 {
     if (s->syncfs)
         return 0;
-    if (s->nsync < SYNC_EACH) {
+    if (s->nsync < FS_SYNC_EACH) {
         s->nsync++;
         return fs_fsync(fd);
     }
