@@ -7,7 +7,7 @@
 
 #include "util.h"
 
-/* Installs the syscall filter (no_new_privs must already be set). */
+/* Sets no_new_privs and installs the syscall filter. */
 MUST_CHECK int confine_seccomp(txbox_error *err);
 /* The filter's BPF program, generated at build time (lib/gen_seccomp.c,
  * from the rules in lib/seccomp_rules.c). */

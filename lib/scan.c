@@ -55,9 +55,9 @@ struct scan {
  * are fsync'd one by one (their own data and inode); past that, one
  * syncfs(2) of the filesystem at the end of the scan (scan_upper) covers
  * every entry: measured on ext4 in a VM, an fsync costs 0.2-0.5 ms, so 100
- * new files took 22 ms one by one and 1.5 ms by syncfs (10,000 files: 3.3 s
- * of commit). syncfs also writes back whatever else is dirty on that
- * filesystem, which is why small changes keep their own fsyncs. Either
+ * new files took 22 ms one by one and 1.5 ms by syncfs. syncfs also writes
+ * back whatever else is dirty on that filesystem, which is why small
+ * changes keep their own fsyncs. Either
  * way, a failure is reported (syncfs reports writeback errors since Linux
  * 5.8) and the commit stops before its commit point. */
 static int sync_entry(struct scan *s, int fd)

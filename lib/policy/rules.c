@@ -45,12 +45,10 @@ static const pnode *ynode(const yctx *y, int32_t i)
     return i >= 1 && (size_t)i <= y->doc->nnodes ? &y->doc->nodes[i - 1] : NULL;
 }
 
-static const char *yscalar_(const yctx *y, const pnode *n)
+static const char *yscalar(const yctx *y, const pnode *n)
 {
     return n && n->type == YAML_SCALAR_NODE ? y->doc->pool + n->off : NULL;
 }
-/* every parsing function has its yctx *y at hand */
-#define yscalar(n) yscalar_(y, n)
 
 /* the node numbers of sequence n: for (const int32_t *it = SEQ(y, n); it < SEQ_END(y, n); it++) */
 #define SEQ(y, n) ((y)->doc->items + (n)->off)
@@ -58,7 +56,7 @@ static const char *yscalar_(const yctx *y, const pnode *n)
 
 static int ystr(yctx *y, const pnode *n, char **out, const char *what)
 {
-    const char *s = yscalar(n);
+    const char *s = yscalar(y, n);
     if (!s)
         return yerr(y, n, "%s must be a string", what);
     free(*out);
@@ -68,7 +66,7 @@ static int ystr(yctx *y, const pnode *n, char **out, const char *what)
 
 static int ybool(yctx *y, const pnode *n, bool *out, const char *what)
 {
-    const char *s = yscalar(n);
+    const char *s = yscalar(y, n);
     if (s && (!strcmp(s, "true") || !strcmp(s, "yes"))) {
         *out = true;
         return 0;
@@ -82,7 +80,7 @@ static int ybool(yctx *y, const pnode *n, bool *out, const char *what)
 
 static int yint(yctx *y, const pnode *n, int *out, const char *what)
 {
-    const char *s = yscalar(n);
+    const char *s = yscalar(y, n);
     uint64_t v;
     if (!s || !parse_u64(s, &v) || v > 100000)
         return yerr(y, n, "%s must be a small non-negative number", what);
@@ -94,16 +92,16 @@ static int yint(yctx *y, const pnode *n, int *out, const char *what)
 static int ylist(yctx *y, const pnode *n, strlist *out, const char *what)
 {
     if (n->type == YAML_SCALAR_NODE) {
-        strlist_add(out, yscalar(n));
+        strlist_add(out, yscalar(y, n));
         return 0;
     }
     if (n->type != YAML_SEQUENCE_NODE)
         return yerr(y, n, "%s must be a string or a list of strings", what);
     for (const int32_t *it = SEQ(y, n); it < SEQ_END(y, n); it++) {
         const pnode *e = ynode(y, *it);
-        if (!yscalar(e))
+        if (!yscalar(y, e))
             return yerr(y, e, "%s: every entry must be a string", what);
-        strlist_add(out, yscalar(e));
+        strlist_add(out, yscalar(y, e));
     }
     return 0;
 }
@@ -165,7 +163,7 @@ static int ydetectors(yctx *y, const pnode *n, unsigned *out)
          K##_pair < (y)->doc->pairs + 2 * ((size_t)(map)->off + (map)->len); K##_pair += 2)      \
         for (const pnode *K##_node = ynode(y, K##_pair[0]), *V = ynode(y, K##_pair[1]);         \
              K##_node; K##_node = NULL)                                                         \
-            for (const char *K = yscalar(K##_node) ? yscalar(K##_node) : ""; K; K = NULL)
+            for (const char *K = yscalar(y, K##_node) ? yscalar(y, K##_node) : ""; K; K = NULL)
 
 static void progspec_free(progspec *s)
 {
@@ -294,10 +292,10 @@ static int parse_examples(yctx *y, const pnode *m, rule *r)
             return yerr(y, v, "rule %s: examples.%s must be a list of commands", r->id, k);
         for (const int32_t *it = SEQ(y, v); it < SEQ_END(y, v); it++) {
             const pnode *e = ynode(y, *it);
-            if (!yscalar(e))
+            if (!yscalar(y, e))
                 return yerr(y, e, "rule %s: every example must be a string", r->id);
             r->ex = xrealloc(r->ex, (r->nex + 1) * sizeof *r->ex);
-            r->ex[r->nex++] = (example){.cmd = xstrdup(yscalar(e)),
+            r->ex[r->nex++] = (example){.cmd = xstrdup(yscalar(y, e)),
                                         .line = (int)e->line + 1,
                                         .must_match = must};
         }
@@ -425,7 +423,7 @@ static int parse_rule(yctx *y, const pnode *m, rule *r)
         if (!strcmp(k, "id"))
             continue;
         if (!strcmp(k, "decision")) {
-            const char *s = yscalar(v);
+            const char *s = yscalar(y, v);
             if (s && !strcmp(s, "safe"))
                 r->decision = DEC_SAFE;
             else if (s && !strcmp(s, "uncertain"))
@@ -515,7 +513,7 @@ void policy_effects_clear(txbox_policy *p)
 
 static int yi64(yctx *y, const pnode *n, int64_t *out, const char *what)
 {
-    const char *s = yscalar(n);
+    const char *s = yscalar(y, n);
     uint64_t v;
     if (!s || !parse_u64(s, &v) || v > (uint64_t)INT64_MAX)
         return yerr(y, n, "%s must be a non-negative number", what);
@@ -541,7 +539,7 @@ static int parse_effect_example(yctx *y, const pnode *m, effect_rule *r, bool mu
             break;
         if (!strcmp(k, "written"))
             rc = ylist(y, v, &x->written, k);
-        else if (!strcmp(k, "deleted") && yscalar(v) && strspn(yscalar(v), "0123456789") == strlen(yscalar(v)))
+        else if (!strcmp(k, "deleted") && yscalar(y, v) && strspn(yscalar(y, v), "0123456789") == strlen(yscalar(y, v)))
             rc = yi64(y, v, &x->ndeleted, k);
         else if (!strcmp(k, "deleted"))
             rc = ylist(y, v, &x->deleted, k);
@@ -622,7 +620,7 @@ static int parse_effect_rule(yctx *y, const pnode *m, effect_rule *r)
     FOR_PAIRS(y, m, k, v)
     {
         int rc = 0;
-        const char *s = yscalar(v);
+        const char *s = yscalar(y, v);
         if (!strcmp(k, "id"))
             continue;
         if (!strcmp(k, "action")) {
@@ -716,7 +714,7 @@ static int parse_doc(txbox_policy *p, yctx *y)
     {
         int rc = 0;
         if (!strcmp(k, "version")) {
-            const char *s = yscalar(v);
+            const char *s = yscalar(y, v);
             if (!s || strcmp(s, "1"))
                 rc = yerr(y, v, "unsupported policy version (this txbox reads version 1)");
         } else if (!strcmp(k, "fetchers"))
