@@ -121,18 +121,6 @@ static int open_dir(int at, const char *name)
     return openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-/* A listing of the directory dfd (on a descriptor of its own), or NULL. */
-static DIR *list_dir(int dfd)
-{
-    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d && fd >= 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-    }
-    return d;
-}
 
 /* Names a walk passes over: . and .., and .txbox at the top. */
 static bool skipped(const char *n, unsigned depth)
@@ -563,7 +551,7 @@ static int copy_entry(struct walk *w, int sd, int dd, const char *n, const char 
 
 static int copy_dir(struct walk *w, int sd, int dd, const char *path, unsigned depth)
 {
-    _cleanup_dir_ DIR *d = list_dir(sd);
+    _cleanup_dir_ DIR *d = opendir_at(sd, ".");
     if (!d)
         return tx_errno(w->err, errno, "cannot list %s", *path ? path : ".");
     struct dirent *de;
@@ -648,7 +636,7 @@ static void cmp_all(struct cmp *c, json_t *arr, int at, const char *name, const 
     if (!S_ISDIR(st.st_mode) || c->truncated)
         return;
     _cleanup_close_ int fd = open_dir(at, name);
-    _cleanup_dir_ DIR *d = fd >= 0 ? list_dir(fd) : NULL;
+    _cleanup_dir_ DIR *d = fd >= 0 ? opendir_at(fd, ".") : NULL;
     struct dirent *de;
     while (d && (de = readdir(d)) && !c->truncated) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
@@ -716,7 +704,7 @@ static bool dir_changed(const struct cmp *c, const char *path, int bfd, const st
 
 static void cmp_dir(struct cmp *c, int bd, int ad, const char *path, bool top)
 {
-    _cleanup_dir_ DIR *d = list_dir(ad);
+    _cleanup_dir_ DIR *d = opendir_at(ad, ".");
     struct dirent *de;
     while (d && (de = readdir(d)) && !c->truncated) {
         const char *n = de->d_name;
@@ -746,7 +734,7 @@ static void cmp_dir(struct cmp *c, int bd, int ad, const char *path, bool top)
         }
     }
     /* What only the workspace has was deleted. */
-    _cleanup_dir_ DIR *e = list_dir(bd);
+    _cleanup_dir_ DIR *e = opendir_at(bd, ".");
     while (e && (de = readdir(e)) && !c->truncated) {
         const char *n = de->d_name;
         struct stat a;
@@ -836,7 +824,7 @@ static int prepare(struct mg *m, int at, const char *name, const char *path, uns
     if (depth > MAX_DEPTH)
         return tx_err(m->err, ELOOP, "tree too deep at %s", shown);
     _cleanup_close_ int fd = open_dir(at, name);
-    _cleanup_dir_ DIR *d = fd >= 0 ? list_dir(fd) : NULL;
+    _cleanup_dir_ DIR *d = fd >= 0 ? opendir_at(fd, ".") : NULL;
     if (!d)
         return tx_errno(m->err, errno, "cannot list %s in the copy", shown);
     struct dirent *de;
@@ -922,9 +910,9 @@ static int open_wdir(int wd, const char *n, const struct stat *w)
  * directories both have. */
 static int prune(struct mg *m, int vd, int wd, const char *path, unsigned depth)
 {
-    DIR *l = list_dir(wd);
+    DIR *l = opendir_at(wd, ".");
     if (!l && grant(wd))
-        l = list_dir(wd);
+        l = opendir_at(wd, ".");
     _cleanup_dir_ DIR *d = l;
     if (!d)
         return tx_errno(m->err, errno, "cannot list %s", *path ? path : ".");
@@ -964,7 +952,7 @@ static int prune(struct mg *m, int vd, int wd, const char *path, unsigned depth)
  * copy. */
 static int merge_dir(struct mg *m, int vd, int wd, const char *path, unsigned depth)
 {
-    _cleanup_dir_ DIR *d = list_dir(vd);
+    _cleanup_dir_ DIR *d = opendir_at(vd, ".");
     if (!d)
         return tx_errno(m->err, errno, "cannot list %s in the copy", *path ? path : ".");
     struct dirent *de;
@@ -1010,7 +998,7 @@ static int merge_dir(struct mg *m, int vd, int wd, const char *path, unsigned de
 
 static bool dir_empty(int dfd)
 {
-    _cleanup_dir_ DIR *d = list_dir(dfd);
+    _cleanup_dir_ DIR *d = opendir_at(dfd, ".");
     if (!d)
         return false;
     struct dirent *de;
@@ -1156,8 +1144,7 @@ static int restore_snap(txbox_ws *ws, int txfd, txbox_error *err)
     if (snap < 0)
         return tx_errno(err, errno, "the snapshot is missing; cannot roll back");
     if (!has(txfd, "restoring")) {
-        int fd = openat(ws->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        _cleanup_dir_ DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        _cleanup_dir_ DIR *d = opendir_at(ws->fd, ".");
         struct dirent *de;
         while (d && (de = readdir(d))) {
             const char *n = de->d_name;
@@ -1169,8 +1156,7 @@ static int restore_snap(txbox_ws *ws, int txfd, txbox_error *err)
         if (mark(txfd, "restoring", err) < 0)
             return -1;
     }
-    int fd = openat(snap, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    _cleanup_dir_ DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    _cleanup_dir_ DIR *d = opendir_at(snap, ".");
     struct dirent *de;
     while (d && (de = readdir(d))) {
         const char *n = de->d_name;

@@ -506,12 +506,15 @@ static int finalize(txbox_ws *ws, const struct tx_journal *j, int txfd, txbox_er
         return tx_errno(err, errno, "cannot record generation %s", genn);
     if (fs_fsync(ws->cmtd) < 0)
         return tx_errno(err, errno, "cannot make the commit record durable");
+    tx_mark("fin:record");
     /* The cache, not ws_read_gen (which counts the record just made): a
      * cache that lags makes every later read count the records past it. */
     if (ws_gen_cache(ws) < j->gen && ws_write_gen(ws, j->gen, err) < 0)
         return -1;
+    tx_mark("fin:gen");
     if (store_log(ws, j->id, "committed", j->info, &j->ops, txfd, err) < 0)
         return tx_err_ctx(err, "cannot record the commit in the audit log");
+    tx_mark("fin:log");
     if (fs_renameat(ws->jnld, jn, txfd, "journal", 0) < 0)
         return tx_errno(err, errno, "cannot close the journal");
     if (fs_fsync(txfd) < 0 || fs_fsync(ws->jnld) < 0)
@@ -532,16 +535,21 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
     /* History: the audit log must be able to take the row finalize() will
      * write; a damaged one refuses the commit here, before the commit
      * point, with the workspace untouched. */
+    tx_mark("undo-dir");
     if (store_check(ws, err) < 0)
         return -1;
+    tx_mark("store_check");
     if (write_journal(ws, &j, err) < 0)
         return -1;
+    tx_mark("journal");
     /* ── commit point ── from here on the transaction will be applied, by
      * this process or by recovery. */
     if (apply_ops(ws, txfd, ops, err) < 0)
         return tx_err_ctx(err, "commit interrupted (run 'txbox recover')");
+    tx_mark("apply");
     if (finalize(ws, &j, txfd, err) < 0)
         return tx_err_ctx(err, "commit interrupted (run 'txbox recover')");
+    tx_mark("finalize");
     *gen_out = j.gen;
     return 0;
 }

@@ -812,13 +812,9 @@ static void sps_free(struct sps *s)
 static void list_savepoints(int txfd, struct sps *out)
 {
     memset(out, 0, sizeof *out);
-    int fd = openat(txfd, "sp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
+    DIR *d = opendir_at(txfd, "sp");
+    if (!d)
         return;
-    }
     struct dirent *de;
     while ((de = readdir(d))) {
         char *dot = strchr(de->d_name, '.');

@@ -211,9 +211,11 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
         ws_unlock(lockfd);
         return tx_err_ctx(err, "recovery");
     }
+    tx_mark("lock");
     fs_fault_arm();
     struct tx_ops ops = {0};
     int rc = scan_upper(upperfd, ws->fd, !ws->root, &ops, err);
+    tx_mark("scan");
     uint64_t gen = 0;
     if (rc == 0)
         rc = ws_read_gen(ws, &gen, err);
@@ -242,6 +244,7 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
             goto out;
         }
     }
+    tx_mark("effects");
     if (rc == 0) {
         _cleanup_free_ char *elsewhere = NULL;
         int m = ops_on_one_mount(ws->fd, &ops, &elsewhere, err);
@@ -252,7 +255,9 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
             rc = -1;
     }
     if (rc == 0) {
+        tx_mark("mounts");
         r->changes = ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP);
+        tx_mark("changes");
         _cleanup_free_ char *info = store_info(r, hctx); /* history: + command, cwd */
         rc = journal_commit(ws, r->id, txfd, base_gen, &ops, info, &gen, err);
         if (rc == 0) {
@@ -510,6 +515,7 @@ retry:
     if (saga && (rc = saga_started(effd, saga, r->txs, err)) < 0)
         goto fail;
     rc = sb_run(&spec, pout[0], perr[0], pump, r, &st, err);
+    tx_mark("sb_run");
     /* sb_run closed the write ends; the read ends are ours. */
     if (pout[0] >= 0)
         close(pout[0]);
@@ -593,12 +599,14 @@ retry:
     }
 
     uint64_t t_decided = now_ns();
+    tx_mark("decided");
     if (r->outcome != TXBOX_OUTCOME_CONFLICT && r->outcome != TXBOX_OUTCOME_HELD) {
         (void)tree_remove(txfd, "upper");
         (void)tree_remove(txfd, "work");
     } else {
         (void)tree_remove(txfd, "work"); /* the upper stays, kept aside */
     }
+    tx_mark("rm-upper");
     tx_write_outcome(txfd, txbox_outcome_name(r->outcome));
     if (!r->changes)
         r->changes = json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted",
@@ -618,6 +626,7 @@ retry:
         _cleanup_free_ char *info = store_info(r, hctx); /* history: + command, cwd */
         if (store_log(ws, r->id, txbox_outcome_name(r->outcome), info, NULL, txfd, &le) < 0)
             r->log_error = xstrdup(le.msg);
+        tx_mark("log");
     }
     if (upperfd >= 0)
         close(upperfd);
@@ -629,6 +638,8 @@ retry:
     json_decref(scrubbed);
     if (r->outcome == TXBOX_OUTCOME_COMMITTED && r->logged)
         history_autogc(ws); /* history: retention bounds */
+    tx_mark("end");
+    tx_marks_print(stderr);
     *out = r;
     return 0;
 

@@ -144,6 +144,44 @@ uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static struct {
+    int on; /* 0 unknown, 1 on, -1 off */
+    unsigned n;
+    uint64_t start;
+    const char *name[32];
+    uint64_t at[32];
+} marks;
+
+void tx_mark(const char *phase)
+{
+    if (!marks.on)
+        marks.on = getenv("TXBOX_TIMING") ? 1 : -1;
+    if (marks.on < 0)
+        return;
+    uint64_t t = now_ns();
+    if (!marks.start)
+        marks.start = t;
+    if (marks.n < 32) {
+        marks.name[marks.n] = phase;
+        marks.at[marks.n++] = t;
+    }
+}
+
+void tx_marks_print(FILE *f)
+{
+    if (marks.on <= 0 || !marks.n)
+        return;
+    uint64_t prev = marks.start;
+    fputs("txbox timing (ms):", f);
+    for (unsigned i = 0; i < marks.n; i++) {
+        fprintf(f, "%s %s %.2f", i ? " |" : "", marks.name[i], (double)(marks.at[i] - prev) / 1e6);
+        prev = marks.at[i];
+    }
+    fputc('\n', f);
+    marks.n = 0;
+    marks.start = 0;
+}
+
 double wall_time(void)
 {
     struct timespec ts;
@@ -183,6 +221,20 @@ ssize_t read_all(int fd, void *buf, size_t n)
         got += (size_t)r;
     }
     return (ssize_t)got;
+}
+
+DIR *opendir_at(int at, const char *name)
+{
+    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return d;
 }
 
 int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *len,

@@ -93,6 +93,11 @@ const char *dbuf_str(dbuf *b);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t now_ns(void);
+/* The TXBOX_TIMING probe: with that variable set, tx_mark(PHASE) notes the
+ * time a phase ended (up to 32 marks a process, the first call starts the
+ * clock); tx_marks_print writes "phase ms | ..." to a stream and restarts. */
+void tx_mark(const char *phase);
+void tx_marks_print(FILE *f);
 /* Wall clock, seconds since the epoch, with sub-second precision. */
 double wall_time(void);
 
@@ -101,6 +106,10 @@ MUST_CHECK int write_all(int fd, const void *buf, size_t n);
 MUST_CHECK ssize_t read_all(int fd, void *buf, size_t n);
 
 /* Read a whole small file relative to dirfd (cap: max bytes). */
+/* opendir(3) of NAME under the directory fd AT, not following a symlink
+ * at NAME ("." for AT itself); NULL with errno set on failure (the fd is
+ * never leaked). */
+DIR *opendir_at(int at, const char *name);
 MUST_CHECK int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *len,
                             txbox_error *err);
 

@@ -50,7 +50,10 @@ static int init_state(int wsfd, txbox_error *err)
     snprintf(tmp, sizeof tmp, "format.%d", getpid());
     int n = snprintf(v, sizeof v, "txbox-state %d\n", TXBOX_STATE_FORMAT);
     int f = openat(sfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    int rc = f >= 0 && write_all(f, v, (size_t)n) == 0 ? 0 : -1;
+    /* Durable before it is linked: after a power loss the format file is
+     * complete or absent, never empty (an empty one makes the workspace
+     * unreadable for good; an absent one is an unfinished set-up). */
+    int rc = f >= 0 && write_all(f, v, (size_t)n) == 0 && fsync(f) == 0 ? 0 : -1;
     int e = errno;
     if (f >= 0)
         close(f);
@@ -59,9 +62,45 @@ static int init_state(int wsfd, txbox_error *err)
         rc = -1;
     }
     (void)unlinkat(sfd, tmp, 0);
+    if (rc == 0 && fsync(sfd) < 0) {
+        e = errno;
+        rc = -1;
+    }
     if (rc < 0)
         return tx_errno(err, e, "cannot write %s/format", TXBOX_STATE_DIR);
     return 0;
+}
+
+static bool dir_is_empty_at(int at, const char *name)
+{
+    _cleanup_dir_ DIR *d = opendir_at(at, name);
+    struct dirent *de;
+    bool empty = d != NULL;
+    while (empty && (de = readdir(d)))
+        empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+    return empty;
+}
+
+/* Was the set-up of this state directory cut short (a crash between the
+ * mkdir of .txbox and the link of its format file)? Only if it holds
+ * nothing but what init_state makes, with its subdirectories empty: then no
+ * transaction ever started here, and finishing the set-up loses nothing. */
+static bool init_interrupted(int sfd)
+{
+    _cleanup_dir_ DIR *d = opendir_at(sfd, ".");
+    struct dirent *de;
+    bool only_init = d != NULL;
+    while (only_init && (de = readdir(d))) {
+        const char *n = de->d_name;
+        if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, ".gitignore") ||
+            !strncmp(n, "format.", 7))
+            continue;
+        only_init = false;
+        for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++)
+            if (!strcmp(n, subdirs[i]))
+                only_init = dir_is_empty_at(sfd, n);
+    }
+    return only_init;
 }
 
 static int check_format(int sfd, txbox_error *err)
@@ -118,6 +157,11 @@ int txbox_ws_open(const char *dir, unsigned flags, txbox_ws **out, txbox_error *
         txbox_ws_close(ws);
         return tx_err(err, EXDEV, "%s/%s must be on the workspace's filesystem", dir,
                       TXBOX_STATE_DIR);
+    }
+    if (faccessat(ws->sfd, "format", F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
+        init_interrupted(ws->sfd) && init_state(ws->fd, err) < 0) {
+        txbox_ws_close(ws);
+        return tx_err_ctx(err, "workspace %s: finishing an interrupted set-up", dir);
     }
     if (check_format(ws->sfd, err) < 0 || (ws->txd = open_dir(ws->sfd, "tx", err)) < 0 ||
         (ws->actd = open_dir(ws->sfd, "active", err)) < 0 ||
@@ -258,14 +302,9 @@ int ws_tx_ids(txbox_ws *ws, uint64_t **ids, size_t *n, txbox_error *err)
 {
     *ids = NULL;
     *n = 0;
-    int fd = openat(ws->txd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        return tx_errno(err, e, "cannot list transactions");
-    }
+    DIR *d = opendir_at(ws->txd, ".");
+    if (!d)
+        return tx_errno(err, errno, "cannot list transactions");
     struct dirent *de;
     while ((de = readdir(d))) {
         uint64_t v;
@@ -435,8 +474,7 @@ int ws_roll_forward_locked(txbox_ws *ws, json_t *done, json_t *failed, txbox_err
  * when unlocked and older than 5 s (a live process locks it at once). */
 static void clean_new_locks(txbox_ws *ws)
 {
-    int fd = openat(ws->actd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    _cleanup_dir_ DIR *d = opendir_at(ws->actd, ".");
     struct dirent *de;
     time_t now = time(NULL);
     while (d && (de = readdir(d))) {
@@ -448,10 +486,6 @@ static void clean_new_locks(txbox_ws *ws)
         if (lf >= 0 && flock(lf, LOCK_EX | LOCK_NB) == 0)
             (void)unlinkat(ws->actd, de->d_name, 0);
     }
-    if (d)
-        closedir(d);
-    else if (fd >= 0)
-        close(fd);
 }
 
 int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
@@ -521,8 +555,7 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
     }
     /* Leftover temporary files of dead writers. */
     if (work && rc == 0) {
-        int fd = openat(ws->jnld, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        _cleanup_dir_ DIR *d = opendir_at(ws->jnld, ".");
         struct dirent *de;
         while (d && (de = readdir(d))) {
             uint64_t id;
@@ -535,10 +568,6 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
             if (parse_u64(base, &id) && ws_tx_owner_dead(ws, id))
                 (void)unlinkat(ws->jnld, de->d_name, 0);
         }
-        if (d)
-            closedir(d);
-        else if (fd >= 0)
-            close(fd);
     }
     ws_unlock(lockfd);
     free(jl.v);
