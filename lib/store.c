@@ -28,6 +28,9 @@
  *   v1  tx: one row per transaction; change: its write set, one row per
  *       path (kind, type, size, mode, SHA-256 before and after)
  *   v2  setting (retention bounds), gc_run (what each gc freed), tx.pruned
+ *   v3  tx_retained: a partial index of the unpruned commits' retained
+ *       bytes, so that retention's count after each commit does not scan
+ *       the whole history
  *
  * Content hashes: SHA-256 (OpenSSL libcrypto; SHA-NI where the CPU has it,
  * ~1.5-2 GB/s): cryptographic, so an agent cannot craft a file that the log
@@ -346,6 +349,12 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     "ALTER TABLE tx ADD COLUMN pruned REAL;"        /* when gc dropped its pre-images */
     "ALTER TABLE tx ADD COLUMN pruned_bytes INTEGER;"
     "CREATE INDEX tx_undo_of ON tx(undo_of);",
+    /* v3: what retention counts after every commit (history_autogc), read
+     * from an index of the unpruned commits only: the count and sum
+     * scanned the whole tx table, every row with its output tails, so the
+     * cost of a commit grew with the history (60 pages at 70 transactions) */
+    "CREATE INDEX tx_retained ON tx(retained_bytes)"
+    " WHERE outcome='committed' AND retained_bytes IS NOT NULL AND pruned IS NULL;",
 };
 
 static int db_fail(sqlite3 *db, int rc, txbox_error *err, const char *what)

@@ -15,7 +15,13 @@
 #include "tx.h"
 
 /* Schema versions this txbox reads and writes (PRAGMA user_version). */
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
+
+/* Retention's count and size of the commits whose pre-images are kept,
+ * answered from the partial index tx_retained (schema v3). */
+#define STORE_RETAINED_SQL                                                       \
+    "SELECT count(*), coalesce(sum(retained_bytes), 0) FROM tx"                 \
+    " WHERE outcome='committed' AND retained_bytes IS NOT NULL AND pruned IS NULL"
 
 /* ---- hooks of the commit protocol ---- */
 

@@ -1061,9 +1061,7 @@ void history_autogc(txbox_ws *ws)
     store_get_retention(db, &keep, &max_bytes);
     sqlite3_stmt *st = NULL;
     bool over = false;
-    if (sqlite3_prepare_v2(db, "SELECT count(*), coalesce(sum(retained_bytes), 0) FROM tx"
-                           " WHERE outcome='committed' AND retained_bytes IS NOT NULL"
-                           " AND pruned IS NULL", -1, &st, NULL) == SQLITE_OK &&
+    if (sqlite3_prepare_v2(db, STORE_RETAINED_SQL, -1, &st, NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW)
         over = sqlite3_column_int64(st, 0) > keep + keep / 10 ||
                sqlite3_column_int64(st, 1) > max_bytes + max_bytes / 10;

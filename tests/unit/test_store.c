@@ -135,6 +135,19 @@ static void commit_logs_write_set_once(void **state)
     assert_string_equal(s, "rolled_back");
     free(s);
     assert_int_equal(q_int(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    /* Retention's count after each commit reads the partial index, not
+     * the whole history. */
+    sqlite3_stmt *qp = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, "EXPLAIN QUERY PLAN " STORE_RETAINED_SQL, -1, &qp, NULL),
+                     SQLITE_OK);
+    bool indexed = false, scans = false;
+    while (sqlite3_step(qp) == SQLITE_ROW) {
+        const char *d = (const char *)sqlite3_column_text(qp, 3);
+        indexed |= d && strstr(d, "tx_retained") != NULL;
+        scans |= d && strstr(d, "SCAN tx") != NULL;
+    }
+    sqlite3_finalize(qp);
+    assert_true(indexed && !scans);
     s = q_text(db, "PRAGMA journal_mode");
     assert_string_equal(s, "wal");
     free(s);
