@@ -1,5 +1,7 @@
 /* One command, one transaction: the path of txbox_run(). */
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -195,6 +197,50 @@ static int ops_on_one_mount(int wsfd, const struct tx_ops *ops, char **bad, txbo
         }
     }
     return 0;
+}
+
+/* The trash's cleaner: a thread that empties .txbox/trash/ while the
+ * command runs (the parent only waits then), stopped as soon as the
+ * command is gone. Its signals are blocked: they stay the main thread's. */
+struct cleaner {
+    txbox_ws *ws;
+    atomic_bool stop;
+    bool running;
+    pthread_t th;
+};
+
+static void *cleaner_main(void *arg)
+{
+    struct cleaner *c = arg;
+    ws_trash_clean(c->ws, &c->stop, 0);
+    return NULL;
+}
+
+static void cleaner_start(void *arg)
+{
+    struct cleaner *c = arg;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    c->running = pthread_create(&c->th, NULL, cleaner_main, c) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void cleaner_stop(struct cleaner *c)
+{
+    if (!c->running)
+        return;
+    atomic_store(&c->stop, true);
+    pthread_join(c->th, NULL);
+    c->running = false;
+}
+
+/* A transaction's scratch directory goes to the trash, or is removed here
+ * when it cannot. */
+static void discard_dir(txbox_ws *ws, int txfd, const char *name, const char *txs)
+{
+    if (ws_trash(ws, txfd, name, txs) < 0)
+        (void)tree_remove(txfd, name);
 }
 
 /* The overlay commit: scan, conflict check, journal, apply. */
@@ -481,6 +527,7 @@ retry:
         rc = tx_errno(err, errno, "pipe");
         goto fail;
     }
+    struct cleaner cleaner = {.ws = ws};
     struct sb_spec spec = {
         .ws_path = ws->path,
         .ws_fd = ws->fd,
@@ -509,12 +556,15 @@ retry:
         .hide = (const char *const *)hide,
         .allow_degraded = opts->allow_degraded,
         .name = r->txs,
+        .started = cleaner_start,
+        .started_arg = &cleaner,
     };
     struct sb_status st;
     int effd = opts->multi ? multi_txfd(opts->multi) : txfd; /* where its effects are recorded */
     if (saga && (rc = saga_started(effd, saga, r->txs, err)) < 0)
         goto fail;
     rc = sb_run(&spec, pout[0], perr[0], pump, r, &st, err);
+    cleaner_stop(&cleaner);
     tx_mark("sb_run");
     /* sb_run closed the write ends; the read ends are ours. */
     if (pout[0] >= 0)
@@ -600,12 +650,11 @@ retry:
 
     uint64_t t_decided = now_ns();
     tx_mark("decided");
-    if (r->outcome != TXBOX_OUTCOME_CONFLICT && r->outcome != TXBOX_OUTCOME_HELD) {
+    if (r->write_limit) /* its space back at once, not after the next command */
         (void)tree_remove(txfd, "upper");
-        (void)tree_remove(txfd, "work");
-    } else {
-        (void)tree_remove(txfd, "work"); /* the upper stays, kept aside */
-    }
+    else if (r->outcome != TXBOX_OUTCOME_CONFLICT && r->outcome != TXBOX_OUTCOME_HELD)
+        discard_dir(ws, txfd, "upper", r->txs);
+    discard_dir(ws, txfd, "work", r->txs); /* a conflict's or held upper stays, kept aside */
     tx_mark("rm-upper");
     tx_write_outcome(txfd, txbox_outcome_name(r->outcome));
     if (!r->changes)
@@ -638,6 +687,8 @@ retry:
     json_decref(scrubbed);
     if (r->outcome == TXBOX_OUTCOME_COMMITTED && r->logged)
         history_autogc(ws); /* history: retention bounds */
+    /* Bounded: when commands end too soon for the cleaner to keep up. */
+    ws_trash_clean(ws, NULL, TXBOX_TRASH_KEEP);
     tx_mark("end");
     tx_marks_print(stderr);
     *out = r;

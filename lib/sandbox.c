@@ -980,6 +980,8 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     close(sync[1]);
     st->t_go = now_ns();
     st->protections = protections(s, userns, abi, &cg);
+    if (rc == 0 && s->started)
+        s->started(s->started_arg);
 
     /* Pump output and messages until init is gone. */
     uint64_t t0 = now_ns(), started = 0, deadline = 0;

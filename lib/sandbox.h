@@ -43,6 +43,10 @@ struct sb_spec {
     const char *const *hide; /* absolute paths made unreadable (NULL-terminated) */
     bool allow_degraded;   /* run even where Landlock or a cgroup is missing */
     const char *name;      /* transaction id, names the cgroup */
+    /* called in this process once the command has been let go, before the
+     * wait for it (NULL: none): idle time for the caller's own chores */
+    void (*started)(void *arg);
+    void *started_arg;
     /* filled by sb_run: host unix sockets bound by path, masked in the view */
     char **host_socks;
     size_t n_host_socks;

@@ -8,8 +8,12 @@
 
 #define MAX_DEPTH 4096
 
-static int remove_rec(int at, const char *name, unsigned depth)
+static int remove_rec(int at, const char *name, unsigned depth, const atomic_bool *stop)
 {
+    if (stop && atomic_load(stop)) {
+        errno = EINTR;
+        return -1;
+    }
     struct stat st;
     if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return errno == ENOENT ? 0 : -1;
@@ -37,15 +41,42 @@ static int remove_rec(int at, const char *name, unsigned depth)
     while ((de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
-        if (remove_rec(dirfd(d), de->d_name, depth + 1) < 0)
+        if (remove_rec(dirfd(d), de->d_name, depth + 1, stop) < 0) {
             rc = -1;
+            if (errno == EINTR)
+                break;
+        }
     }
     if (rc < 0)
         return -1;
     return unlinkat(at, name, AT_REMOVEDIR) < 0 && errno != ENOENT ? -1 : 0;
 }
 
-int tree_remove(int dirfd, const char *name) { return remove_rec(dirfd, name, 0); }
+int tree_remove(int dirfd, const char *name) { return remove_rec(dirfd, name, 0, NULL); }
+
+static void grant_rec(int at, const char *name, unsigned depth)
+{
+    if (depth > MAX_DEPTH)
+        return;
+    struct stat st;
+    if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+        return;
+    if ((st.st_mode & 0700) != 0700 && fchmodat(at, name, (st.st_mode & 07777) | 0700, 0) < 0)
+        return;
+    _cleanup_dir_ DIR *d = opendir_at(at, name);
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        if ((de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) && strcmp(de->d_name, ".") &&
+            strcmp(de->d_name, ".."))
+            grant_rec(dirfd(d), de->d_name, depth + 1);
+}
+
+void tree_grant_owner(int dirfd, const char *name) { grant_rec(dirfd, name, 0); }
+
+int tree_remove_until(int dirfd, const char *name, const atomic_bool *stop)
+{
+    return remove_rec(dirfd, name, 0, stop);
+}
 
 static void copy_xattrs(int sdir, const char *sname, int ddir, const char *dname)
 {

@@ -4,6 +4,7 @@
 #ifndef TXBOX_TX_H
 #define TXBOX_TX_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
@@ -47,6 +48,23 @@ MUST_CHECK int ws_tx_ids(txbox_ws *ws, uint64_t **ids, size_t *n, txbox_error *e
 MUST_CHECK int ws_write_gen(txbox_ws *ws, uint64_t gen, txbox_error *err);
 /* Is the process that owns transaction id gone? (its active lock is free) */
 bool ws_tx_owner_dead(txbox_ws *ws, uint64_t id);
+
+/* The trash, .txbox/trash/: the scratch directories of ended transactions
+ * (an overlay's upper and work directory), moved there whole by one rename
+ * and removed later, while a later command runs. Removing a directory is
+ * mostly waiting, not work: on ext4 mounted with discard (this project's
+ * machines) the freed block is discarded synchronously at the directory's
+ * last close, about 0.2 ms each, so removing the upper of a ten-file
+ * change took 2-6 ms after every transaction.
+ *
+ * ws_trash moves txfd/name to trash/TXS.name (0, or -1: the caller removes
+ * it itself). ws_trash_clean removes trash entries, oldest transaction
+ * first, until at most keep are left or *stop is set (NULL: never); one
+ * process at a time (a lock on the trash directory: a second one returns at
+ * once). */
+#define TXBOX_TRASH_KEEP 16
+MUST_CHECK int ws_trash(txbox_ws *ws, int txfd, const char *name, const char *txs);
+void ws_trash_clean(txbox_ws *ws, const atomic_bool *stop, size_t keep);
 
 /* ---- operations (scan.c) ---- */
 enum op_kind { OP_REPLACE = 1, OP_DELETE = 2, OP_META = 3 };
@@ -173,6 +191,13 @@ MUST_CHECK int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const c
 /* ---- trees (tree.c) ---- */
 /* Removes name (file or whole tree) under dirfd; missing is fine. */
 int tree_remove(int dirfd, const char *name);
+/* Gives the owner rwx on every directory of the tree name under dirfd
+ * (what overlayfs makes mode 000 in its work directory, what a command made
+ * unwritable), so that anyone who may remove the tree's parent can remove
+ * it, an unprivileged owner's rm -rf included. */
+void tree_grant_owner(int dirfd, const char *name);
+/* The same, stopping (-1, errno EINTR, partly removed) once *stop is set. */
+int tree_remove_until(int dirfd, const char *name, const atomic_bool *stop);
 /* Copies the tree src (under sdir) to dst (under ddir), preserving type,
  * mode, owner (when permitted), times, symlinks, FIFOs and xattrs. skip: a
  * top-level name not to copy (NULL: none). */

@@ -12,7 +12,7 @@
 #include "store.h"
 #include "tx.h"
 
-static const char *const subdirs[] = {"tx", "active", "journal", "commits"};
+static const char *const subdirs[] = {"tx", "active", "journal", "commits", "trash"};
 
 static int open_dir(int at, const char *name, txbox_error *err)
 {
@@ -583,4 +583,67 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
         json_decref(failed);
     }
     return rc;
+}
+
+/* ---- the trash (tx.h) ---- */
+
+int ws_trash(txbox_ws *ws, int txfd, const char *name, const char *txs)
+{
+    if (faccessat(txfd, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? 0 : -1;
+    if (mkdirat(ws->sfd, "trash", 0700) < 0 && errno != EEXIST) /* state from before the trash */
+        return -1;
+    _cleanup_close_ int td = openat(ws->sfd, "trash", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (td < 0)
+        return -1;
+    /* overlayfs makes work/work mode 000, a command may leave a directory
+     * so: an unprivileged owner's rm -rf of the workspace could not remove
+     * them from the trash */
+    tree_grant_owner(txfd, name);
+    char to[64];
+    snprintf(to, sizeof to, "%s.%s", txs, name);
+    return renameat2(txfd, name, td, to, RENAME_NOREPLACE);
+}
+
+struct trash_entry {
+    uint64_t id;
+    char name[64];
+};
+
+static int trash_cmp(const void *a, const void *b)
+{
+    const struct trash_entry *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id ? 1 : strcmp(x->name, y->name);
+}
+
+void ws_trash_clean(txbox_ws *ws, const atomic_bool *stop, size_t keep)
+{
+    _cleanup_close_ int td = openat(ws->sfd, "trash", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (td < 0 || flock(td, LOCK_EX | LOCK_NB) < 0)
+        return;
+    _cleanup_dir_ DIR *d = opendir_at(td, ".");
+    _cleanup_free_ struct trash_entry *v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        char base[32];
+        const char *dot = strchr(de->d_name, '.');
+        size_t bl = dot ? (size_t)(dot - de->d_name) : 0;
+        uint64_t id;
+        if (!bl || bl >= sizeof base || strlen(de->d_name) >= sizeof v->name)
+            continue; /* not ours: left alone */
+        memcpy(base, de->d_name, bl);
+        base[bl] = 0;
+        if (!parse_u64(base, &id))
+            continue;
+        if (n == cap)
+            v = xrealloc(v, (cap = cap ? cap * 2 : 16) * sizeof *v);
+        v[n].id = id;
+        snprintf(v[n++].name, sizeof v->name, "%s", de->d_name);
+    }
+    if (n <= keep)
+        return;
+    qsort(v, n, sizeof *v, trash_cmp);
+    for (size_t i = 0; i < n - keep && !(stop && atomic_load(stop)); i++)
+        (void)tree_remove_until(td, v[i].name, stop);
 }

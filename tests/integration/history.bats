@@ -301,6 +301,52 @@ printf "\000\001\002" >bin.dat; setfattr -n user.new -v v xattr.txt; rm fifo'
     assert_tree s "$WS" --mtime
 }
 
+@test "trash: an ended transaction's scratch is removed while a later command runs, never under another cleaner's lock" {
+    commit 'printf "one\n" >>README'
+    [ -d "$WS/.txbox/trash/1.upper" ] && [ -d "$WS/.txbox/trash/1.work" ] || fail "trash: $(ls -A "$WS/.txbox/trash")"
+    [ ! -e "$WS/.txbox/tx/1/upper" ] || fail "the upper is still in tx/1"
+    mkdir "$WS/.txbox/trash/not-ours"
+    snap s "$WS" --mtime
+    # another process cleaning (it holds the trash's lock): nothing removed
+    exec 9<"$WS/.txbox/trash"
+    flock 9
+    tx -c 'sleep 0.3'
+    assert_status 0
+    [ -d "$WS/.txbox/trash/1.upper" ] || fail "removed under another cleaner's lock"
+    exec 9<&-
+    tx -c 'sleep 0.3'
+    assert_status 0
+    [ ! -e "$WS/.txbox/trash/1.upper" ] && [ ! -e "$WS/.txbox/trash/1.work" ] ||
+        fail "not removed while the command ran: $(ls -A "$WS/.txbox/trash")"
+    [ -d "$WS/.txbox/trash/not-ours" ] || fail "removed an entry that is not txbox's"
+    assert_tree s "$WS" --mtime
+    # a rolled-back upper with a directory its command made unwritable:
+    # still removable by the workspace's owner (so is overlay's mode-000
+    # work/work)
+    tx -c 'mkdir -p locked/in && touch locked/in/f && chmod 000 locked/in locked; exit 1'
+    assert_status 1
+    [ -d "$WS/.txbox/trash/4.upper/locked" ] || fail "trash: $(ls -A "$WS/.txbox/trash")"
+    rm -rf "$WS/.txbox/trash" || fail "the trash cannot be removed by its owner"
+}
+
+@test "trash: never more than 16 entries after a run, the oldest removed first" {
+    for i in $(seq 100 129); do
+        mkdir -p "$WS/.txbox/trash/$i.upper/d" && printf 'x\n' >"$WS/.txbox/trash/$i.upper/d/f"
+    done
+    exec 9<"$WS/.txbox/trash"
+    flock 9
+    tx -c true
+    assert_status 0
+    [ "$(ls "$WS/.txbox/trash" | wc -l)" = 30 ] || fail "cleaned under another cleaner's lock"
+    exec 9<&-
+    tx -c true
+    assert_status 0
+    local left
+    left="$(ls "$WS/.txbox/trash" | sort -n | tr '\n' ' ')"
+    [ "$(ls "$WS/.txbox/trash" | wc -l)" -le 16 ] || fail "more than 16 left: $left"
+    [ -z "$left" ] || [ "${left%%.*}" -ge 114 ] || fail "not the oldest first: $left"
+}
+
 @test "a journal with a bad checksum is never applied: not by undo, not by recovery" {
     commit 'printf "one\n" >>README'
     snap s "$WS" --mtime
