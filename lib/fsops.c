@@ -96,6 +96,94 @@ int fs_syncfs(int fd)
     return syncfs(fd);
 }
 
+void fs_syncset_add(struct fs_syncset *s, int fd)
+{
+    if (s->all)
+        return;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        s->all = true;
+        return;
+    }
+    for (size_t i = 0; i < s->n; i++)
+        if (s->ino[i] == st.st_ino && s->dev[i] == st.st_dev)
+            return;
+    int d = s->n < FS_SYNC_EACH ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
+    if (d < 0) {
+        s->all = true;
+        return;
+    }
+    s->fd[s->n] = d;
+    s->dev[s->n] = st.st_dev;
+    s->ino[s->n++] = st.st_ino;
+}
+
+/* Is little dirty in the page cache (Dirty + Writeback in /proc/meminfo,
+ * of every filesystem, the set's own data included)? Then one syncfs costs
+ * about one fsync.
+ * Never under TXBOX_FAULT: a syncfs is one fault point and an fsync each is
+ * one per entry, so an answer taken from /proc/meminfo would make the Nth
+ * fsync fall at a different step from run to run, and the crash matrix and
+ * the tests that aim at a step (history.bats' undo crash-safety) would hit
+ * something else depending on the page cache. With a fault configured a set
+ * takes the per-entry path up to FS_SYNC_EACH, as deterministic as before.
+ * F.op is read without parsing: the count runs only while armed, and
+ * arming parses (parsing here would fix TXBOX_FAULT before a test sets it). */
+#define SYNCFS_CLEAN_KB 8192
+static bool little_dirty(void)
+{
+    if (F.op >= 0)
+        return false;
+    char buf[4096];
+    _cleanup_close_ int fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (n <= 0)
+        return false;
+    buf[n] = 0;
+    unsigned long long kb = 0;
+    int found = 0;
+    for (const char *p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        unsigned long long v;
+        if (sscanf(p, "Dirty: %llu kB", &v) == 1 || sscanf(p, "Writeback: %llu kB", &v) == 1) {
+            kb += v;
+            if (++found == 2)
+                break;
+        }
+    }
+    return found == 2 && kb <= SYNCFS_CLEAN_KB;
+}
+
+/* Are all of s's entries on fsfd's filesystem (so that its syncfs covers
+ * them)? */
+static bool same_fs(const struct fs_syncset *s, int fsfd)
+{
+    struct stat st;
+    if (fstat(fsfd, &st) < 0)
+        return false;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->dev[i] != st.st_dev)
+            return false;
+    return true;
+}
+
+int fs_syncset_sync(struct fs_syncset *s, int fsfd)
+{
+    if (s->all || (s->n > 1 && little_dirty() && same_fs(s, fsfd)))
+        return fs_syncfs(fsfd);
+    for (size_t i = 0; i < s->n; i++)
+        if (fs_fsync(s->fd[i]) < 0)
+            return -1;
+    return 0;
+}
+
+void fs_syncset_free(struct fs_syncset *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        close(s->fd[i]);
+    s->n = 0;
+    s->all = false;
+}
+
 int fs_write(int fd, const void *buf, size_t n)
 {
     if (fault_point(OP_WRITE))

@@ -289,9 +289,9 @@ int undo_unstage(txbox_ws *ws, int txfd, txbox_error *err)
     return rc;
 }
 
-/* mkdir -p of path's parent directories inside upper; their fds are
- * remembered for the fsync. Returns the parent's fd. */
-static int upper_parent(int upper, const char *path, const char **base, int **fds, size_t *nfds,
+/* mkdir -p of path's parent directories inside upper; each goes into sync
+ * (made durable by the caller). Returns the parent's fd. */
+static int upper_parent(int upper, const char *path, const char **base, struct fs_syncset *sync,
                         txbox_error *err)
 {
     int cur = fcntl(upper, F_DUPFD_CLOEXEC, 3);
@@ -318,8 +318,7 @@ static int upper_parent(int upper, const char *path, const char **base, int **fd
         if (next < 0)
             return tx_errno(err, errno, "cannot stage %s", path);
         cur = next;
-        *fds = xrealloc(*fds, (*nfds + 1) * sizeof **fds);
-        (*fds)[(*nfds)++] = fcntl(cur, F_DUPFD_CLOEXEC, 3);
+        fs_syncset_add(sync, cur);
         p = slash + 1;
     }
     *base = p;
@@ -494,7 +493,7 @@ static int write_plan(int txfd, const struct plan *p, bool *installed, txbox_err
 /* The directory path in tx/U/upper gets the extended attributes T's META
  * operation on it kept in tx/T/undo/N; apply_meta sets them. */
 static int stage_xattrs(int upper, int tundo, const struct tx_journal *t, const char *path,
-                        int **fds, size_t *nfds, txbox_error *err)
+                        struct fs_syncset *sync, txbox_error *err)
 {
     const char *disp = *path ? path : ".";
     size_t n = 0;
@@ -506,12 +505,12 @@ static int stage_xattrs(int upper, int tundo, const struct tx_journal *t, const 
     if (src < 0)
         return tx_errno(err, n < t->ops.n ? errno : ENOENT, "cannot read the old attributes of %s",
                         disp);
-    int dst;
+    _cleanup_close_ int dst = -1;
     if (!*path) {
         dst = fcntl(upper, F_DUPFD_CLOEXEC, 3);
     } else {
         const char *base = NULL;
-        _cleanup_close_ int up = upper_parent(upper, path, &base, fds, nfds, err);
+        _cleanup_close_ int up = upper_parent(upper, path, &base, sync, err);
         if (up < 0)
             return -1;
         if (fs_mkdirat(up, base, 0700) < 0 && errno != EEXIST)
@@ -520,8 +519,7 @@ static int stage_xattrs(int upper, int tundo, const struct tx_journal *t, const 
     }
     if (dst < 0)
         return tx_errno(err, errno, "cannot stage the old attributes of %s", disp);
-    *fds = xrealloc(*fds, (*nfds + 1) * sizeof **fds);
-    (*fds)[(*nfds)++] = dst; /* fsync'd and closed by the caller */
+    fs_syncset_add(sync, dst);
     if (dir_xattrs_copy(src, dst, err) < 0)
         return tx_err_ctx(err, "cannot stage the old attributes of %s", disp);
     return 0;
@@ -538,12 +536,12 @@ static int stage(int txfd, int tundo, const struct tx_journal *t, const struct p
     _cleanup_close_ int upper = open_dir_at(txfd, "upper");
     if (upper < 0)
         return tx_errno(err, errno, "cannot open the undo's upper");
-    int *fds = NULL;
-    size_t nfds = 0;
+    /* Durable before the commit point: both sides of every rename. */
+    _cleanup_syncset_ struct fs_syncset sync = {0};
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < p->n; i++) {
         const char *base = NULL;
-        int up = upper_parent(upper, p->v[i].path, &base, &fds, &nfds, err);
+        int up = upper_parent(upper, p->v[i].path, &base, &sync, err);
         if (up < 0) {
             rc = -1;
             break;
@@ -556,16 +554,14 @@ static int stage(int txfd, int tundo, const struct tx_journal *t, const struct p
     }
     for (size_t i = 0; rc == 0 && i < ops->n; i++)
         if (ops->v[i].kind == OP_META && ops->v[i].had_old)
-            rc = stage_xattrs(upper, tundo, t, ops->v[i].path, &fds, &nfds, err);
-    /* Durable before the commit point: both sides of every rename. */
-    for (size_t i = 0; rc == 0 && i < nfds; i++)
-        if (fs_fsync(fds[i]) < 0)
+            rc = stage_xattrs(upper, tundo, t, ops->v[i].path, &sync, err);
+    if (rc == 0) {
+        fs_syncset_add(&sync, upper);
+        fs_syncset_add(&sync, tundo);
+        fs_syncset_add(&sync, txfd);
+        if (fs_syncset_sync(&sync, txfd) < 0)
             rc = tx_errno(err, errno, "cannot make the staged pre-images durable");
-    if (rc == 0 && (fs_fsync(upper) < 0 || fs_fsync(tundo) < 0 || fs_fsync(txfd) < 0))
-        rc = tx_errno(err, errno, "cannot make the staged pre-images durable");
-    for (size_t i = 0; i < nfds; i++)
-        close(fds[i]);
-    free(fds);
+    }
     return rc;
 }
 
