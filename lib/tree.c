@@ -54,24 +54,31 @@ static int remove_rec(int at, const char *name, unsigned depth, const atomic_boo
 
 int tree_remove(int dirfd, const char *name) { return remove_rec(dirfd, name, 0, NULL); }
 
-static void grant_rec(int at, const char *name, unsigned depth)
+static void grant_rec(int at, const char *name, unsigned depth, bool files)
 {
     if (depth > MAX_DEPTH)
         return;
     struct stat st;
-    if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+    if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return;
+    if (S_ISREG(st.st_mode)) {
+        if (files && (st.st_mode & 0600) != 0600)
+            (void)fchmodat(at, name, (st.st_mode & 07777) | 0600, 0);
+        return;
+    }
+    if (!S_ISDIR(st.st_mode))
         return;
     if ((st.st_mode & 0700) != 0700 && fchmodat(at, name, (st.st_mode & 07777) | 0700, 0) < 0)
         return;
     _cleanup_dir_ DIR *d = opendir_at(at, name);
     struct dirent *de;
     while (d && (de = readdir(d)))
-        if ((de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) && strcmp(de->d_name, ".") &&
-            strcmp(de->d_name, ".."))
-            grant_rec(dirfd(d), de->d_name, depth + 1);
+        if ((de->d_type == DT_DIR || de->d_type == DT_UNKNOWN || (files && de->d_type == DT_REG)) &&
+            strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+            grant_rec(dirfd(d), de->d_name, depth + 1, files);
 }
 
-void tree_grant_owner(int dirfd, const char *name) { grant_rec(dirfd, name, 0); }
+void tree_grant_owner(int dirfd, const char *name, bool files) { grant_rec(dirfd, name, 0, files); }
 
 int tree_remove_until(int dirfd, const char *name, const atomic_bool *stop)
 {

@@ -194,8 +194,11 @@ int tree_remove(int dirfd, const char *name);
 /* Gives the owner rwx on every directory of the tree name under dirfd
  * (what overlayfs makes mode 000 in its work directory, what a command made
  * unwritable), so that anyone who may remove the tree's parent can remove
- * it, an unprivileged owner's rm -rf included. */
-void tree_grant_owner(int dirfd, const char *name);
+ * it, an unprivileged owner's rm -rf included; with files, also rw on every
+ * regular file (one fstatat each: for small trees; overlayfs's
+ * work/incompat/volatile/dirty is mode 000, which a cp -a of the workspace
+ * by its owner could not read). */
+void tree_grant_owner(int dirfd, const char *name, bool files);
 /* The same, stopping (-1, errno EINTR, partly removed) once *stop is set. */
 int tree_remove_until(int dirfd, const char *name, const atomic_bool *stop);
 /* Copies the tree src (under sdir) to dst (under ddir), preserving type,

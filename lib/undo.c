@@ -1038,6 +1038,8 @@ int txbox_gc(txbox_ws *ws, const txbox_gc_opts *o, char **json, txbox_error *err
     int rc = gc_locked(ws, db, o, res, err);
     ws_unlock(lockfd);
     store_close(db);
+    if (!o->dry_run)
+        ws_trash_clean(ws, NULL, 0); /* and the scratch of ended transactions */
     if (rc == 0)
         *json = json_dumps(res, JSON_COMPACT);
     json_decref(res);

@@ -599,7 +599,7 @@ int ws_trash(txbox_ws *ws, int txfd, const char *name, const char *txs)
     /* overlayfs makes work/work mode 000, a command may leave a directory
      * so: an unprivileged owner's rm -rf of the workspace could not remove
      * them from the trash */
-    tree_grant_owner(txfd, name);
+    tree_grant_owner(txfd, name, !strcmp(name, "work")); /* an upper's files: see README */
     char to[64];
     snprintf(to, sizeof to, "%s.%s", txs, name);
     return renameat2(txfd, name, td, to, RENAME_NOREPLACE);

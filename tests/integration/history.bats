@@ -326,6 +326,10 @@ printf "\000\001\002" >bin.dat; setfattr -n user.new -v v xattr.txt; rm fifo'
     tx -c 'mkdir -p locked/in && touch locked/in/f && chmod 000 locked/in locked; exit 1'
     assert_status 1
     [ -d "$WS/.txbox/trash/4.upper/locked" ] || fail "trash: $(ls -A "$WS/.txbox/trash")"
+    cp -a "$WS/.txbox/trash/4.work" "$BATS_TEST_TMPDIR/work-copy" || fail "overlay's work scratch is unreadable"
+    h gc
+    assert_status 0
+    [ -z "$(ls "$WS/.txbox/trash" | grep -v not-ours)" ] || fail "gc left: $(ls -A "$WS/.txbox/trash")"
     rm -rf "$WS/.txbox/trash" || fail "the trash cannot be removed by its owner"
 }
 
