@@ -237,9 +237,9 @@ static void cleaner_stop(struct cleaner *c)
 
 /* A transaction's scratch directory goes to the trash, or is removed here
  * when it cannot. */
-static void discard_dir(txbox_ws *ws, int txfd, const char *name, const char *txs)
+static void discard_dir(txbox_ws *ws, int txfd, const char *name, const char *txs, unsigned grant)
 {
-    if (ws_trash(ws, txfd, name, txs) < 0)
+    if (ws_trash(ws, txfd, name, txs, grant) < 0)
         (void)tree_remove(txfd, name);
 }
 
@@ -653,8 +653,10 @@ retry:
     if (r->write_limit) /* its space back at once, not after the next command */
         (void)tree_remove(txfd, "upper");
     else if (r->outcome != TXBOX_OUTCOME_CONFLICT && r->outcome != TXBOX_OUTCOME_HELD)
-        discard_dir(ws, txfd, "upper", r->txs);
-    discard_dir(ws, txfd, "work", r->txs); /* a conflict's or held upper stays, kept aside */
+        discard_dir(ws, txfd, "upper", r->txs,
+                    r->outcome == TXBOX_OUTCOME_COMMITTED && !opts->multi ? 0 : WS_TRASH_GRANT_DIRS);
+    /* a conflict's or held upper stays, kept aside */
+    discard_dir(ws, txfd, "work", r->txs, WS_TRASH_GRANT_DIRS | WS_TRASH_GRANT_FILES);
     tx_mark("rm-upper");
     tx_write_outcome(txfd, txbox_outcome_name(r->outcome));
     if (!r->changes)

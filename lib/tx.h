@@ -63,7 +63,15 @@ bool ws_tx_owner_dead(txbox_ws *ws, uint64_t id);
  * process at a time (a lock on the trash directory: a second one returns at
  * once). */
 #define TXBOX_TRASH_KEEP 16
-MUST_CHECK int ws_trash(txbox_ws *ws, int txfd, const char *name, const char *txs);
+/* grant: first give the owner rwx on the tree's directories (and with
+ * WS_TRASH_GRANT_FILES rw on its files: tree_grant_owner) so that an
+ * unprivileged owner's rm -rf or cp -a of the workspace still works while
+ * it lies in the trash: overlayfs makes work/work and
+ * work/incompat/volatile/dirty mode 000, a command may leave a directory
+ * so. A committed upper needs none: the scan gave every directory left in
+ * it owner rwx. */
+enum { WS_TRASH_GRANT_DIRS = 1, WS_TRASH_GRANT_FILES = 2 };
+MUST_CHECK int ws_trash(txbox_ws *ws, int txfd, const char *name, const char *txs, unsigned grant);
 void ws_trash_clean(txbox_ws *ws, const atomic_bool *stop, size_t keep);
 
 /* ---- operations (scan.c) ---- */

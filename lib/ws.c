@@ -587,7 +587,7 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
 
 /* ---- the trash (tx.h) ---- */
 
-int ws_trash(txbox_ws *ws, int txfd, const char *name, const char *txs)
+int ws_trash(txbox_ws *ws, int txfd, const char *name, const char *txs, unsigned grant)
 {
     if (faccessat(txfd, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
         return errno == ENOENT ? 0 : -1;
@@ -596,10 +596,8 @@ int ws_trash(txbox_ws *ws, int txfd, const char *name, const char *txs)
     _cleanup_close_ int td = openat(ws->sfd, "trash", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (td < 0)
         return -1;
-    /* overlayfs makes work/work mode 000, a command may leave a directory
-     * so: an unprivileged owner's rm -rf of the workspace could not remove
-     * them from the trash */
-    tree_grant_owner(txfd, name, !strcmp(name, "work")); /* an upper's files: see README */
+    if (grant)
+        tree_grant_owner(txfd, name, grant & WS_TRASH_GRANT_FILES);
     char to[64];
     snprintf(to, sizeof to, "%s.%s", txs, name);
     return renameat2(txfd, name, td, to, RENAME_NOREPLACE);
