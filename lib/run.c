@@ -219,11 +219,7 @@ static void *cleaner_main(void *arg)
 static void cleaner_start(void *arg)
 {
     struct cleaner *c = arg;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    c->running = pthread_create(&c->th, NULL, cleaner_main, c) == 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    c->running = thread_start(&c->th, cleaner_main, c) == 0;
 }
 
 static void cleaner_stop(struct cleaner *c)

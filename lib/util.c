@@ -1,6 +1,7 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -221,6 +222,16 @@ ssize_t read_all(int fd, void *buf, size_t n)
         got += (size_t)r;
     }
     return (ssize_t)got;
+}
+
+int thread_start(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(th, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }
 
 DIR *opendir_at(int at, const char *name)

@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -106,6 +107,9 @@ MUST_CHECK int write_all(int fd, const void *buf, size_t n);
 MUST_CHECK ssize_t read_all(int fd, void *buf, size_t n);
 
 /* Read a whole small file relative to dirfd (cap: max bytes). */
+/* pthread_create with every signal blocked in the new thread (signals
+ * stay the main thread's: its handlers, its EINTRs); 0 or an errno. */
+int thread_start(pthread_t *th, void *(*fn)(void *), void *arg);
 /* opendir(3) of NAME under the directory fd AT, not following a symlink
  * at NAME ("." for AT itself); NULL with errno set on failure (the fd is
  * never leaked). */
