@@ -70,7 +70,9 @@ TXBOX_API const char *txbox_ws_path(const txbox_ws *ws);
 
 /* Crash recovery: rolls every half-applied commit forward and discards the
  * upper of every transaction whose process died. *report (may be NULL)
- * receives a JSON object describing what was found and done. */
+ * receives a JSON object describing what was found and done; when it is
+ * asked for, the audit log's pending rows (runs that changed nothing,
+ * appended to .txbox/log.pending) are also moved into the log. */
 TXBOX_API TXBOX_MUST_CHECK int txbox_recover(txbox_ws *ws, char **report, txbox_error *err);
 
 struct txbox_policy; /* txbox_policy.h */

@@ -6,7 +6,9 @@
  * changed in the workspace) with synchronous=NORMAL, no fsync: a power
  * loss may lose the last such rows, never a committed row (the WAL is
  * sequential: the next FULL commit or checkpoint fsyncs every frame before
- * it) and never the log's integrity. The WAL is checkpointed with TRUNCATE
+ * it) and never the log's integrity. Such a row, written by a process
+ * that has no connection open, waits in .txbox/log.pending until the next
+ * open of the log ("pending rows" below). The WAL is checkpointed with TRUNCATE
  * every 64 frames (ckpt_hook), and an existing WAL is opened without a
  * directory fsync (real_open).
  *
@@ -45,6 +47,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 #include <nettle/sha2.h>
@@ -56,6 +59,8 @@
 #include "store.h"
 
 #define DB_NAME "log.db"
+#define PENDING_NAME "log.pending" /* rows waiting for the log: "pending rows" below */
+#define PENDING_MAX (1u << 20)
 #define TAIL_BYTES 4096        /* stdout/stderr kept in the log, per stream */
 #define ROWS_CAP 10000         /* write-set rows per transaction */
 #define INFO_CAP (4u << 20)    /* info JSON stored per transaction */
@@ -465,11 +470,14 @@ static bool header_says_wal(txbox_ws *ws)
            !memcmp(h, "SQLite format 3", 16) && h[18] == 2 && h[19] == 2;
 }
 
+static void pending_import(txbox_ws *ws, sqlite3 *db);
+
 int store_open(txbox_ws *ws, bool write, sqlite3 **out, txbox_error *err)
 {
     *out = NULL;
     struct stat st;
-    if (!write && fstatat(ws->sfd, DB_NAME, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+    if (!write && fstatat(ws->sfd, DB_NAME, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
+        !(fstatat(ws->sfd, PENDING_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_size > 0))
         return tx_err(err, ENOENT, "the audit log is empty: no transaction was recorded yet");
     if (fstatat(ws->sfd, DB_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
         return tx_err(err, EBADMSG, "the audit log %s/%s is not a regular file", TXBOX_STATE_DIR,
@@ -536,6 +544,7 @@ int store_open(txbox_ws *ws, bool write, sqlite3 **out, txbox_error *err)
      * mostly found here, before a commit point. */
     if (exec(db, "SELECT max(id) FROM tx; SELECT count(*) FROM setting", err) < 0)
         goto fail;
+    pending_import(ws, db);
     *out = db;
     return 0;
 fail:
@@ -980,9 +989,8 @@ static const char TX_INSERT[] =
     "?24,?25,?26,?27,?28,?29,?30,?31,?32)";
 
 static int bind_tx(sqlite3_stmt *st, txbox_ws *ws, uint64_t id, const char *outcome, json_t *in,
-                   bool committed, const struct rows *rows, bool recovered)
+                   bool committed, const struct rows *rows, bool recovered, double now)
 {
-    double now = wall_time();
     sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
     sqlite3_bind_text(st, 2, outcome, -1, SQLITE_STATIC);
     sqlite3_int64 gen = committed ? find_gen(ws, id) : -1;
@@ -1089,6 +1097,94 @@ static int write_rows(sqlite3 *db, uint64_t id, const struct rows *rows, txbox_e
     return rc == SQLITE_OK ? 0 : db_fail(db, rc, err, "cannot record the write set");
 }
 
+/* ---- pending rows ----
+ *
+ * Opening the log costs ~2 ms (SQLite's open, schema, WAL index), which was
+ * a sixth of a read-only run's overhead. The row of a transaction that
+ * changed nothing (any outcome but committed: the rows the log already
+ * writes without an fsync) is therefore appended, as one JSON line, to
+ * .txbox/log.pending when the process has no connection open; every open
+ * of the log (store_open: log, show, undo, gc, the next commit, recover)
+ * first moves the pending rows into it, in one transaction. Appends and
+ * the move hold flock on the file, so none is lost between the read and
+ * the truncation. Durability is that of those rows before: a power loss
+ * may lose the last ones (a line cut short is skipped). Past PENDING_MAX
+ * bytes a row goes to the log itself, which moves the others too. */
+
+static int pending_add(txbox_ws *ws, uint64_t id, const char *outcome, json_t *in, bool recovered)
+{
+    json_t *rec = json_pack("{s:I,s:s,s:b,s:f,s:O}", "id", (json_int_t)id, "outcome", outcome,
+                            "recovered", recovered, "finished", wall_time(), "info", in);
+    _cleanup_free_ char *line = rec ? json_dumps(rec, JSON_COMPACT) : NULL;
+    json_decref(rec);
+    if (!line)
+        return -1;
+    size_t n = strlen(line);
+    line[n++] = '\n'; /* over the terminating NUL: written by length */
+    _cleanup_close_ int fd = openat(ws->sfd, PENDING_NAME, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    struct stat st;
+    if (fd < 0 || flock(fd, LOCK_EX) < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_size + n > PENDING_MAX)
+        return -1;
+    return write_all(fd, line, n);
+}
+
+/* Moves the pending rows into the log (db, a fresh connection). Its
+ * failures leave them pending: the open goes on. */
+static void pending_import(txbox_ws *ws, sqlite3 *db)
+{
+    _cleanup_close_ int fd = openat(ws->sfd, PENDING_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || flock(fd, LOCK_EX) < 0 || fstat(fd, &st) < 0 || st.st_size == 0)
+        return;
+    _cleanup_free_ char *buf = NULL;
+    size_t len = 0;
+    if (read_file_at(ws->sfd, PENDING_NAME, 4 * PENDING_MAX, &buf, &len, NULL) < 0)
+        return;
+    if (exec(db, "PRAGMA synchronous=NORMAL", NULL) < 0)
+        return;
+    sqlite3_stmt *ins = NULL;
+    bool ok = exec(db, "BEGIN IMMEDIATE", NULL) == 0 &&
+              sqlite3_prepare_v2(db, TX_INSERT, -1, &ins, NULL) == SQLITE_OK;
+    for (char *p = buf, *e; ok && p < buf + len; p = e + 1) {
+        e = memchr(p, '\n', (size_t)(buf + len - p));
+        if (!e)
+            break; /* a line cut short by a crash */
+        json_t *rec = json_loadb(p, (size_t)(e - p), 0, NULL);
+        json_t *in = json_object_get(rec, "info");
+        json_int_t id = json_integer_value(json_object_get(rec, "id"));
+        const char *oc = json_string_value(json_object_get(rec, "outcome"));
+        if (json_is_object(in) && id > 0 && oc) {
+            sqlite3_reset(ins);
+            sqlite3_clear_bindings(ins);
+            bind_tx(ins, ws, (uint64_t)id, oc, in, false, NULL,
+                    json_is_true(json_object_get(rec, "recovered")),
+                    json_number_value(json_object_get(rec, "finished")));
+            ok = sqlite3_step(ins) == SQLITE_DONE;
+        }
+        json_decref(rec);
+    }
+    sqlite3_finalize(ins);
+    if (ok && exec(db, "COMMIT", NULL) == 0)
+        (void)ftruncate(fd, 0);
+    else
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    (void)sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
+}
+
+void store_import_pending(txbox_ws *ws)
+{
+    struct stat st;
+    if (fstatat(ws->sfd, PENDING_NAME, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_size == 0)
+        return;
+    sqlite3 *db;
+    if (ws->db)
+        pending_import(ws, ws->db);
+    else if (store_shared(ws, &db, NULL) < 0) {
+        /* the log cannot be opened: they stay pending */
+    }
+}
+
 int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const char *info,
               const struct tx_ops *ops, int txfd, txbox_error *err)
 {
@@ -1101,6 +1197,12 @@ int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const char *info,
         if (!info)
             json_object_set_new(in, "reason", json_string("its process died before the commit "
                                                           "point; discarded by recovery"));
+    }
+    /* A row that needs no fsync, when this process has no connection
+     * open: appended to the pending file instead (store_pending_add). */
+    if (!ws->db && info && strcmp(outcome, "committed") && pending_add(ws, id, outcome, in, recovered) == 0) {
+        json_decref(in);
+        return 0;
     }
     struct rows rows = {0};
     if (committed)
@@ -1145,7 +1247,7 @@ int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const char *info,
             goto out;
         }
     }
-    bind_tx(st, ws, id, outcome, in, committed, committed ? &rows : NULL, recovered);
+    bind_tx(st, ws, id, outcome, in, committed, committed ? &rows : NULL, recovered, wall_time());
     if ((prc = sqlite3_step(st)) != SQLITE_DONE) {
         db_fail(db, prc, err, "cannot record the transaction");
         goto rollback;

@@ -29,6 +29,9 @@
  * row: called before a commit point, so that a damaged log or one from a
  * newer txbox refuses the commit while the workspace is still untouched. */
 MUST_CHECK int store_check(txbox_ws *ws, txbox_error *err);
+/* Moves the rows waiting in .txbox/log.pending into the log now (every
+ * open of the log does it first; see store.c, "pending rows"). */
+void store_import_pending(txbox_ws *ws);
 
 /* The context of a command that the audit log records besides its result:
  * command text (and argv), cwd relative to the workspace, workspace,

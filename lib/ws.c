@@ -553,6 +553,10 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
         json_array_append_new(rolled_back, json_string(name));
         ws_end_tx(ws, id, -1);
     }
+    /* An explicit recovery (one that wants the report) leaves the audit
+     * log complete: the rows still pending go into it. */
+    if (report && rc == 0)
+        store_import_pending(ws);
     /* Leftover temporary files of dead writers. */
     if (work && rc == 0) {
         _cleanup_dir_ DIR *d = opendir_at(ws->jnld, ".");

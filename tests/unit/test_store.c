@@ -232,6 +232,8 @@ static void log_fsyncs_and_wal_size(void **state)
     store_close(ws->db);
     ws->db = NULL;
     for (uint64_t id = 4; id <= 300; id++) {
+        /* with a connection open: into the log, not log.pending */
+        assert_int_equal(store_check(ws, &e), 0);
         assert_int_equal(store_log(ws, id, "read_only", "{\"command\":\"true\"}", NULL, -1, &e), 0);
         store_close(ws->db); /* as a process ending */
         ws->db = NULL;
@@ -250,6 +252,52 @@ static void log_fsyncs_and_wal_size(void **state)
     sqlite3_close(db);
 }
 
+static void pending_rows(void **state)
+{
+    (void)state;
+    txbox_error e = {0};
+    assert_int_equal(store_check(ws, &e), 0); /* the log exists */
+    store_close(ws->db);
+    ws->db = NULL;
+    /* no connection open: a row that needs no fsync waits in log.pending */
+    assert_int_equal(store_log(ws, 7, "rolled_back", "{\"command\":\"false\",\"exit_code\":1}", NULL, -1, &e), 0);
+    assert_null(ws->db);
+    struct stat st;
+    assert_int_equal(fstatat(ws->sfd, "log.pending", &st, 0), 0);
+    assert_true(st.st_size > 0);
+    sqlite3 *db = db_open();
+    assert_int_equal(q_int(db, "SELECT count(*) FROM tx"), 0);
+    /* a line cut short by a crash is skipped */
+    int fd = openat(ws->sfd, "log.pending", O_WRONLY | O_APPEND);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "{\"id\":9,\"outc", 14), 14);
+    close(fd);
+    /* any open of the log moves them in */
+    assert_int_equal(store_check(ws, &e), 0);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM tx"), 1);
+    char *s = q_text(db, "SELECT outcome || ' ' || command || ' ' || exit_code FROM tx WHERE id=7");
+    assert_string_equal(s, "rolled_back false 1");
+    free(s);
+    assert_int_equal(fstatat(ws->sfd, "log.pending", &st, 0), 0);
+    assert_int_equal(st.st_size, 0);
+    /* a full pending file: the row goes to the log itself */
+    store_close(ws->db);
+    ws->db = NULL;
+    fd = openat(ws->sfd, "log.pending", O_WRONLY | O_APPEND);
+    char junk[4096];
+    memset(junk, 'x', sizeof junk);
+    junk[sizeof junk - 1] = '\n';
+    for (int i = 0; i < 256; i++)
+        assert_int_equal(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+    close(fd);
+    assert_int_equal(store_log(ws, 8, "read_only", "{\"command\":\"true\"}", NULL, -1, &e), 0);
+    assert_non_null(ws->db);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM tx WHERE id=8"), 1);
+    assert_int_equal(fstatat(ws->sfd, "log.pending", &st, 0), 0);
+    assert_int_equal(st.st_size, 0); /* and the junk was read past */
+    sqlite3_close(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -257,6 +305,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(refuses_newer_and_damaged, setup, teardown),
         cmocka_unit_test_setup_teardown(hashes_and_ids, setup, teardown),
         cmocka_unit_test_setup_teardown(log_fsyncs_and_wal_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(pending_rows, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
