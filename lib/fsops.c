@@ -140,17 +140,10 @@ static bool little_dirty(void)
     if (n <= 0)
         return false;
     buf[n] = 0;
-    unsigned long long kb = 0;
-    int found = 0;
-    for (const char *p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-        unsigned long long v;
-        if (sscanf(p, "Dirty: %llu kB", &v) == 1 || sscanf(p, "Writeback: %llu kB", &v) == 1) {
-            kb += v;
-            if (++found == 2)
-                break;
-        }
-    }
-    return found == 2 && kb <= SYNCFS_CLEAN_KB;
+    const char *d = strstr(buf, "\nDirty:"), *w = strstr(buf, "\nWriteback:");
+    unsigned long long dk, wk;
+    return d && w && sscanf(d, " Dirty: %llu", &dk) == 1 && sscanf(w, " Writeback: %llu", &wk) == 1 &&
+           dk + wk <= SYNCFS_CLEAN_KB;
 }
 
 /* Are all of s's entries on fsfd's filesystem (so that its syncfs covers

@@ -471,8 +471,8 @@ static int finalize(txbox_ws *ws, const struct tx_journal *j, int txfd, txbox_er
         return tx_errno(err, errno, "cannot close the journal");
     /* Both sides of the rename. Two fsyncs, not a sync set: the second
      * has little left to do (on ext4 the first's journal commit carries
-     * the rename), and one syncfs measured no cheaper (finalize 0.54 ms median with two fsyncs, 0.58 with a set;
-     * bench 25M, ten-file change). */
+     * the rename), and one syncfs measured no cheaper (finalize 0.54 ms
+     * median with two fsyncs, 0.58 with a set; 25M, ten-file change). */
     if (fs_fsync(txfd) < 0 || fs_fsync(ws->jnld) < 0)
         return tx_errno(err, errno, "cannot make the commit record durable");
     return 0;

@@ -1,7 +1,5 @@
 /* One command, one transaction: the path of txbox_run(). */
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -219,7 +217,7 @@ static void *cleaner_main(void *arg)
 static void cleaner_start(void *arg)
 {
     struct cleaner *c = arg;
-    c->running = thread_start(&c->th, cleaner_main, c) == 0;
+    c->running = ws_trash_has_entries(c->ws) && thread_start(&c->th, cleaner_main, c) == 0;
 }
 
 static void cleaner_stop(struct cleaner *c)
@@ -232,11 +230,13 @@ static void cleaner_stop(struct cleaner *c)
 }
 
 /* A transaction's scratch directory goes to the trash, or is removed here
- * when it cannot. */
-static void discard_dir(txbox_ws *ws, int txfd, const char *name, const char *txs, unsigned grant)
+ * when it cannot. Did it go to the trash? */
+static bool discard_dir(txbox_ws *ws, int txfd, const char *name, const char *txs, unsigned grant)
 {
-    if (ws_trash(ws, txfd, name, txs, grant) < 0)
+    int t = ws_trash(ws, txfd, name, txs, grant);
+    if (t < 0)
         (void)tree_remove(txfd, name);
+    return t > 0;
 }
 
 /* The overlay commit: scan, conflict check, journal, apply. */
@@ -418,6 +418,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
 {
     *out = NULL;
     uint64_t t0 = now_ns();
+    tx_marks_begin(t0);
     if (validate(opts, err) < 0)
         return -1;
     txbox_result *r = result_new();
@@ -561,7 +562,11 @@ retry:
         goto fail;
     rc = sb_run(&spec, pout[0], perr[0], pump, r, &st, err);
     cleaner_stop(&cleaner);
-    tx_mark("sb_run");
+    tx_mark_at("prepare", st.t_clone);
+    tx_mark_at("clone->go", st.t_go);
+    tx_mark_at("go->started", st.t_started);
+    tx_mark_at("command", st.t_exited);
+    tx_mark_at("exited->reaped", st.t_reaped);
     /* sb_run closed the write ends; the read ends are ours. */
     if (pout[0] >= 0)
         close(pout[0]);
@@ -644,15 +649,16 @@ retry:
         r->outcome = st.timed_out ? TXBOX_OUTCOME_TIMED_OUT : TXBOX_OUTCOME_ROLLED_BACK;
     }
 
-    uint64_t t_decided = now_ns();
     tx_mark("decided");
+    bool trashed = false;
     if (r->write_limit) /* its space back at once, not after the next command */
         (void)tree_remove(txfd, "upper");
     else if (r->outcome != TXBOX_OUTCOME_CONFLICT && r->outcome != TXBOX_OUTCOME_HELD)
-        discard_dir(ws, txfd, "upper", r->txs,
-                    r->outcome == TXBOX_OUTCOME_COMMITTED && !opts->multi ? 0 : WS_TRASH_GRANT_DIRS);
+        trashed = discard_dir(ws, txfd, "upper", r->txs,
+                              r->outcome == TXBOX_OUTCOME_COMMITTED && !opts->multi ? 0
+                                                                                : WS_TRASH_GRANT_DIRS);
     /* a conflict's or held upper stays, kept aside */
-    discard_dir(ws, txfd, "work", r->txs, WS_TRASH_GRANT_DIRS | WS_TRASH_GRANT_FILES);
+    trashed |= discard_dir(ws, txfd, "work", r->txs, WS_TRASH_GRANT_DIRS | WS_TRASH_GRANT_FILES);
     tx_mark("rm-upper");
     tx_write_outcome(txfd, txbox_outcome_name(r->outcome));
     if (!r->changes)
@@ -660,14 +666,6 @@ retry:
                                "truncated", 0);
     r->duration_ms = (double)(now_ns() - t0) / 1e6;
     r->overhead_ms = r->duration_ms - r->cmd_ms;
-    if (getenv("TXBOX_TIMING"))
-        fprintf(stderr,
-                "txbox timing (ms): prepare %.2f | clone->go %.2f | go->started %.2f | command %.2f |"
-                " exited->reaped %.2f | reaped->decided %.2f | cleanup %.2f\n",
-                (double)(st.t_clone - t0) / 1e6, (double)(st.t_go - st.t_clone) / 1e6,
-                (double)(st.t_started - st.t_go) / 1e6, (double)(st.t_exited - st.t_started) / 1e6,
-                (double)(st.t_reaped - st.t_exited) / 1e6, (double)(t_decided - st.t_reaped) / 1e6,
-                (double)(now_ns() - t_decided) / 1e6);
     if (!r->logged) {
         txbox_error le = {0};
         _cleanup_free_ char *info = store_info(r, hctx); /* history: + command, cwd */
@@ -686,7 +684,8 @@ retry:
     if (r->outcome == TXBOX_OUTCOME_COMMITTED && r->logged)
         history_autogc(ws); /* history: retention bounds */
     /* Bounded: when commands end too soon for the cleaner to keep up. */
-    ws_trash_clean(ws, NULL, TXBOX_TRASH_KEEP);
+    if (trashed)
+        ws_trash_clean(ws, NULL, TXBOX_TRASH_KEEP);
     tx_mark("end");
     tx_marks_print(stderr);
     *out = r;

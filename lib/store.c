@@ -8,9 +8,9 @@
  * sequential: the next FULL commit or checkpoint fsyncs every frame before
  * it) and never the log's integrity. Such a row, written by a process
  * that has no connection open, waits in .txbox/log.pending until the next
- * open of the log ("pending rows" below). The WAL is checkpointed with TRUNCATE
- * every 64 frames (ckpt_hook), and an existing WAL is opened without a
- * directory fsync (real_open).
+ * open of the log ("pending rows" below). The WAL is checkpointed with
+ * TRUNCATE every 64 frames (ckpt_hook), and an existing WAL is opened
+ * without a directory fsync (real_open).
  *
  * A committed transaction's row is written by store_log() inside the
  * commit protocol (journal.c, finalize(): after the workspace changes
@@ -1121,7 +1121,8 @@ static int pending_add(txbox_ws *ws, uint64_t id, const char *outcome, json_t *i
         return -1;
     size_t n = strlen(line);
     line[n++] = '\n'; /* over the terminating NUL: written by length */
-    _cleanup_close_ int fd = openat(ws->sfd, PENDING_NAME, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    _cleanup_close_ int fd = openat(ws->sfd, PENDING_NAME,
+                                    O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     struct stat st;
     if (fd < 0 || flock(fd, LOCK_EX) < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
         (uint64_t)st.st_size + n > PENDING_MAX)
@@ -1137,9 +1138,11 @@ static void pending_import(txbox_ws *ws, sqlite3 *db)
     struct stat st;
     if (fd < 0 || flock(fd, LOCK_EX) < 0 || fstat(fd, &st) < 0 || st.st_size == 0)
         return;
-    _cleanup_free_ char *buf = NULL;
-    size_t len = 0;
-    if (read_file_at(ws->sfd, PENDING_NAME, 4 * PENDING_MAX, &buf, &len, NULL) < 0)
+    if ((uint64_t)st.st_size > 4 * PENDING_MAX)
+        return;
+    size_t len = (size_t)st.st_size; /* appends wait for the lock held here */
+    _cleanup_free_ char *buf = xmalloc(len);
+    if (read_all(fd, buf, len) != (ssize_t)len)
         return;
     if (exec(db, "PRAGMA synchronous=NORMAL", NULL) < 0)
         return;
@@ -1199,8 +1202,9 @@ int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const char *info,
                                                           "point; discarded by recovery"));
     }
     /* A row that needs no fsync, when this process has no connection
-     * open: appended to the pending file instead (store_pending_add). */
-    if (!ws->db && info && strcmp(outcome, "committed") && pending_add(ws, id, outcome, in, recovered) == 0) {
+     * open: appended to the pending file instead (pending_add). */
+    if (!ws->db && info && strcmp(outcome, "committed") &&
+        pending_add(ws, id, outcome, in, recovered) == 0) {
         json_decref(in);
         return 0;
     }

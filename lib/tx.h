@@ -57,8 +57,10 @@ bool ws_tx_owner_dead(txbox_ws *ws, uint64_t id);
  * last close, about 0.2 ms each, so removing the upper of a ten-file
  * change took 2-6 ms after every transaction.
  *
- * ws_trash moves txfd/name to trash/TXS.name (0, or -1: the caller removes
- * it itself). ws_trash_clean removes trash entries, oldest transaction
+ * ws_trash moves txfd/name to trash/TXS.name (1; 0: there is no txfd/name;
+ * -1: the caller removes it itself). ws_trash_has_entries: may the trash
+ * hold something (one fstatat, for the hot path: no thread, no listing when
+ * it is empty)? ws_trash_clean removes trash entries, oldest transaction
  * first, until at most keep are left or *stop is set (NULL: never); one
  * process at a time (a lock on the trash directory: a second one returns at
  * once). */
@@ -72,6 +74,7 @@ bool ws_tx_owner_dead(txbox_ws *ws, uint64_t id);
  * it owner rwx. */
 enum { WS_TRASH_GRANT_DIRS = 1, WS_TRASH_GRANT_FILES = 2 };
 MUST_CHECK int ws_trash(txbox_ws *ws, int txfd, const char *name, const char *txs, unsigned grant);
+bool ws_trash_has_entries(txbox_ws *ws);
 void ws_trash_clean(txbox_ws *ws, const atomic_bool *stop, size_t keep);
 
 /* ---- operations (scan.c) ---- */

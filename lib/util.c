@@ -153,13 +153,20 @@ static struct {
     uint64_t at[32];
 } marks;
 
-void tx_mark(const char *phase)
+void tx_marks_begin(uint64_t t)
+{
+    marks.n = 0;
+    marks.start = t;
+}
+
+void tx_mark(const char *phase) { tx_mark_at(phase, now_ns()); }
+
+void tx_mark_at(const char *phase, uint64_t t)
 {
     if (!marks.on)
         marks.on = getenv("TXBOX_TIMING") ? 1 : -1;
-    if (marks.on < 0)
+    if (marks.on < 0 || !t)
         return;
-    uint64_t t = now_ns();
     if (!marks.start)
         marks.start = t;
     if (marks.n < 32) {

@@ -95,9 +95,13 @@ const char *dbuf_str(dbuf *b);
 /* Monotonic clock in nanoseconds. */
 uint64_t now_ns(void);
 /* The TXBOX_TIMING probe: with that variable set, tx_mark(PHASE) notes the
- * time a phase ended (up to 32 marks a process, the first call starts the
- * clock); tx_marks_print writes "phase ms | ..." to a stream and restarts. */
+ * time a phase ended, now, and tx_mark_at(PHASE, T) at T (now_ns(); 0 is
+ * skipped); up to 32 marks from tx_marks_begin(T0) (without it, the first
+ * mark starts the clock). tx_marks_print writes "phase ms | ..." to a
+ * stream and restarts. */
+void tx_marks_begin(uint64_t t0);
 void tx_mark(const char *phase);
+void tx_mark_at(const char *phase, uint64_t t);
 void tx_marks_print(FILE *f);
 /* Wall clock, seconds since the epoch, with sub-second precision. */
 double wall_time(void);
@@ -106,7 +110,6 @@ double wall_time(void);
 MUST_CHECK int write_all(int fd, const void *buf, size_t n);
 MUST_CHECK ssize_t read_all(int fd, void *buf, size_t n);
 
-/* Read a whole small file relative to dirfd (cap: max bytes). */
 /* pthread_create with every signal blocked in the new thread (signals
  * stay the main thread's: its handlers, its EINTRs); 0 or an errno. */
 int thread_start(pthread_t *th, void *(*fn)(void *), void *arg);
@@ -114,6 +117,7 @@ int thread_start(pthread_t *th, void *(*fn)(void *), void *arg);
  * at NAME ("." for AT itself); NULL with errno set on failure (the fd is
  * never leaked). */
 DIR *opendir_at(int at, const char *name);
+/* Read a whole small file relative to dirfd (cap: max bytes). */
 MUST_CHECK int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *len,
                             txbox_error *err);
 

@@ -604,7 +604,17 @@ int ws_trash(txbox_ws *ws, int txfd, const char *name, const char *txs, unsigned
         tree_grant_owner(txfd, name, grant & WS_TRASH_GRANT_FILES);
     char to[64];
     snprintf(to, sizeof to, "%s.%s", txs, name);
-    return renameat2(txfd, name, td, to, RENAME_NOREPLACE);
+    return renameat2(txfd, name, td, to, RENAME_NOREPLACE) < 0 ? -1 : 1;
+}
+
+bool ws_trash_has_entries(txbox_ws *ws)
+{
+    struct stat st;
+    if (fstatat(ws->sfd, "trash", &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return false;
+    /* every entry is a directory: each adds a link (".." in it); a
+     * filesystem that does not count them (btrfs: 1) cannot say */
+    return st.st_nlink != 2;
 }
 
 struct trash_entry {
