@@ -46,15 +46,18 @@ txc() {
     snap ref "$BATS_TEST_TMPDIR/ref"
     begin --name three
     in_tx -c "$c1"
-    assert_status 0 && assert_outcome staged
+    assert_status 0
+    assert_outcome staged
     [ "$(jget changes.modified changes.deleted)" = "$(printf 'file_to_dir/\nREADME\ndir_to_file\ndocs/a.txt')" ] ||
         fail "the first command's changes: $(jget changes)"
     txc savepoint "$TID" after-one
     assert_status 0
     in_tx -c "$c2"
-    assert_status 3 && assert_outcome rolled_back
+    assert_status 3
+    assert_outcome rolled_back
     in_tx -c "$c3"
-    assert_status 0 && assert_outcome staged
+    assert_status 0
+    assert_outcome staged
     # nothing of it is in the workspace yet
     assert_tree pre "$WS" --mtime
     txc commit --json "$TID"

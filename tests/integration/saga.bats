@@ -131,11 +131,13 @@ for e in o.get("effects", []):
     snap pre "$WS"
     begin
     in_tx -c "curl -fsS -X POST $URL/items/alpha && echo made >alpha.txt"
-    assert_status 0 && assert_outcome staged
+    assert_status 0
+    assert_outcome staged
     [ "$(eff state)" = pending ] || fail "first effect: $(jget effects)"
     # the second takes its item id from the service's answer (capture)
     in_tx -c "curl -fsS -X POST $URL/items"
-    assert_status 0 && assert_outcome staged
+    assert_status 0
+    assert_outcome staged
     [ "$(eff compensate)" = "curl -fsS -X DELETE http://127.0.0.1:\$PORT/items/'item-1'" ] ||
         fail "rendered compensation: $(eff compensate)"
     assert_calls $'CREATE alpha\nCREATE item-1'
@@ -186,7 +188,8 @@ assert len(a) == 1 and a[0]["state"] == "failed" and a[0]["exit_code"] == 22 and
 @test "irreversible: an effect without a compensation is marked, and reported when its work is undone" {
     run --separate-stderr txbox_bin run -C "$WS" --json --policy "$POLICY" -c "curl -fsS -X POST $URL/notify"
     check_run_json
-    assert_status 0 && assert_outcome committed
+    assert_status 0
+    assert_outcome committed
     [ "$(jget irreversible)" = true ] || fail "result: $output"
     [ "$(eff irreversible)" = true ] && [ "$(eff state)" = kept ] && [ "$(eff compensate)" = null ] ||
         fail "effects: $(jget effects)"
@@ -216,7 +219,8 @@ assert len(a) == 1 and a[0]["state"] == "failed" and a[0]["exit_code"] == 22 and
     assert_status 0
     [ "$(eff state)" = $'kept\nkept' ] || fail "commit: $output"
     run --separate-stderr txbox_bin run -C "$WS" --json --policy "$POLICY" -c "curl -fsS -X POST $URL/items/kept-2"
-    assert_status 0 && assert_outcome committed
+    assert_status 0
+    assert_outcome committed
     [ "$(eff state)" = kept ] && [ "$(jget irreversible)" = false ] || fail "single run: $output"
     assert_calls $'CREATE kept-1\nCREATE item-1\nCREATE kept-2'
     txc status --json
@@ -229,14 +233,16 @@ assert len(a) == 1 and a[0]["state"] == "failed" and a[0]["exit_code"] == 22 and
     run --separate-stderr txbox_bin run -C "$WS" --json --policy "$POLICY" \
         -c "curl -fsS -X POST $URL/items/single && echo x >new.txt && exit 3"
     check_run_json
-    assert_status 3 && assert_outcome rolled_back
+    assert_status 3
+    assert_outcome rolled_back
     [ "$(eff state)" = compensated ] && [ "$(eff exit_code)" = 0 ] || fail "effects: $(jget effects)"
     assert_calls $'CREATE single\nDELETE single'
     assert_tree pre "$WS"
     # a failing command inside a transaction: the same, the transaction goes on
     begin
     in_tx -c "curl -fsS -X POST $URL/items/in-tx; exit 4"
-    assert_status 4 && assert_outcome rolled_back
+    assert_status 4
+    assert_outcome rolled_back
     [ "$(eff state)" = compensated ] || fail "effects: $(jget effects)"
     txc commit "$TID"
     assert_status 0
