@@ -43,6 +43,7 @@ typedef struct effect_rule {
      * and its patterns are always tried one by one) */
     regex_t pre[2];
     bool has_pre[2], pre_needed[2];
+    bool multiline; /* a pattern holds a newline: it may match across lines */
     bool pre_done; /* prefilters compiled (the built-in rules': at first use,
                     * and their patterns one by one at the first entry a
                     * prefilter lets through) */
@@ -81,10 +82,13 @@ MUST_CHECK int effects_hold(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_g
 
 /* run.c, after the conflict check of a single run: 0: commit it; 1:
  * decided, r's outcome rejected or held (the held record written, the
- * upper to be kept); <0: error. hctx: the audit context (store_context). */
+ * upper to be kept); <0: error. durable: the scan's entries still to be
+ * made durable (scan_upper), synced before a hold; may be NULL. hctx: the
+ * audit context (store_context). */
+struct fs_syncset;
 MUST_CHECK int effects_gate_run(txbox_ws *ws, const txbox_policy *p, struct txbox_result *r, int txfd,
                                 int upperfd, uint64_t base_gen, const struct tx_ops *ops,
-                                const char *hctx, txbox_error *err);
+                                struct fs_syncset *durable, const char *hctx, txbox_error *err);
 
 /* txbox review / approve / reject. *json: the result object (caller frees);
  * *status: the CLI exit status. review with id NULL lists every held

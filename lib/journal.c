@@ -15,17 +15,19 @@
  * States and transitions (the caller holds the workspace lock throughout):
  *
  *   S0 RUNNING   upper being written by the command      (pre-state)
- *      │ scan_upper(): ops listed, new data made durable (one sync set,
- *      │ fsops.h: an fsync each, or one syncfs past FS_SYNC_EACH entries
- *      │ or when little else is dirty)
- *   S1 PREPARED  upper durable, nothing in the workspace touched (pre-state)
- *      │ write_journal(): journal/ID.tmp written, fsync'd, renamed to
- *      │ journal/ID, journal/ fsync'd                     ── COMMIT POINT ──
+ *      │ scan_upper(): ops listed; the new data's files and directories
+ *      │ noted for one sync set (fsops.h: an fsync each, or one syncfs
+ *      │ past FS_SYNC_EACH entries or when little else is dirty)
+ *   S1 PREPARED  ops known, nothing in the workspace touched (pre-state)
+ *      │ write_journal(): journal/ID.tmp written; it and the upper's new
+ *      │ data made durable (that one sync set); renamed to journal/ID,
+ *      │ journal/ fsync'd                                 ── COMMIT POINT ──
  *   S2 COMMITTED journal durable; operations being applied
- *      │ apply_ops(): each op by renames, then every touched dir made
- *      │ durable (one sync set)
- *   S3 APPLIED   workspace = post-state
- *      │ finalize(): commits/GEN, gen, audit log row (store_log, idempotent),
+ *      │ apply_ops(): each op by renames; the touched dirs noted
+ *   S3 APPLIED   workspace = post-state (maybe not yet durable)
+ *      │ finalize(): commits/GEN, gen, audit log row (store_log_commit,
+ *      │ idempotent, its WAL not synced by SQLite), then one sync set of
+ *      │ the touched dirs, undo/, commits/ and the log's WAL; only then
  *      │ journal/ID -> tx/ID/journal
  *   S4 DONE      recorded; active/ID removed
  *
@@ -64,6 +66,11 @@
  *   I6. An fsync error is never retried as if nothing happened: before the
  *       commit point the transaction aborts (pre-state); after it, txbox
  *       stops and the next recovery rolls forward from the journal.
+ *   I7. journal/ID is closed only after everything the apply and finalize
+ *       wrote before it is durable (one sync set): a crash before that
+ *       leaves journal/ID, and recovery applies and records again (I3).
+ *       Nothing but recovery reads the workspace's state meanwhile: every
+ *       txbox command recovers first, under the workspace lock.
  */
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -97,7 +104,19 @@ static void jnl_name(char buf[static 32], uint64_t id, const char *suffix)
     snprintf(buf, 32, "%llu%s", (unsigned long long)id, suffix);
 }
 
-static int write_journal(txbox_ws *ws, const struct tx_journal *j, txbox_error *err)
+/* The journal's file made durable before its rename (I2): not in one sync
+ * set with journal/, but in one with pre (when given: the scanned upper's
+ * new data, which must be as durable before the commit point). */
+static int sync_journal(int fd, struct fs_syncset *pre, int jnld)
+{
+    if (!pre)
+        return fs_fsync(fd);
+    fs_syncset_add(pre, fd);
+    return fs_syncset_sync(pre, jnld);
+}
+
+static int write_journal(txbox_ws *ws, const struct tx_journal *j, struct fs_syncset *pre,
+                         txbox_error *err)
 {
     dbuf b;
     dbuf_init(&b, 0);
@@ -140,7 +159,7 @@ static int write_journal(txbox_ws *ws, const struct tx_journal *j, txbox_error *
         tx_errno(err, errno, "cannot create the journal");
     else if (fs_write(fd, b.p, b.len) < 0)
         tx_errno(err, errno, "cannot write the journal");
-    else if (fs_fsync(fd) < 0) /* before the rename (I2): not one sync set with journal/ */
+    else if (sync_journal(fd, pre, ws->jnld) < 0)
         tx_errno(err, errno, "cannot make the journal durable");
     else if (fs_renameat(ws->jnld, tmp, ws->jnld, fin, 0) < 0)
         tx_errno(err, errno, "cannot install the journal");
@@ -372,16 +391,16 @@ static int apply_meta(int wsfd, int upper, int undo, size_t i, const struct tx_o
     return 0;
 }
 
-/* S2 -> S3. Idempotent (I3): recovery calls it again after a crash. */
-static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, txbox_error *err)
+/* S2 -> S3. Idempotent (I3): recovery calls it again after a crash. The
+ * directories it touched are added to touched, made durable by finalize()
+ * before the journal is closed, in one sync with its own records. */
+static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, struct fs_syncset *touched,
+                     txbox_error *err)
 {
     _cleanup_close_ int upper = openat(txfd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     _cleanup_close_ int undo = openat(txfd, "undo", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (undo < 0)
         return tx_errno(err, errno, "cannot open the undo store");
-    /* The directories an apply touched, made durable at its end
-     * (fsops.h). */
-    _cleanup_syncset_ struct fs_syncset touched = {0};
     int rc = unlock_dirs(ws->fd, ops, err);
     for (size_t i = 0; i < ops->n && rc == 0; i++) {
         const struct tx_op *o = &ops->v[i];
@@ -402,7 +421,7 @@ static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, txbox_err
             } else if (tx_fix_mode(undo, un, &o->old) < 0) {
                 rc = tx_errno(err, errno, "cannot set the mode of the old %s", o->path);
             }
-            fs_syncset_add(&touched, wp);
+            fs_syncset_add(touched, wp);
             continue;
         }
         if (upper < 0) {
@@ -415,7 +434,7 @@ static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, txbox_err
             /* moved already: done, but for the modes recorded */
             if (tx_fix_mode(wp, base, &o->nw) < 0 || tx_fix_mode(undo, un, &o->old) < 0)
                 rc = tx_errno(err, errno, "cannot set the mode of %s", o->path);
-            fs_syncset_add(&touched, wp);
+            fs_syncset_add(touched, wp);
             continue;
         }
         /* Keep whatever is in the way as the old version — including
@@ -434,21 +453,24 @@ static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, txbox_err
             rc = tx_errno(err, errno, "cannot install %s", o->path);
             break;
         }
-        fs_syncset_add(&touched, wp);
+        fs_syncset_add(touched, wp);
     }
     /* Metadata of merged directories, deepest first (scan order). */
     for (size_t i = 0; i < ops->n && rc == 0; i++)
         if (ops->v[i].kind == OP_META)
-            rc = apply_meta(ws->fd, upper, undo, i, &ops->v[i], &touched, err);
+            rc = apply_meta(ws->fd, upper, undo, i, &ops->v[i], touched, err);
     if (rc == 0)
-        fs_syncset_add(&touched, undo);
-    if (rc == 0 && fs_syncset_sync(&touched, ws->fd) < 0)
-        rc = tx_errno(err, errno, "cannot make the workspace changes durable");
+        fs_syncset_add(touched, undo);
     return rc;
 }
 
-/* S3 -> S4. Idempotent. */
-static int finalize(txbox_ws *ws, const struct tx_journal *j, int txfd, txbox_error *err)
+/* S3 -> S4. Idempotent. The commit record, the cached generation and the
+ * audit log's row are written, then made durable in one sync set with the
+ * directories the apply touched (sync): a crash before that sync ends
+ * leaves journal/ID, so recovery applies and records again (I3: every step
+ * idempotent, the row keyed by the id); only then is the journal closed. */
+static int finalize(txbox_ws *ws, const struct tx_journal *j, int txfd, struct fs_syncset *sync,
+                    txbox_error *err)
 {
     char idn[32], genn[32], jn[32];
     jnl_name(idn, j->id, "");
@@ -456,17 +478,19 @@ static int finalize(txbox_ws *ws, const struct tx_journal *j, int txfd, txbox_er
     jnl_name(jn, j->id, "");
     if (symlinkat(idn, ws->cmtd, genn) < 0 && errno != EEXIST)
         return tx_errno(err, errno, "cannot record generation %s", genn);
-    if (fs_fsync(ws->cmtd) < 0)
-        return tx_errno(err, errno, "cannot make the commit record durable");
+    fs_syncset_add(sync, ws->cmtd);
     tx_mark("fin:record");
     /* The cache, not ws_read_gen (which counts the record just made): a
      * cache that lags makes every later read count the records past it. */
     if (ws_gen_cache(ws) < j->gen && ws_write_gen(ws, j->gen, err) < 0)
         return -1;
     tx_mark("fin:gen");
-    if (store_log(ws, j->id, "committed", j->info, &j->ops, txfd, err) < 0)
+    if (store_log_commit(ws, j->id, j->info, &j->ops, txfd, sync, err) < 0)
         return tx_err_ctx(err, "cannot record the commit in the audit log");
     tx_mark("fin:log");
+    if (fs_syncset_sync(sync, ws->fd) < 0)
+        return tx_errno(err, errno, "cannot make the workspace changes durable");
+    tx_mark("fin:sync");
     if (fs_renameat(ws->jnld, jn, txfd, "journal", 0) < 0)
         return tx_errno(err, errno, "cannot close the journal");
     /* Both sides of the rename. Two fsyncs, not a sync set: the second
@@ -479,7 +503,7 @@ static int finalize(txbox_ws *ws, const struct tx_journal *j, int txfd, txbox_er
 }
 
 int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struct tx_ops *ops,
-                   const char *info, uint64_t *gen_out, txbox_error *err)
+                   const char *info, struct fs_syncset *pre, uint64_t *gen_out, txbox_error *err)
 {
     uint64_t gen;
     if (ws_read_gen(ws, &gen, err) < 0)
@@ -495,15 +519,16 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
     if (store_check(ws, err) < 0)
         return -1;
     tx_mark("store_check");
-    if (write_journal(ws, &j, err) < 0)
+    if (write_journal(ws, &j, pre, err) < 0)
         return -1;
     tx_mark("journal");
     /* ── commit point ── from here on the transaction will be applied, by
      * this process or by recovery. */
-    if (apply_ops(ws, txfd, ops, err) < 0)
+    _cleanup_syncset_ struct fs_syncset sync = {0};
+    if (apply_ops(ws, txfd, ops, &sync, err) < 0)
         return tx_err_ctx(err, "commit interrupted (run 'txbox recover')");
     tx_mark("apply");
-    if (finalize(ws, &j, txfd, err) < 0)
+    if (finalize(ws, &j, txfd, &sync, err) < 0)
         return tx_err_ctx(err, "commit interrupted (run 'txbox recover')");
     tx_mark("finalize");
     *gen_out = j.gen;
@@ -537,10 +562,11 @@ int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err)
     }
     _cleanup_close_ int txfd = openat(ws->txd, jn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     int rc;
+    _cleanup_syncset_ struct fs_syncset sync = {0};
     if (txfd < 0)
         rc = tx_errno(err, errno, "transaction %s has a journal but no directory", jn);
-    else if ((rc = apply_ops(ws, txfd, &j.ops, err)) == 0)
-        rc = finalize(ws, &j, txfd, err);
+    else if ((rc = apply_ops(ws, txfd, &j.ops, &sync, err)) == 0)
+        rc = finalize(ws, &j, txfd, &sync, err);
     journal_free(&j);
     return rc;
 }

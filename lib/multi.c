@@ -1136,7 +1136,7 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             (upperfd = openat(m->txfd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
             rc = tx_errno(err, errno, "transaction %s: cannot open its changes", m->ids);
         if (rc == 0)
-            rc = scan_upper(upperfd, ws->fd, !ws->root, &ops, err);
+            rc = scan_upper(upperfd, ws->fd, !ws->root, &ops, NULL, err);
         if (rc == 0)
             rc = ws_read_gen(ws, &gen, err);
         if (rc == 0 && gen != base && ops.n)
@@ -1175,7 +1175,7 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             _cleanup_free_ char *info = end_info(m, "committed", changes, eff);
             json_decref(eff);
             if (ops.n)
-                rc = journal_commit(ws, m->id, m->txfd, base, &ops, info, &gen, err);
+                rc = journal_commit(ws, m->id, m->txfd, base, &ops, info, NULL, &gen, err);
             if (rc == 0) {
                 outcome = "committed";
                 json_decref(saga_kept(m->txfd, true));

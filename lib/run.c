@@ -256,7 +256,9 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
     tx_mark("lock");
     fs_fault_arm();
     struct tx_ops ops = {0};
-    int rc = scan_upper(upperfd, ws->fd, !ws->root, &ops, err);
+    /* the new data: durable with the journal, before the commit point */
+    _cleanup_syncset_ struct fs_syncset durable = {0};
+    int rc = scan_upper(upperfd, ws->fd, !ws->root, &ops, &durable, err);
     tx_mark("scan");
     uint64_t gen = 0;
     if (rc == 0)
@@ -280,7 +282,7 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
         }
     }
     if (rc == 0 && pol) { /* rules on effects: rejected or held, nothing applied */
-        int e = effects_gate_run(ws, pol, r, txfd, upperfd, base_gen, &ops, hctx, err);
+        int e = effects_gate_run(ws, pol, r, txfd, upperfd, base_gen, &ops, &durable, hctx, err);
         if (e != 0) {
             rc = e < 0 ? -1 : 0;
             goto out;
@@ -301,7 +303,7 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
         r->changes = ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP);
         tx_mark("changes");
         _cleanup_free_ char *info = store_info(r, hctx); /* history: + command, cwd */
-        rc = journal_commit(ws, r->id, txfd, base_gen, &ops, info, &gen, err);
+        rc = journal_commit(ws, r->id, txfd, base_gen, &ops, info, &durable, &gen, err);
         if (rc == 0) {
             r->outcome = TXBOX_OUTCOME_COMMITTED;
             r->logged = true;

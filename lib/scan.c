@@ -471,7 +471,8 @@ static int scan_dir(struct scan *s, int ufd, int wfd, const char *path, mode_t u
     return 0;
 }
 
-int scan_upper(int upperfd, int wsfd, bool userxattr, struct tx_ops *ops, txbox_error *err)
+int scan_upper(int upperfd, int wsfd, bool userxattr, struct tx_ops *ops,
+               struct fs_syncset *durable, txbox_error *err)
 {
     struct scan s = {
         .pfx = userxattr ? "user.overlay." : "trusted.overlay.",
@@ -486,8 +487,12 @@ int scan_upper(int upperfd, int wsfd, bool userxattr, struct tx_ops *ops, txbox_
     if ((st.st_mode & S_IRWXU) != S_IRWXU && fchmod(upperfd, (st.st_mode & 07777) | S_IRWXU) < 0)
         return tx_errno(err, errno, "cannot give the owner access to the upper");
     int r = scan_dir(&s, upperfd, wsfd, "", umode);
-    if (r == 0 && fs_syncset_sync(&s.sync, upperfd) < 0)
+    if (r == 0 && durable) {
+        *durable = s.sync; /* the caller's now */
+        memset(&s.sync, 0, sizeof s.sync);
+    } else if (r == 0 && fs_syncset_sync(&s.sync, upperfd) < 0) {
         r = tx_errno(err, errno, "cannot make the transaction's changes durable");
+    }
     fs_syncset_free(&s.sync);
     if (r < 0)
         return r;

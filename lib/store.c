@@ -1,7 +1,10 @@
 /* The audit log: one SQLite database, .txbox/log.db.
  *
- * Durability: WAL mode. A committed transaction's row is written with
- * synchronous=FULL (its COMMIT fsyncs the WAL); the row of any other
+ * Durability: WAL mode. A committed transaction's row is made durable
+ * by the commit protocol: written with synchronous=NORMAL, then the WAL
+ * file is fsync'd in finalize's sync set with the workspace's changes
+ * (store_log_commit), one sync for all; written otherwise (store_log),
+ * with synchronous=FULL (its COMMIT fsyncs the WAL). The row of any other
  * outcome (read_only, blocked, rolled_back, conflict, rejected...: nothing
  * changed in the workspace) with synchronous=NORMAL, no fsync: a power
  * loss may lose the last such rows, never a committed row (the WAL is
@@ -12,14 +15,15 @@
  * TRUNCATE every 64 frames (ckpt_hook), and an existing WAL is opened
  * without a directory fsync (real_open).
  *
- * A committed transaction's row is written by store_log() inside the
- * commit protocol (journal.c, finalize(): after the workspace changes
- * are durable, before the journal is closed), so that a crash never leaves
- * a committed transaction unlogged (recovery re-applies and re-logs: the
+ * A committed transaction's row is written by store_log_commit() inside
+ * the commit protocol (journal.c, finalize(): after the apply, durable with
+ * it, before the journal is closed), so that a crash never leaves a
+ * committed transaction unlogged (recovery re-applies and re-logs: the
  * row is keyed by the transaction id, INSERT OR REPLACE) nor a logged
- * commit unapplied (the row is written after the apply). store_check() runs
- * before the commit point: a damaged log, or one from a newer txbox,
- * refuses the commit while the workspace is untouched.
+ * commit unapplied once recovered (the row is written after the apply;
+ * until the sync, the journal is still there and recovery runs first).
+ * store_check() runs before the commit point: a damaged log, or one from a
+ * newer txbox, refuses the commit while the workspace is untouched.
  *
  * Concurrency: every connection has a busy timeout (TXBOX_DB_BUSY_MS,
  * default 10 s), so readers and writers wait a bounded time, then fail
@@ -1188,8 +1192,8 @@ void store_import_pending(txbox_ws *ws)
     }
 }
 
-int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const char *info,
-              const struct tx_ops *ops, int txfd, txbox_error *err)
+static int log_row(txbox_ws *ws, uint64_t id, const char *outcome, const char *info,
+                   const struct tx_ops *ops, int txfd, struct fs_syncset *sync, txbox_error *err)
 {
     bool committed = ops && !strcmp(outcome, "committed");
     /* Owned by a live process (us), or finished by recovery? */
@@ -1227,7 +1231,7 @@ int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const char *info,
      * committed row (the next FULL commit, or checkpoint, fsyncs the WAL
      * with every frame before it). The setting is the connection's: FULL
      * is restored right after, for every other write (gc's among them). */
-    durable = !strcmp(outcome, "committed");
+    durable = !strcmp(outcome, "committed") && !sync;
     if (!durable && exec(db, "PRAGMA synchronous=NORMAL", err) < 0)
         goto out;
     if (exec(db, "BEGIN IMMEDIATE", err) < 0)
@@ -1259,6 +1263,19 @@ int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const char *info,
     if (committed && write_rows(db, id, &rows, err) < 0)
         goto rollback;
     rc = exec(db, "COMMIT", err);
+    if (rc == 0 && sync) {
+        /* The committed frames are in the WAL (a TRUNCATE checkpoint at
+         * this commit has synced them into the database file first, and
+         * left it empty): its file joins the caller's sync set. Where it
+         * cannot be opened, the set syncs the whole filesystem. */
+        _cleanup_close_ int wal = openat(ws->sfd, DB_NAME "-wal", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (wal >= 0) {
+            fs_syncset_add(sync, wal);
+            fs_syncset_add(sync, ws->sfd); /* its name, if it is new */
+        } else {
+            sync->all = true;
+        }
+    }
     if (rc == 0)
         goto out;
 rollback:
@@ -1271,6 +1288,18 @@ out:
     rows_free(&rows);
     json_decref(in);
     return rc;
+}
+
+int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const char *info,
+              const struct tx_ops *ops, int txfd, txbox_error *err)
+{
+    return log_row(ws, id, outcome, info, ops, txfd, NULL, err);
+}
+
+int store_log_commit(txbox_ws *ws, uint64_t id, const char *info, const struct tx_ops *ops,
+                     int txfd, struct fs_syncset *sync, txbox_error *err)
+{
+    return log_row(ws, id, "committed", info, ops, txfd, sync, err);
 }
 
 /* ---- reading ---- */

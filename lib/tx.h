@@ -114,12 +114,15 @@ void meta_of(const struct stat *st, struct tx_meta *m);
  * file type bits in mode. */
 void meta_entry(const struct stat *st, struct tx_meta *m);
 
+struct fs_syncset;
 /* Turns the upper of a finished overlay transaction into operations on the
  * workspace, validating it: a device node or an unknown overlay attribute
- * is an error. Also strips overlay xattrs from the new entries and makes
- * their data durable (fsync) — everything the commit point needs. */
+ * is an error. Also strips overlay xattrs from the new entries, and makes
+ * their data durable — everything the commit point needs: at once, or,
+ * given durable (empty), by adding the entries to it, for the caller to
+ * sync with the journal (journal_commit's pre) or before a hold. */
 MUST_CHECK int scan_upper(int upperfd, int wsfd, bool userxattr, struct tx_ops *ops,
-                          txbox_error *err);
+                          struct fs_syncset *durable, txbox_error *err);
 
 /* The paths added, modified and deleted by ops (before they are applied). */
 json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap);
@@ -149,8 +152,8 @@ struct tx_journal {
 /* The commit protocol, from a scanned upper to the applied workspace. The
  * caller holds the workspace lock. */
 MUST_CHECK int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen,
-                              struct tx_ops *ops, const char *info, uint64_t *gen_out,
-                              txbox_error *err);
+                              struct tx_ops *ops, const char *info, struct fs_syncset *pre,
+                              uint64_t *gen_out, txbox_error *err);
 /* Renames old (under ofd) to new (under nfd), never replacing, for the
  * commit protocol. Unprivileged, moving a directory to another parent needs
  * write permission on the directory itself: one that lacks it is given it
@@ -198,6 +201,12 @@ MUST_CHECK int copy_recover_one(txbox_ws *ws, int txfd, txbox_error *err);
  * committed transaction is never left unlogged. */
 MUST_CHECK int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const char *info,
                          const struct tx_ops *ops, int txfd, txbox_error *err);
+/* The committed row of finalize: written without an fsync of its own, the
+ * log's WAL file added to sync instead, which finalize makes durable (with
+ * the workspace's changes) before it closes the journal. */
+MUST_CHECK int store_log_commit(txbox_ws *ws, uint64_t id, const char *info,
+                                const struct tx_ops *ops, int txfd, struct fs_syncset *sync,
+                                txbox_error *err);
 
 /* ---- trees (tree.c) ---- */
 /* Removes name (file or whole tree) under dirfd; missing is fine. */

@@ -750,7 +750,7 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
             free(info);
             info = json_dumps(in, JSON_COMPACT | JSON_REAL_PRECISION(17));
             json_decref(in);
-            rc = journal_commit(ws, c->uid, c->txfd, c->gen, &ops, info, &gen, err);
+            rc = journal_commit(ws, c->uid, c->txfd, c->gen, &ops, info, NULL, &gen, err);
             if (rc < 0)
                 passed = faccessat(ws->jnld, us, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
         }

@@ -61,7 +61,8 @@ assert_rejected() {
     mkdir -p "$WS/.git/hooks"
     snap pre "$WS"
     txj -c 'printf "#!/bin/sh\necho owned\n" >.git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo ok >notes.txt'
-    assert_status 121 && assert_outcome held
+    assert_status 121
+    assert_outcome held
     assert_json_field effect_rule git-hooks
     assert_json_field effect_action hold
     jget paths | grep -qxF .git/hooks/pre-commit || fail "paths: $(jget paths)"
@@ -105,7 +106,8 @@ assert_rejected() {
 @test "reject drops a held transaction: nothing applied, logged as rejected" {
     snap pre "$WS"
     txj -c 'mkdir -p deploy && printf -- "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE=\n-----END OPENSSH PRIVATE KEY-----\n" >deploy/key && echo x >>README'
-    assert_status 121 && assert_outcome held
+    assert_status 121
+    assert_outcome held
     assert_json_field effect_rule secret-written
     jget paths | grep -qxF deploy/key || fail "paths: $(jget paths)"
     local id
@@ -125,10 +127,58 @@ assert_rejected() {
 @test "secret rule: a key already in a modified file is not 'written'; a new one is" {
     printf -- '-----BEGIN RSA PRIVATE KEY-----\nMIIEow==\n-----END RSA PRIVATE KEY-----\n' >"$WS/fixture.pem"
     txj -c 'echo "# test fixture" >>fixture.pem'
-    assert_status 0 && assert_outcome committed
+    assert_status 0
+    assert_outcome committed
     txj -c 'printf "aws_access_key_id = AKIAIOSFODNN7EXAMPLE\n" >>README'
-    assert_status 121 && assert_outcome held
+    assert_status 121
+    assert_outcome held
     assert_json_field effect_rule secret-written
+}
+
+@test "content rules in a modified file judge only its changed lines, and find every new match there" {
+    # A long file with a key far from the edits: unchanged text never counts.
+    { printf 'line %s\n' $(seq 1 400); printf 'aws_access_key_id = AKIAIOSFODNN7EXAMPLE\n';
+      printf 'more %s\n' $(seq 1 400); } >"$WS/big.txt"
+    txj -c 'sed -i "3s/line 3/line three/" big.txt && echo tail >>big.txt'
+    assert_status 0
+    assert_outcome committed
+    # a key inserted in the middle
+    txj -c 'sed -i "200a aws_secret = AKIAZZZZZZZZZZZZZZZZ" big.txt'
+    assert_status 121
+    assert_outcome held
+    txc reject "$(jget tx)"
+    assert_status 0
+    # a key on an edited line (the line held another one)
+    printf 'x\nkey = AKIAAAAAAAAAAAAAAAAA\ny\n' >"$WS/one.txt"
+    txj -c 'sed -i "s/AKIAAAAAAAAAAAAAAAAA/AKIABBBBBBBBBBBBBBBB/" one.txt'
+    assert_status 121
+    assert_outcome held
+    txc reject "$(jget tx)"
+    # a key made by a deletion alone: the two halves joined
+    printf 'x\nkey = AKIACCCC-cut-CCCCCCCCCCCC\ny\n' >"$WS/two.txt"
+    txj -c 'sed -i "s/-cut-//" two.txt'
+    assert_status 121
+    assert_outcome held
+    txc reject "$(jget tx)"
+}
+
+@test "a content rule with a newline in a pattern reads the whole file (a match across lines, one of them old)" {
+    cat >"$POL" <<'EOF'
+version: 1
+effects:
+  - id: two-lines
+    action: rollback
+    reason: test rule two-lines
+    suggestion: do not do that (two-lines)
+    match: {content_any: ["BEGIN\nEND"]}
+    examples:
+      match: [{written: [a], content: "x\nBEGIN\nEND\n"}]
+      no_match: [{written: [a], content: "BEGIN END"}]
+EOF
+    printf 'a\nBEGIN\n' >"$WS/m.txt"
+    snap pre "$WS"
+    txj --policy "$POL" -c 'echo END >>m.txt'
+    assert_rejected two-lines m.txt
 }
 
 @test "rollback rule on protected paths (--policy): rejected with effect_rule, reason, suggestion, paths; status 122; logged" {
@@ -148,7 +198,8 @@ assert_rejected() {
     [[ "$stderr" == *"effect rule lockfiles"* ]] || fail "status line: $stderr"
     # a write elsewhere commits
     txj --policy "$POL" -c 'echo z >src/lock.c'
-    assert_status 0 && assert_outcome committed
+    assert_status 0
+    assert_outcome committed
 }
 
 @test "limit: files deleted" {
@@ -158,18 +209,21 @@ assert_rejected() {
     assert_rejected few-deletions docs/sub/b.txt
     [[ "$(jget reason)" == *"6 files deleted (limit 3)"* ]] || fail "reason: $(jget reason)"
     txj --policy "$POL" -c 'rm -rf docs deep'
-    assert_status 0 && assert_outcome committed
+    assert_status 0
+    assert_outcome committed
 }
 
 @test "default mass-deletion: over 1000 files held, unless they are regenerable caches" {
     mkdir -p "$WS/data" "$WS/pkg/__pycache__" "$WS/web/node_modules/dep"
     (cd "$WS" && for i in $(seq 1 1001); do : >"data/f$i" >"pkg/__pycache__/m$i.pyc" >"web/node_modules/dep/f$i.js"; done)
     txj -c 'find . -name __pycache__ -prune -exec rm -rf {} + && rm -rf web/node_modules'
-    assert_status 0 && assert_outcome committed
+    assert_status 0
+    assert_outcome committed
     [ ! -e "$WS/pkg/__pycache__" ] && [ ! -e "$WS/web/node_modules" ] || fail "caches not deleted"
     snap pre "$WS"
     txj -c 'rm -rf data'
-    assert_status 121 && assert_outcome held
+    assert_status 121
+    assert_outcome held
     assert_json_field effect_rule mass-deletion
     [[ "$(jget reason)" == *"1001 files deleted (limit 1000)"* ]] || fail "reason: $(jget reason)"
     assert_tree pre "$WS"
@@ -182,7 +236,8 @@ assert_rejected() {
     assert_rejected small-writes a.bin
     [[ "$(jget reason)" == *"1200 bytes written (limit 1000)"* ]] || fail "reason: $(jget reason)"
     txj --policy "$POL" -c 'head -c 900 /dev/zero >a.bin'
-    assert_status 0 && assert_outcome committed
+    assert_status 0
+    assert_outcome committed
 }
 
 @test "limit: binary files added" {
@@ -191,7 +246,8 @@ assert_rejected() {
     txj --policy "$POL" -c 'mkdir -p out && printf "ELF\000\001\002" >out/a.o && echo text >b.txt'
     assert_rejected no-binaries out/a.o
     txj --policy "$POL" -c 'echo text >b.txt && printf "more\000" >>medium.bin'
-    assert_status 0 && assert_outcome committed
+    assert_status 0
+    assert_outcome committed
 }
 
 @test "limit: files made executable" {
@@ -204,7 +260,8 @@ assert_rejected() {
     assert_rejected no-exec new.sh
     # an executable that stays executable is not "made" executable
     txj --policy "$POL" -c 'echo "echo more" >>exec.sh && chmod 644 README'
-    assert_status 0 && assert_outcome committed
+    assert_status 0
+    assert_outcome committed
 }
 
 @test "approve after a conflicting commit: 123, it stays held; a non-overlapping one commits" {
@@ -214,7 +271,8 @@ assert_rejected() {
     local id
     id="$(jget tx)"
     txj -c 'echo later >docs/a.txt'
-    assert_status 0 && assert_outcome committed
+    assert_status 0
+    assert_outcome committed
     txc approve --json "$id"
     assert_status 123
     assert_json_field outcome conflict
@@ -296,7 +354,8 @@ effects:
     action: off
 EOF
     txj --policy "$POL" -c 'echo h >.git/hooks/pre-commit'
-    assert_status 0 && assert_outcome committed
+    assert_status 0
+    assert_outcome committed
     policy bad rollback "{paths_any: ['*.lock']}" "{written: [x.txt]}" "{written: [y]}"
     tx --policy "$POL" -c 'true'
     assert_txbox_error
@@ -311,9 +370,11 @@ EOF
     mkdir -p "$WS/.git"
     printf '[core]\n\tbare = false\n' >"$WS/.git/config"
     txj -c 'printf "[core]\n\tbare = false\n\tautocrlf = false\n[demo]\n\trun = yes\n" >.git/config'
-    assert_status 0 && assert_outcome committed
+    assert_status 0
+    assert_outcome committed
     txj -c 'printf "[core]\n\thooksPath = /tmp/hooks\n" >>.git/config'
-    assert_status 121 && assert_outcome held
+    assert_status 121
+    assert_outcome held
     assert_json_field effect_rule git-config-exec
 }
 

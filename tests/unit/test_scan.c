@@ -111,7 +111,7 @@ static void every_kind(void **state)
 
     struct tx_ops ops = {0};
     txbox_error e = {0};
-    assert_int_equal(scan_upper(up, ws, false, &ops, &e), 0);
+    assert_int_equal(scan_upper(up, ws, false, &ops, NULL, &e), 0);
     const struct tx_op *o;
     o = must_find(&ops, "gone");
     assert_int_equal(o->kind, OP_DELETE);
@@ -164,7 +164,7 @@ static void refuses_device_nodes_and_unknown_overlay_attrs(void **state)
     struct tx_ops ops = {0};
     txbox_error e = {0};
     assert_int_equal(mknodat(up, "null", S_IFCHR | 0666, makedev(1, 3)), 0);
-    assert_int_equal(scan_upper(up, ws, false, &ops, &e), -1);
+    assert_int_equal(scan_upper(up, ws, false, &ops, NULL, &e), -1);
     assert_non_null(strstr(e.msg, "device node"));
     ops_free(&ops);
     unlinkat(up, "null", 0);
@@ -173,7 +173,7 @@ static void refuses_device_nodes_and_unknown_overlay_attrs(void **state)
     snprintf(p, sizeof p, "%s/up/redir", root);
     assert_int_equal(setxattr(p, "trusted.overlay.redirect", "/x", 2, 0), 0);
     memset(&e, 0, sizeof e);
-    assert_int_equal(scan_upper(up, ws, false, &ops, &e), -1);
+    assert_int_equal(scan_upper(up, ws, false, &ops, NULL, &e), -1);
     assert_non_null(strstr(e.msg, "unexpected overlay attribute"));
     ops_free(&ops);
     unlinkat(up, "redir", 0);
@@ -214,7 +214,7 @@ static void strips_privileges(void **state)
 
     struct tx_ops ops = {0};
     txbox_error e = {0};
-    int r = scan_upper(up, ws, false, &ops, &e);
+    int r = scan_upper(up, ws, false, &ops, NULL, &e);
     if (r)
         print_error("%s\n", e.msg);
     assert_int_equal(r, 0);

@@ -91,12 +91,12 @@ static void commit_logs_write_set_once(void **state)
     mkfile(up, "f", "abc");
     mkfile(up, "new", "abc");
     struct tx_ops ops = {0};
-    assert_int_equal(scan_upper(up, ws->fd, !ws->root, &ops, &e), 0);
+    assert_int_equal(scan_upper(up, ws->fd, !ws->root, &ops, NULL, &e), 0);
     const char *info = "{\"command\":\"echo abc\",\"cwd\":\".\",\"exit_code\":0,\"verdict\":"
                        "\"uncertain\",\"started\":1.5,\"stdout\":\"out\",\"changes\":{\"added\":"
                        "[\"new\"],\"modified\":[\"f\"],\"deleted\":[]}}";
     uint64_t gen;
-    int rc = journal_commit(ws, id, txfd, 0, &ops, info, &gen, &e);
+    int rc = journal_commit(ws, id, txfd, 0, &ops, info, NULL, &gen, &e);
     if (rc)
         print_error("%s\n", e.msg);
     assert_int_equal(rc, 0);
