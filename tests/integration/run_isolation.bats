@@ -198,3 +198,28 @@ rm link_up; mkdir link_up; echo mine >link_up/README; mkdir link_up/outside; ech
         assert_host_unchanged || fail "[$b]"
     done
 }
+
+@test "the command is in its transaction's own cgroups from its start (as root), or held by rlimits (as a user), and the result says which" {
+    txj -c 'cat /proc/self/cgroup; cat /proc/1/cgroup'
+    assert_status 0
+    local via tx out
+    via="$(jget protections.limits.via)"
+    tx="$(jget tx)"
+    out="$(jget stdout)"
+    if is_root; then
+        # this project's machines: cgroup v1 pids and memory (v2 where the
+        # unified hierarchy has both)
+        [[ "$via" == "cgroup v1" || "$via" == "cgroup v2" ]] || fail "limits via: $via"
+        if [ "$via" = "cgroup v1" ]; then
+            for c in pids memory; do
+                # the command and the sandbox's init, both
+                [ "$(grep -c ":$c:/txbox-[0-9]*-$tx\$" <<<"$out")" = 2 ] ||
+                    fail "not in its own $c group: $out"
+            done
+        else
+            [ "$(grep -c "^0::/txbox/txbox-[0-9]*-$tx\$" <<<"$out")" = 2 ] || fail "$out"
+        fi
+    else
+        [ "$via" = rlimits ] || fail "limits via: $via (as a user)"
+    fi
+}
