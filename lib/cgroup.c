@@ -63,7 +63,6 @@ static void sweep(const char *dir)
 int cg_create(struct cgroup *cg, const char *txname, uint64_t pids, uint64_t memory)
 {
     memset(cg, 0, sizeof *cg);
-    cg->v1_tasks[0] = cg->v1_tasks[1] = -1;
     if (geteuid() != 0)
         return -1;
     char v[32], name[96];
@@ -102,20 +101,10 @@ int cg_create(struct cgroup *cg, const char *txname, uint64_t pids, uint64_t mem
             snprintf(v, sizeof v, "%llu", (unsigned long long)memory);
             ok = ok && write_text(cg->v1_mem, "memory.limit_in_bytes", v) == 0;
             (void)write_text(cg->v1_mem, "memory.memsw.limit_in_bytes", v);
-            const char *dirs[2] = {cg->v1_pids, cg->v1_mem};
-            for (int i = 0; i < 2 && ok; i++) {
-                char p[PATH_MAX];
-                snprintf(p, sizeof p, "%s/tasks", dirs[i]);
-                ok = (cg->v1_tasks[i] = open(p, O_WRONLY | O_CLOEXEC)) >= 0;
-            }
             if (ok) {
                 cg->kind = "cgroup v1";
                 return 0;
             }
-            for (int i = 0; i < 2; i++)
-                if (cg->v1_tasks[i] >= 0)
-                    close(cg->v1_tasks[i]);
-            cg->v1_tasks[0] = cg->v1_tasks[1] = -1;
         }
         rmdir(cg->v1_pids);
         rmdir(cg->v1_mem);
@@ -130,21 +119,12 @@ int cg_attach(const struct cgroup *cg, pid_t pid)
     snprintf(v, sizeof v, "%d", pid);
     if (cg->v2[0])
         return write_text(cg->v2, "cgroup.procs", v);
-    return cg->v1_pids[0] ? 0 : -1;
-}
-
-int cg_attach_self(struct cgroup *cg)
-{
-    int rc = 0;
-    for (int i = 0; i < 2; i++) {
-        if (cg->v1_tasks[i] < 0)
-            continue;
-        if (write_all(cg->v1_tasks[i], "0", 1) < 0)
-            rc = -1;
-        close(cg->v1_tasks[i]);
-        cg->v1_tasks[i] = -1;
-    }
-    return rc;
+    if (cg->v1_pids[0])
+        return write_text(cg->v1_pids, "cgroup.procs", v) == 0 &&
+                       write_text(cg->v1_mem, "cgroup.procs", v) == 0
+                   ? 0
+                   : -1;
+    return -1;
 }
 
 bool cg_oom(const struct cgroup *cg)
@@ -167,9 +147,6 @@ bool cg_oom(const struct cgroup *cg)
 
 void cg_destroy(struct cgroup *cg)
 {
-    for (int i = 0; i < 2; i++)
-        if (cg->v1_tasks[i] >= 0)
-            close(cg->v1_tasks[i]);
     /* The pid namespace is gone when this runs, so the groups are empty. */
     if (cg->v2[0])
         rmdir(cg->v2);
@@ -178,5 +155,4 @@ void cg_destroy(struct cgroup *cg)
     if (cg->v1_mem[0])
         rmdir(cg->v1_mem);
     memset(cg, 0, sizeof *cg);
-    cg->v1_tasks[0] = cg->v1_tasks[1] = -1;
 }

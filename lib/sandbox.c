@@ -474,16 +474,12 @@ static pid_t clone_fork(uint64_t flags, int *pidfd)
 }
 
 __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool userns, int sync_fd,
-                                               int landlock_abi, struct cgroup *cg)
+                                               int landlock_abi)
 {
     char c;
     if (read_all(sync_fd, &c, 1) != 1)
         _exit(126); /* the parent gave up (maps or cgroup failed) */
     close(sync_fd);
-    /* into the limits' groups (v1: by itself, see cg_attach_self) before
-     * anything else, the command after it */
-    if (cg_attach_self(cg) < 0)
-        setup_die("cannot place the sandbox in its cgroup");
     prctl(PR_SET_PDEATHSIG, SIGKILL);
 
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -952,7 +948,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         if (ptm >= 0)
             close(ptm);
         report_fd = rep[1];
-        init_main(s, userns, sync[0], abi, &cg);
+        init_main(s, userns, sync[0], abi);
     }
     close(rep[1]);
     close(sync[0]);
