@@ -487,6 +487,15 @@ static int parse_rule(yctx *y, const pnode *m, rule *r)
     return check_saga(y, m, r);
 }
 
+/* Room for one more of n elements of size sz in *v: 4, then doubled when
+ * n reaches a power of two (as strlist_add): one realloc per element moved
+ * the whole array each time, a quarter of the built-in policy's load. */
+static void grow(void *v, size_t n, size_t sz)
+{
+    if (n == 0 || (n >= 4 && !(n & (n - 1))))
+        *(void **)v = xrealloc(*(void **)v, (n ? 2 * n : 4) * sz);
+}
+
 static void add_or_replace_rule(txbox_policy *p, rule *r)
 {
     for (size_t i = 0; i < p->nrules; i++) {
@@ -496,7 +505,7 @@ static void add_or_replace_rule(txbox_policy *p, rule *r)
             return;
         }
     }
-    p->rules = xrealloc(p->rules, (p->nrules + 1) * sizeof *p->rules);
+    grow(&p->rules, p->nrules, sizeof *p->rules);
     p->rules[p->nrules++] = *r;
 }
 
@@ -749,7 +758,7 @@ static int parse_doc(txbox_policy *p, yctx *y)
                     progspec_free(&p->progs[i]);
                     p->progs[i] = s;
                 } else {
-                    p->progs = xrealloc(p->progs, (p->nprogs + 1) * sizeof *p->progs);
+                    grow(&p->progs, p->nprogs, sizeof *p->progs);
                     p->progs[p->nprogs++] = s;
                 }
             }
