@@ -108,7 +108,7 @@ void fs_syncset_add(struct fs_syncset *s, int fd)
     for (size_t i = 0; i < s->n; i++)
         if (s->ino[i] == st.st_ino && s->dev[i] == st.st_dev)
             return;
-    int d = s->n < FS_SYNC_EACH ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
+    int d = s->n < FS_SYNC_MAX ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
     if (d < 0) {
         s->all = true;
         return;
@@ -118,32 +118,40 @@ void fs_syncset_add(struct fs_syncset *s, int fd)
     s->ino[s->n++] = st.st_ino;
 }
 
-/* Is little dirty in the page cache (Dirty + Writeback in /proc/meminfo,
- * of every filesystem, the set's own data included)? Then one syncfs costs
- * about one fsync.
+/* How much is dirty in the page cache (Dirty + Writeback in /proc/meminfo,
+ * of every filesystem, the set's own data included)? With little, one
+ * syncfs costs about one fsync.
  * Never under TXBOX_FAULT: a syncfs is one fault point and an fsync each is
  * one per entry, so an answer taken from /proc/meminfo would make the Nth
  * fsync fall at a different step from run to run, and the crash matrix and
  * the tests that aim at a step (history.bats' undo crash-safety) would hit
  * something else depending on the page cache. With a fault configured a set
- * takes the per-entry path up to FS_SYNC_EACH, as deterministic as before.
+ * takes the per-entry path up to FS_SYNC_EACH (one syncfs past it), as
+ * deterministic as before.
  * F.op is read without parsing: the count runs only while armed, and
  * arming parses (parsing here would fix TXBOX_FAULT before a test sets it). */
 #define SYNCFS_CLEAN_KB 8192
-static bool little_dirty(void)
+/* Past FS_SYNC_EACH entries a syncfs is worth more dirty data (an fsync
+ * each of 100 new files: 22 ms, one syncfs 1.5 ms), up to this much; past
+ * it, an fsync each up to FS_SYNC_MAX. */
+#define SYNCFS_MANY_KB 32768
+/* Dirty + Writeback in /proc/meminfo, in KiB; ~0 when it cannot be read,
+ * and under TXBOX_FAULT (see above). */
+static unsigned long long dirty_kb(void)
 {
     if (F.op >= 0)
-        return false;
+        return ~0ULL;
     char buf[4096];
     _cleanup_close_ int fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
     ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
     if (n <= 0)
-        return false;
+        return ~0ULL;
     buf[n] = 0;
     const char *d = strstr(buf, "\nDirty:"), *w = strstr(buf, "\nWriteback:");
     unsigned long long dk, wk;
-    return d && w && sscanf(d, " Dirty: %llu", &dk) == 1 && sscanf(w, " Writeback: %llu", &wk) == 1 &&
-           dk + wk <= SYNCFS_CLEAN_KB;
+    return d && w && sscanf(d, " Dirty: %llu", &dk) == 1 && sscanf(w, " Writeback: %llu", &wk) == 1
+               ? dk + wk
+               : ~0ULL;
 }
 
 /* Are all of s's entries on fsfd's filesystem (so that its syncfs covers
@@ -161,8 +169,14 @@ static bool same_fs(const struct fs_syncset *s, int fsfd)
 
 int fs_syncset_sync(struct fs_syncset *s, int fsfd)
 {
-    if (s->all || (s->n > 1 && little_dirty() && same_fs(s, fsfd)))
+    if (s->all || (F.op >= 0 && s->n > FS_SYNC_EACH))
         return fs_syncfs(fsfd);
+    if (s->n > 1) {
+        unsigned long long d = dirty_kb();
+        if ((d <= SYNCFS_CLEAN_KB || (s->n > FS_SYNC_EACH && d <= SYNCFS_MANY_KB)) &&
+            same_fs(s, fsfd))
+            return fs_syncfs(fsfd);
+    }
     for (size_t i = 0; i < s->n; i++)
         if (fs_fsync(s->fd[i]) < 0)
             return -1;

@@ -1,7 +1,8 @@
 /* The sync set of fsops.c: entries deduplicated by inode, an fd kept for
- * each up to FS_SYNC_EACH, then one syncfs; and under TXBOX_FAULT always
+ * each up to FS_SYNC_MAX, then one syncfs; and under TXBOX_FAULT always
  * the deterministic path (an fsync each up to FS_SYNC_EACH, whatever
- * /proc/meminfo says), which the crash tests count on. Needs no privilege. */
+ * /proc/meminfo says, one syncfs past it), which the crash tests count on.
+ * Needs no privilege. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -90,28 +91,28 @@ static void past_the_limit_all(void **state)
 {
     (void)state;
     struct fs_syncset s = {0};
-    int fds[FS_SYNC_EACH + 1];
-    for (unsigned i = 0; i < FS_SYNC_EACH + 1; i++)
+    int fds[FS_SYNC_MAX + 1];
+    for (unsigned i = 0; i < FS_SYNC_MAX + 1; i++)
         fds[i] = mkfile(i);
-    for (unsigned i = 0; i < FS_SYNC_EACH; i++)
+    for (unsigned i = 0; i < FS_SYNC_MAX; i++)
         fs_syncset_add(&s, fds[i]);
-    assert_int_equal(s.n, FS_SYNC_EACH);
+    assert_int_equal(s.n, FS_SYNC_MAX);
     assert_false(s.all);
     fs_syncset_add(&s, fds[0]); /* known: still not past */
     assert_false(s.all);
-    fs_syncset_add(&s, fds[FS_SYNC_EACH]);
+    fs_syncset_add(&s, fds[FS_SYNC_MAX]);
     assert_true(s.all);
-    int kept[FS_SYNC_EACH];
+    int kept[FS_SYNC_MAX];
     memcpy(kept, s.fd, sizeof kept);
     fs_syncset_add(&s, dir); /* nothing more is kept */
-    assert_int_equal(s.n, FS_SYNC_EACH);
+    assert_int_equal(s.n, FS_SYNC_MAX);
     assert_int_equal(fs_syncset_sync(&s, dir), 0);
     fs_syncset_free(&s);
     assert_int_equal(s.n, 0);
     assert_false(s.all);
-    for (unsigned i = 0; i < FS_SYNC_EACH; i++)
+    for (unsigned i = 0; i < FS_SYNC_MAX; i++)
         assert_false(fd_open(kept[i]));
-    for (unsigned i = 0; i < FS_SYNC_EACH + 1; i++)
+    for (unsigned i = 0; i < FS_SYNC_MAX + 1; i++)
         close(fds[i]);
 }
 
