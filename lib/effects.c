@@ -220,11 +220,20 @@ struct entry {
     size_t len;
     const char *old;    /* modified: the old content (first bytes), or NULL */
     size_t oldlen;
-    /* Where a new match can be, in data (content_window): the whole of it
-     * but for a modified file, whose lines that the old content shares
-     * before and after the change cannot hold one. */
+    /* windowed: a new match can only be in data[from, to) (content_window:
+     * a modified file's lines that the old content does not share) */
+    bool windowed;
     size_t from, to;
 };
+
+/* Where r's patterns are searched in e's new content: the window, unless a
+ * pattern may span lines (it could join a changed line to a shared one). */
+static void search_range(const effect_rule *r, const struct entry *e, size_t *from, size_t *to)
+{
+    bool w = e->windowed && !r->multiline;
+    *from = w ? e->from : 0;
+    *to = w ? e->to : e->len;
+}
 
 struct acc {
     json_t *paths;
@@ -256,7 +265,8 @@ static bool has_limits(const effect_rule *r)
 /* Is there a match of re in the new content whose text the old one lacks? */
 static bool content_new_match(const effect_rule *r, const regex_t *re, const struct entry *e)
 {
-    size_t at = r->multiline ? 0 : e->from, end = r->multiline ? e->len : e->to;
+    size_t at, end;
+    search_range(r, e, &at, &end);
     while (at <= end) {
         regmatch_t m = {.rm_so = (regoff_t)at, .rm_eo = (regoff_t)end};
         if (regexec(re, e->data, 1, &m, REG_STARTEND) != 0)
@@ -292,8 +302,9 @@ static bool prefilter_may_match(const effect_rule *r, const struct entry *e)
             continue;
         if (!r->has_pre[k])
             return true;
-        regmatch_t m = {.rm_so = (regoff_t)(r->multiline ? 0 : e->from),
-                        .rm_eo = (regoff_t)(r->multiline ? e->len : e->to)};
+        size_t from, to;
+        search_range(r, e, &from, &to);
+        regmatch_t m = {.rm_so = (regoff_t)from, .rm_eo = (regoff_t)to};
         if (regexec(&r->pre[k], e->data, 1, &m, REG_STARTEND) == 0)
             return true;
     }
@@ -453,8 +464,7 @@ static bool example_hits(const txbox_policy *p, size_t ri, const effect_example 
     for (size_t i = 0; i < (nw ? nw : any_file ? 1 : 0); i++) {
         struct entry e = {.path = nw ? x->written.v[i] : deflt[0], .kind = E_ADDED, .reg = true,
                           .bytes = x->bytes >= 0 ? (uint64_t)x->bytes : clen, .binary = x->binary,
-                          .made_exec = x->executable, .data = content, .len = clen,
-                          .to = clen};
+                          .made_exec = x->executable, .data = content, .len = clen};
         judge_feed(&j, &e);
     }
     for (size_t i = 0; i < x->deleted.n; i++) {
@@ -580,11 +590,9 @@ static char *read_head(struct walk *w, int which, int fd, size_t *len)
  * the same place and never counts. Scanning only the lines in between
  * finds every match that can: an appended line or an edit costs a line's
  * regexec, not the file's (glibc's regexec runs at tens of MB/s). A rule
- * with a multiline pattern scans everything (judge: r->multiline). */
+ * with a multiline pattern scans everything (search_range). */
 static void content_window(struct entry *e, bool whole)
 {
-    e->from = 0;
-    e->to = e->len;
     if (!e->old || !e->data)
         return;
     size_t n = e->len < e->oldlen ? e->len : e->oldlen, p = 0, q = 0;
@@ -601,6 +609,7 @@ static void content_window(struct entry *e, bool whole)
     const char *nl = b < e->len ? memchr(e->data + b, '\n', e->len - b) : NULL;
     e->from = a;
     e->to = nl ? (size_t)(nl - e->data) : e->len;
+    e->windowed = true;
 }
 
 static bool has_nul(const char *d, size_t n)
@@ -623,7 +632,6 @@ static void feed_file(struct walk *w, int dfd, const char *name, const char *pat
             if (fd >= 0) {
                 data = read_head(w, 0, fd, &e.len);
                 e.data = data;
-                e.to = e.len;
                 e.binary = kind == E_ADDED && has_nul(data, e.len);
             }
             if (kind == E_MODIFIED && w->budget) {
@@ -1079,12 +1087,14 @@ int effects_gate_run(txbox_ws *ws, const txbox_policy *p, txbox_result *r, int t
     if (!r->changes)
         r->changes = ops_changes(upperfd, ws->fd, ops, 10000);
     if (hold) {
-        /* what approve logs: this run as it would have committed */
         /* the scan's new data, durable before the hold as before a commit */
+        if (durable && fs_syncset_sync(durable, ws->fd) < 0) {
+            json_decref(v);
+            return tx_errno(err, errno, "cannot make the transaction's changes durable");
+        }
+        /* what approve logs: this run as it would have committed */
         _cleanup_free_ char *info = store_info(r, hctx);
-        if ((durable && fs_syncset_sync(durable, ws->fd) < 0 &&
-             tx_errno(err, errno, "cannot make the transaction's changes durable") < 0) ||
-            effects_hold(ws, r->id, txfd, base_gen, ops, info, v, err) < 0) {
+        if (effects_hold(ws, r->id, txfd, base_gen, ops, info, v, err) < 0) {
             json_decref(v);
             return -1;
         }

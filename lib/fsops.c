@@ -118,29 +118,13 @@ void fs_syncset_add(struct fs_syncset *s, int fd)
     s->ino[s->n++] = st.st_ino;
 }
 
-/* How much is dirty in the page cache (Dirty + Writeback in /proc/meminfo,
- * of every filesystem, the set's own data included)? With little, one
- * syncfs costs about one fsync.
- * Never under TXBOX_FAULT: a syncfs is one fault point and an fsync each is
- * one per entry, so an answer taken from /proc/meminfo would make the Nth
- * fsync fall at a different step from run to run, and the crash matrix and
- * the tests that aim at a step (history.bats' undo crash-safety) would hit
- * something else depending on the page cache. With a fault configured a set
- * takes the per-entry path up to FS_SYNC_EACH (one syncfs past it), as
- * deterministic as before.
- * F.op is read without parsing: the count runs only while armed, and
- * arming parses (parsing here would fix TXBOX_FAULT before a test sets it). */
-#define SYNCFS_CLEAN_KB 8192
-/* Past FS_SYNC_EACH entries a syncfs is worth more dirty data (an fsync
- * each of 100 new files: 22 ms, one syncfs 1.5 ms), up to this much; past
- * it, an fsync each up to FS_SYNC_MAX. */
-#define SYNCFS_MANY_KB 32768
-/* Dirty + Writeback in /proc/meminfo, in KiB; ~0 when it cannot be read,
- * and under TXBOX_FAULT (see above). */
+/* Dirty + Writeback in /proc/meminfo, in KiB, of every filesystem (the
+ * set's own data included); ~0 when it cannot be read. Not read under
+ * TXBOX_FAULT (fs_sync_by_syncfs). F.op is read without parsing: the count
+ * runs only while armed, and arming parses (parsing here would fix
+ * TXBOX_FAULT before a test sets it). */
 static unsigned long long dirty_kb(void)
 {
-    if (F.op >= 0)
-        return ~0ULL;
     char buf[4096];
     _cleanup_close_ int fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
     ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
@@ -152,6 +136,15 @@ static unsigned long long dirty_kb(void)
     return d && w && sscanf(d, " Dirty: %llu", &dk) == 1 && sscanf(w, " Writeback: %llu", &wk) == 1
                ? dk + wk
                : ~0ULL;
+}
+
+bool fs_sync_by_syncfs(size_t n, bool all, unsigned long long dirty, bool fault)
+{
+    if (all)
+        return true;
+    if (fault)
+        return n > FS_SYNC_EACH;
+    return n > 1 && (dirty <= FS_SYNC_CLEAN_KB || (n > FS_SYNC_EACH && dirty <= FS_SYNC_MANY_KB));
 }
 
 /* Are all of s's entries on fsfd's filesystem (so that its syncfs covers
@@ -169,14 +162,10 @@ static bool same_fs(const struct fs_syncset *s, int fsfd)
 
 int fs_syncset_sync(struct fs_syncset *s, int fsfd)
 {
-    if (s->all || (F.op >= 0 && s->n > FS_SYNC_EACH))
+    bool fault = F.op >= 0;
+    unsigned long long d = fault || s->all || s->n < 2 ? ~0ULL : dirty_kb();
+    if (fs_sync_by_syncfs(s->n, s->all, d, fault) && (s->all || same_fs(s, fsfd)))
         return fs_syncfs(fsfd);
-    if (s->n > 1) {
-        unsigned long long d = dirty_kb();
-        if ((d <= SYNCFS_CLEAN_KB || (s->n > FS_SYNC_EACH && d <= SYNCFS_MANY_KB)) &&
-            same_fs(s, fsfd))
-            return fs_syncfs(fsfd);
-    }
     for (size_t i = 0; i < s->n; i++)
         if (fs_fsync(s->fd[i]) < 0)
             return -1;

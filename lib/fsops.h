@@ -23,30 +23,22 @@ MUST_CHECK int fs_renameat(int ofd, const char *old, int nfd, const char *new, u
 MUST_CHECK int fs_fsync(int fd);
 /* syncfs(2) of fd's filesystem; a fault point of the fsync kind */
 MUST_CHECK int fs_syncfs(int fd);
-/* A sync set of up to FS_SYNC_EACH entries fsyncs each (an fsync costs
- * 0.2-0.5 ms on ext4 in a VM) unless little is dirty (8 MiB); a larger one
- * takes one syncfs unless much is dirty (32 MiB: a syncfs writes back
- * everything dirty on the filesystem), then an fsync each up to
- * FS_SYNC_MAX; past that, one syncfs whatever is dirty. Under TXBOX_FAULT,
- * past FS_SYNC_EACH one syncfs (the fault points of a set stay few and
- * fixed). */
 #define FS_SYNC_EACH 8
 #define FS_SYNC_MAX 64
+#define FS_SYNC_CLEAN_KB 8192
+#define FS_SYNC_MANY_KB 32768
 
 /* Files and directories made durable together, deduplicated by inode: the
- * commit's new data (scan.c), the directories an apply touched (journal.c),
- * an undo's staging (undo.c). fs_syncset_add remembers one (a dup of fd);
- * fs_syncset_sync makes them all durable, by one syncfs of the filesystem
- * when little else is dirty (then the syncfs writes back not much more than
- * the set, for one journal commit and one cache flush instead of one each)
- * or when there are more than FS_SYNC_MAX, else by an fsync each: a syncfs
- * while another process has written much (make bench's copy backend: 250
- * MB) waits for all of it to reach the disk, tens to hundreds of ms.
- * Either way a failure is reported: syncfs reports writeback errors since
- * Linux 5.8. Every entry must be on the filesystem of fs_syncset_sync's
- * fsfd (past FS_SYNC_EACH only that one is synced). No ordering among the
- * entries: what must be durable before something else is done (a file
- * before the rename that publishes it) is not for a set.
+ * commit's new data (scan.c, with the journal file), what an apply and
+ * finalize touched (journal.c), an undo's staging (undo.c), a gc pass's
+ * renames. fs_syncset_add remembers one (a dup of fd, up to FS_SYNC_MAX;
+ * past that the set is "all"); fs_syncset_sync makes them all durable by
+ * an fsync each or by one syncfs of the filesystem, as fs_sync_by_syncfs
+ * decides. Either way a failure is reported: syncfs reports writeback
+ * errors since Linux 5.8. Every entry must be on the filesystem of
+ * fs_syncset_sync's fsfd (an "all" set syncs only that one). No ordering
+ * among the entries: what must be durable before something else is done (a
+ * file before the rename that publishes it) is not for a set.
  * Zero-initialised is empty; fs_syncset_free closes the kept fds. */
 struct fs_syncset {
     int fd[FS_SYNC_MAX];
@@ -56,6 +48,16 @@ struct fs_syncset {
     bool all; /* past FS_SYNC_MAX (or an fd could not be kept): syncfs */
 };
 void fs_syncset_add(struct fs_syncset *s, int fd);
+/* One syncfs rather than n fsyncs, with dirty_kb of Dirty + Writeback in
+ * the page cache (~0: unknown)? An fsync costs 0.2-0.5 ms on ext4 in a VM,
+ * a syncfs about as much as two plus the writeback of everything dirty on
+ * the filesystem (another process's writes too: make bench's copy backend
+ * copies 250 MB). So: for 2 to FS_SYNC_EACH entries while at most
+ * FS_SYNC_CLEAN_KB is dirty; for more (100 new files: 22 ms one by one,
+ * 1.5 ms by syncfs) while at most FS_SYNC_MANY_KB is; always for an "all"
+ * set. Under TXBOX_FAULT the set's fault points must not depend on the page
+ * cache: an fsync each up to FS_SYNC_EACH, one syncfs past it. */
+bool fs_sync_by_syncfs(size_t n, bool all, unsigned long long dirty_kb, bool fault);
 /* 0, or -1 with errno; fsfd names the filesystem for a syncfs. */
 MUST_CHECK int fs_syncset_sync(struct fs_syncset *s, int fsfd);
 void fs_syncset_free(struct fs_syncset *s);

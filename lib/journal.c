@@ -16,8 +16,7 @@
  *
  *   S0 RUNNING   upper being written by the command      (pre-state)
  *      │ scan_upper(): ops listed; the new data's files and directories
- *      │ noted for one sync set (fsops.h: an fsync each, or one syncfs
- *      │ past FS_SYNC_EACH entries or when little else is dirty)
+ *      │ noted for one sync set (fsops.h: fsyncs, or one syncfs)
  *   S1 PREPARED  ops known, nothing in the workspace touched (pre-state)
  *      │ write_journal(): journal/ID.tmp written; it and the upper's new
  *      │ data made durable (that one sync set); renamed to journal/ID,

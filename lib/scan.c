@@ -50,11 +50,10 @@ struct scan {
     /* New data durable before the commit point: every entry the commit
      * moves into the workspace with data or an inode of its own (regular
      * files, directories) and every upper directory that recovery walks is
-     * added as the scan finds it, and scan_upper makes the set durable at
-     * its end (fsops.h: an fsync each, or one syncfs(2) of the filesystem
-     * past FS_SYNC_EACH entries or when little else is dirty; measured on
-     * ext4 in a VM, 100 new files took 22 ms one by one and 1.5 ms by
-     * syncfs). A failure stops the commit before its commit point. */
+     * added as the scan finds it; scan_upper makes the set durable at its
+     * end, or hands it to its caller to sync with the journal (fsops.h:
+     * fs_sync_by_syncfs). A failure stops the commit before its commit
+     * point. */
     struct fs_syncset sync;
 };
 

@@ -196,9 +196,9 @@ MUST_CHECK int copy_recover_one(txbox_ws *ws, int txfd, txbox_error *err);
 /* ---- audit log (store.c) ---- */
 /* Records transaction id in the audit log with its outcome; idempotent
  * (recovery calls it again). info: the JSON object described at
- * struct tx_journal; ops: the applied write set (NULL unless committed). For
- * a commit it is called inside the commit protocol (finalize), so that a
- * committed transaction is never left unlogged. */
+ * struct tx_journal; ops: the applied write set (NULL unless committed; a
+ * commit's row with its write set is store_log_commit's, inside the commit
+ * protocol, so that a committed transaction is never left unlogged). */
 MUST_CHECK int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const char *info,
                          const struct tx_ops *ops, int txfd, txbox_error *err);
 /* The committed row of finalize: written without an fsync of its own, the

@@ -962,23 +962,28 @@ static int prune_all(txbox_ws *ws, sqlite3 *db, const struct held *h, const bool
                      txbox_error *err)
 {
     _cleanup_syncset_ struct fs_syncset sync = {0};
-    bool *done = xcalloc(n + 1, sizeof *done);
+    int *tfd = xmalloc((n + 1) * sizeof *tfd); /* >= 0: pruned, its tx/ID/ */
     int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        if (!drop[i])
+    for (size_t i = 0; i < n; i++) {
+        tfd[i] = -1;
+        if (!drop[i] || rc < 0)
             continue;
         char tn[32];
         idname(tn, h[i].id);
-        _cleanup_close_ int tfd = open_dir_at(ws->txd, tn);
-        if (tfd < 0)
+        int fd = open_dir_at(ws->txd, tn);
+        bool undo = !strcmp(h[i].what, "undo");
+        if (fd < 0)
             rc = tx_errno(err, errno, "cannot open transaction %s", tn);
-        else if (!strcmp(h[i].what, "undo") &&
-                 fs_renameat(tfd, "undo", tfd, "undo.pruned", RENAME_NOREPLACE) < 0)
+        else if (undo && fs_renameat(fd, "undo", fd, "undo.pruned", RENAME_NOREPLACE) < 0)
             rc = tx_errno(err, errno, "cannot prune the pre-images of transaction %s", tn);
-        else
-            done[i] = true;
-        if (done[i] && !strcmp(h[i].what, "undo"))
-            fs_syncset_add(&sync, tfd);
+        if (rc < 0) {
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
+        tfd[i] = fd;
+        if (undo)
+            fs_syncset_add(&sync, fd);
     }
     if (fs_syncset_sync(&sync, ws->txd) < 0 && rc == 0)
         rc = tx_errno(err, errno, "cannot prune the pre-images");
@@ -987,7 +992,7 @@ static int prune_all(txbox_ws *ws, sqlite3 *db, const struct held *h, const bool
     if (sqlite3_prepare_v2(db, "UPDATE tx SET pruned=?1, pruned_bytes=?2 WHERE id=?3", -1, &st,
                            NULL) == SQLITE_OK) {
         for (size_t i = 0; i < n; i++) {
-            if (!done[i])
+            if (tfd[i] < 0)
                 continue;
             sqlite3_reset(st);
             sqlite3_bind_double(st, 1, wall_time());
@@ -1000,18 +1005,19 @@ static int prune_all(txbox_ws *ws, sqlite3 *db, const struct held *h, const bool
     if (txn && !exec_sql(db, "COMMIT"))
         (void)exec_sql(db, "ROLLBACK");
     for (size_t i = 0; i < n; i++) {
-        if (!done[i])
+        if (tfd[i] < 0)
             continue;
+        bool undo = !strcmp(h[i].what, "undo");
+        const char *name = undo ? "undo.pruned" : "upper";
         char tn[32];
         idname(tn, h[i].id);
-        _cleanup_close_ int tfd = open_dir_at(ws->txd, tn);
-        const char *name = !strcmp(h[i].what, "undo") ? "undo.pruned" : "upper";
-        if (tfd >= 0 && ws_trash(ws, tfd, name, tn, WS_TRASH_GRANT_DIRS) < 0 &&
-            tree_remove(tfd, name) < 0 && rc == 0)
+        if (ws_trash(ws, tfd[i], name, tn, WS_TRASH_GRANT_DIRS) < 0 &&
+            tree_remove(tfd[i], name) < 0 && rc == 0)
             rc = tx_errno(err, errno, "cannot remove the %s of transaction %s",
-                          !strcmp(h[i].what, "undo") ? "pre-images" : "kept-aside changes", tn);
+                          undo ? "pre-images" : "kept-aside changes", tn);
+        close(tfd[i]);
     }
-    free(done);
+    free(tfd);
     return rc;
 }
 

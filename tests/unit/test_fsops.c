@@ -158,9 +158,32 @@ static void fault_injection_is_per_entry(void **state)
     assert_int_equal(faulted_sync("fsync:2:EIO", FS_SYNC_EACH + 1), 0);
 }
 
+/* The choice between one syncfs and an fsync each (fsops.h). */
+static void syncfs_or_each(void **state)
+{
+    (void)state;
+    const unsigned long long unknown = ~0ULL;
+    /* one entry: its fsync */
+    assert_false(fs_sync_by_syncfs(1, false, 0, false));
+    /* a few: syncfs only while little is dirty */
+    assert_true(fs_sync_by_syncfs(2, false, FS_SYNC_CLEAN_KB, false));
+    assert_false(fs_sync_by_syncfs(2, false, FS_SYNC_CLEAN_KB + 1, false));
+    assert_false(fs_sync_by_syncfs(FS_SYNC_EACH, false, FS_SYNC_MANY_KB, false));
+    /* more: syncfs up to the larger bound, else one by one */
+    assert_true(fs_sync_by_syncfs(FS_SYNC_EACH + 1, false, FS_SYNC_MANY_KB, false));
+    assert_false(fs_sync_by_syncfs(FS_SYNC_EACH + 1, false, FS_SYNC_MANY_KB + 1, false));
+    assert_false(fs_sync_by_syncfs(FS_SYNC_MAX, false, unknown, false));
+    /* past what a set keeps: syncfs whatever is dirty */
+    assert_true(fs_sync_by_syncfs(FS_SYNC_MAX, true, unknown, false));
+    /* under TXBOX_FAULT: by size alone */
+    assert_false(fs_sync_by_syncfs(FS_SYNC_EACH, false, 0, true));
+    assert_true(fs_sync_by_syncfs(FS_SYNC_EACH + 1, false, unknown, true));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(syncfs_or_each),
         cmocka_unit_test(dedup_by_inode),
         cmocka_unit_test(past_the_limit_all),
         cmocka_unit_test(fault_injection_is_per_entry),
