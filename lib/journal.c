@@ -25,9 +25,10 @@
  *      │ apply_ops(): each op by renames; the touched dirs noted
  *   S3 APPLIED   workspace = post-state (maybe not yet durable)
  *      │ finalize(): commits/GEN, gen, audit log row (store_log_commit,
- *      │ idempotent, its WAL not synced by SQLite), then one sync set of
- *      │ the touched dirs, undo/, commits/ and the log's WAL; only then
- *      │ journal/ID -> tx/ID/journal
+ *      │ idempotent: a line of log.pending, or the log's row with its WAL
+ *      │ not synced by SQLite), then one sync set of the touched dirs,
+ *      │ undo/, commits/ and that file; only then journal/ID ->
+ *      │ tx/ID/journal
  *   S4 DONE      recorded; active/ID removed
  *
  * Invariants:
@@ -515,7 +516,7 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
      * write; a damaged one refuses the commit here, before the commit
      * point, with the workspace untouched. */
     tx_mark("undo-dir");
-    if (store_check(ws, err) < 0)
+    if (store_check(ws, ops->n, err) < 0)
         return -1;
     tx_mark("store_check");
     if (write_journal(ws, &j, pre, err) < 0)

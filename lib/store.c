@@ -1,29 +1,34 @@
 /* The audit log: one SQLite database, .txbox/log.db.
  *
  * Durability: WAL mode. A committed transaction's row is made durable
- * by the commit protocol: written with synchronous=NORMAL, then the WAL
- * file is fsync'd in finalize's sync set with the workspace's changes
- * (store_log_commit), one sync for all; written otherwise (store_log),
- * with synchronous=FULL (its COMMIT fsyncs the WAL). The row of any other
- * outcome (read_only, blocked, rolled_back, conflict, rejected...: nothing
- * changed in the workspace) with synchronous=NORMAL, no fsync: a power
- * loss may lose the last such rows, never a committed row (the WAL is
- * sequential: the next FULL commit or checkpoint fsyncs every frame before
- * it) and never the log's integrity. Such a row, written by a process
- * that has no connection open, waits in .txbox/log.pending until the next
- * open of the log ("pending rows" below). The WAL is checkpointed with
- * TRUNCATE every 64 frames (ckpt_hook), and an existing WAL is opened
- * without a directory fsync (real_open).
+ * by the commit protocol, in finalize's sync set with the workspace's
+ * changes (store_log_commit), one sync for all: as a line appended to
+ * .txbox/log.pending, whose file joins the set, when store_check left the
+ * log closed (the usual case; "pending rows" below), or in the log itself,
+ * written with synchronous=NORMAL and its WAL file in the set. The row of
+ * any other outcome (read_only, blocked, rolled_back, conflict,
+ * rejected...: nothing changed in the workspace) is written without an
+ * fsync: a power loss may lose the last such rows, never a committed row
+ * (the WAL is sequential: the next FULL commit or checkpoint fsyncs every
+ * frame before it) and never the log's integrity. Such a row, written by a
+ * process that has no connection open, waits in log.pending too until the
+ * next open of the log. The WAL is checkpointed with TRUNCATE every 64
+ * frames (ckpt_hook), and an existing WAL is opened without a directory
+ * fsync (real_open).
  *
  * A committed transaction's row is written by store_log_commit() inside
  * the commit protocol (journal.c, finalize(): after the apply, durable with
  * it, before the journal is closed), so that a crash never leaves a
  * committed transaction unlogged (recovery re-applies and re-logs: the
- * row is keyed by the transaction id, INSERT OR REPLACE) nor a logged
- * commit unapplied once recovered (the row is written after the apply;
- * until the sync, the journal is still there and recovery runs first).
- * store_check() runs before the commit point: a damaged log, or one from a
- * newer txbox, refuses the commit while the workspace is untouched.
+ * row is keyed by the transaction id, INSERT OR REPLACE, and the move of
+ * pending rows keeps the last line of an id) nor a logged commit unapplied
+ * once recovered (the row is written after the apply; until the sync, the
+ * journal is still there and recovery runs first). store_check() runs
+ * before the commit point: a damaged log, or one from a newer txbox,
+ * refuses the commit while the workspace is untouched (from the file's
+ * header when the row will wait in log.pending; by opening it otherwise).
+ * Retention's count after a commit comes from .txbox/log.retained, a
+ * cache of it ("retention's count, cached" below).
  *
  * Concurrency: every connection has a busy timeout (TXBOX_DB_BUSY_MS,
  * default 10 s), so readers and writers wait a bounded time, then fail
@@ -48,6 +53,7 @@
  * real_open(); with TXBOX_FAULT set, through "txbox-fault", a shim whose
  * writes and syncs are also fault points of fsops.c, so the crash matrix
  * covers the log's own I/O. */
+#include <ctype.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -65,6 +71,9 @@
 #define DB_NAME "log.db"
 #define PENDING_NAME "log.pending" /* rows waiting for the log: "pending rows" below */
 #define PENDING_MAX (1u << 20)
+#define PENDING_SOFT (256u << 10) /* past it, a commit's row goes to the log itself */
+#define PENDING_OPS_MAX 1000      /* a commit of more operations: its row to the log itself */
+#define RETAINED_NAME "log.retained" /* retention's count, cached (history_autogc) */
 #define TAIL_BYTES 4096        /* stdout/stderr kept in the log, per stream */
 #define ROWS_CAP 10000         /* write-set rows per transaction */
 #define INFO_CAP (4u << 20)    /* info JSON stored per transaction */
@@ -564,13 +573,72 @@ int store_shared(txbox_ws *ws, sqlite3 **db, txbox_error *err)
     return 0;
 }
 
-int store_check(txbox_ws *ws, txbox_error *err)
+/* The log's file as it is now, without SQLite: absent or empty (a new
+ * log), or an SQLite database with a sane header, a schema this txbox
+ * reads, and no fewer bytes than its header counts (when the header's
+ * count is valid and no WAL holds frames a checkpoint may still write). */
+static int header_check(txbox_ws *ws, txbox_error *err)
 {
-    /* A fresh open, whose checks see the file as it is now (a connection
-     * kept from before would not notice a file replaced or migrated by
-     * another process); the commit's row then uses it. */
+    _cleanup_close_ int fd = openat(ws->sfd, DB_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0 && errno == ENOENT)
+        return 0;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return tx_errno(err, errno, "the audit log %s/%s", TXBOX_STATE_DIR, DB_NAME);
+    if (!S_ISREG(st.st_mode))
+        return tx_err(err, EBADMSG, "the audit log %s/%s is not a regular file", TXBOX_STATE_DIR,
+                      DB_NAME);
+    if (st.st_size == 0)
+        return 0;
+    unsigned char h[100];
+    const char *bad = NULL;
+    if (pread(fd, h, sizeof h, 0) != (ssize_t)sizeof h || memcmp(h, "SQLite format 3", 16))
+        bad = "not an SQLite database";
+    uint32_t ps = bad ? 0 : (uint32_t)h[16] << 8 | h[17];
+    if (ps == 1)
+        ps = 65536;
+    if (!bad && (ps < 512 || (ps & (ps - 1))))
+        bad = "bad page size";
+#define BE32(o) ((uint32_t)h[o] << 24 | (uint32_t)h[o + 1] << 16 | (uint32_t)h[o + 2] << 8 | h[o + 3])
+    if (!bad && BE32(60) > STORE_SCHEMA_VERSION)
+        return tx_err(err, EPROTO,
+                      "the audit log %s/%s has schema version %u; this txbox reads up to %d (it "
+                      "was written by a newer txbox)",
+                      TXBOX_STATE_DIR, DB_NAME, BE32(60), STORE_SCHEMA_VERSION);
+    struct stat wst;
+    bool wal = fstatat(ws->sfd, DB_NAME "-wal", &wst, AT_SYMLINK_NOFOLLOW) == 0 && wst.st_size > 0;
+    if (!bad && !wal && BE32(24) == BE32(92) && BE32(28) > 0 &&
+        (uint64_t)st.st_size < (uint64_t)BE32(28) * ps)
+        bad = "shorter than its header says";
+#undef BE32
+    if (bad)
+        return tx_err(err, EBADMSG,
+                      "the audit log %s/%s is damaged (%s); nothing was changed. Move it aside "
+                      "to start a new log",
+                      TXBOX_STATE_DIR, DB_NAME, bad);
+    return 0;
+}
+
+int store_check(txbox_ws *ws, size_t nops, txbox_error *err)
+{
+    /* A fresh look, which sees the file as it is now (a connection kept
+     * from before would not notice a file replaced or migrated by another
+     * process). The row of a commit of up to PENDING_OPS_MAX operations
+     * waits in log.pending while that holds less than PENDING_SOFT bytes
+     * ("pending rows" below): the file's header is checked, without
+     * opening it. Otherwise the log is opened (and the pending rows moved
+     * into it) and the row then goes to it. */
     store_close(ws->db);
     ws->db = NULL;
+    struct stat st;
+    bool room = fstatat(ws->sfd, PENDING_NAME, &st, AT_SYMLINK_NOFOLLOW) < 0
+                    ? errno == ENOENT
+                    : S_ISREG(st.st_mode) && st.st_size < (off_t)PENDING_SOFT;
+    if (room && nops <= PENDING_OPS_MAX) {
+        if (header_check(ws, err) < 0)
+            return tx_err_ctx(err, "commit refused");
+        return 0;
+    }
     sqlite3 *db;
     if (store_shared(ws, &db, err) < 0)
         return tx_err_ctx(err, "commit refused");
@@ -992,12 +1060,15 @@ static const char TX_INSERT[] =
     " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,"
     "?24,?25,?26,?27,?28,?29,?30,?31,?32)";
 
+/* gen: the generation a commit made, or 0 to find it now (find_gen) */
 static int bind_tx(sqlite3_stmt *st, txbox_ws *ws, uint64_t id, const char *outcome, json_t *in,
-                   bool committed, const struct rows *rows, bool recovered, double now)
+                   bool committed, const struct rows *rows, bool recovered, double now,
+                   sqlite3_int64 gen)
 {
     sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
     sqlite3_bind_text(st, 2, outcome, -1, SQLITE_STATIC);
-    sqlite3_int64 gen = committed ? find_gen(ws, id) : -1;
+    if (committed && gen <= 0)
+        gen = find_gen(ws, id);
     if (gen > 0)
         sqlite3_bind_int64(st, 3, gen);
     json_t *started = json_object_get(in, "started");
@@ -1101,37 +1172,280 @@ static int write_rows(sqlite3 *db, uint64_t id, const struct rows *rows, txbox_e
     return rc == SQLITE_OK ? 0 : db_fail(db, rc, err, "cannot record the write set");
 }
 
+/* ---- retention's count, cached ----
+ *
+ * history_autogc runs after every commit; its count of the retained
+ * commits needs the log open, which a commit whose row waits in
+ * log.pending no longer does. .txbox/log.retained caches it: "GEN COUNT
+ * BYTES KEEP MAX_BYTES", the count and bytes of the unpruned commits'
+ * pre-images (STORE_RETAINED_SQL) and the bounds, as of generation GEN.
+ * Written from the log under the workspace lock (store_retained_refresh),
+ * advanced by each commit whose row goes to log.pending (only from GEN-1
+ * to GEN: a commit logged twice, by a crashed process and by recovery,
+ * counts once), removed by gc (store_retained_forget). A cache of another
+ * generation than the workspace's is no cache. It is a hint: it decides
+ * only whether the log is opened to count; what gc prunes is decided
+ * from the log. */
+void store_retained_forget(txbox_ws *ws) { (void)unlinkat(ws->sfd, RETAINED_NAME, 0); }
+
+struct retained {
+    uint64_t gen;
+    long long count, bytes, keep, max_bytes;
+};
+
+static bool retained_read(txbox_ws *ws, struct retained *r)
+{
+    _cleanup_close_ int fd = openat(ws->sfd, RETAINED_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    char b[160];
+    ssize_t n = fd >= 0 ? read(fd, b, sizeof b - 1) : -1;
+    if (n <= 0)
+        return false;
+    b[n] = 0;
+    unsigned long long g;
+    return sscanf(b, "%llu %lld %lld %lld %lld", &g, &r->count, &r->bytes, &r->keep,
+                  &r->max_bytes) == 5 &&
+           (r->gen = g) > 0 && r->count >= 0 && r->bytes >= 0 && r->keep >= 0 && r->max_bytes >= 0;
+}
+
+/* Rewritten in place, padded to a fixed length: a write cut short leaves
+ * a line that does not parse, which is no cache (only writers under the
+ * workspace lock write it). */
+static void retained_write(txbox_ws *ws, const struct retained *r)
+{
+    char b[128];
+    int n = snprintf(b, sizeof b, "%llu %lld %lld %lld %lld", (unsigned long long)r->gen,
+                     r->count, r->bytes, r->keep, r->max_bytes);
+    if (n < 0 || n >= (int)sizeof b - 1)
+        return;
+    memset(b + n, ' ', sizeof b - 1 - (size_t)n);
+    b[sizeof b - 1] = '\n';
+    _cleanup_close_ int fd = openat(ws->sfd, RETAINED_NAME, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0 && pwrite(fd, b, sizeof b, 0) != (ssize_t)sizeof b)
+        store_retained_forget(ws);
+}
+
+/* After the row of the commit that made generation gen went to
+ * log.pending with bytes of pre-images. */
+static void retained_add(txbox_ws *ws, sqlite3_int64 gen, uint64_t bytes)
+{
+    struct retained r;
+    if (gen <= 0 || !retained_read(ws, &r) || r.gen + 1 != (uint64_t)gen)
+        return;
+    r.gen = (uint64_t)gen;
+    r.count++;
+    r.bytes += (long long)bytes;
+    retained_write(ws, &r);
+}
+
+
+int store_retained_cached(txbox_ws *ws, long long *count, long long *bytes, long *keep,
+                          long long *max_bytes)
+{
+    struct retained r;
+    uint64_t gen;
+    if (!retained_read(ws, &r) || ws_read_gen(ws, &gen, NULL) < 0 || gen != r.gen)
+        return -1;
+    *count = r.count;
+    *bytes = r.bytes;
+    *keep = (long)r.keep;
+    *max_bytes = r.max_bytes;
+    return 0;
+}
+
+void store_retained_refresh(txbox_ws *ws, sqlite3 *db)
+{
+    struct retained r = {0};
+    long keep;
+    store_get_retention(db, &keep, &r.max_bytes);
+    r.keep = keep;
+    sqlite3_stmt *st = NULL;
+    bool ok = ws_read_gen(ws, &r.gen, NULL) == 0 && r.gen > 0 &&
+              sqlite3_prepare_v2(db, STORE_RETAINED_SQL, -1, &st, NULL) == SQLITE_OK &&
+              sqlite3_step(st) == SQLITE_ROW;
+    if (ok) {
+        r.count = sqlite3_column_int64(st, 0);
+        r.bytes = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    if (ok)
+        retained_write(ws, &r);
+    else
+        store_retained_forget(ws);
+}
+
 /* ---- pending rows ----
  *
- * Opening the log costs ~2 ms (SQLite's open, schema, WAL index), which was
- * a sixth of a read-only run's overhead. The row of a transaction that
- * changed nothing (any outcome but committed: the rows the log already
- * writes without an fsync) is therefore appended, as one JSON line, to
+ * Opening the log costs ~2 ms (SQLite's open, schema, WAL index), and its
+ * write another ~1 ms: a sixth of a commit's overhead, a third of a
+ * read-only run's. A row is therefore appended, as one JSON line, to
  * .txbox/log.pending when the process has no connection open; every open
- * of the log (store_open: log, show, undo, gc, the next commit, recover)
- * first moves the pending rows into it, in one transaction. Appends and
- * the move hold flock on the file, so none is lost between the read and
- * the truncation. Durability is that of those rows before: a power loss
- * may lose the last ones (a line cut short is skipped). Past PENDING_MAX
- * bytes a row goes to the log itself, which moves the others too. */
+ * of the log (store_open: log, show, diff, undo, gc, a commit whose row
+ * goes to the log, recover) first moves the pending rows into it, in one
+ * transaction.
+ *
+ * - The row of a transaction that changed nothing (any outcome but
+ *   committed) is appended without an fsync, as the log writes it: a
+ *   power loss may lose the last ones.
+ * - A committed row (store_log_commit: store_check left the log closed)
+ *   carries its write set and generation, and its line is made durable in
+ *   finalize's sync set with the applied changes, before the journal is
+ *   closed: the same guarantee as the log's WAL gave it (a crash before
+ *   the sync leaves the journal; recovery appends the row again, and the
+ *   move keeps the last line of an id). Rows with a committed one are
+ *   moved with synchronous=FULL, so that the log holds them durably
+ *   before the file is truncated.
+ * - A line cut short by a crash is skipped; an append after one starts on
+ *   a line of its own, so that it cannot be glued to the broken line.
+ * - Appends and the move hold flock on the file, so none is lost between
+ *   the read and the truncation. Past PENDING_MAX bytes a row goes to the
+ *   log itself (store_check sends a commit's there from PENDING_SOFT on,
+ *   before its commit point), which moves the others too. */
 
-static int pending_add(txbox_ws *ws, uint64_t id, const char *outcome, json_t *in, bool recovered)
+/* A write-set row's side as JSON: null, or [type, mode, size, hash|null]. */
+static json_t *side_json(const struct side *x)
+{
+    if (!x->type)
+        return json_null();
+    char t[2] = {x->type, 0};
+    return json_pack("[s,I,I,s?]", t, (json_int_t)x->mode, (json_int_t)x->size,
+                     x->hashed ? x->hash : NULL);
+}
+
+static bool side_from(json_t *j, struct side *x)
+{
+    memset(x, 0, sizeof *x);
+    if (json_is_null(j))
+        return true;
+    const char *t = json_string_value(json_array_get(j, 0)), *h = json_string_value(json_array_get(j, 3));
+    if (!json_is_array(j) || !t || strlen(t) != 1 || !strchr("fdlps?", *t) ||
+        !json_is_integer(json_array_get(j, 1)) || !json_is_integer(json_array_get(j, 2)) ||
+        (h && strlen(h) != 64))
+        return false;
+    x->type = *t;
+    x->mode = (uint32_t)json_integer_value(json_array_get(j, 1));
+    x->size = (uint64_t)json_integer_value(json_array_get(j, 2));
+    if (h) {
+        x->hashed = true;
+        memcpy(x->hash, h, 65);
+    }
+    return true;
+}
+
+/* Paths are bytes (not always UTF-8, which JSON strings must be): hex. */
+static json_t *hex_json(const char *p)
+{
+    size_t n = strlen(p);
+    char *h = xmalloc(2 * n + 1);
+    for (size_t i = 0; i < n; i++)
+        snprintf(h + 2 * i, 3, "%02x", (unsigned char)p[i]);
+    json_t *j = json_stringn(h, 2 * n);
+    free(h);
+    return j;
+}
+
+static char *hex_from(json_t *j)
+{
+    const char *h = json_string_value(j);
+    size_t n = h ? json_string_length(j) : 1;
+    if (n % 2)
+        return NULL;
+    char *p = xmalloc(n / 2 + 1);
+    for (size_t i = 0; i < n / 2; i++) {
+        unsigned v;
+        if (!isxdigit((unsigned char)h[2 * i]) || !isxdigit((unsigned char)h[2 * i + 1]) ||
+            sscanf(h + 2 * i, "%2x", &v) != 1 || v == 0) {
+            free(p);
+            return NULL;
+        }
+        p[i] = (char)v;
+    }
+    p[n / 2] = 0;
+    return p;
+}
+
+static json_t *rows_json(const struct rows *r)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < r->n; i++) {
+        const struct row *x = &r->v[i];
+        json_array_append_new(a, json_pack("[o,o,s,I,o,o]", hex_json(x->path), hex_json(x->sub),
+                                           x->kind, (json_int_t)x->op, side_json(&x->b),
+                                           side_json(&x->a)));
+    }
+    return a;
+}
+
+static bool rows_from(json_t *a, struct rows *r)
+{
+    static const char *const kinds[] = {"added", "modified", "deleted"};
+    size_t n = json_array_size(a);
+    if (!json_is_array(a) || n > ROWS_CAP)
+        return false;
+    r->v = n ? xcalloc(n, sizeof *r->v) : NULL;
+    r->cap = n;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(a, i);
+        struct row *x = &r->v[i];
+        const char *k = json_string_value(json_array_get(e, 2));
+        for (size_t t = 0; k && t < ARRAY_SIZE(kinds); t++)
+            if (!strcmp(k, kinds[t]))
+                x->kind = kinds[t];
+        x->path = hex_from(json_array_get(e, 0));
+        x->sub = hex_from(json_array_get(e, 1));
+        r->n = i + 1;
+        if (!x->path || !x->sub || !x->kind || !json_is_integer(json_array_get(e, 3)) ||
+            !side_from(json_array_get(e, 4), &x->b) || !side_from(json_array_get(e, 5), &x->a))
+            return false;
+        x->op = (size_t)json_integer_value(json_array_get(e, 3));
+    }
+    return true;
+}
+
+/* Appends line (len bytes, its newline included) to the pending file, on
+ * a line of its own; with sync, the file joins that sync set. */
+static int pending_append(txbox_ws *ws, const char *line, size_t len, struct fs_syncset *sync)
+{
+    _cleanup_close_ int fd = openat(ws->sfd, PENDING_NAME,
+                                    O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    struct stat st;
+    if (fd < 0 || flock(fd, LOCK_EX) < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_size + len + 1 > PENDING_MAX)
+        return -1;
+    char last = '\n';
+    if (st.st_size > 0 && pread(fd, &last, 1, st.st_size - 1) != 1)
+        return -1;
+    if (last != '\n' && fs_write(fd, "\n", 1) < 0) /* after a line cut short */
+        return -1;
+    if (fs_write(fd, line, len) < 0)
+        return -1;
+    if (sync) {
+        fs_syncset_add(sync, fd);
+        if (st.st_size == 0)
+            fs_syncset_add(sync, ws->sfd); /* its name, if it is new */
+    }
+    return 0;
+}
+
+/* A commit's row (rows) carries the generation it made: *gen. */
+static int pending_add(txbox_ws *ws, uint64_t id, const char *outcome, json_t *in, bool recovered,
+                       const struct rows *rows, struct fs_syncset *sync, sqlite3_int64 *gen)
 {
     json_t *rec = json_pack("{s:I,s:s,s:b,s:f,s:O}", "id", (json_int_t)id, "outcome", outcome,
                             "recovered", recovered, "finished", wall_time(), "info", in);
-    _cleanup_free_ char *line = rec ? json_dumps(rec, JSON_COMPACT) : NULL;
+    if (rec && rows) {
+        *gen = find_gen(ws, id);
+        json_object_set_new(rec, "gen", json_integer(*gen > 0 ? *gen : 0));
+        json_object_set_new(rec, "rows", rows_json(rows));
+        json_object_set_new(rec, "dropped", json_integer((json_int_t)rows->dropped));
+        json_object_set_new(rec, "retained", json_integer((json_int_t)rows->retained));
+    }
+    _cleanup_free_ char *line = rec ? json_dumps(rec, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
     json_decref(rec);
     if (!line)
         return -1;
     size_t n = strlen(line);
     line[n++] = '\n'; /* over the terminating NUL: written by length */
-    _cleanup_close_ int fd = openat(ws->sfd, PENDING_NAME,
-                                    O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    struct stat st;
-    if (fd < 0 || flock(fd, LOCK_EX) < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-        (uint64_t)st.st_size + n > PENDING_MAX)
-        return -1;
-    return write_all(fd, line, n);
+    return pending_append(ws, line, n, sync);
 }
 
 /* Moves the pending rows into the log (db, a fresh connection). Its
@@ -1148,7 +1462,10 @@ static void pending_import(txbox_ws *ws, sqlite3 *db)
     _cleanup_free_ char *buf = xmalloc(len);
     if (read_all(fd, buf, len) != (ssize_t)len)
         return;
-    if (exec(db, "PRAGMA synchronous=NORMAL", NULL) < 0)
+    /* a committed row must be durable in the log before the file is
+     * truncated: FULL (COMMIT fsyncs the WAL); the others need not */
+    bool durable = memmem(buf, len, "\"outcome\":\"committed\"", 21) != NULL;
+    if (!durable && exec(db, "PRAGMA synchronous=NORMAL", NULL) < 0)
         return;
     sqlite3_stmt *ins = NULL;
     bool ok = exec(db, "BEGIN IMMEDIATE", NULL) == 0 &&
@@ -1161,14 +1478,22 @@ static void pending_import(txbox_ws *ws, sqlite3 *db)
         json_t *in = json_object_get(rec, "info");
         json_int_t id = json_integer_value(json_object_get(rec, "id"));
         const char *oc = json_string_value(json_object_get(rec, "outcome"));
-        if (json_is_object(in) && id > 0 && oc) {
+        json_t *jrows = json_object_get(rec, "rows");
+        struct rows rows = {0};
+        bool committed = oc && !strcmp(oc, "committed") && jrows;
+        if (json_is_object(in) && id > 0 && oc && (!committed || rows_from(jrows, &rows))) {
+            rows.dropped = (uint64_t)json_integer_value(json_object_get(rec, "dropped"));
+            rows.retained = (uint64_t)json_integer_value(json_object_get(rec, "retained"));
             sqlite3_reset(ins);
             sqlite3_clear_bindings(ins);
-            bind_tx(ins, ws, (uint64_t)id, oc, in, false, NULL,
+            bind_tx(ins, ws, (uint64_t)id, oc, in, committed, committed ? &rows : NULL,
                     json_is_true(json_object_get(rec, "recovered")),
-                    json_number_value(json_object_get(rec, "finished")));
-            ok = sqlite3_step(ins) == SQLITE_DONE;
+                    json_number_value(json_object_get(rec, "finished")),
+                    committed ? json_integer_value(json_object_get(rec, "gen")) : -1);
+            ok = sqlite3_step(ins) == SQLITE_DONE &&
+                 (!committed || write_rows(db, (uint64_t)id, &rows, NULL) == 0);
         }
+        rows_free(&rows);
         json_decref(rec);
     }
     sqlite3_finalize(ins);
@@ -1176,7 +1501,8 @@ static void pending_import(txbox_ws *ws, sqlite3 *db)
         (void)ftruncate(fd, 0);
     else
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-    (void)sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
+    if (!durable)
+        (void)sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
 }
 
 void store_import_pending(txbox_ws *ws)
@@ -1208,13 +1534,23 @@ static int log_row(txbox_ws *ws, uint64_t id, const char *outcome, const char *i
     /* A row that needs no fsync, when this process has no connection
      * open: appended to the pending file instead (pending_add). */
     if (!ws->db && info && strcmp(outcome, "committed") &&
-        pending_add(ws, id, outcome, in, recovered) == 0) {
+        pending_add(ws, id, outcome, in, recovered, NULL, NULL, NULL) == 0) {
         json_decref(in);
         return 0;
     }
     struct rows rows = {0};
     if (committed)
         collect(ws, txfd, ops, &rows); /* outside the log's write lock */
+    /* A commit's row, when store_check left the log closed: appended to
+     * the pending file, which joins the commit's sync set. */
+    sqlite3_int64 gen = 0;
+    if (committed && sync && !ws->db && info &&
+        pending_add(ws, id, outcome, in, recovered, &rows, sync, &gen) == 0) {
+        retained_add(ws, gen, rows.retained);
+        rows_free(&rows);
+        json_decref(in);
+        return 0;
+    }
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     int rc = -1;
@@ -1255,7 +1591,7 @@ static int log_row(txbox_ws *ws, uint64_t id, const char *outcome, const char *i
             goto out;
         }
     }
-    bind_tx(st, ws, id, outcome, in, committed, committed ? &rows : NULL, recovered, wall_time());
+    bind_tx(st, ws, id, outcome, in, committed, committed ? &rows : NULL, recovered, wall_time(), 0);
     if ((prc = sqlite3_step(st)) != SQLITE_DONE) {
         db_fail(db, prc, err, "cannot record the transaction");
         goto rollback;

@@ -25,10 +25,12 @@
 
 /* ---- hooks of the commit protocol ---- */
 
-/* Opens (creating or migrating) the audit log and checks that it can take a
- * row: called before a commit point, so that a damaged log or one from a
- * newer txbox refuses the commit while the workspace is still untouched. */
-MUST_CHECK int store_check(txbox_ws *ws, txbox_error *err);
+/* Checks that the audit log can take the row of a commit of nops
+ * operations: called before a commit point, so that a damaged log or one
+ * from a newer txbox refuses the commit while the workspace is still
+ * untouched. The row will wait in log.pending (its header checked), or go
+ * to the log itself (opened, created or migrated now). */
+MUST_CHECK int store_check(txbox_ws *ws, size_t nops, txbox_error *err);
 /* Moves the rows waiting in .txbox/log.pending into the log now (every
  * open of the log does it first; see store.c, "pending rows"). */
 void store_import_pending(txbox_ws *ws);
@@ -115,6 +117,15 @@ void hash_bytes_hex(const void *p, size_t n, char hex[65]);
 /* Parses a transaction id given by a user ("12", "tx12" is refused). */
 MUST_CHECK int parse_txid(const char *s, uint64_t *id, txbox_error *err);
 /* Retention settings (defaults when unset). */
+/* Retention's count cached in .txbox/log.retained (store.c): 0 with the
+ * retained commits' count and bytes and the bounds, when the cache is of
+ * the workspace's generation; -1 when there is none. */
+int store_retained_cached(txbox_ws *ws, long long *count, long long *bytes, long *keep,
+                          long long *max_bytes);
+/* Writes the cache from the log db (its pending rows moved in), under the
+ * workspace lock; store_retained_forget removes it (gc). */
+void store_retained_refresh(txbox_ws *ws, sqlite3 *db);
+void store_retained_forget(txbox_ws *ws);
 void store_get_retention(sqlite3 *db, long *keep, long long *max_bytes);
 
 #endif

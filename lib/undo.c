@@ -1045,6 +1045,8 @@ static int gc_locked(txbox_ws *ws, sqlite3 *db, const txbox_gc_opts *o, bool ret
         keep = o->keep;
     if (o->max_bytes >= 0)
         max_bytes = o->max_bytes;
+    if (!o->dry_run)
+        store_retained_forget(ws); /* counted again from the log, after the next commit */
     if (o->save && !o->dry_run) {
         set_setting(db, "keep", keep);
         set_setting(db, "max_bytes", max_bytes);
@@ -1136,14 +1138,26 @@ int txbox_gc(txbox_ws *ws, const txbox_gc_opts *o, char **json, txbox_error *err
 
 /* After a commit: prunes back to the retention bounds once they are
  * exceeded by a tenth (of the count, of the bytes), so that the walk over the
- * retained transactions runs every few commits, not after each one. */
+ * retained transactions runs every few commits, not after each one. The
+ * count comes from .txbox/log.retained while that is of this generation
+ * and within the bounds (store.c: the log stays closed); otherwise from the
+ * log, under the workspace lock, which then refreshes the cache. */
 void history_autogc(txbox_ws *ws)
 {
-    sqlite3 *db;
-    if (store_shared(ws, &db, NULL) < 0)
-        return;
     long keep;
-    long long max_bytes;
+    long long max_bytes, count, bytes;
+    if (!ws->db && store_retained_cached(ws, &count, &bytes, &keep, &max_bytes) == 0 &&
+        count <= keep + keep / 10 && bytes <= max_bytes + max_bytes / 10)
+        return;
+    int lockfd = -1;
+    if (ws_lock(ws, &lockfd, NULL) < 0)
+        return;
+    sqlite3 *db;
+    if (store_shared(ws, &db, NULL) < 0) {
+        ws_unlock(lockfd);
+        return;
+    }
+    store_import_pending(ws); /* rows appended since this connection opened */
     store_get_retention(db, &keep, &max_bytes);
     sqlite3_stmt *st = NULL;
     bool over = false;
@@ -1152,16 +1166,14 @@ void history_autogc(txbox_ws *ws)
         over = sqlite3_column_int64(st, 0) > keep + keep / 10 ||
                sqlite3_column_int64(st, 1) > max_bytes + max_bytes / 10;
     sqlite3_finalize(st);
-    if (!over)
-        return;
-    int lockfd = -1;
-    if (ws_lock(ws, &lockfd, NULL) < 0)
-        return;
-    txbox_gc_opts o = {.keep = -1, .max_bytes = -1};
-    json_t *res = json_object();
-    (void)gc_locked(ws, db, &o, true, res, NULL);
+    if (over) {
+        txbox_gc_opts o = {.keep = -1, .max_bytes = -1};
+        json_t *res = json_object();
+        (void)gc_locked(ws, db, &o, true, res, NULL);
+        json_decref(res);
+    }
+    store_retained_refresh(ws, db);
     ws_unlock(lockfd);
-    json_decref(res);
 }
 
 /* ---- diff ---- */

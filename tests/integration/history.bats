@@ -12,8 +12,13 @@ setup() {
     DB="$WS/.txbox/log.db"
 }
 
-# sq SQL: rows of a query on the audit log, one line each, columns '|'.
+# sq SQL: rows of a query on the audit log, one line each, columns '|'
+# (the rows waiting in log.pending moved in first, as every txbox command
+# that opens the log does).
 sq() {
+    if [ -s "$WS/.txbox/log.pending" ]; then
+        "$TXBOX" log -C "$WS" -n 1 >/dev/null 2>&1 || true
+    fi
     python3 - "$DB" "$1" <<'EOF'
 import sqlite3, sys
 c = sqlite3.connect(sys.argv[1])

@@ -100,10 +100,26 @@ static void commit_logs_write_set_once(void **state)
     if (rc)
         print_error("%s\n", e.msg);
     assert_int_equal(rc, 0);
+    /* The row waits in log.pending (made durable with the commit), the log
+     * not even created; recovery would append it again, and the move keeps
+     * one row and one write set. */
+    struct stat pst;
+    assert_int_equal(fstatat(ws->sfd, "log.db", &pst, 0), -1);
+    int pfd = openat(ws->sfd, "log.pending", O_RDWR | O_APPEND);
+    assert_true(pfd >= 0);
+    char line[16384];
+    ssize_t pn = pread(pfd, line, sizeof line, 0);
+    assert_true(pn > 0 && pn < (ssize_t)sizeof line && line[pn - 1] == '\n');
+    assert_int_equal(write(pfd, line, (size_t)pn), pn);
+    close(pfd);
+    store_import_pending(ws); /* any open of the log moves the rows in */
+    assert_int_equal(fstatat(ws->sfd, "log.pending", &pst, 0), 0);
+    assert_int_equal(pst.st_size, 0);
     sqlite3 *db = db_open();
     assert_int_equal(q_int(db, "SELECT count(*) FROM tx"), 1);
     assert_int_equal(q_int(db, "SELECT count(*) FROM change"), 2);
     assert_int_equal(q_int(db, "SELECT gen FROM tx"), 1);
+    assert_int_equal(q_int(db, "SELECT retained_bytes FROM tx"), 0);
     assert_int_equal(q_int(db, "SELECT n_added + n_modified FROM tx"), 2);
     char *s = q_text(db, "SELECT hash_after FROM change WHERE CAST(path AS TEXT)='f'");
     assert_string_equal(s, SHA_ABC);
@@ -162,11 +178,15 @@ static void refuses_newer_and_damaged(void **state)
 {
     (void)state;
     txbox_error e = {0};
-    assert_int_equal(store_check(ws, &e), 0);
+    assert_int_equal(store_check(ws, 0, &e), 0);
     sqlite3 *db = db_open();
     assert_int_equal(sqlite3_exec(db, "PRAGMA user_version=99", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
-    assert_int_equal(store_check(ws, &e), -1);
+    /* from the header (a row that will wait in log.pending), and opened
+     * (one of a commit too large to wait there) */
+    assert_int_equal(store_check(ws, 0, &e), -1);
+    assert_non_null(strstr(e.msg, "newer"));
+    assert_int_equal(store_check(ws, 100000, &e), -1);
     assert_non_null(strstr(e.msg, "newer"));
     char *j = NULL;
     assert_int_equal(txbox_log_json(ws, 0, &j, &e), -1);
@@ -177,12 +197,36 @@ static void refuses_newer_and_damaged(void **state)
     unlinkat(ws->sfd, "log.db-shm", 0);
     mkfile(ws->sfd, "log.db", "this is not an SQLite database, not at all, no........................"
                               "..........................................................");
-    assert_int_equal(store_check(ws, &e), -1);
+    assert_int_equal(store_check(ws, 0, &e), -1);
     assert_int_equal(e.code, EBADMSG);
     assert_non_null(strstr(e.msg, "damaged"));
-    /* a missing one is created */
+    assert_int_equal(store_check(ws, 100000, &e), -1);
+    assert_int_equal(e.code, EBADMSG);
+    assert_non_null(strstr(e.msg, "damaged"));
+    /* a copy cut short (no WAL): its header counts more pages than it has */
     unlinkat(ws->sfd, "log.db", 0);
-    assert_int_equal(store_check(ws, &e), 0);
+    assert_int_equal(store_check(ws, 100000, &e), 0); /* created */
+    store_close(ws->db);
+    ws->db = NULL;
+    db = db_open();
+    assert_int_equal(sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(store_check(ws, 0, &e), 0);
+    struct stat st;
+    assert_int_equal(fstatat(ws->sfd, "log.db", &st, 0), 0);
+    assert_true(st.st_size >= 8192);
+    int tfd = openat(ws->sfd, "log.db", O_WRONLY);
+    assert_true(tfd >= 0);
+    assert_int_equal(ftruncate(tfd, 4096), 0);
+    close(tfd);
+    unlinkat(ws->sfd, "log.db-wal", 0);
+    unlinkat(ws->sfd, "log.db-shm", 0);
+    assert_int_equal(store_check(ws, 0, &e), -1);
+    assert_non_null(strstr(e.msg, "shorter"));
+    /* a missing one: nothing to check (the first open creates it) */
+    unlinkat(ws->sfd, "log.db", 0);
+    assert_int_equal(store_check(ws, 0, &e), 0);
+    assert_int_equal(fstatat(ws->sfd, "log.db", &st, 0), -1);
 }
 
 static void hashes_and_ids(void **state)
@@ -217,7 +261,7 @@ static void log_fsyncs_and_wal_size(void **state)
 {
     (void)state;
     txbox_error e = {0};
-    assert_int_equal(store_check(ws, &e), 0); /* created, migrated */
+    assert_int_equal(store_check(ws, 100000, &e), 0); /* created, migrated (a commit too large for log.pending) */
     /* every fsync of the log fails from now on */
     setenv("TXBOX_FAULT", "fsync:1:EIO", 1);
     fs_fault_arm();
@@ -233,7 +277,7 @@ static void log_fsyncs_and_wal_size(void **state)
     ws->db = NULL;
     for (uint64_t id = 4; id <= 300; id++) {
         /* with a connection open: into the log, not log.pending */
-        assert_int_equal(store_check(ws, &e), 0);
+        assert_int_equal(store_check(ws, 100000, &e), 0);
         assert_int_equal(store_log(ws, id, "read_only", "{\"command\":\"true\"}", NULL, -1, &e), 0);
         store_close(ws->db); /* as a process ending */
         ws->db = NULL;
@@ -256,7 +300,7 @@ static void pending_rows(void **state)
 {
     (void)state;
     txbox_error e = {0};
-    assert_int_equal(store_check(ws, &e), 0); /* the log exists */
+    assert_int_equal(store_check(ws, 100000, &e), 0); /* the log exists */
     store_close(ws->db);
     ws->db = NULL;
     /* no connection open: a row that needs no fsync waits in log.pending */
@@ -272,9 +316,13 @@ static void pending_rows(void **state)
     assert_true(fd >= 0);
     assert_int_equal(write(fd, "{\"id\":9,\"outc", 14), 14);
     close(fd);
+    /* and a row appended after it starts a line of its own */
+    assert_int_equal(store_log(ws, 8, "blocked", "{\"command\":\"rm -rf /\"}", NULL, -1, &e), 0);
+    assert_null(ws->db);
     /* any open of the log moves them in */
-    assert_int_equal(store_check(ws, &e), 0);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM tx"), 1);
+    assert_int_equal(store_check(ws, 100000, &e), 0);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM tx"), 2);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM tx WHERE id=8 AND outcome='blocked'"), 1);
     char *s = q_text(db, "SELECT outcome || ' ' || command || ' ' || exit_code FROM tx WHERE id=7");
     assert_string_equal(s, "rolled_back false 1");
     free(s);
