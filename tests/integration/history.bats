@@ -46,6 +46,33 @@ rm -r dir_to_file; printf "now a file\n" >dir_to_file; rm file_to_dir; mkdir fil
 printf "in\n" >file_to_dir/x; chmod 0700 src; chmod 0644 exec.sh; rm link_rel; ln -s README link_rel;
 printf "\000\001\002" >bin.dat; setfattr -n user.new -v v xattr.txt; rm fifo'
 
+@test "a commit's row waits in log.pending until a command opens the log; past 256 KiB a commit writes to the log itself" {
+    local P="$WS/.txbox/log.pending"
+    # (the first commit counts the retained commits in the log: there is
+    # no count cached yet)
+    commit 'printf "zero\n" >>README'
+    [ -s "$WS/.txbox/log.retained" ] || fail "no retention count cached"
+    commit 'printf "one\n" >>README; printf x >"$(printf "n\377")"'
+    grep -q '"id":2,"outcome":"committed"' "$P" || fail "the row did not wait in log.pending: $(cat "$P" 2>&1)"
+    [ "$(python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM tx").fetchone()[0])' "$DB")" = 1 ] ||
+        fail "the commit wrote to the log"
+    h log --json
+    assert_status 0
+    [ "$(pj 'd[0]["outcome"]')" = committed ] || fail "$output"
+    [ ! -s "$P" ] || fail "not moved into the log: $(cat "$P")"
+    h show 2 --json
+    assert_status 0
+    [ "$(pj 'd["gen"]')" = 2 ] || fail "$output"
+    [ "$(pj '" ".join(sorted(w["path"] + ":" + w["kind"] for w in d["write_set"]))')" = 'README:modified n\xff:added' ] || fail "$output"
+    [ "$(pj '[w["hash_after"] for w in d["write_set"] if w["path"] == "README"][0]')" = "$(sha256sum <"$WS/README" | cut -d' ' -f1)" ] || fail "$output"
+    # 300 KB waiting (one junk line, skipped): the next commit opens the
+    # log before its commit point and moves them in
+    python3 -c 'import sys; sys.stdout.write("x" * 300000 + "\n")' >"$P"
+    commit 'printf "two\n" >>README'
+    [ ! -s "$P" ] || fail "a commit past 256 KiB left $(stat -c %s "$P") bytes waiting"
+    [ "$(sq "SELECT count(*) FROM tx WHERE outcome='committed'")" = 3 ] || fail "$(sq 'SELECT id, outcome FROM tx')"
+}
+
 @test "log, show and diff record a commit: command, cwd, outcome, write set with hashes" {
     snap pre "$WS"
     mkdir -p "$WS/src"
