@@ -73,6 +73,8 @@
 #define PENDING_MAX (1u << 20)
 #define PENDING_SOFT (256u << 10) /* past it, a commit's row goes to the log itself */
 #define PENDING_OPS_MAX 1000      /* a commit of more operations: its row to the log itself */
+#define PENDING_LINE_MAX (64u << 10) /* a commit's larger row: in tx/ID/log.row, pointed at */
+#define ROW_FILE_MAX (256u << 20)    /* what the move reads of one */
 #define RETAINED_NAME "log.retained" /* retention's count, cached (history_autogc) */
 #define TAIL_BYTES 4096        /* stdout/stderr kept in the log, per stream */
 #define ROWS_CAP 10000         /* write-set rows per transaction */
@@ -1294,6 +1296,8 @@ void store_retained_refresh(txbox_ws *ws, sqlite3 *db)
  *   move keeps the last line of an id). Rows with a committed one are
  *   moved with synchronous=FULL, so that the log holds them durably
  *   before the file is truncated.
+ * - A committed row of over PENDING_LINE_MAX bytes is written to
+ *   tx/ID/log.row, in the same sync set, and its line only points at it.
  * - A line cut short by a crash is skipped; an append after one starts on
  *   a line of its own, so that it cannot be glued to the broken line.
  * - Appends and the move hold flock on the file, so none is lost between
@@ -1426,9 +1430,14 @@ static int pending_append(txbox_ws *ws, const char *line, size_t len, struct fs_
     return 0;
 }
 
-/* A commit's row (rows) carries the generation it made: *gen. */
+/* A commit's row (rows) carries the generation it made: *gen. One of over
+ * PENDING_LINE_MAX bytes (a write set of thousands of paths) goes to
+ * tx/ID/log.row (txfd), in the same sync set, and its line in log.pending
+ * only points at it: a commit's row never needs the log itself after its
+ * commit point, where a damaged log could no longer refuse it. */
 static int pending_add(txbox_ws *ws, uint64_t id, const char *outcome, json_t *in, bool recovered,
-                       const struct rows *rows, struct fs_syncset *sync, sqlite3_int64 *gen)
+                       const struct rows *rows, int txfd, struct fs_syncset *sync,
+                       sqlite3_int64 *gen)
 {
     json_t *rec = json_pack("{s:I,s:s,s:b,s:f,s:O}", "id", (json_int_t)id, "outcome", outcome,
                             "recovered", recovered, "finished", wall_time(), "info", in);
@@ -1445,7 +1454,41 @@ static int pending_add(txbox_ws *ws, uint64_t id, const char *outcome, json_t *i
         return -1;
     size_t n = strlen(line);
     line[n++] = '\n'; /* over the terminating NUL: written by length */
+    if (rows && n > PENDING_LINE_MAX && txfd >= 0 && sync) {
+        _cleanup_close_ int rf = openat(txfd, "log.row", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                                        0600);
+        if (rf < 0 || fs_write(rf, line, n) < 0)
+            return -1;
+        fs_syncset_add(sync, rf);
+        fs_syncset_add(sync, txfd);
+        char ptr[128];
+        int k = snprintf(ptr, sizeof ptr, "{\"id\":%llu,\"outcome\":\"committed\",\"row_file\":true}\n",
+                         (unsigned long long)id);
+        return pending_append(ws, ptr, (size_t)k, sync);
+    }
     return pending_append(ws, line, n, sync);
+}
+
+/* The record a pointer line names: tx/ID/log.row, parsed (NULL if none). */
+static json_t *row_file_load(txbox_ws *ws, json_int_t id)
+{
+    char dn[32];
+    snprintf(dn, sizeof dn, "%lld", (long long)id);
+    _cleanup_close_ int d = openat(ws->txd, dn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int fd = d >= 0 ? openat(d, "log.row", O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0 ||
+        (uint64_t)st.st_size > ROW_FILE_MAX)
+        return NULL;
+    _cleanup_free_ char *b = xmalloc((size_t)st.st_size);
+    if (read_all(fd, b, (size_t)st.st_size) != (ssize_t)st.st_size)
+        return NULL;
+    json_t *rec = json_loadb(b, (size_t)st.st_size, JSON_DISABLE_EOF_CHECK, NULL);
+    if (json_integer_value(json_object_get(rec, "id")) != id) {
+        json_decref(rec);
+        return NULL;
+    }
+    return rec;
 }
 
 /* Moves the pending rows into the log (db, a fresh connection). Its
@@ -1475,6 +1518,11 @@ static void pending_import(txbox_ws *ws, sqlite3 *db)
         if (!e)
             break; /* a line cut short by a crash */
         json_t *rec = json_loadb(p, (size_t)(e - p), 0, NULL);
+        if (json_is_true(json_object_get(rec, "row_file"))) {
+            json_t *full = row_file_load(ws, json_integer_value(json_object_get(rec, "id")));
+            json_decref(rec);
+            rec = full;
+        }
         json_t *in = json_object_get(rec, "info");
         json_int_t id = json_integer_value(json_object_get(rec, "id"));
         const char *oc = json_string_value(json_object_get(rec, "outcome"));
@@ -1534,7 +1582,7 @@ static int log_row(txbox_ws *ws, uint64_t id, const char *outcome, const char *i
     /* A row that needs no fsync, when this process has no connection
      * open: appended to the pending file instead (pending_add). */
     if (!ws->db && info && strcmp(outcome, "committed") &&
-        pending_add(ws, id, outcome, in, recovered, NULL, NULL, NULL) == 0) {
+        pending_add(ws, id, outcome, in, recovered, NULL, -1, NULL, NULL) == 0) {
         json_decref(in);
         return 0;
     }
@@ -1545,7 +1593,7 @@ static int log_row(txbox_ws *ws, uint64_t id, const char *outcome, const char *i
      * the pending file, which joins the commit's sync set. */
     sqlite3_int64 gen = 0;
     if (committed && sync && !ws->db && info &&
-        pending_add(ws, id, outcome, in, recovered, &rows, sync, &gen) == 0) {
+        pending_add(ws, id, outcome, in, recovered, &rows, txfd, sync, &gen) == 0) {
         retained_add(ws, gen, rows.retained);
         rows_free(&rows);
         json_decref(in);

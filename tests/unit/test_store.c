@@ -75,19 +75,27 @@ static char *q_text(sqlite3 *db, const char *sql)
 #define SHA_ABC "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 #define SHA_OLD "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" /* "" */
 
+/* A new transaction and its upper (*up), whose root has the workspace
+ * root's mode (so the root's mode is unchanged). */
+static void new_tx_upper(uint64_t *id, int *txfd, int *act, int *up)
+{
+    txbox_error e = {0};
+    assert_int_equal(ws_new_tx(ws, id, txfd, act, &e), 0);
+    mkdirat(*txfd, "upper", 0755);
+    *up = openat(*txfd, "upper", O_RDONLY | O_DIRECTORY);
+    struct stat rst;
+    assert_int_equal(fstat(ws->fd, &rst), 0);
+    assert_int_equal(fchmod(*up, rst.st_mode & 07777), 0);
+}
+
 static void commit_logs_write_set_once(void **state)
 {
     (void)state;
     txbox_error e = {0};
     mkfile(ws->fd, "f", "");
     uint64_t id;
-    int txfd, act;
-    assert_int_equal(ws_new_tx(ws, &id, &txfd, &act, &e), 0);
-    mkdirat(txfd, "upper", 0755);
-    int up = openat(txfd, "upper", O_RDONLY | O_DIRECTORY);
-    struct stat rst;
-    assert_int_equal(fstat(ws->fd, &rst), 0);
-    assert_int_equal(fchmod(up, rst.st_mode & 07777), 0); /* the root's mode is unchanged */
+    int txfd, act, up;
+    new_tx_upper(&id, &txfd, &act, &up);
     mkfile(up, "f", "abc");
     mkfile(up, "new", "abc");
     struct tx_ops ops = {0};
@@ -168,6 +176,58 @@ static void commit_logs_write_set_once(void **state)
     assert_string_equal(s, "wal");
     free(s);
     sqlite3_close(db);
+    ops_free(&ops);
+    close(up);
+    close(txfd);
+    ws_end_tx(ws, id, act);
+}
+
+/* A write set too large for a line of log.pending (thousands of paths)
+ * waits in tx/ID/log.row, which the pending line points at: the commit
+ * never needs the log after its commit point. */
+static void large_commit_row_in_its_own_file(void **state)
+{
+    (void)state;
+    txbox_error e = {0};
+    uint64_t id;
+    int txfd, act, up;
+    new_tx_upper(&id, &txfd, &act, &up);
+    assert_int_equal(mkdirat(up, "big", 0755), 0);
+    int big = openat(up, "big", O_RDONLY | O_DIRECTORY);
+    for (int i = 0; i < 1500; i++) {
+        char n[64];
+        snprintf(n, sizeof n, "generated_module_number_%04d.py", i);
+        mkfile(big, n, "x");
+    }
+    close(big);
+    struct tx_ops ops = {0};
+    assert_int_equal(scan_upper(up, ws->fd, !ws->root, &ops, NULL, &e), 0);
+    assert_true(ops.n <= 2); /* the new tree (and the root's times) */
+    uint64_t gen;
+    int rc = journal_commit(ws, id, txfd, 0, &ops, "{\"command\":\"gen\",\"exit_code\":0}", NULL, &gen, &e);
+    if (rc)
+        print_error("%s\n", e.msg);
+    assert_int_equal(rc, 0);
+    struct stat st;
+    assert_int_equal(fstatat(txfd, "log.row", &st, 0), 0);
+    assert_true(st.st_size > 64 * 1024);
+    int pfd = openat(ws->sfd, "log.pending", O_RDONLY);
+    char line[256];
+    ssize_t n = read(pfd, line, sizeof line - 1);
+    close(pfd);
+    assert_true(n > 0 && n < 200);
+    line[n] = 0;
+    assert_non_null(strstr(line, "\"row_file\":true"));
+    store_import_pending(ws);
+    sqlite3 *db = db_open();
+    char q[128];
+    snprintf(q, sizeof q, "SELECT count(*) FROM change WHERE tx=%llu", (unsigned long long)id);
+    assert_int_equal(q_int(db, q), 1501);
+    snprintf(q, sizeof q, "SELECT gen FROM tx WHERE id=%llu AND outcome='committed'", (unsigned long long)id);
+    assert_int_equal(q_int(db, q), 1);
+    sqlite3_close(db);
+    assert_int_equal(fstatat(ws->sfd, "log.pending", &st, 0), 0);
+    assert_int_equal(st.st_size, 0);
     ops_free(&ops);
     close(up);
     close(txfd);
@@ -350,6 +410,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(commit_logs_write_set_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(large_commit_row_in_its_own_file, setup, teardown),
         cmocka_unit_test_setup_teardown(refuses_newer_and_damaged, setup, teardown),
         cmocka_unit_test_setup_teardown(hashes_and_ids, setup, teardown),
         cmocka_unit_test_setup_teardown(log_fsyncs_and_wal_size, setup, teardown),
