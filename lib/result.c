@@ -97,6 +97,35 @@ json_t *json_text(const char *s, size_t n, bool hex)
     return j ? j : json_string("");
 }
 
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+char *json_text_bytes(const char *s, size_t n)
+{
+    char *o = xmalloc(n + 1), *w = o;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\\') {
+            int hi = i + 3 < n && s[i + 1] == 'x' ? hexval(s[i + 2]) : -1;
+            int lo = hi >= 0 ? hexval(s[i + 3]) : -1;
+            if (lo < 0 || (hi == 0 && lo == 0)) {
+                free(o);
+                return NULL;
+            }
+            *w++ = (char)(hi << 4 | lo);
+            i += 3;
+        } else if (!s[i]) {
+            free(o);
+            return NULL;
+        } else {
+            *w++ = s[i];
+        }
+    }
+    *w = 0;
+    return o;
+}
+
 static json_t *text(dbuf *b) { return json_text(dbuf_str(b), b->len, false); }
 
 static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }

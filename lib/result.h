@@ -37,6 +37,10 @@ txbox_result *result_new(void);
  * U+FFFD, or with hex the four characters \xNN (for file names; a backslash
  * then becomes \x5c as well, so that no two names read the same). */
 json_t *json_text(const char *s, size_t n, bool hex);
+/* The bytes json_text(..., true) encoded as the n characters s: a new
+ * NUL-terminated string, or NULL for text it cannot have made (a
+ * backslash not starting \xNN, a NUL). */
+char *json_text_bytes(const char *s, size_t n);
 void result_free(txbox_result *r);
 
 #endif

@@ -72,13 +72,14 @@ static void send_msg(int fd, int type, int val, const char *text)
 static int report_fd = -1;
 static bool in_overlay_setup; /* a failure now means: overlayfs unavailable here */
 
-/* In init: report a setup failure and die. */
 /* The code the command runs before its execve, on the stack init gave it
  * (command_main): not instrumented by AddressSanitizer, which knows only
  * init's stack in init's memory and would warn, into the command's stderr,
  * at every call of a function that does not return. */
 #define ON_COMMAND_STACK __attribute__((no_sanitize("address")))
 
+/* In init, and in the command before its execve: report a setup failure
+ * and die. */
 ON_COMMAND_STACK __attribute__((noreturn, format(printf, 1, 2))) static void setup_die(const char *fmt, ...)
 {
     char buf[512];

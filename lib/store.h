@@ -116,7 +116,6 @@ MUST_CHECK int hash_file_at(int dirfd, const char *name, char hex[65], uint64_t 
 void hash_bytes_hex(const void *p, size_t n, char hex[65]);
 /* Parses a transaction id given by a user ("12", "tx12" is refused). */
 MUST_CHECK int parse_txid(const char *s, uint64_t *id, txbox_error *err);
-/* Retention settings (defaults when unset). */
 /* Retention's count cached in .txbox/log.retained (store.c): 0 with the
  * retained commits' count and bytes and the bounds, when the cache is of
  * the workspace's generation; -1 when there is none. */
@@ -126,6 +125,7 @@ int store_retained_cached(txbox_ws *ws, long long *count, long long *bytes, long
  * workspace lock; store_retained_forget removes it (gc). */
 void store_retained_refresh(txbox_ws *ws, sqlite3 *db);
 void store_retained_forget(txbox_ws *ws);
+/* Retention settings (defaults when unset). */
 void store_get_retention(sqlite3 *db, long *keep, long long *max_bytes);
 
 #endif

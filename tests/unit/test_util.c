@@ -4,6 +4,7 @@
 
 #include <cmocka.h>
 
+#include "result.h"
 #include "util.h"
 
 static void dbuf_caps_and_counts(void **state)
@@ -53,10 +54,34 @@ static void errors_are_one_line_with_context(void **state)
     assert_true(!strncmp(e.msg, "workspace w: cannot open a b", 28));
 }
 
+/* File names through JSON and back: UTF-8 kept, other bytes and the
+ * backslash as \xNN; what json_text cannot have written is refused. */
+static void json_text_round_trip(void **state)
+{
+    (void)state;
+    const char *names[] = {"plain.txt", "caf\xc3\xa9", "n\xff\xfe", "back\\slash", "\\x41", ""};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        json_t *j = json_text(names[i], strlen(names[i]), true);
+        char *b = json_text_bytes(json_string_value(j), json_string_length(j));
+        assert_non_null(b);
+        assert_string_equal(b, names[i]);
+        free(b);
+        json_decref(j);
+    }
+    json_t *j = json_text("n\xff", 2, true);
+    assert_string_equal(json_string_value(j), "n\\xff");
+    json_decref(j);
+    const char *bad[] = {"a\\", "a\\x", "a\\x4", "a\\y41", "a\\xzz", "a\\x00", "a\\x4G"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_null(json_text_bytes(bad[i], strlen(bad[i])));
+    assert_null(json_text_bytes("a\0b", 3));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dbuf_caps_and_counts),
+        cmocka_unit_test(json_text_round_trip),
         cmocka_unit_test(parse_u64_rejects_junk),
         cmocka_unit_test(errors_are_one_line_with_context),
     };
