@@ -46,7 +46,7 @@ int main(int argc, char **argv)
     seccomp_release(ctx);
     if (rc < 0)
         die("cannot export the filter", -rc);
-    long size;
+    long size = 0;
     if (fseek(tmp, 0, SEEK_END) < 0 || (size = ftell(tmp)) < 0)
         die("cannot read the exported filter", errno);
     if (size == 0 || size % (long)sizeof(struct sock_filter) || size / (long)sizeof(struct sock_filter) > BPF_MAXINSNS)

@@ -842,7 +842,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         cg_destroy(&cg);
         return -1;
     }
-    __attribute__((cleanup(free_socks))) struct sb_spec *socks_owner = &spec;
+    __attribute__((cleanup(free_socks), unused)) struct sb_spec *socks_owner = &spec;
     s = &spec;
     struct statvfs vfs0;
     if (fstatvfs(s->ws_fd, &vfs0) < 0) {

@@ -372,8 +372,8 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
      * from an index of the unpruned commits only: the count and sum
      * scanned the whole tx table, every row with its output tails, so the
      * cost of a commit grew with the history (60 pages at 70 transactions) */
-    "CREATE INDEX tx_retained ON tx(retained_bytes)"
-    " WHERE outcome='committed' AND retained_bytes IS NOT NULL AND pruned IS NULL;",
+    ("CREATE INDEX tx_retained ON tx(retained_bytes)"
+     " WHERE outcome='committed' AND retained_bytes IS NOT NULL AND pruned IS NULL;"),
 };
 
 static int db_fail(sqlite3 *db, int rc, txbox_error *err, const char *what)

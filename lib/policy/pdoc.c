@@ -24,8 +24,10 @@ int pdoc_from_yaml(const yaml_document_t *d, pdoc *out)
     char *mem = calloc(1, sz);
     if (!mem)
         return -1;
-    pnode *nodes = (pnode *)mem;
-    int32_t *items = (int32_t *)(mem + nn * sizeof(pnode)), *pairs = items + ni;
+    /* calloc's block is aligned for any type; sizeof(pnode) keeps items
+     * 32-bit aligned (void *: clang's -Wcast-align cannot see that) */
+    pnode *nodes = (pnode *)(void *)mem;
+    int32_t *items = (int32_t *)(void *)(mem + nn * sizeof(pnode)), *pairs = items + ni;
     char *pl = (char *)(pairs + 2 * np);
     size_t ai = 0, ap = 0, apool = 0;
     for (size_t i = 0; i < nn; i++) {
