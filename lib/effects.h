@@ -44,14 +44,31 @@ typedef struct effect_rule {
     regex_t pre[2];
     bool has_pre[2], pre_needed[2];
     bool multiline; /* a pattern holds a newline: it may match across lines */
-    bool pre_done; /* prefilters compiled (the built-in rules': at first use,
-                    * and their patterns one by one at the first entry a
-                    * prefilter lets through) */
+    bool pre_done; /* prefilters compiled (at the first entry the literal
+                    * filter lets through; the built-in rules' patterns one
+                    * by one at the first entry a prefilter lets through) */
+    /* The literal filter, before any regular expression (effect_lit_build):
+     * strings of which every match of some content_any pattern holds one
+     * (lit_icase[i]: compared ignoring ASCII case, stored in lower case).
+     * An entry whose searched content holds none of them cannot match,
+     * and no pattern is compiled or run for it. lit_ok: every pattern gave
+     * such strings (else the filter is not used). */
+    char **lit;
+    unsigned char *lit_icase;
+    size_t lit_n;
+    bool lit_ok, lit_done;
     /* limits over the entries that count (-1: none) */
     int64_t max_files_deleted, max_bytes_written, max_binary_added, max_made_executable;
     effect_example *ex;
     size_t nex;
 } effect_rule;
+
+/* Build r's literal filter (lit, lit_icase, lit_n, lit_ok) from its
+ * content_any patterns; idempotent. */
+void effect_lit_build(effect_rule *r);
+/* False only when no content_any pattern of r can match in d[0, n): the
+ * literal filter's verdict (true when r has no usable filter). */
+bool effect_lit_may_match(const effect_rule *r, const char *d, size_t n);
 
 /* Does path (relative to the workspace, no leading "/") match glob? A
  * pattern without '/' matches the last component at any depth; with one it

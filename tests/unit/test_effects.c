@@ -6,6 +6,7 @@
 
 #include <cmocka.h>
 #include <fcntl.h>
+#include <regex.h>
 #include <sys/stat.h>
 
 #include "effects.h"
@@ -176,12 +177,202 @@ static void content_sets(void **state)
     assert_int_equal(rmdir(root), 0);
 }
 
+/* The literal filter (effect_lit_build): the strings it derives, and on
+ * random text near known matches, never "cannot match" where regexec
+ * finds a match. */
+static void lit_rule(effect_rule *r, const char *pat)
+{
+    memset(r, 0, sizeof *r);
+    strlist_add(&r->content_any, pat);
+    effect_lit_build(r);
+}
+
+static void lit_expect(const char *pat, const char *const *want, size_t n)
+{
+    effect_rule r;
+    lit_rule(&r, pat);
+    if (!n) {
+        if (r.lit_ok)
+            fail_msg("%s: a filter (%zu strings, first '%s') where none was expected", pat, r.lit_n,
+                     r.lit[0]);
+    } else {
+        if (!r.lit_ok)
+            fail_msg("%s: no filter", pat);
+        bool same = r.lit_n == n;
+        for (size_t i = 0; same && i < n; i++)
+            same = !strcmp(r.lit[i], want[i]);
+        if (!same)
+            fail_msg("%s: %zu strings, first '%s', want %zu, first '%s'", pat, r.lit_n, r.lit[0], n,
+                     want[0]);
+    }
+    effect_rule_free(&r);
+}
+
+#define LIT(pat, ...)                                                                   \
+    do {                                                                                \
+        static const char *const w_[] = {__VA_ARGS__};                                  \
+        lit_expect(pat, w_, sizeof w_ / sizeof *w_ - (w_[0] == NULL));                  \
+    } while (0)
+
+static const char *const lit_patterns[] = {
+    /* the built-in secret rule's */
+    "-----BEGIN ([A-Z]+ )?PRIVATE KEY-----",
+    "(^|[^A-Za-z0-9])(AKIA|ASIA)[0-9A-Z]{16}([^A-Za-z0-9]|$)",
+    "(^|[^A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36}([^A-Za-z0-9_]|$)",
+    "(^|[^A-Za-z0-9_])github_pat_[A-Za-z0-9_]{40,}",
+    "(^|[^A-Za-z0-9_-])xox[abpsr]-[0-9]+-[A-Za-z0-9-]{10,}",
+    "(^|[^A-Za-z0-9_-])glpat-[A-Za-z0-9_-]{20}([^A-Za-z0-9_-]|$)",
+    "(^|[^A-Za-z0-9_-])sk-(proj|ant-api[0-9]+)-[A-Za-z0-9_-]{32,}",
+    "(^|[^A-Za-z0-9_-])sk-[A-Za-z0-9]{48}([^A-Za-z0-9_-]|$)",
+    /* git-config-exec's */
+    "(?i)^[[:space:]]*(hookspath|fsmonitor|sshcommand|pager|editor|askpass|gitproxy|textconv|clean|smudge|process|command|helper)[[:space:]]*=",
+    "=[[:space:]]*!",
+    /* shapes the reader must get right */
+    "^AAA[0-9]+$", "b(c|d)e", "q{3}", "(?i)zz[xy]", "(?i)^end$", "(k)\\1", "ab+c", "a(b|)c",
+    "x(ab|cd)*y", "[]a]b", "[^a]bc", "a\\.b", "(?i)[A-C]x", "a{1}b{1,1}c{0,2}d", "(a|b(c|d))e",
+    "[a-]z", "k\\wz",
+};
+
+static const char *const lit_seeds[] = {
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\n-----END OPENSSH PRIVATE KEY-----\n",
+    "-----BEGIN PRIVATE KEY-----", "AWS_KEY = 'AKIAIOSFODNN7EXAMPLE'\n", "ASIA0123456789ABCDEF",
+    "token=ghp_0123456789abcdefghijABCDEFGHIJ012345\n", "gho_0123456789abcdefghijABCDEFGHIJ012345",
+    "github_pat_0123456789abcdefghijABCDEFGHIJ0123456789", "xoxb-1234-abcdefghijkl",
+    "glpat-0123456789abcdefghij ", "sk-proj-0123456789abcdefghijABCDEFGHIJ012345",
+    "sk-ant-api03-0123456789abcdefghijABCDEFGHIJ012345", "sk-0123456789abcdefghijABCDEFGHIJ0123456789abcdefghij",
+    "[core]\n\thooksPath = /tmp/h\n", "[alias]\n\tx = !sh -c id\n", "  PAGER=less\n", "x\nAAA12\n",
+    "abde", "abce", "qqq", "ZZY", "1\nEnD\n2", "kk", "abbbc", "ac", "abc", "xy", "xababcdy", "]b", "ab",
+    "xbc", "a.b", "cx", "Bx", "abcd", "bde", "ae", "-z", "az", "k_z", "kaz",
+};
+
+static uint64_t lit_rng = 0x9e3779b97f4a7c15ull;
+
+static unsigned lit_rand(unsigned n)
+{
+    lit_rng ^= lit_rng << 13;
+    lit_rng ^= lit_rng >> 7;
+    lit_rng ^= lit_rng << 17;
+    return (unsigned)(lit_rng % n);
+}
+
+/* A seed (or two, or a piece of a pattern) with random edits. */
+static size_t lit_text(char *buf, size_t cap, const char *pat)
+{
+    static const char noise[] = "aAbBcCkKqQxXyYzZ0189_-.= \n\t!:]";
+    size_t n = 0;
+    for (int parts = 1 + (int)lit_rand(3); parts > 0; parts--) {
+        const char *src;
+        size_t len;
+        if (lit_rand(4) == 0) { /* a piece of the pattern text itself */
+            size_t pl = strlen(pat), a = lit_rand((unsigned)pl);
+            src = pat + a;
+            len = 1 + lit_rand((unsigned)(pl - a));
+        } else {
+            src = lit_seeds[lit_rand(sizeof lit_seeds / sizeof *lit_seeds)];
+            len = strlen(src);
+        }
+        for (size_t i = 0; i < len && n < cap; i++)
+            buf[n++] = src[i];
+    }
+    for (int edits = (int)lit_rand(4); edits > 0 && n > 0; edits--) {
+        size_t at = lit_rand((unsigned)n);
+        switch (lit_rand(4)) {
+        case 0:
+            buf[at] = noise[lit_rand(sizeof noise - 1)];
+            break;
+        case 1:
+            memmove(buf + at, buf + at + 1, n - at - 1);
+            n--;
+            break;
+        case 2:
+            if (n < cap) {
+                memmove(buf + at + 1, buf + at, n - at);
+                buf[at] = noise[lit_rand(sizeof noise - 1)];
+                n++;
+            }
+            break;
+        default:
+            buf[at] ^= (buf[at] >= 'A' && buf[at] <= 'z') ? 0x20 : 0;
+        }
+    }
+    return n;
+}
+
+static void literal_filter(void **state)
+{
+    (void)state;
+    LIT("gh[pousr]_[A-Za-z0-9]{36}", "gho_", "ghp_", "ghr_", "ghs_", "ghu_");
+    LIT("(^|[^A-Za-z0-9])(AKIA|ASIA)[0-9A-Z]{16}", "AKIA", "ASIA");
+    LIT("-----BEGIN ([A-Z]+ )?PRIVATE KEY-----", "PRIVATE KEY-----");
+    LIT("(?i)zz[XY]", "zzx", "zzy");
+    LIT("(?i)x(AB|cd)+", "ab", "cd");
+    LIT("ab+c", "ab");
+    LIT("q{3}", "q");
+    LIT("(k)\\1", "k");
+    LIT("a\\.bc", "a.bc");
+    LIT("[[:alpha:]]+xyz", "xyz");
+    LIT("a.b", "a");
+    LIT("sk-(proj|ant-api)-", "proj", "ant-api"); /* the group's: longer than "sk-" */
+    LIT("v[0-3]+", "v0", "v1", "v2", "v3");
+    LIT("x*", NULL);
+    LIT("(a|)b*", NULL);
+    LIT("a{", NULL);
+    LIT("a{2", NULL);
+    LIT("[abc", NULL);
+    LIT("*a", NULL);
+    LIT("a**", NULL);
+    LIT("a\\", NULL);
+    LIT("((((((((((a))))))))))", NULL);
+    LIT("\xc3\xa9", NULL); /* a multibyte character */
+    /* one pattern without a set: the whole rule goes without the filter */
+    {
+        effect_rule r;
+        memset(&r, 0, sizeof r);
+        strlist_add(&r.content_any, "abc");
+        strlist_add(&r.content_any, ".*");
+        effect_lit_build(&r);
+        assert_false(r.lit_ok);
+        assert_true(effect_lit_may_match(&r, "zzz", 3));
+        effect_rule_free(&r);
+    }
+
+    char buf[512];
+    size_t matched = 0, rejected = 0;
+    for (size_t pi = 0; pi < sizeof lit_patterns / sizeof *lit_patterns; pi++) {
+        const char *pat = lit_patterns[pi];
+        bool icase = !strncmp(pat, "(?i)", 4);
+        regex_t re;
+        assert_int_equal(regcomp(&re, icase ? pat + 4 : pat,
+                                 REG_EXTENDED | REG_NEWLINE | (icase ? REG_ICASE : 0)), 0);
+        effect_rule r;
+        lit_rule(&r, pat);
+        for (int t = 0; t < 4000; t++) {
+            size_t n = lit_text(buf, sizeof buf - 1, pat);
+            buf[n] = 0;
+            regmatch_t m = {.rm_so = 0, .rm_eo = (regoff_t)n};
+            bool hit = regexec(&re, buf, 1, &m, REG_STARTEND) == 0;
+            bool may = effect_lit_may_match(&r, buf, n);
+            if (hit && !may)
+                fail_msg("pattern '%s' matches '%.*s' but the literal filter says it cannot", pat,
+                         (int)n, buf);
+            matched += hit;
+            rejected += !may;
+        }
+        regfree(&re);
+        effect_rule_free(&r);
+    }
+    /* the random texts exercised both sides */
+    assert_true(matched > 1000);
+    assert_true(rejected > 1000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(globs),
         cmocka_unit_test(judge),
         cmocka_unit_test(content_sets),
+        cmocka_unit_test(literal_filter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
