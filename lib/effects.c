@@ -576,10 +576,16 @@ int effect_rule_compile(effect_rule *r, char *msg, size_t msglen)
 
 void effect_rule_free(effect_rule *r)
 {
-    free(r->id);
-    free(r->reason);
-    free(r->suggestion);
-    free(r->file);
+    if (!r->borrowed) {
+        free(r->id);
+        free(r->reason);
+        free(r->suggestion);
+        free(r->file);
+        for (size_t i = 0; i < r->nex; i++) {
+            free(r->ex[i].content);
+            free(r->ex[i].deleted_in);
+        }
+    }
     strlist_free(&r->paths_any);
     strlist_free(&r->paths_written);
     strlist_free(&r->paths_deleted);
@@ -599,8 +605,6 @@ void effect_rule_free(effect_rule *r)
     for (size_t i = 0; i < r->nex; i++) {
         strlist_free(&r->ex[i].written);
         strlist_free(&r->ex[i].deleted);
-        free(r->ex[i].content);
-        free(r->ex[i].deleted_in);
     }
     free(r->ex);
     memset(r, 0, sizeof *r);

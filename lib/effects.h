@@ -28,6 +28,7 @@ typedef struct effect_example {
 } effect_example;
 
 typedef struct effect_rule {
+    bool borrowed; /* its strings are the built-in document's (rules.c) */
     char *id, *reason, *suggestion, *file;
     int line;
     int action; /* EFF_ROLLBACK, EFF_HOLD, EFF_OFF */

@@ -96,7 +96,7 @@ void *ar_grow_copy(arena *a, const void *old, size_t n, size_t elem, size_t *all
     return nv;
 }
 
-void strlist_add(strlist *l, const char *s)
+static void strlist_put(strlist *l, char *s, unsigned char flags)
 {
     /* room for 4, then doubled whenever n reaches a power of two (lists are
      * only ever built here and freed whole) */
@@ -105,15 +105,21 @@ void strlist_add(strlist *l, const char *s)
         l->v = xrealloc(l->v, cap * sizeof *l->v);
         l->glob = xrealloc(l->glob, cap);
     }
-    l->glob[l->n] = strpbrk(s, "*?[") != NULL;
-    l->any_glob |= l->glob[l->n];
-    l->v[l->n++] = xstrdup(s);
+    bool glob = strpbrk(s, "*?[") != NULL;
+    l->glob[l->n] = (unsigned char)(flags | (glob ? STRLIST_GLOB : 0));
+    l->any_glob |= glob;
+    l->v[l->n++] = s;
 }
+
+void strlist_add(strlist *l, const char *s) { strlist_put(l, xstrdup(s), 0); }
+
+void strlist_add_borrowed(strlist *l, const char *s) { strlist_put(l, (char *)s, STRLIST_BORROWED); }
 
 void strlist_free(strlist *l)
 {
     for (size_t i = 0; i < l->n; i++)
-        free(l->v[i]);
+        if (!(l->glob[i] & STRLIST_BORROWED))
+            free(l->v[i]);
     free(l->v);
     free(l->glob);
     l->v = NULL;
@@ -133,7 +139,7 @@ bool strlist_has(const strlist *l, const char *s)
 bool strlist_glob(const strlist *l, const char *s)
 {
     for (size_t i = 0; i < l->n; i++)
-        if (l->glob[i] ? fnmatch(l->v[i], s, 0) == 0 : !strcmp(l->v[i], s))
+        if ((l->glob[i] & STRLIST_GLOB) ? fnmatch(l->v[i], s, 0) == 0 : !strcmp(l->v[i], s))
             return true;
     return false;
 }

@@ -74,7 +74,7 @@ void policy_build_index(txbox_policy *p)
     for (size_t k = 0; k < p->nrules; k++) {
         const strlist *l = &p->rules[k].program;
         for (size_t j = 0; j < l->n; j++)
-            if (!l->glob[j])
+            if (!(l->glob[j] & STRLIST_GLOB))
                 v[m++] = (struct pref){.name = l->v[j], .rule = (uint32_t)k};
     }
     qsort(v, m, sizeof *v, pref_cmp);
@@ -112,7 +112,7 @@ static void program_matches(const txbox_policy *p, const pcmd *c, uint8_t *prog_
         if (prog_ok[k] || !l->any_glob)
             continue;
         for (size_t j = 0; j < l->n && !prog_ok[k]; j++)
-            if (l->glob[j] && fnmatch(l->v[j], prog, 0) == 0)
+            if ((l->glob[j] & STRLIST_GLOB) && fnmatch(l->v[j], prog, 0) == 0)
                 prog_ok[k] = 1;
     }
 }

@@ -54,11 +54,17 @@ void *ar_grow_copy(arena *a, const void *old, size_t n, size_t elem, size_t *all
 /* ---- lists of strings (policy side, malloc'd) ---- */
 typedef struct strlist {
     char **v;
-    unsigned char *glob; /* glob[i]: v[i] has *, ? or [ (else matched with strcmp) */
+    unsigned char *glob; /* glob[i]: STRLIST_GLOB, STRLIST_BORROWED */
     size_t n;
     bool any_glob;
 } strlist;
+enum {
+    STRLIST_GLOB = 1,     /* v[i] has *, ? or [ (else matched with strcmp) */
+    STRLIST_BORROWED = 2, /* v[i] is the built-in document's, not freed */
+};
 void strlist_add(strlist *l, const char *s);
+/* The same without a copy: s outlives the list (static data). */
+void strlist_add_borrowed(strlist *l, const char *s);
 void strlist_free(strlist *l);
 bool strlist_has(const strlist *l, const char *s);
 /* Does any glob pattern in l match s (fnmatch)? */
@@ -130,6 +136,7 @@ typedef struct pcmd {
 enum { PC_INSIDE = 1, PC_OUTSIDE = 2, PC_DEVICE = 4, PC_SCRATCH = 8, PC_NULL = 16, PC_DYNAMIC = 32 };
 
 typedef struct progspec {
+    bool borrowed; /* its strings are the built-in document's (rules.c) */
     char *name; /* may be a glob */
     strlist options_with_value;
     bool leading_operands_only;      /* operands stop at the first option (find) */
@@ -162,6 +169,7 @@ typedef struct example {
 } example;
 
 typedef struct rule {
+    bool borrowed; /* its strings are the built-in document's (rules.c) */
     char *id;
     int decision;
     char *reason, *suggestion;
@@ -194,11 +202,11 @@ typedef struct progidx {
 
 struct txbox_policy {
     rule *rules;
-    size_t nrules;
+    size_t nrules, arules; /* arules: allocated */
     progidx *pidx;
     size_t npidx;
     progspec *progs;
-    size_t nprogs;
+    size_t nprogs, aprogs;
     strlist fetchers, secrets, secret_programs, harmless_env, null_paths, scratch_paths;
     struct effect_rule *effects; /* rules on effects (lib/effects.h), in file order */
     size_t neffects;
@@ -213,7 +221,9 @@ struct txbox_policy {
 int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char *file,
                       txbox_error *err);
 /* The same, from the built-in document (pdoc.h; static data); its
- * content regexes are compiled at first use (effects_compile). */
+ * content regexes are compiled at first use (effects_compile). The
+ * policy borrows the document's strings, and file: both must outlive it
+ * (static data). */
 struct pdoc;
 int policy_parse_doc(txbox_policy *p, const struct pdoc *doc, const char *file,
                      txbox_error *err);
