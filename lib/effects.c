@@ -190,8 +190,20 @@ static bool run_extend(struct litset *run, const unsigned char *c, unsigned k)
     return true;
 }
 
+/* Under (?i), a letter that some locale folds to a non-ASCII character
+ * (k: the Kelvin sign; s: the long s; i: Turkish dotted and dotless i)
+ * is left to the regex: txbox runs in the C locale, where REG_ICASE folds
+ * ASCII only, but a program that links libtxbox may have called
+ * setlocale. */
+static bool icase_unsure(const struct litp *q, unsigned char c)
+{
+    return q->icase && strchr("iks", lower_ascii(c)) && c;
+}
+
 static void atom_char(const struct litp *q, struct atom *a, unsigned char c)
 {
+    if (icase_unsure(q, c))
+        return; /* A_OTHER */
     a->kind = A_CHARS;
     a->k = 1;
     a->c[0] = q->icase ? lower_ascii(c) : c;
@@ -238,12 +250,14 @@ static void lit_bracket(struct litp *q, struct atom *a)
             if (c >= 0x80 || hi >= 0x80 || hi < c)
                 other = true;
             else
-                for (unsigned x = c; x <= hi; x++)
+                for (unsigned x = c; x <= hi; x++) {
+                    other = other || icase_unsure(q, (unsigned char)x);
                     mem[q->icase ? lower_ascii((unsigned char)x) : x] = true;
+                }
             p += 3;
             continue;
         }
-        if (c >= 0x80)
+        if (c >= 0x80 || icase_unsure(q, c))
             other = true;
         else
             mem[q->icase ? lower_ascii(c) : c] = true;

@@ -6,6 +6,7 @@
 
 #include <cmocka.h>
 #include <fcntl.h>
+#include <locale.h>
 #include <regex.h>
 #include <sys/stat.h>
 
@@ -305,6 +306,25 @@ static void literal_filter(void **state)
     LIT("(^|[^A-Za-z0-9])(AKIA|ASIA)[0-9A-Z]{16}", "AKIA", "ASIA");
     LIT("-----BEGIN ([A-Z]+ )?PRIVATE KEY-----", "PRIVATE KEY-----");
     LIT("(?i)zz[XY]", "zzx", "zzy");
+    /* under (?i), i, k and s fold to non-ASCII letters in some locales */
+    LIT("(?i)hookspath", "path");
+    LIT("(?i)[ab]s[ab]", "a", "b");
+    LIT("(?i)x[j-l]y", "x");
+    LIT("hookspath", "hookspath");
+    /* glibc folds the long s to s under REG_ICASE in a UTF-8 locale */
+    if (setlocale(LC_ALL, "C.UTF-8")) {
+        static const char longs[] = "hook\xc5\xbfpath = /tmp/h";
+        regex_t re;
+        assert_int_equal(regcomp(&re, "hookspath", REG_EXTENDED | REG_ICASE | REG_NOSUB), 0);
+        bool hit = regexec(&re, longs, 0, NULL, 0) == 0;
+        regfree(&re);
+        effect_rule r;
+        lit_rule(&r, "(?i)hookspath");
+        if (hit)
+            assert_true(effect_lit_may_match(&r, longs, sizeof longs - 1));
+        effect_rule_free(&r);
+        setlocale(LC_ALL, "C");
+    }
     LIT("(?i)x(AB|cd)+", "ab", "cd");
     LIT("ab+c", "ab");
     LIT("q{3}", "q");
