@@ -247,7 +247,8 @@ static void lit_bracket(struct litp *q, struct atom *a)
                 q->bad = true;
                 return;
             }
-            if (c >= 0x80 || hi >= 0x80 || hi < c)
+            /* digits only: a locale may order letters otherwise */
+            if (c < '0' || hi > '9' || hi < c)
                 other = true;
             else
                 for (unsigned x = c; x <= hi; x++) {

@@ -334,6 +334,7 @@ static void literal_filter(void **state)
     LIT("a.b", "a");
     LIT("sk-(proj|ant-api)-", "proj", "ant-api"); /* the group's: longer than "sk-" */
     LIT("v[0-3]+", "v0", "v1", "v2", "v3");
+    LIT("ab[c-e]", "ab"); /* a range of letters is left to the regex */
     LIT("x*", NULL);
     LIT("(a|)b*", NULL);
     LIT("a{", NULL);
