@@ -312,18 +312,19 @@ static void literal_filter(void **state)
     LIT("(?i)x[j-l]y", "x");
     LIT("hookspath", "hookspath");
     /* glibc folds the long s to s under REG_ICASE in a UTF-8 locale */
-    if (setlocale(LC_ALL, "C.UTF-8")) {
+    {
+        /* C.UTF-8 is built into glibc (2.35 and later) */
+        assert_non_null(setlocale(LC_ALL, "C.UTF-8"));
         static const char longs[] = "hook\xc5\xbfpath = /tmp/h";
         regex_t re;
         assert_int_equal(regcomp(&re, "hookspath", REG_EXTENDED | REG_ICASE | REG_NOSUB), 0);
-        bool hit = regexec(&re, longs, 0, NULL, 0) == 0;
+        assert_int_equal(regexec(&re, longs, 0, NULL, 0), 0); /* what the filter must allow for */
         regfree(&re);
         effect_rule r;
         lit_rule(&r, "(?i)hookspath");
-        if (hit)
-            assert_true(effect_lit_may_match(&r, longs, sizeof longs - 1));
+        assert_true(effect_lit_may_match(&r, longs, sizeof longs - 1));
         effect_rule_free(&r);
-        setlocale(LC_ALL, "C");
+        assert_non_null(setlocale(LC_ALL, "C"));
     }
     LIT("(?i)x(AB|cd)+", "ab", "cd");
     LIT("ab+c", "ab");
