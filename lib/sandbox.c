@@ -2,15 +2,17 @@
  *
  * Process layout:
  *
- *   txbox (parent) ──clone3(NEWNS|NEWPID|NEWIPC|NEWUTS|NEWNET [|NEWUSER])──▶ init (pid 1)
+ *   txbox (parent) ──clone(VM|VFORK|NEWNS|NEWPID|NEWIPC|NEWUTS|NEWNET [|NEWUSER])──▶ init (pid 1)
  *        ▲  report pipe: setup error / started / exit status              │ sets up mounts
  *        │                                                                 ▼
  *        └────────── pidfd: timeout ⇒ SIGKILL init ⇒ the whole pid ns ── command
  *                                                     (clone NEWUSER, nested: mounts locked)
  *
- * 1. The parent clones init into new namespaces. When txbox is not root a
- *    user namespace is created too and the parent maps the caller's uid/gid
- *    to themselves, so files keep their owner.
+ * 1. The parent clones init into new namespaces, sharing its memory, from a
+ *    thread of its own that sleeps until init is gone (start_init says
+ *    why). When txbox is not root a user namespace is created too and the
+ *    parent maps the caller's uid/gid to themselves, so files keep their
+ *    owner.
  * 2. init makes every mount private, prepares the workspace view as a
  *    detached mount (overlayfs through fsopen/fsconfig/fsmount, or with
  *    open_tree a clone of the workspace, read-only, or of the copy backend's
@@ -38,6 +40,8 @@
 #include <linux/sched.h>
 #include <net/if.h>
 #include <poll.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -69,14 +73,41 @@ static void send_msg(int fd, int type, int val, const char *text)
         _exit(126);
 }
 
-static int report_fd = -1;
-static bool in_overlay_setup; /* a failure now means: overlayfs unavailable here */
+/* Thread-local: init and the command run on the launcher thread's TLS
+ * (start_init), one per sandbox, so sandboxes started at once by threads
+ * of one process each have their own. */
+static __thread int report_fd = -1;
+static __thread bool in_overlay_setup; /* a failure now means: overlayfs unavailable here */
 
-/* The code the command runs before its execve, on the stack init gave it
- * (command_main): not instrumented by AddressSanitizer, which knows only
- * init's stack in init's memory and would warn, into the command's stderr,
- * at every call of a function that does not return. */
+/* The code the command runs before its execve, on the stack set aside for
+ * it (command_main): not instrumented by AddressSanitizer, whose state for
+ * the thread (the launcher's, see start_init) is init's, and which would
+ * warn, into the command's stderr, at calls of functions that do not
+ * return. */
 #define ON_COMMAND_STACK __attribute__((no_sanitize("address")))
+
+/* init and the command before its execve share txbox's memory (see
+ * start_init) and must not allocate: a process killed (by the timeout)
+ * inside malloc would leave its lock held in txbox's heap. Hence no stdio
+ * and no strerror (which may allocate a message for an unknown errno, or
+ * a translation) in either: these two instead. */
+ON_COMMAND_STACK static const char *errstr(int e)
+{
+    const char *d = strerrordesc_np(e);
+    return d ? d : "unknown error";
+}
+
+/* The command, before its execve: a line on its stderr. */
+ON_COMMAND_STACK __attribute__((format(printf, 1, 2))) static void command_say(const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        (void)!write_all(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
 
 /* In init, and in the command before its execve: report a setup failure
  * and die. */
@@ -90,7 +121,7 @@ ON_COMMAND_STACK __attribute__((noreturn, format(printf, 1, 2))) static void set
     va_end(ap);
     size_t l = strlen(buf);
     if (e)
-        snprintf(buf + l, sizeof buf - l, ": %s", strerror(e));
+        snprintf(buf + l, sizeof buf - l, ": %s", errstr(e));
     send_msg(report_fd, in_overlay_setup ? MSG_OVERLAY_ERR : MSG_SETUP_ERR, e, buf);
     _exit(126);
 }
@@ -406,6 +437,8 @@ struct child_args {
     const struct sb_spec *spec;
     int go_fd;    /* init writes one byte once the id maps are in place */
     int go_other; /* init's end of that pipe: closed in the command */
+    int exec_fd;    /* closed by the execve (O_CLOEXEC): init then knows it happened */
+    int exec_other; /* init's end of that pipe */
     int landlock_abi;
 };
 
@@ -417,6 +450,7 @@ ON_COMMAND_STACK __attribute__((noreturn)) static void command_main(const struct
     const struct sb_spec *s = a->spec;
     char c;
     close(a->go_other);
+    close(a->exec_other);
     if (read_all(a->go_fd, &c, 1) != 1)
         _exit(126);
     close(a->go_fd);
@@ -441,7 +475,7 @@ ON_COMMAND_STACK __attribute__((noreturn)) static void command_main(const struct
             break;
         }
     if (chdir(s->cwd) < 0) {
-        dprintf(2, "txbox: cannot enter %s: %s\n", s->cwd, strerror(errno));
+        command_say("txbox: cannot enter %s: %s\n", s->cwd, errstr(errno));
         _exit(126);
     }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
@@ -468,11 +502,13 @@ ON_COMMAND_STACK __attribute__((noreturn)) static void command_main(const struct
     signal(SIGPIPE, SIG_DFL);
     /* No descriptor of the caller but stdio reaches the command: an open
      * directory fd would be a way out of the view (found by the escape
-     * suite). */
-    close_range(3, ~0U, 0);
+     * suite). The one left, exec_fd, is O_CLOEXEC: the execve closes it. */
+    if (a->exec_fd > 3)
+        close_range(3, (unsigned)a->exec_fd - 1, 0);
+    close_range((unsigned)a->exec_fd + 1, ~0U, 0);
     execve(s->argv[0], s->argv, s->envp);
     int e = errno;
-    dprintf(2, "txbox: cannot execute %s: %s\n", s->argv[0], strerror(e));
+    command_say("txbox: cannot execute %s: %s\n", s->argv[0], errstr(e));
     _exit(e == ENOENT ? 127 : 126);
 }
 
@@ -481,18 +517,8 @@ ON_COMMAND_STACK static int command_entry(void *arg)
     command_main(arg);
 }
 
-static pid_t clone_fork(uint64_t flags, int *pidfd)
-{
-    struct clone_args ca = {.flags = flags, .exit_signal = SIGCHLD};
-    if (pidfd) {
-        ca.flags |= CLONE_PIDFD;
-        ca.pidfd = (uint64_t)(uintptr_t)pidfd;
-    }
-    return (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
-}
-
 __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool userns, int sync_fd,
-                                               int landlock_abi)
+                                               int landlock_abi, char *cmd_stack_top)
 {
     char c;
     if (read_all(sync_fd, &c, 1) != 1)
@@ -533,40 +559,28 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
     mask_host_sockets(s, devfd_null);
 
     /* The command, in a nested user namespace. */
-    int go[2];
-    if (pipe2(go, O_CLOEXEC) < 0)
+    int go[2], exec_fd[2]; /* exec_fd: end of file once the command has exec'd (or died) */
+    if (pipe2(go, O_CLOEXEC) < 0 || pipe2(exec_fd, O_CLOEXEC) < 0)
         setup_die("pipe");
-    struct child_args ca = {.spec = s, .go_fd = go[0], .go_other = go[1], .landlock_abi = landlock_abi};
-    /* CLONE_VM: the command shares init's memory until its execve, on a
-     * stack of its own, instead of a copy of it: a fork copies the page
-     * tables of all of txbox's memory, which init inherited, and makes
-     * every page copy-on-write (0.6-1.4 ms, and a fault of ~15 us for each
-     * page either side writes after; this project's VMs). Safe because
-     * neither side allocates meanwhile: init writes the id maps and then
-     * only waits, and command_main makes system calls. */
-    size_t stack_size = 256u << 10;
-    void *stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (stack == MAP_FAILED)
-        setup_die("cannot make the command's stack");
-    pid_t cmd = clone(command_entry, (char *)stack + stack_size, CLONE_VM | CLONE_NEWUSER | SIGCHLD,
-                      &ca);
+    if (exec_fd[1] < 3) { /* above stdio, which the command replaces */
+        int w = fcntl(exec_fd[1], F_DUPFD_CLOEXEC, 3);
+        if (w < 0)
+            setup_die("dup");
+        close(exec_fd[1]);
+        exec_fd[1] = w;
+    }
+    struct child_args ca = {.spec = s, .go_fd = go[0], .go_other = go[1], .exec_fd = exec_fd[1],
+                            .exec_other = exec_fd[0], .landlock_abi = landlock_abi};
+    /* CLONE_VM: the command shares init's memory (which is txbox's, see
+     * start_init) until its execve, on a stack of its own that start_init
+     * set aside, instead of a copy of it. Safe because neither side
+     * allocates meanwhile: init writes the id maps and then only waits, and
+     * command_main makes system calls. */
+    pid_t cmd = clone(command_entry, cmd_stack_top, CLONE_VM | CLONE_NEWUSER | SIGCHLD, &ca);
     if (cmd < 0)
         setup_die("cannot create the command's user namespace");
     close(go[0]);
-    /* The memory limit's OOM killer must pick the command, never init, or
-     * the command's status is lost. Lowering init's score needs
-     * CAP_SYS_RESOURCE, which txbox may lack; raising the command's does
-     * not, and its children inherit it. The command cannot lower it again:
-     * /proc is read-only for it. */
-    {
-        char p[64];
-        snprintf(p, sizeof p, "/proc/%d/oom_score_adj", (int)cmd);
-        int fd = open(p, O_WRONLY | O_CLOEXEC);
-        if (fd < 0 || write_all(fd, "1000", 4) < 0)
-            setup_die("cannot make the command the OOM killer's first choice");
-        close(fd);
-    }
+    close(exec_fd[1]);
     char map[64];
     if (userns) {
         /* Identity for the caller's one uid and gid. */
@@ -582,6 +596,18 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
         if (write_id_maps(cmd, map, map, false) < 0)
             setup_die("cannot map ids in the command's namespace");
     }
+    /* The command's OOM score, written after its execve (below), through a
+     * clone of /proc's mount that only init holds: /proc itself becomes
+     * read-only now, and a file open for writing on it would forbid that. */
+    int oomfd = -1;
+    {
+        int procw = open_tree(AT_FDCWD, "/proc", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        char p[32];
+        snprintf(p, sizeof p, "%d/oom_score_adj", (int)cmd);
+        if (procw < 0 || (oomfd = openat(procw, p, O_WRONLY | O_CLOEXEC)) < 0)
+            setup_die("cannot reach the command's OOM score");
+        close(procw);
+    }
     /* Nothing in /proc can be written from now on (sysctls, sysrq-trigger),
      * whatever the command's uid. */
     if (mount(NULL, "/proc", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
@@ -591,6 +617,19 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
     if (write_all(go[1], "g", 1) < 0)
         setup_die("cannot start the command");
     close(go[1]);
+    /* The OOM killer's first choice is the command, of the memory limit's
+     * and of the whole machine's: a score raised, which needs no privilege
+     * and is inherited by its children. Only after its execve: a score is
+     * set for every process that shares the memory, which before the
+     * execve is txbox's. (init itself is never a candidate: see
+     * start_init.) The command cannot lower it again: /proc is read-only
+     * for it. */
+    if (read(exec_fd[0], &c, 1) < 0)
+        setup_die("cannot wait for the command's execve");
+    close(exec_fd[0]);
+    if (write_all(oomfd, "1000", 4) < 0 && errno != ESRCH)
+        setup_die("cannot make the command the OOM killer's first choice");
+    close(oomfd);
 
     for (;;) {
         int ws;
@@ -606,6 +645,135 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
             _exit(0);
         }
     }
+}
+
+/* ---- starting init ----
+ *
+ * init does not get a copy of txbox's memory: it shares it (CLONE_VM), as
+ * the command does until its execve. A fork copies the page tables of all
+ * of txbox's memory and makes every page copy-on-write, so that the first
+ * write to a page on either side, and on this project's VMs (which shadow
+ * page tables) even the child's first read of one, is a fault of 5-12 us:
+ * 2.2 ms of a transaction (go->started 3.0 -> 1.4 ms, clone->go 1.5 ->
+ * 1.0; 250M, ten-file change, 30 interleaved runs).
+ *
+ * Sharing is safe because init and the command, until its execve, write
+ * nothing of txbox's but their stacks and their thread's TLS (errno,
+ * report_fd), and neither belongs to a thread that runs meanwhile: both are
+ * the launcher's, a thread made for one sandbox, which clones init onto
+ * stacks set aside in its own (so that AddressSanitizer knows them as that
+ * thread's) with CLONE_VFORK: it sleeps in the clone until init is gone.
+ * Neither init nor the command allocates, so nothing of theirs is left in
+ * txbox's memory afterwards. CLONE_VFORK also keeps init out of the OOM
+ * killer's choice (the kernel never picks a vfork child, which would take
+ * every process sharing its memory, txbox, with it), and the launcher,
+ * alive as long as init, is its parent for PR_SET_PDEATHSIG. */
+#define LAUNCH_GAP (64u << 10)    /* the launcher's own frames in the clone */
+#define INIT_STACK (1u << 20)     /* generous: init's frames under ASan */
+#define LAUNCHER_STACK (2u << 20) /* these, the command's, glibc's TLS */
+
+struct launcher {
+    pthread_t th;
+    sem_t ready, done;
+    const struct sb_spec *s;
+    bool userns, posted;
+    int flags, sync_fd, report_fd, abi;
+    int close_fds[6]; /* the parent's ends, closed in init (-1: none) */
+    sigset_t mask;    /* the caller's signal mask, init's */
+    pid_t pid;        /* set by the kernel before init runs */
+    int err;
+};
+
+__attribute__((noreturn)) static int init_entry(void *arg)
+{
+    struct launcher *L = arg;
+    pthread_sigmask(SIG_SETMASK, &L->mask, NULL); /* the launcher's has all blocked */
+    L->posted = true;
+    sem_post(&L->ready); /* L->pid is set */
+    for (size_t i = 0; i < ARRAY_SIZE(L->close_fds); i++)
+        if (L->close_fds[i] >= 0)
+            close(L->close_fds[i]);
+    report_fd = L->report_fd;
+    char *here = __builtin_frame_address(0);
+    char *cmd_top = (char *)(((uintptr_t)here - INIT_STACK) & ~(uintptr_t)63);
+    init_main(L->s, L->userns, L->sync_fd, L->abi, cmd_top);
+}
+
+static void *launcher_main(void *arg)
+{
+    struct launcher *L = arg;
+    char *here = __builtin_frame_address(0);
+    char *top = (char *)(((uintptr_t)here - LAUNCH_GAP) & ~(uintptr_t)63);
+    pid_t r = clone(init_entry, top, L->flags | CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | SIGCHLD,
+                    L, &L->pid);
+    /* Here init is gone, or was never made (errno: nothing else wrote it). */
+    if (r < 0)
+        L->err = errno;
+    if (!L->posted)
+        sem_post(&L->ready);
+    while (sem_wait(&L->done) != 0)
+        ;
+    return NULL;
+}
+
+/* After init is reaped, or was never made. */
+static void stop_launcher(struct launcher *L)
+{
+    sem_post(&L->done);
+    pthread_join(L->th, NULL);
+    sem_destroy(&L->ready);
+    sem_destroy(&L->done);
+}
+
+/* Start the launcher and, through it, init; its pid, and a pidfd for it in
+ * *pidfd. -1 with errno set when it could not be started. */
+static pid_t start_init(struct launcher *L, int *pidfd)
+{
+    pthread_attr_t attr;
+    sigset_t all;
+    L->pid = 0;
+    L->err = 0;
+    L->posted = false;
+    if (sem_init(&L->ready, 0, 0) < 0 || sem_init(&L->done, 0, 0) < 0)
+        return -1;
+    int e = pthread_attr_init(&attr);
+    if (e == 0)
+        e = pthread_attr_setstacksize(&attr, LAUNCHER_STACK);
+    /* The launcher runs with every signal blocked: signals are the other
+     * threads' to handle (one sent to txbox must not wait, pending on a
+     * thread asleep in a vfork, until init is gone). */
+    sigfillset(&all);
+    if (e == 0)
+        e = pthread_sigmask(SIG_SETMASK, &all, &L->mask);
+    if (e == 0) {
+        e = pthread_create(&L->th, &attr, launcher_main, L);
+        pthread_sigmask(SIG_SETMASK, &L->mask, NULL);
+    }
+    pthread_attr_destroy(&attr);
+    if (e) {
+        errno = e;
+        return -1;
+    }
+    while (sem_wait(&L->ready) != 0)
+        ;
+    if (L->pid <= 0) {
+        e = L->err ? L->err : ECHILD;
+        stop_launcher(L);
+        errno = e;
+        return -1;
+    }
+    /* init cannot have been reaped: only this thread reaps it */
+    *pidfd = (int)syscall(SYS_pidfd_open, L->pid, 0);
+    if (*pidfd < 0) {
+        e = errno;
+        kill(L->pid, SIGKILL);
+        while (waitpid(L->pid, NULL, __WALL) < 0 && errno == EINTR)
+            ;
+        stop_launcher(L);
+        errno = e;
+        return -1;
+    }
+    return L->pid;
 }
 
 bool sb_is_root(void) { return geteuid() == 0; }
@@ -949,7 +1117,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
             }
         }
     }
-    uint64_t flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
+    unsigned flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
     if (!s->net)
         flags |= CLONE_NEWNET;
     if (userns)
@@ -957,25 +1125,15 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     int pidfd = -1;
     fflush(NULL);
     st->t_clone = now_ns();
-    pid_t pid = clone_fork(flags, &pidfd);
+    struct launcher launch = {
+        .s = s, .userns = userns, .flags = (int)flags, .sync_fd = sync[0], .report_fd = rep[1],
+        .abi = abi, .close_fds = {rep[0], sync[1], out_pipe, err_pipe, relay_in, ptm},
+    };
+    pid_t pid = start_init(&launch, &pidfd);
     if (pid < 0) {
         rc = tx_errno(err, errno, "cannot create the sandbox namespaces%s",
                       userns ? " (are unprivileged user namespaces enabled?)" : "");
         goto fail_setup;
-    }
-    if (pid == 0) {
-        close(rep[0]);
-        close(sync[1]);
-        if (out_pipe >= 0)
-            close(out_pipe);
-        if (err_pipe >= 0)
-            close(err_pipe);
-        if (relay_in >= 0)
-            close(relay_in);
-        if (ptm >= 0)
-            close(ptm);
-        report_fd = rep[1];
-        init_main(s, userns, sync[0], abi);
     }
     close(rep[1]);
     close(sync[0]);
@@ -1196,6 +1354,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
         ;
     close(pidfd);
+    stop_launcher(&launch);
     st->t_reaped = now_ns();
     st->oom = cg_oom(&cg);
     cg_destroy(&cg);

@@ -94,6 +94,20 @@ EOF
         fail "control: without txbox the bomb does not get past 256 MiB, so the check proves nothing: $(clip "$CONTROL_OUT")"
 }
 
+@test "the OOM killer's first choice is the command (score 1000); txbox's own score and init's stay as they were" {
+    local out="$BATS_TEST_TMPDIR/oom" before during pid
+    before="$(cat /proc/self/oom_score_adj)" # the shell's, which txbox inherits
+    "$TXBOX" run -C "$WS" -c 'cat /proc/self/oom_score_adj /proc/1/oom_score_adj; sleep 2' \
+        >"$out" 2>&1 </dev/null &
+    pid=$!
+    sleep 1
+    during="$(cat "/proc/$pid/oom_score_adj")"
+    wait "$pid" || fail "txbox exited $?: $(clip "$(cat "$out")")"
+    [ "$(sed -n 1p "$out")" = 1000 ] || fail "the command's score: $(clip "$(cat "$out")")"
+    [ "$(sed -n 2p "$out")" = "$before" ] || fail "init's score (was $before): $(clip "$(cat "$out")")"
+    [ "$during" = "$before" ] || fail "txbox's own score was $during while the command ran (was $before)"
+}
+
 @test "a disk filler in the workspace (--max-write 50M): stopped, rolled back with stopped_by 'write limit', the space given back" {
     local before after
     before="$(df -Pk "$WS" | awk 'NR == 2 {print $4}')"
