@@ -416,6 +416,8 @@ static void private_tmpdir(char **envp, const char *ws_path)
         }
 }
 
+static void early_cancelp(struct sb_early **e) { sb_early_cancel(*e); }
+
 int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbox_error *err)
 {
     *out = NULL;
@@ -423,6 +425,15 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     tx_marks_begin(t0);
     if (validate(opts, err) < 0)
         return -1;
+    /* The sandbox's namespaces are made meanwhile, on the other CPU: by the
+     * time the classification, the transaction's directories and the
+     * command's environment are ready, init is waiting for them. Guessed
+     * without network (the policy may ask for it: then another is made);
+     * on failure sb_run tries again and says why. */
+    __attribute__((cleanup(early_cancelp))) struct sb_early *early = NULL;
+    txbox_error pe = {0};
+    if (sb_prestart(opts->net, &early, &pe) < 0)
+        early = NULL;
     txbox_result *r = result_new();
     r->started = wall_time();
     bool read_only = opts->read_only && !opts->multi, net = opts->net; /* multi: its view */
@@ -557,7 +568,9 @@ retry:
         .name = r->txs,
         .started = cleaner_start,
         .started_arg = &cleaner,
+        .early = early, /* taken by sb_run */
     };
+    early = NULL;
     struct sb_status st;
     int effd = opts->multi ? multi_txfd(opts->multi) : txfd; /* where its effects are recorded */
     if (saga && (rc = saga_started(effd, saga, r->txs, err)) < 0)

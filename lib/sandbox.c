@@ -2,17 +2,21 @@
  *
  * Process layout:
  *
- *   txbox (parent) ──clone(VM|VFORK|NEWNS|NEWPID|NEWIPC|NEWUTS|NEWNET [|NEWUSER])──▶ init (pid 1)
+ *   txbox ──clone(VM|VFORK|FILES|NEWNS|NEWPID|NEWIPC|NEWUTS|NEWNET [|NEWUSER])──▶ init (pid 1)
  *        ▲  report pipe: setup error / started / exit status              │ sets up mounts
  *        │                                                                 ▼
  *        └────────── pidfd: timeout ⇒ SIGKILL init ⇒ the whole pid ns ── command
  *                                                     (clone NEWUSER, nested: mounts locked)
  *
  * 1. The parent clones init into new namespaces, sharing its memory, from a
- *    thread of its own that sleeps until init is gone (start_init says
- *    why). When txbox is not root a user namespace is created too and the
+ *    thread of its own that sleeps until init is gone (see "starting
+ *    init"). When txbox is not root a user namespace is created too and the
  *    parent maps the caller's uid/gid to themselves, so files keep their
- *    owner.
+ *    owner. txbox_run does this first of all (sb_prestart), so that the
+ *    namespaces are made on the other CPU while it classifies the command
+ *    and prepares the transaction: init waits, sharing the parent's table
+ *    of descriptors (it has those made meanwhile), until sb_run lets it go;
+ *    then it takes a copy of its own.
  * 2. init makes every mount private, prepares the workspace view as a
  *    detached mount (overlayfs through fsopen/fsconfig/fsmount, or with
  *    open_tree a clone of the workspace, read-only, or of the copy backend's
@@ -517,14 +521,10 @@ ON_COMMAND_STACK static int command_entry(void *arg)
     command_main(arg);
 }
 
-__attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool userns, int sync_fd,
-                                               int landlock_abi, char *cmd_stack_top)
+__attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool userns, int landlock_abi,
+                                               char *cmd_stack_top)
 {
     char c;
-    if (read_all(sync_fd, &c, 1) != 1)
-        _exit(126); /* the parent gave up (maps or cgroup failed) */
-    close(sync_fd);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
 
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         setup_die("cannot make mounts private");
@@ -675,10 +675,12 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
 struct launcher {
     pthread_t th;
     sem_t ready, done;
-    const struct sb_spec *s;
+    const struct sb_spec *s; /* these four: set by sb_run before it lets init go */
+    int abi;
+    int close_fds[7]; /* the parent's ends, closed in init's own table (-1: none) */
     bool userns, posted;
-    int flags, sync_fd, report_fd, abi;
-    int close_fds[6]; /* the parent's ends, closed in init (-1: none) */
+    int flags, sync_fd, report_fd;
+    int parent_fd; /* a pidfd of txbox: readable once it is gone (-1: none) */
     sigset_t mask;    /* the caller's signal mask, init's */
     pid_t pid;        /* set by the kernel before init runs */
     int err;
@@ -688,15 +690,32 @@ __attribute__((noreturn)) static int init_entry(void *arg)
 {
     struct launcher *L = arg;
     pthread_sigmask(SIG_SETMASK, &L->mask, NULL); /* the launcher's has all blocked */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     L->posted = true;
     sem_post(&L->ready); /* L->pid is set */
+    report_fd = L->report_fd;
+    /* Wait for the go. Were txbox killed before the line above, no signal
+     * would come, and the go pipe would stay open (this process holds the
+     * table it shares): its pidfd says so instead. */
+    struct pollfd w[2] = {{.fd = L->sync_fd, .events = POLLIN}, {.fd = L->parent_fd, .events = POLLIN}};
+    while (poll(w, L->parent_fd >= 0 ? 2 : 1, -1) < 0)
+        ;
+    char c;
+    if (w[1].revents || read_all(L->sync_fd, &c, 1) != 1)
+        _exit(126); /* the parent is gone, or gave up (maps or cgroup failed, or it ran nothing) */
+    /* Until now init shared txbox's table of descriptors (CLONE_FILES), so
+     * that it has those made after it started (sb_prestart): from now on a
+     * copy of its own, where the parent's ends are closed. The parent keeps
+     * its own ends open until init's first message. */
+    if (unshare(CLONE_FILES) < 0)
+        setup_die("cannot copy the table of descriptors");
+    close(L->sync_fd);
     for (size_t i = 0; i < ARRAY_SIZE(L->close_fds); i++)
         if (L->close_fds[i] >= 0)
             close(L->close_fds[i]);
-    report_fd = L->report_fd;
     char *here = __builtin_frame_address(0);
     char *cmd_top = (char *)(((uintptr_t)here - INIT_STACK) & ~(uintptr_t)63);
-    init_main(L->s, L->userns, L->sync_fd, L->abi, cmd_top);
+    init_main(L->s, L->userns, L->abi, cmd_top);
 }
 
 static void *launcher_main(void *arg)
@@ -725,9 +744,9 @@ static void stop_launcher(struct launcher *L)
     sem_destroy(&L->done);
 }
 
-/* Start the launcher and, through it, init; its pid, and a pidfd for it in
- * *pidfd. -1 with errno set when it could not be started. */
-static pid_t start_init(struct launcher *L, int *pidfd)
+/* Start the launcher, which starts init (await_init waits for that).
+ * -1 with errno set when it could not be started. */
+static int launch_init(struct launcher *L)
 {
     pthread_attr_t attr;
     sigset_t all;
@@ -754,6 +773,14 @@ static pid_t start_init(struct launcher *L, int *pidfd)
         errno = e;
         return -1;
     }
+    return 0;
+}
+
+/* After launch_init: init's pid, and a pidfd for it in *pidfd. -1 with
+ * errno set when it could not be started (the launcher is then gone). */
+static pid_t await_init(struct launcher *L, int *pidfd)
+{
+    int e;
     while (sem_wait(&L->ready) != 0)
         ;
     if (L->pid <= 0) {
@@ -774,6 +801,94 @@ static pid_t start_init(struct launcher *L, int *pidfd)
         return -1;
     }
     return L->pid;
+}
+
+/* ---- a sandbox started ahead ---- */
+
+struct sb_early {
+    struct launcher L;
+    int rep[2], sync[2]; /* init's report pipe, and the one that lets it go */
+    int self;            /* a pidfd of this process, for init (parent_fd) */
+    int pidfd;
+    pid_t pid;           /* 0 until early_await */
+    bool net, launched;
+};
+
+/* Wait until init runs (sb_prestart does not: the namespaces are made
+ * meanwhile); its pid, pidfd and, in a user namespace, its id maps. */
+static int early_await(struct sb_early *e, txbox_error *err)
+{
+    if (e->pid > 0)
+        return 0;
+    e->launched = false; /* whatever happens: init runs, or the launcher is gone */
+    e->pid = await_init(&e->L, &e->pidfd);
+    if (e->pid < 0) {
+        e->pid = 0;
+        return tx_errno(err, errno, "cannot create the sandbox namespaces%s",
+                        e->L.userns ? " (are unprivileged user namespaces enabled?)" : "");
+    }
+    if (e->L.userns) {
+        char um[64], gm[64];
+        snprintf(um, sizeof um, "%u %u 1\n", getuid(), getuid());
+        snprintf(gm, sizeof gm, "%u %u 1\n", getgid(), getgid());
+        if (write_id_maps(e->pid, um, gm, true) < 0)
+            return tx_errno(err, errno, "cannot map ids in the sandbox user namespace");
+    }
+    return 0;
+}
+
+int sb_prestart(bool net, struct sb_early **out, txbox_error *err)
+{
+    *out = NULL;
+    struct sb_early *e = xcalloc(1, sizeof *e);
+    e->rep[0] = e->rep[1] = e->sync[0] = e->sync[1] = e->pidfd = -1;
+    e->self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    e->net = net;
+    bool userns = !sb_is_root();
+    unsigned flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_FILES;
+    if (!net)
+        flags |= CLONE_NEWNET;
+    if (userns)
+        flags |= CLONE_NEWUSER;
+    if (pipe2(e->rep, O_CLOEXEC) < 0 || pipe2(e->sync, O_CLOEXEC) < 0) {
+        tx_errno(err, errno, "pipe");
+        sb_early_cancel(e);
+        return -1;
+    }
+    e->L = (struct launcher){.userns = userns, .flags = (int)flags, .sync_fd = e->sync[0],
+                             .report_fd = e->rep[1], .parent_fd = e->self,
+                             .close_fds = {-1, -1, -1, -1, -1, -1, -1}};
+    fflush(NULL);
+    if (launch_init(&e->L) < 0) {
+        tx_errno(err, errno, "cannot start the sandbox's launcher thread");
+        sb_early_cancel(e);
+        return -1;
+    }
+    e->launched = true;
+    *out = e;
+    return 0;
+}
+
+bool sb_early_net(const struct sb_early *e) { return e->net; }
+
+void sb_early_cancel(struct sb_early *e)
+{
+    if (!e)
+        return;
+    if (e->launched)
+        (void)early_await(e, NULL); /* its pid, to reap it */
+    int fds[] = {e->rep[0], e->rep[1], e->sync[0], e->sync[1], e->self};
+    /* init reads end of file where it waits for the go, and exits */
+    for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    if (e->pid > 0) {
+        while (waitpid(e->pid, NULL, __WALL) < 0 && errno == EINTR)
+            ;
+        close(e->pidfd);
+        stop_launcher(&e->L);
+    }
+    free(e);
 }
 
 bool sb_is_root(void) { return geteuid() == 0; }
@@ -984,11 +1099,26 @@ static json_t *protections(const struct sb_spec *s, bool userns, int abi, const 
     return o;
 }
 
+static void sb_early_cancelp(struct sb_early **e) { sb_early_cancel(*e); }
+
+static void close_ours(int *fds, int *n)
+{
+    for (int i = 0; i < *n; i++)
+        close(fds[i]);
+    *n = 0;
+}
+
 int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn, void *ctx,
            struct sb_status *st, txbox_error *err)
 {
     memset(st, 0, sizeof *st);
     bool userns = !sb_is_root();
+    /* init started ahead, if it was, with the namespaces this needs */
+    __attribute__((cleanup(sb_early_cancelp))) struct sb_early *early = s->early;
+    if (early && early->net != s->net) {
+        sb_early_cancel(early);
+        early = NULL;
+    }
     /* Fail closed: a protection that cannot be had here stops the run,
      * unless the caller accepts less (and the result says what held). */
     int abi = confine_landlock_abi();
@@ -1027,10 +1157,6 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     int ptm = -1, pts = -1, tty_out = 0; /* the command's terminal (pty_open) */
     struct termios tty_saved;
     bool tty_raw = false;
-    if (pipe2(rep, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0) {
-        rc = tx_errno(err, errno, "pipe");
-        goto fail_setup;
-    }
     /* stdio that is not a pipe or socket goes through pipes of txbox's own
      * (needs_relay). A terminal is read only by a foreground txbox: in the
      * background the command gets an empty stdin rather than txbox being
@@ -1117,45 +1243,46 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
             }
         }
     }
-    unsigned flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
-    if (!s->net)
-        flags |= CLONE_NEWNET;
-    if (userns)
-        flags |= CLONE_NEWUSER;
     int pidfd = -1;
-    fflush(NULL);
     st->t_clone = now_ns();
-    struct launcher launch = {
-        .s = s, .userns = userns, .flags = (int)flags, .sync_fd = sync[0], .report_fd = rep[1],
-        .abi = abi, .close_fds = {rep[0], sync[1], out_pipe, err_pipe, relay_in, ptm},
-    };
-    pid_t pid = start_init(&launch, &pidfd);
-    if (pid < 0) {
-        rc = tx_errno(err, errno, "cannot create the sandbox namespaces%s",
-                      userns ? " (are unprivileged user namespaces enabled?)" : "");
+    if (!early && sb_prestart(s->net, &early, err) < 0) {
+        rc = -1;
         goto fail_setup;
     }
-    close(rep[1]);
-    close(sync[0]);
-    /* The write ends now live in init (and the command): drop ours so that
-     * end of file arrives when they are gone. */
+    if (early_await(early, err) < 0) {
+        rc = -1;
+        goto fail_setup;
+    }
+    struct sb_early *E = early; /* ended below, once init is reaped */
+    early = NULL;
+    pid_t pid = E->pid;
+    pidfd = E->pidfd;
+    rep[0] = E->rep[0];
+    rep[1] = E->rep[1];
+    sync[0] = E->sync[0];
+    sync[1] = E->sync[1];
+    /* What init reads once let go; and our ends it closes in its own
+     * table. Ours of its ends stay open in the table it shares until its
+     * first message says it has a copy (close_ours). */
+    E->L.s = s;
+    E->L.abi = abi;
+    int ends[] = {rep[0], sync[1], out_pipe, err_pipe, relay_in, ptm, E->self};
+    memcpy(E->L.close_fds, ends, sizeof ends);
+    int ours[7], n_ours = 0;
+    ours[n_ours++] = rep[1];
+    ours[n_ours++] = sync[0];
+    if (E->self >= 0)
+        ours[n_ours++] = E->self;
     if (out_pipe >= 0 && s->out_fd >= 0)
-        close(s->out_fd);
+        ours[n_ours++] = s->out_fd;
     if (err_pipe >= 0 && s->err_fd >= 0)
-        close(s->err_fd);
+        ours[n_ours++] = s->err_fd;
     if (own_in && s->in_fd >= 0)
-        close(s->in_fd);
+        ours[n_ours++] = s->in_fd;
     if (pts >= 0)
-        close(pts);
+        ours[n_ours++] = pts;
     if (ptm >= 0)
         fcntl(ptm, F_SETFL, O_NONBLOCK);
-    if (userns) {
-        char um[64], gm[64];
-        snprintf(um, sizeof um, "%u %u 1\n", getuid(), getuid());
-        snprintf(gm, sizeof gm, "%u %u 1\n", getgid(), getgid());
-        if (write_id_maps(pid, um, gm, true) < 0)
-            rc = tx_errno(err, errno, "cannot map ids in the sandbox user namespace");
-    }
     if (rc == 0 && cg.kind && cg_attach(&cg, pid) < 0)
         rc = tx_errno(err, errno, "cannot place the sandbox in its cgroup");
     if (rc == 0 && write_all(sync[1], "g", 1) < 0)
@@ -1262,6 +1389,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
             int k = map[i];
             if (k == 3) {
                 init_done = true;
+                close_ours(ours, &n_ours);
                 continue;
             }
             if (k == 5) {
@@ -1313,6 +1441,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
                     continue;
                 msg_have = 0;
                 msg.text[sizeof msg.text - 1] = 0;
+                close_ours(ours, &n_ours);
                 if ((msg.type == MSG_SETUP_ERR || msg.type == MSG_OVERLAY_ERR) && rc == 0) {
                     rc = tx_err(err, msg.val ? msg.val : EPERM, "sandbox: %s", msg.text);
                     st->overlay_failed = msg.type == MSG_OVERLAY_ERR;
@@ -1353,8 +1482,10 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     int ws;
     while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
         ;
+    close_ours(ours, &n_ours);
     close(pidfd);
-    stop_launcher(&launch);
+    stop_launcher(&E->L);
+    free(E);
     st->t_reaped = now_ns();
     st->oom = cg_oom(&cg);
     cg_destroy(&cg);

@@ -47,6 +47,9 @@ struct sb_spec {
      * wait for it (NULL: none): idle time for the caller's own chores */
     void (*started)(void *arg);
     void *started_arg;
+    /* init started ahead by sb_prestart (NULL: sb_run starts it); sb_run
+     * takes it, whatever happens */
+    struct sb_early *early;
     /* filled by sb_run: host unix sockets bound by path, masked in the view */
     char **host_socks;
     size_t n_host_socks;
@@ -77,6 +80,15 @@ typedef void (*sb_output_fn)(void *ctx, int stream, const char *data, size_t n);
  * process once the sandbox holds it. */
 MUST_CHECK int sb_run(const struct sb_spec *spec, int out_pipe, int err_pipe, sb_output_fn fn,
                       void *ctx, struct sb_status *st, txbox_error *err);
+
+/* Start a sandbox's init ahead, so that its namespaces are made while the
+ * caller prepares the rest: it waits for sb_run (spec->early), which uses
+ * it if its network choice is the spec's (net: the host's network). */
+struct sb_early;
+MUST_CHECK int sb_prestart(bool net, struct sb_early **out, txbox_error *err);
+bool sb_early_net(const struct sb_early *e);
+/* End one that sb_run will not take (NULL: nothing). */
+void sb_early_cancel(struct sb_early *e);
 
 /* Can this process create the namespaces and mount overlayfs here? */
 bool sb_is_root(void);

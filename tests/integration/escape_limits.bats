@@ -97,7 +97,9 @@ EOF
 @test "the OOM killer's first choice is the command (score 1000); txbox's own score and init's stay as they were" {
     local out="$BATS_TEST_TMPDIR/oom" before during pid
     before="$(cat /proc/self/oom_score_adj)" # the shell's, which txbox inherits
-    "$TXBOX" run -C "$WS" -c 'cat /proc/self/oom_score_adj /proc/1/oom_score_adj; sleep 2' \
+    # set by init once the command has exec'd: a moment after it starts
+    "$TXBOX" run -C "$WS" -c 'for i in $(seq 200); do [ "$(cat /proc/$$/oom_score_adj)" = 1000 ] && break; sleep 0.01; done
+        cat /proc/$$/oom_score_adj /proc/1/oom_score_adj; sleep 2' \
         >"$out" 2>&1 </dev/null &
     pid=$!
     sleep 1

@@ -119,3 +119,32 @@ echo now >now.txt; exit $code"
     [ $((t1 - t0)) -lt 6 ] || fail "txbox --json waited $((t1 - t0)) s"
     [ "$(jget stdout)" = early ] || fail "stdout: $(jget stdout)"
 }
+
+@test "txbox killed (SIGKILL) at any moment of its start leaves no process behind, and the workspace as it was" {
+    # The sandbox's init is started early, while txbox still prepares, and
+    # shares its descriptors until let go: killed then, it must go too.
+    # Kills at every millisecond of the first 40 (policy, prepare,
+    # namespaces, set-up), three times over, for a read-only command and a
+    # writing one.
+    local i k mark="txbox-kill-$$-$RANDOM" pid left="" cmd
+    for k in 1 2 3; do
+        for i in $(seq 1 40); do
+            for cmd in "sleep 30 # $mark" "echo x >new$i; sleep 30 # $mark"; do
+                "$TXBOX" run -C "$WS" -c "$cmd" >/dev/null 2>&1 </dev/null &
+                pid=$!
+                sleep "$(printf '0.%03d' "$i")"
+                kill -9 "$pid" 2>/dev/null || true
+                wait "$pid" 2>/dev/null || true
+            done
+        done
+    done
+    for i in $(seq 1 50); do
+        left="$(pgrep -f -- "$mark" || true)"
+        [ -z "$left" ] && break
+        sleep 0.1
+    done
+    [ -z "$left" ] || fail "left behind: $(ps -o pid,ppid,stat,args -p "$(echo $left | tr ' ' ,)")"
+    run --separate-stderr txbox_bin recover -C "$WS"
+    assert_status 0
+    assert_tree pre "$WS" --mtime
+}
