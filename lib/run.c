@@ -425,15 +425,6 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     tx_marks_begin(t0);
     if (validate(opts, err) < 0)
         return -1;
-    /* The sandbox's namespaces are made meanwhile, on the other CPU: by the
-     * time the classification, the transaction's directories and the
-     * command's environment are ready, init is waiting for them. Guessed
-     * without network (the policy may ask for it: then another is made);
-     * on failure sb_run tries again and says why. */
-    __attribute__((cleanup(early_cancelp))) struct sb_early *early = NULL;
-    txbox_error pe = {0};
-    if (sb_prestart(opts->net, &early, &pe) < 0)
-        early = NULL;
     txbox_result *r = result_new();
     r->started = wall_time();
     bool read_only = opts->read_only && !opts->multi, net = opts->net; /* multi: its view */
@@ -460,6 +451,15 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
         if (!read_only)
             saga = saga_plan(opts->policy, opts->shell, opts->argv, &net);
     }
+    /* The sandbox's namespaces are made meanwhile, on the other CPU: by the
+     * time the transaction's directories and the command's environment are
+     * ready, init is waiting for them. Not before the verdict: a blocked
+     * command would pay for it (1.1 ms), and the network choice is known
+     * only now. On failure sb_run tries again and says why. */
+    __attribute__((cleanup(early_cancelp))) struct sb_early *early = NULL;
+    txbox_error pe = {0};
+    if (sb_prestart(net, &early, &pe) < 0)
+        early = NULL;
     r->backend = read_only ? "none" : opts->backend == TXBOX_BACKEND_COPY ? "copy" : "overlay";
     size_t cap = opts->output_cap ? opts->output_cap : DEFAULT_OUTPUT_CAP;
     dbuf_init(&r->out, cap);

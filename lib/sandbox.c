@@ -12,9 +12,9 @@
  *    thread of its own that sleeps until init is gone (see "starting
  *    init"). When txbox is not root a user namespace is created too and the
  *    parent maps the caller's uid/gid to themselves, so files keep their
- *    owner. txbox_run does this first of all (sb_prestart), so that the
- *    namespaces are made on the other CPU while it classifies the command
- *    and prepares the transaction: init waits, sharing the parent's table
+ *    owner. txbox_run does this as soon as the command's verdict is known
+ *    (sb_prestart), so that the namespaces are made on the other CPU while
+ *    it prepares the transaction: init waits, sharing the parent's table
  *    of descriptors (it has those made meanwhile), until sb_run lets it go;
  *    then it takes a copy of its own.
  * 2. init makes every mount private, prepares the workspace view as a
@@ -78,20 +78,20 @@ static void send_msg(int fd, int type, int val, const char *text)
 }
 
 /* Thread-local: init and the command run on the launcher thread's TLS
- * (start_init), one per sandbox, so sandboxes started at once by threads
+ * ("starting init"), one per sandbox, so sandboxes started at once by threads
  * of one process each have their own. */
 static __thread int report_fd = -1;
 static __thread bool in_overlay_setup; /* a failure now means: overlayfs unavailable here */
 
 /* The code the command runs before its execve, on the stack set aside for
  * it (command_main): not instrumented by AddressSanitizer, whose state for
- * the thread (the launcher's, see start_init) is init's, and which would
+ * the thread (the launcher's, see "starting init") is init's, and which would
  * warn, into the command's stderr, at calls of functions that do not
  * return. */
 #define ON_COMMAND_STACK __attribute__((no_sanitize("address")))
 
 /* init and the command before its execve share txbox's memory (see
- * start_init) and must not allocate: a process killed (by the timeout)
+ * "starting init") and must not allocate: a process killed (by the timeout)
  * inside malloc would leave its lock held in txbox's heap. Hence no stdio
  * and no strerror (which may allocate a message for an unknown errno, or
  * a translation) in either: these two instead. */
@@ -572,10 +572,10 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
     struct child_args ca = {.spec = s, .go_fd = go[0], .go_other = go[1], .exec_fd = exec_fd[1],
                             .exec_other = exec_fd[0], .landlock_abi = landlock_abi};
     /* CLONE_VM: the command shares init's memory (which is txbox's, see
-     * start_init) until its execve, on a stack of its own that start_init
-     * set aside, instead of a copy of it. Safe because neither side
-     * allocates meanwhile: init writes the id maps and then only waits, and
-     * command_main makes system calls. */
+     * "starting init") until its execve, instead of a copy of it, on a
+     * stack set aside in the launcher's (init_entry). Safe because neither
+     * side allocates meanwhile: init writes the id maps and then only
+     * waits, and command_main makes system calls. */
     pid_t cmd = clone(command_entry, cmd_stack_top, CLONE_VM | CLONE_NEWUSER | SIGCHLD, &ca);
     if (cmd < 0)
         setup_die("cannot create the command's user namespace");
@@ -622,7 +622,7 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
      * and is inherited by its children. Only after its execve: a score is
      * set for every process that shares the memory, which before the
      * execve is txbox's. (init itself is never a candidate: see
-     * start_init.) The command cannot lower it again: /proc is read-only
+     * "starting init".) The command cannot lower it again: /proc is read-only
      * for it. */
     if (read(exec_fd[0], &c, 1) < 0)
         setup_die("cannot wait for the command's execve");
@@ -654,8 +654,8 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
  * of txbox's memory and makes every page copy-on-write, so that the first
  * write to a page on either side, and on this project's VMs (which shadow
  * page tables) even the child's first read of one, is a fault of 5-12 us:
- * 2.2 ms of a transaction (go->started 3.0 -> 1.4 ms, clone->go 1.5 ->
- * 1.0; 250M, ten-file change, 30 interleaved runs).
+ * 2.3 ms of a transaction (27.3 -> 25.0 ms; go->started 2.5 -> 1.0;
+ * 250M, ten-file change, 25 interleaved runs).
  *
  * Sharing is safe because init and the command, until its execve, write
  * nothing of txbox's but their stacks and their thread's TLS (errno,
@@ -675,7 +675,7 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
 struct launcher {
     pthread_t th;
     sem_t ready, done;
-    const struct sb_spec *s; /* these four: set by sb_run before it lets init go */
+    const struct sb_spec *s; /* these three: set by sb_run before it lets init go */
     int abi;
     int close_fds[7]; /* the parent's ends, closed in init's own table (-1: none) */
     bool userns, posted;
