@@ -682,6 +682,8 @@ struct launcher {
     int flags, sync_fd, report_fd;
     int parent_fd; /* a pidfd of txbox: readable once it is gone (-1: none) */
     sigset_t mask;    /* the caller's signal mask, init's */
+    cpu_set_t cpus;   /* the caller's CPUs, init's (the launcher's: another one) */
+    bool placed;      /* the launcher runs on another CPU than its creator */
     pid_t pid;        /* set by the kernel before init runs */
     int err;
 };
@@ -694,6 +696,9 @@ __attribute__((noreturn)) static int init_entry(void *arg)
     L->posted = true;
     sem_post(&L->ready); /* L->pid is set */
     report_fd = L->report_fd;
+    /* The command's CPUs are the caller's, not the launcher's one. */
+    if (L->placed && sched_setaffinity(0, sizeof L->cpus, &L->cpus) < 0)
+        setup_die("cannot give the sandbox the caller's CPUs");
     /* Wait for the go. Were txbox killed before the line above, no signal
      * would come, and the go pipe would stay open (this process holds the
      * table it shares): its pidfd says so instead. */
@@ -758,6 +763,20 @@ static int launch_init(struct launcher *L)
     int e = pthread_attr_init(&attr);
     if (e == 0)
         e = pthread_attr_setstacksize(&attr, LAUNCHER_STACK);
+    /* On another CPU than this thread's, if there is one: left to the
+     * scheduler, the launcher is made on this thread's CPU and runs only
+     * once this thread waits for it (in early_await), so that the
+     * namespaces are not made meanwhile at all (seen in every run; 250M
+     * ten-file change, 80 interleaved runs: clone->go 0.71 -> 0.12 ms, the
+     * whole 31.3 -> 30.3 ms). init takes the caller's CPUs back first thing. */
+    L->placed = false;
+    int cpu = sched_getcpu();
+    if (e == 0 && cpu >= 0 && sched_getaffinity(0, sizeof L->cpus, &L->cpus) == 0 &&
+        CPU_ISSET(cpu, &L->cpus) && CPU_COUNT(&L->cpus) > 1) {
+        cpu_set_t other = L->cpus;
+        CPU_CLR(cpu, &other);
+        L->placed = pthread_attr_setaffinity_np(&attr, sizeof other, &other) == 0;
+    }
     /* The launcher runs with every signal blocked: signals are the other
      * threads' to handle (one sent to txbox must not wait, pending on a
      * thread asleep in a vfork, until init is gone). */

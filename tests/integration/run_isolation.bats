@@ -121,6 +121,31 @@ touch '$OUT/$p'; echo rc=\$?; echo x >>'$OUT/a.txt'; echo rc=\$?; exit 0"
     done
 }
 
+@test "the command and its init run on the caller's CPUs, not on the one txbox starts the sandbox from" {
+    # txbox makes the sandbox on another CPU than its own (sandbox.c,
+    # launch_init); init must hand the caller's set on, whole or narrowed
+    local mine last
+    mine="$(grep Cpus_allowed_list /proc/self/status)"
+    tx -c 'grep Cpus_allowed_list /proc/self/status /proc/1/status'
+    assert_status 0
+    [ "$output" = "/proc/self/status:$mine"$'\n'"/proc/1/status:$mine" ] ||
+        fail "caller's $mine; inside: $output"
+    last=$(($(nproc) - 1))
+    for cpus in "0,$last" "$last"; do
+        run --separate-stderr pinned "$cpus" run -C "$WS" -c 'grep Cpus_allowed_list /proc/self/status'
+        assert_status 0
+        [ "$output" = "$(taskset -c "$cpus" grep Cpus_allowed_list /proc/self/status)" ] ||
+            fail "started on CPUs $cpus; inside: $output"
+    done
+}
+
+# pinned CPUS ARGS...: txbox_bin ARGS... from a shell restricted to CPUS
+pinned() {
+    taskset -pc "$1" "$BASHPID" >/dev/null || return 125
+    shift
+    txbox_bin "$@"
+}
+
 @test "hostname changes, if allowed inside, stay inside" {
     local host
     host="$(uname -n)"
