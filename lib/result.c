@@ -226,6 +226,8 @@ static char *summary_base(const txbox_result *r)
         return xasprintf("txbox: tx %s rolled back (exit status %d): the workspace is unchanged",
                          r->txs, r->exit_code);
     case TXBOX_OUTCOME_TIMED_OUT:
+        if (r->backend && !strcmp(r->backend, "none"))
+            return xasprintf("txbox: read-only command timed out and was killed with its processes");
         return xasprintf("txbox: tx %s timed out and was rolled back: the workspace is unchanged",
                          r->txs);
     case TXBOX_OUTCOME_CONFLICT:

@@ -627,7 +627,8 @@ retry:
         goto fail;
 
     if (read_only) {
-        r->outcome = TXBOX_OUTCOME_READ_ONLY;
+        /* killed at its deadline: a timeout like any other (status 124) */
+        r->outcome = st.timed_out ? TXBOX_OUTCOME_TIMED_OUT : TXBOX_OUTCOME_READ_ONLY;
     } else if (use_copy) {
         if (ok) {
             rc = copy_commit(ws, txfd, &r->changes, CHANGES_CAP, err);

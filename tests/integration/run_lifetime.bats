@@ -44,6 +44,17 @@ setup() {
     done
 }
 
+@test "--timeout: a read-only command that runs over is timed_out and 124 too" {
+    txj --timeout 1 -c 'sleep 30'
+    assert_status 124
+    assert_outcome timed_out
+    [ "$(jget verdict)" = safe ] || fail "sleep was not classified read-only: $(jget verdict)"
+    tx --timeout 1 -c 'sleep 30'
+    assert_status 124
+    [[ "$stderr" == *"read-only command timed out"* ]] || fail "status line: $stderr"
+    assert_tree pre "$WS" --mtime
+}
+
 @test "--timeout: a command that ignores SIGTERM and its children are still stopped" {
     local t0 t1
     t0="$(date +%s)"
