@@ -199,6 +199,17 @@ int journal_load_gen(txbox_ws *ws, uint64_t gen, struct tx_journal *j, char idn[
     return 0;
 }
 
+int journal_peek_gen(int dirfd, const char *name, uint64_t *gen)
+{
+    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct jhdr h;
+    if (fd < 0 || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || memcmp(h.magic, JNL_MAGIC, 8) ||
+        h.version != 1 || h.gen == 0)
+        return -1;
+    *gen = h.gen;
+    return 0;
+}
+
 int journal_load(int dirfd, const char *name, struct tx_journal *j, txbox_error *err)
 {
     memset(j, 0, sizeof *j);

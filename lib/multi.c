@@ -162,11 +162,9 @@ int txbox_multi_begin(txbox_ws *ws, const char *name, char **id, txbox_error *er
         return tx_err(err, EINVAL, "a transaction name is 1 to %d letters, digits, '.', '_' or '-', "
                       "not starting with '.'", MAX_NAME);
     uint64_t gen = 0;
-    if (ws_read_gen(ws, &gen, err) < 0)
-        return -1;
     txbox_multi m = {.ws = ws, .txfd = -1, .lockfd = -1, .layerfd = -1};
     int activefd = -1;
-    if (ws_new_tx(ws, &m.id, &m.txfd, &activefd, err) < 0)
+    if (ws_new_tx(ws, &m.id, &m.txfd, &activefd, &gen, err) < 0)
         return -1;
     snprintf(m.ids, sizeof m.ids, "%llu", (unsigned long long)m.id);
     int rc = make_layer(ws, m.txfd, "layer", err);

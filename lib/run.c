@@ -372,7 +372,7 @@ static int blocked(txbox_ws *ws, const txbox_run_opts *opts, txbox_result *r, ui
                    txbox_result **out, txbox_error *err)
 {
     int txfd = -1, activefd = -1;
-    if (ws_new_tx(ws, &r->id, &txfd, &activefd, err) < 0) {
+    if (ws_new_tx(ws, &r->id, &txfd, &activefd, NULL, err) < 0) {
         result_free(r);
         return -1;
     }
@@ -391,6 +391,7 @@ static int blocked(txbox_ws *ws, const txbox_run_opts *opts, txbox_result *r, ui
     tx_write_outcome(txfd, "blocked");
     close(txfd);
     ws_end_tx(ws, r->id, activefd);
+    ws_compact_maybe(ws, r->id);
     *out = r;
     return 0;
 }
@@ -495,12 +496,10 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     int pout[2] = {-1, -1}, perr[2] = {-1, -1};
     uint64_t base_gen = 0;
     bool use_copy = opts->backend == TXBOX_BACKEND_COPY && !read_only;
-    int rc = ws_new_tx(ws, &r->id, &txfd, &activefd, err);
+    int rc = ws_new_tx(ws, &r->id, &txfd, &activefd, &base_gen, err);
     if (rc < 0)
         goto fail;
     snprintf(r->txs, sizeof r->txs, "%llu", (unsigned long long)r->id);
-    if ((rc = ws_read_gen(ws, &base_gen, err)) < 0)
-        goto fail;
 
 retry:
     if (use_copy) {
@@ -702,6 +701,7 @@ retry:
     /* Bounded: when commands end too soon for the cleaner to keep up. */
     if (trashed)
         ws_trash_clean(ws, NULL, TXBOX_TRASH_KEEP);
+    ws_compact_maybe(ws, r->id); /* every 64th: .txbox/tx/ stays bounded */
     tx_mark("end");
     tx_marks_print(stderr);
     *out = r;

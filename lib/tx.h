@@ -33,9 +33,27 @@ struct txbox_ws {
  * by the kernel when the holder dies, so a lock is never stale. */
 MUST_CHECK int ws_lock(txbox_ws *ws, int *lockfd, txbox_error *err);
 void ws_unlock(int lockfd);
-/* Allocates the next transaction id and creates .txbox/tx/ID/ and the owner
- * lock .txbox/active/ID (held, flock'd, in *activefd). */
-MUST_CHECK int ws_new_tx(txbox_ws *ws, uint64_t *id, int *txfd, int *activefd, txbox_error *err);
+/* Allocates the next transaction id (above the id floor) and creates
+ * .txbox/tx/ID/ and the owner lock .txbox/active/ID (held, flock'd, in
+ * *activefd), into which it writes the base generation, read after the
+ * registration (*base_gen when not NULL: the transaction's base). */
+MUST_CHECK int ws_new_tx(txbox_ws *ws, uint64_t *id, int *txfd, int *activefd, uint64_t *base_gen,
+                         txbox_error *err);
+/* The base generation a live transaction recorded in its owner lock (-1:
+ * none readable). */
+int ws_tx_live_base(txbox_ws *ws, uint64_t id, uint64_t *gen);
+/* The id floor: ids at or below it are never given out again. Raised
+ * durably (fsync) by compaction before it archives any directory. */
+uint64_t ws_id_floor(txbox_ws *ws);
+MUST_CHECK int ws_set_id_floor(txbox_ws *ws, uint64_t floor, txbox_error *err);
+/* Archives (moves to the trash) the directories of ended transactions that
+ * nothing can read any more (compact.c). Workspace lock held. *n: how
+ * many. */
+MUST_CHECK int ws_compact(txbox_ws *ws, size_t *n, txbox_error *err);
+/* ws_compact when id is a multiple of TXBOX_COMPACT_EVERY, if the lock can
+ * be had at once; best effort. */
+void ws_compact_maybe(txbox_ws *ws, uint64_t id);
+#define TXBOX_COMPACT_EVERY 64
 /* Releases and removes the owner lock. */
 void ws_end_tx(txbox_ws *ws, uint64_t id, int activefd);
 MUST_CHECK int ws_read_gen(txbox_ws *ws, uint64_t *gen, txbox_error *err);
@@ -74,6 +92,10 @@ bool ws_tx_owner_dead(txbox_ws *ws, uint64_t id);
  * it owner rwx. */
 enum { WS_TRASH_GRANT_DIRS = 1, WS_TRASH_GRANT_FILES = 2 };
 MUST_CHECK int ws_trash(txbox_ws *ws, int txfd, const char *name, const char *txs, unsigned grant);
+/* Moves tx/IDN to trash/IDN.archived (compact.c): 0, or -1 with errno. The
+ * bound a command keeps after it ends (stop NULL, keep > 0) leaves these to
+ * the cleaner. */
+MUST_CHECK int ws_archive(txbox_ws *ws, const char *idn);
 bool ws_trash_has_entries(txbox_ws *ws);
 void ws_trash_clean(txbox_ws *ws, const atomic_bool *stop, size_t keep);
 
@@ -166,6 +188,9 @@ MUST_CHECK int tx_move(int ofd, const char *old, int nfd, const char *new,
 MUST_CHECK int tx_fix_mode(int dfd, const char *name, const struct tx_meta *m);
 /* Reads and validates a journal (checksum, format). */
 MUST_CHECK int journal_load(int dirfd, const char *name, struct tx_journal *j, txbox_error *err);
+/* The generation a journal's header names, without reading the rest (-1:
+ * unreadable or not a journal). */
+MUST_CHECK int journal_peek_gen(int dirfd, const char *name, uint64_t *gen);
 void journal_free(struct tx_journal *j);
 /* The journal of the transaction committed as generation gen (what conflict
  * checks compare a write set with). 0: loaded into j; 1: its record is gone

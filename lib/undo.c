@@ -571,10 +571,31 @@ static int stage(int txfd, int tundo, const struct tx_journal *t, const struct p
 }
 
 /* The latest committed transaction that is not an undo and not undone. */
+/* The oldest generation from which every commit up to gen still has its
+ * record: compaction (compact.c) archives the records of old commits, never
+ * one at or after a commit whose pre-images are retained, so no commit
+ * before that one can be undone. */
+static uint64_t kept_from(txbox_ws *ws, uint64_t gen)
+{
+    uint64_t g = gen;
+    for (; g > 1; g--) {
+        char gn[32], t[32];
+        idname(gn, g - 1);
+        ssize_t l = readlinkat(ws->cmtd, gn, t, sizeof t - 1);
+        if (l <= 0)
+            break;
+        t[l] = 0;
+        _cleanup_close_ int tfd = open_dir_at(ws->txd, t);
+        if (tfd < 0 || !exists_at(tfd, "journal"))
+            break;
+    }
+    return g;
+}
+
 static int default_target(txbox_ws *ws, uint64_t gen, uint64_t *id, txbox_error *err)
 {
     struct history h;
-    if (load_history(ws, 1, gen, &h, err) < 0)
+    if (load_history(ws, gen ? kept_from(ws, gen) : 1, gen, &h, err) < 0)
         return -1;
     cancel_pairs(&h);
     int rc = 1;
@@ -601,8 +622,25 @@ static int default_target(txbox_ws *ws, uint64_t gen, uint64_t *id, txbox_error 
 static int not_undoable(txbox_ws *ws, const char *tn, txbox_error *err)
 {
     _cleanup_close_ int tfd = open_dir_at(ws->txd, tn);
-    if (tfd < 0)
-        return tx_err(err, ENOENT, "no transaction %s in this workspace", tn);
+    if (tfd < 0) { /* never made, or archived (compact.c): the log says which */
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+        _cleanup_free_ char *oc = NULL;
+        uint64_t id = 0;
+        if (parse_u64(tn, &id) && store_shared(ws, &db, NULL) == 0 &&
+            sqlite3_prepare_v2(db, "SELECT outcome FROM tx WHERE id=?1", -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+            if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+                oc = xstrdup((const char *)sqlite3_column_text(st, 0));
+        }
+        sqlite3_finalize(st);
+        if (!oc)
+            return tx_err(err, ENOENT, "no transaction %s in this workspace", tn);
+        if (!strcmp(oc, "committed"))
+            return tx_err(err, EINVAL, "transaction %s is too old to undo: its pre-images were "
+                          "pruned (retention, 'txbox gc') and its record archived", tn);
+        return tx_err(err, EINVAL, "transaction %s was not committed (%s): nothing to undo", tn, oc);
+    }
     _cleanup_free_ char *oc = NULL;
     if (read_file_at(tfd, "outcome", 256, &oc, NULL, NULL) == 0) {
         oc[strcspn(oc, "\n")] = 0;
@@ -662,9 +700,7 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
     char tn[32];
     idname(tn, c->tid);
     c->tfd = open_dir_at(ws->txd, tn);
-    if (c->tfd < 0)
-        return tx_err(err, ENOENT, "no transaction %s in this workspace", tn);
-    if (!exists_at(c->tfd, "journal"))
+    if (c->tfd < 0 || !exists_at(c->tfd, "journal"))
         return not_undoable(ws, tn, err);
     if (journal_load(c->tfd, "journal", &c->t, err) < 0)
         return tx_err_ctx(err, "transaction %s cannot be undone", tn);
@@ -707,7 +743,7 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
             }
         }
     }
-    if (ws_new_tx(ws, &c->uid, &c->txfd, &c->activefd, err) < 0)
+    if (ws_new_tx(ws, &c->uid, &c->txfd, &c->activefd, NULL, err) < 0)
         return -1;
     struct tx_ops ops = {0};
     struct plan plan = {.from = c->tid};
@@ -1126,6 +1162,10 @@ int txbox_gc(txbox_ws *ws, const txbox_gc_opts *o, char **json, txbox_error *err
     }
     json_t *res = json_object();
     int rc = gc_locked(ws, db, o, false, res, err);
+    size_t archived = 0;
+    if (rc == 0 && !o->dry_run) /* and the directories nothing reads any more */
+        rc = ws_compact(ws, &archived, err);
+    json_object_set_new(res, "archived", json_integer((json_int_t)archived));
     ws_unlock(lockfd);
     store_close(db);
     if (!o->dry_run)
@@ -1443,10 +1483,13 @@ static char col_type(sqlite3_stmt *st, int i)
 static void load_later(txbox_ws *ws, uint64_t from, struct history *h)
 {
     memset(h, 0, sizeof *h);
-    for (uint64_t g = from;; g++) {
+    uint64_t gen = 0;
+    if (ws_read_gen(ws, &gen, NULL) < 0)
+        return;
+    for (uint64_t g = from; g <= gen; g++) {
         struct commit c;
         if (load_commit(ws, g, &c, NULL) < 0)
-            break;
+            continue; /* its record archived (compact.c): it has no pre-images */
         h->v = xrealloc(h->v, (h->n + 1) * sizeof *h->v);
         h->v[h->n++] = c;
     }

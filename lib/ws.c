@@ -261,7 +261,25 @@ static int counter_write(int dirfd, const char *name, uint64_t v)
     return 0;
 }
 
-int ws_new_tx(txbox_ws *ws, uint64_t *id, int *txfd, int *activefd, txbox_error *err)
+/* The id floor (.txbox/floor, a counter like seq but made durable): every id
+ * at or below it may have been given out and its directory archived
+ * (compact.c), so ids start above it even when the seq hint is lost. */
+uint64_t ws_id_floor(txbox_ws *ws)
+{
+    return counter_read(ws->sfd, "floor");
+}
+
+int ws_set_id_floor(txbox_ws *ws, uint64_t floor, txbox_error *err)
+{
+    if (floor <= ws_id_floor(ws))
+        return 0;
+    if (counter_write(ws->sfd, "floor", floor) < 0 || fs_fsync(ws->sfd) < 0)
+        return tx_errno(err, errno, "cannot record the transaction id floor");
+    return 0;
+}
+
+int ws_new_tx(txbox_ws *ws, uint64_t *id, int *txfd, int *activefd, uint64_t *base_gen,
+              txbox_error *err)
 {
     /* The owner lock exists under a temporary name until it is locked, so
      * recovery never sees an unlocked active/ID of a live process. */
@@ -272,7 +290,9 @@ int ws_new_tx(txbox_ws *ws, uint64_t *id, int *txfd, int *activefd, txbox_error 
         return tx_errno(err, errno, "cannot create a transaction lock");
     if (flock(afd, LOCK_EX) < 0)
         return tx_errno(err, errno, "cannot lock a transaction");
-    uint64_t n = counter_read(ws->sfd, "seq");
+    uint64_t n = counter_read(ws->sfd, "seq"), floor = ws_id_floor(ws);
+    if (n < floor)
+        n = floor;
     char name[32];
     for (;;) {
         n++;
@@ -293,13 +313,43 @@ int ws_new_tx(txbox_ws *ws, uint64_t *id, int *txfd, int *activefd, txbox_error 
         (void)unlinkat(ws->txd, name, AT_REMOVEDIR);
         return tx_errno(err, e, "cannot register transaction %s", name);
     }
-    int tfd = openat(ws->txd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (tfd < 0)
-        return tx_errno(err, errno, "cannot open transaction %s", name);
+    /* The base generation, read after the registration and written into
+     * the owner lock. Compaction (compact.c), which holds the workspace
+     * lock (so no commit is made meanwhile), sees either no registration
+     * (this read comes after its own), or an empty lock (and then archives
+     * no commit), or this number (and keeps every commit after it). */
+    uint64_t gen = 0;
+    char gs[32];
+    int tfd = -1;
+    if (ws_read_gen(ws, &gen, err) == 0) {
+        int gl = snprintf(gs, sizeof gs, "%llu\n", (unsigned long long)gen);
+        if (fs_write(afd, gs, (size_t)gl) < 0)
+            tx_errno(err, errno, "cannot write the lock of transaction %s", name);
+        else if ((tfd = openat(ws->txd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+            tx_errno(err, errno, "cannot open transaction %s", name);
+    }
+    if (tfd < 0) {
+        (void)unlinkat(ws->txd, name, AT_REMOVEDIR);
+        (void)unlinkat(ws->actd, name, 0);
+        return -1;
+    }
     *id = n;
     *txfd = tfd;
     *activefd = take_fd(&afd);
+    if (base_gen)
+        *base_gen = gen;
     return 0;
+}
+
+int ws_tx_live_base(txbox_ws *ws, uint64_t id, uint64_t *gen)
+{
+    char name[32];
+    snprintf(name, sizeof name, "%llu", (unsigned long long)id);
+    _cleanup_free_ char *s = NULL;
+    if (read_file_at(ws->actd, name, 32, &s, NULL, NULL) < 0)
+        return -1;
+    s[strcspn(s, "\n")] = 0;
+    return parse_u64(s, gen) ? 0 : -1;
 }
 
 void ws_end_tx(txbox_ws *ws, uint64_t id, int activefd)
@@ -608,13 +658,20 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
 
 /* ---- the trash (tx.h) ---- */
 
+#define ARCHIVED ".archived"
+
+static int open_trash(txbox_ws *ws)
+{
+    if (mkdirat(ws->sfd, "trash", 0700) < 0 && errno != EEXIST) /* state from before the trash */
+        return -1;
+    return openat(ws->sfd, "trash", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
 int ws_trash(txbox_ws *ws, int txfd, const char *name, const char *txs, unsigned grant)
 {
     if (faccessat(txfd, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
         return errno == ENOENT ? 0 : -1;
-    if (mkdirat(ws->sfd, "trash", 0700) < 0 && errno != EEXIST) /* state from before the trash */
-        return -1;
-    _cleanup_close_ int td = openat(ws->sfd, "trash", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int td = open_trash(ws);
     if (td < 0)
         return -1;
     if (grant)
@@ -622,6 +679,16 @@ int ws_trash(txbox_ws *ws, int txfd, const char *name, const char *txs, unsigned
     char to[64];
     snprintf(to, sizeof to, "%s.%s", txs, name);
     return renameat2(txfd, name, td, to, RENAME_NOREPLACE) < 0 ? -1 : 1;
+}
+
+int ws_archive(txbox_ws *ws, const char *idn)
+{
+    _cleanup_close_ int td = open_trash(ws);
+    if (td < 0)
+        return -1;
+    char to[64];
+    snprintf(to, sizeof to, "%s" ARCHIVED, idn);
+    return renameat2(ws->txd, idn, td, to, RENAME_NOREPLACE);
 }
 
 bool ws_trash_has_entries(txbox_ws *ws)
@@ -664,6 +731,11 @@ void ws_trash_clean(txbox_ws *ws, const atomic_bool *stop, size_t keep)
         memcpy(base, de->d_name, bl);
         base[bl] = 0;
         if (!parse_u64(base, &id))
+            continue;
+        /* an archived directory (compact.c) is the cleaner's: the bound
+         * after a command (stop NULL, keep > 0) is for scratch, which every
+         * command adds, not for the batch one compaction adds at once */
+        if (!stop && keep && !strcmp(dot, ARCHIVED))
             continue;
         if (n == cap)
             v = xrealloc(v, (cap = cap ? cap * 2 : 16) * sizeof *v);

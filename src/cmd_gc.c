@@ -115,13 +115,14 @@ int cmd_gc(int argc, char **argv)
                json_string_value(json_object_get(v, "tx")), json_string_value(json_object_get(v, "what")),
                (long long)json_integer_value(json_object_get(v, "bytes")));
     printf("txbox gc: %s %zu, %lld bytes; kept the pre-images of %lld transactions, %lld bytes "
-           "(bounds: %lld transactions, %lld bytes)\n",
+           "(bounds: %lld transactions, %lld bytes); archived %lld ended transactions' records\n",
            dry ? "would free" : "freed", json_array_size(p),
            (long long)json_integer_value(json_object_get(o, "freed_bytes")),
            (long long)json_integer_value(json_object_get(k, "transactions")),
            (long long)json_integer_value(json_object_get(k, "bytes")),
            (long long)json_integer_value(json_object_get(json_object_get(o, "limits"), "keep")),
-           (long long)json_integer_value(json_object_get(json_object_get(o, "limits"), "max_bytes")));
+           (long long)json_integer_value(json_object_get(json_object_get(o, "limits"), "max_bytes")),
+           (long long)json_integer_value(json_object_get(o, "archived")));
     json_decref(o);
     return 0;
 }

@@ -40,7 +40,7 @@ static void commit_and_damage(void **state)
     mkfile(ws->fd, "old", "1");
     uint64_t id;
     int txfd, act;
-    assert_int_equal(ws_new_tx(ws, &id, &txfd, &act, &e), 0);
+    assert_int_equal(ws_new_tx(ws, &id, &txfd, &act, NULL, &e), 0);
     mkdirat(txfd, "upper", 0755);
     int up = openat(txfd, "upper", O_RDONLY | O_DIRECTORY);
     mkfile(up, "old", "2");
@@ -128,7 +128,7 @@ static void counters(void **state)
     assert_int_equal(ws_gen_cache(ws), 41);
     uint64_t id;
     int txfd, act;
-    assert_int_equal(ws_new_tx(ws, &id, &txfd, &act, &e), 0);
+    assert_int_equal(ws_new_tx(ws, &id, &txfd, &act, NULL, &e), 0);
     assert_int_equal(id, 8); /* seq was read as the hint */
     close(txfd);
     ws_end_tx(ws, id, act);

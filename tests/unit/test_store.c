@@ -80,7 +80,7 @@ static char *q_text(sqlite3 *db, const char *sql)
 static void new_tx_upper(uint64_t *id, int *txfd, int *act, int *up)
 {
     txbox_error e = {0};
-    assert_int_equal(ws_new_tx(ws, id, txfd, act, &e), 0);
+    assert_int_equal(ws_new_tx(ws, id, txfd, act, NULL, &e), 0);
     mkdirat(*txfd, "upper", 0755);
     *up = openat(*txfd, "upper", O_RDONLY | O_DIRECTORY);
     struct stat rst;
