@@ -688,7 +688,7 @@ int ws_archive(txbox_ws *ws, const char *idn)
         return -1;
     char to[64];
     snprintf(to, sizeof to, "%s" ARCHIVED, idn);
-    return renameat2(ws->txd, idn, td, to, RENAME_NOREPLACE);
+    return fs_renameat(ws->txd, idn, td, to, RENAME_NOREPLACE);
 }
 
 bool ws_trash_has_entries(txbox_ws *ws)

@@ -81,8 +81,10 @@ int cmd_gc(int argc, char **argv)
                  "Prunes the retained pre-images that make undo possible, oldest first,\n"
                  "until at most N committed transactions (default 100) and SIZE bytes\n"
                  "(default 1G) are kept, and says what it freed. --save makes N and SIZE\n"
-                 "this workspace's bounds, which every commit then enforces. The audit\n"
-                 "log itself is never pruned.");
+                 "this workspace's bounds, which every commit then enforces. It also\n"
+                 "archives the directories of ended transactions that nothing reads any\n"
+                 "more (as every 64th transaction does). The audit log itself is never\n"
+                 "pruned.");
             return 0;
         default:
             return cli_failf("gc: unknown option or missing value (see 'txbox gc --help')");

@@ -136,3 +136,60 @@ commit_id() {
     wait "$bg" || fail "the live transaction failed ($?): $(cat "$BATS_TEST_TMPDIR/bg.err")"
     [ "$(cat "$WS/late")" = late ] || fail "not committed: $(cat "$BATS_TEST_TMPDIR/bg.err")"
 }
+
+@test "a held transaction's base keeps the commit records its approval will check" {
+    commit_id 'echo base >base'
+    txj -c 'mkdir -p .git/hooks && echo "#!/bin/sh" >.git/hooks/pre-commit'
+    assert_status 121
+    assert_outcome held
+    local held
+    held="$(jget tx)"
+    commit_id 'echo a >other_a'
+    commit_id 'echo b >other_b'
+    txc gc --keep 0
+    assert_status 0
+    [ ! -e "$WS/.txbox/tx/1" ] || fail "the record before the held base was kept: $(tx_dirs)"
+    [ -e "$WS/.txbox/tx/$held" ] || fail "the held transaction was archived: $(tx_dirs)"
+    txc approve --json "$held"
+    assert_status 0
+    assert_json_field outcome committed
+    [ "$(cat "$WS/.git/hooks/pre-commit")" = "#!/bin/sh" ] || fail "not applied"
+}
+
+@test "compaction killed at each of its steps: no id given out twice, the log whole, the next pass finishes" {
+    commit_id 'echo one >c1'
+    txc gc --keep 1 --save
+    assert_status 0
+    commit_id 'echo two >c2'
+    commit_id 'echo three >c3'
+    local i
+    for i in 4 5 6; do
+        tx -c "echo $i >r; exit 1"
+        assert_status 1
+    done
+    local tpl="$BATS_TEST_TMPDIR/tpl" n killed=0
+    cp -a "$WS" "$tpl"
+    for ((n = 1; n < 60; n++)); do
+        rm -rf "$WS"
+        cp -a "$tpl" "$WS"
+        TXBOX_FAULT="any:$n:kill" txc gc
+        [ "$status" = 0 ] && break
+        [ "$status" = 137 ] || fail "gc with a kill at fault point $n: status $status: $stderr"
+        killed=$((n))
+        [ -e "$WS/.txbox/tx/3" ] || fail "point $n: the retained commit was archived: $(tx_dirs)"
+        rm -f "$WS/.txbox/seq"
+        txj -c 'echo z >z'
+        assert_status 0
+        [ "$(jget tx)" = 7 ] || fail "point $n: the next id is $(jget tx), not 7: $(tx_dirs)"
+        txc log --json
+        assert_status 0
+        [ "$(printf '%s' "$output" | python3 -c 'import json,sys; print(" ".join(r["tx"] for r in json.load(sys.stdin)))')" = "7 6 5 4 3 2 1" ] ||
+            fail "point $n: the log: $(clip "$output")"
+        txc gc
+        assert_status 0
+        [ "$(tx_dirs)" = "7 " ] || fail "point $n: after the next gc: $(tx_dirs)"
+        [ "$(cat "$WS/c3")" = three ] && [ "$(cat "$WS/z")" = z ] || fail "point $n: the workspace changed"
+    done
+    [ "$killed" -ge 4 ] || fail "only $killed fault points were hit (the floor's fsync and a rename each expected)"
+    echo "# compaction: $killed fault points killed, then the pass finished" >&3
+}
