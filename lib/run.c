@@ -701,6 +701,7 @@ retry:
     /* Bounded: when commands end too soon for the cleaner to keep up. */
     if (trashed)
         ws_trash_clean(ws, NULL, TXBOX_TRASH_KEEP);
+    tx_mark("gc");
     ws_compact_maybe(ws, r->id); /* every 64th: .txbox/tx/ stays bounded */
     tx_mark("end");
     tx_marks_print(stderr);
