@@ -963,13 +963,23 @@ static void list_retained(txbox_ws *ws, sqlite3 *db, struct held **out, size_t *
     *n = 0;
     size_t cap = 0;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT id, retained_bytes FROM tx WHERE outcome='committed'"
-                           " AND retained_bytes IS NOT NULL AND pruned IS NULL ORDER BY id",
-                           -1, &st, NULL) != SQLITE_OK) {
+    /* INDEXED BY: without it SQLite's planner scanned the whole table in id
+     * order rather than sort the hundred rows of the index, and the first
+     * read of the log in a process then took 10 ms at 858 transactions
+     * (the log's pages), in proportion to the history. The plain query if
+     * the index is missing. */
+#define RETAINED_WHERE " WHERE outcome='committed' AND retained_bytes IS NOT NULL AND pruned IS NULL"
+    if (sqlite3_prepare_v2(db, "SELECT id, retained_bytes FROM tx INDEXED BY tx_retained" RETAINED_WHERE
+                           " ORDER BY id", -1, &st, NULL) != SQLITE_OK) {
         sqlite3_finalize(st);
-        return;
+        st = NULL;
+        if (sqlite3_prepare_v2(db, "SELECT id, retained_bytes FROM tx" RETAINED_WHERE " ORDER BY id",
+                               -1, &st, NULL) != SQLITE_OK) {
+            sqlite3_finalize(st);
+            return;
+        }
     }
+#undef RETAINED_WHERE
     while (sqlite3_step(st) == SQLITE_ROW) {
         sqlite3_int64 id = sqlite3_column_int64(st, 0), bytes = sqlite3_column_int64(st, 1);
         char idn[32];
