@@ -30,8 +30,10 @@
  * base of R2 and below every retained commit's (R1).
  *
  * Archiving is a rename of tx/ID to trash/ID.archived (one directory entry;
- * the trash is emptied while later commands run, ws.c), after the id floor
- * has been raised durably to the highest id archived: ids come from mkdir
+ * the trash is emptied while later commands run, ws.c), after the state
+ * format has been raised to 2 (an older txbox, which knows neither the
+ * floor nor archived records, then refuses the workspace) and the id floor
+ * durably to the highest id archived: ids come from mkdir
  * in tx/ and the seq hint is not durable, so without the floor an archived
  * id could be given out again after a crash. A crash at any point leaves
  * some directories archived and the rest as they were; nothing reads an
@@ -216,7 +218,7 @@ int ws_compact(txbox_ws *ws, size_t *n, txbox_error *err)
             top = c[i].id;
     }
     int rc = 0;
-    if (keep && (rc = ws_set_id_floor(ws, top, err)) == 0) {
+    if (keep && (rc = ws_format_upgrade(ws, err)) == 0 && (rc = ws_set_id_floor(ws, top, err)) == 0) {
         for (size_t i = 0; i < keep; i++) {
             char idn[32];
             snprintf(idn, sizeof idn, "%llu", (unsigned long long)c[i].id);

@@ -27,7 +27,10 @@ struct txbox_ws {
 };
 
 #define TXBOX_STATE_DIR ".txbox"
-#define TXBOX_STATE_FORMAT 1
+/* 2: transactions' directories may be archived (compact.c) and ids start
+ * above .txbox/floor, which format 1's txbox does not know; a format-1
+ * workspace is upgraded (ws_format_upgrade) by its first compaction. */
+#define TXBOX_STATE_FORMAT 2
 
 /* flock(2) on .txbox/lock: serializes id allocation and commits. Released
  * by the kernel when the holder dies, so a lock is never stale. */
@@ -45,6 +48,8 @@ int ws_tx_live_base(txbox_ws *ws, uint64_t id, uint64_t *gen);
 /* The id floor: ids at or below it are never given out again. Raised
  * durably (fsync) by compaction before it archives any directory. */
 uint64_t ws_id_floor(txbox_ws *ws);
+/* .txbox/format raised to TXBOX_STATE_FORMAT (durably) if it is older. */
+MUST_CHECK int ws_format_upgrade(txbox_ws *ws, txbox_error *err);
 MUST_CHECK int ws_set_id_floor(txbox_ws *ws, uint64_t floor, txbox_error *err);
 /* Archives (moves to the trash) the directories of ended transactions that
  * nothing can read any more (compact.c). Workspace lock held. *n: how

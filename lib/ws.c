@@ -22,6 +22,40 @@ static int open_dir(int at, const char *name, txbox_error *err)
     return fd;
 }
 
+/* .txbox/format, "txbox-state N": written whole and made durable under a
+ * name of its own, then linked into place (a new workspace: another
+ * process may be setting it up too) or renamed over the old one (an
+ * upgrade, workspace lock held), and the directory synced. After a power
+ * loss the format file is complete or absent, never empty (an empty one
+ * makes the workspace unreadable for good; an absent one is an unfinished
+ * set-up). */
+static int write_format(int sfd, bool replace, txbox_error *err)
+{
+    char tmp[40], v[32];
+    snprintf(tmp, sizeof tmp, "format.%d", getpid());
+    int n = snprintf(v, sizeof v, "txbox-state %d\n", TXBOX_STATE_FORMAT);
+    int f = openat(sfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int rc = f >= 0 && write_all(f, v, (size_t)n) == 0 && fsync(f) == 0 ? 0 : -1;
+    int e = errno;
+    if (f >= 0)
+        close(f);
+    if (rc == 0) {
+        int r = replace ? renameat(sfd, tmp, sfd, "format") : linkat(sfd, tmp, sfd, "format", 0);
+        if (r < 0 && (replace || errno != EEXIST)) {
+            e = errno;
+            rc = -1;
+        }
+    }
+    (void)unlinkat(sfd, tmp, 0);
+    if (rc == 0 && fsync(sfd) < 0) {
+        e = errno;
+        rc = -1;
+    }
+    if (rc < 0)
+        return tx_errno(err, e, "cannot write %s/format", TXBOX_STATE_DIR);
+    return 0;
+}
+
 static int init_state(int wsfd, txbox_error *err)
 {
     if (mkdirat(wsfd, TXBOX_STATE_DIR, 0700) < 0 && errno != EEXIST)
@@ -46,29 +80,7 @@ static int init_state(int wsfd, txbox_error *err)
      * format file or a complete one, never an empty one. */
     if (faccessat(sfd, "format", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
         return 0;
-    char tmp[40], v[32];
-    snprintf(tmp, sizeof tmp, "format.%d", getpid());
-    int n = snprintf(v, sizeof v, "txbox-state %d\n", TXBOX_STATE_FORMAT);
-    int f = openat(sfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    /* Durable before it is linked: after a power loss the format file is
-     * complete or absent, never empty (an empty one makes the workspace
-     * unreadable for good; an absent one is an unfinished set-up). */
-    int rc = f >= 0 && write_all(f, v, (size_t)n) == 0 && fsync(f) == 0 ? 0 : -1;
-    int e = errno;
-    if (f >= 0)
-        close(f);
-    if (rc == 0 && linkat(sfd, tmp, sfd, "format", 0) < 0 && errno != EEXIST) {
-        e = errno;
-        rc = -1;
-    }
-    (void)unlinkat(sfd, tmp, 0);
-    if (rc == 0 && fsync(sfd) < 0) {
-        e = errno;
-        rc = -1;
-    }
-    if (rc < 0)
-        return tx_errno(err, e, "cannot write %s/format", TXBOX_STATE_DIR);
-    return 0;
+    return write_format(sfd, false, err);
 }
 
 static bool dir_is_empty_at(int at, const char *name)
@@ -103,14 +115,29 @@ static bool init_interrupted(int sfd)
     return only_init;
 }
 
-static int check_format(int sfd, txbox_error *err)
+static int read_format(int sfd, int *v, txbox_error *err)
 {
     _cleanup_free_ char *s = NULL;
     if (read_file_at(sfd, "format", 64, &s, NULL, err) < 0)
         return tx_err_ctx(err, "%s is not a txbox state directory", TXBOX_STATE_DIR);
-    int v = 0;
-    if (sscanf(s, "txbox-state %d", &v) != 1)
+    if (sscanf(s, "txbox-state %d", v) != 1)
         return tx_err(err, EINVAL, "%s/format is unreadable", TXBOX_STATE_DIR);
+    return 0;
+}
+
+int ws_format_upgrade(txbox_ws *ws, txbox_error *err)
+{
+    int v = 0;
+    if (read_format(ws->sfd, &v, err) < 0)
+        return -1;
+    return v < TXBOX_STATE_FORMAT ? write_format(ws->sfd, true, err) : 0;
+}
+
+static int check_format(int sfd, txbox_error *err)
+{
+    int v = 0;
+    if (read_format(sfd, &v, err) < 0)
+        return -1;
     if (v > TXBOX_STATE_FORMAT)
         return tx_err(err, EINVAL,
                       "%s was written by a newer txbox (state format %d, this one reads %d)",

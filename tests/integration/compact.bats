@@ -193,3 +193,20 @@ commit_id() {
     [ "$killed" -ge 4 ] || fail "only $killed fault points were hit (the floor's fsync and a rename each expected)"
     echo "# compaction: $killed fault points killed, then the pass finished" >&3
 }
+
+@test "a workspace of state format 1 is upgraded to 2 by its first compaction, not before" {
+    commit_id 'echo one >c1'
+    [ "$(cat "$WS/.txbox/format")" = "txbox-state 2" ] || fail "a new workspace: $(cat "$WS/.txbox/format")"
+    echo "txbox-state 1" >"$WS/.txbox/format"
+    txc gc
+    assert_status 0
+    [ "$(cat "$WS/.txbox/format")" = "txbox-state 1" ] || fail "upgraded with nothing archived: $(cat "$WS/.txbox/format")"
+    tx -c 'echo x >r; exit 1'
+    assert_status 1
+    txc gc --json
+    assert_status 0
+    [ "$(printf '%s' "$output" | python3 -c 'import json,sys; print(json.load(sys.stdin)["archived"])')" = 1 ] ||
+        fail "gc did not archive the rollback: $output"
+    [ "$(cat "$WS/.txbox/format")" = "txbox-state 2" ] || fail "not upgraded: $(cat "$WS/.txbox/format")"
+    [ "$(readlink "$WS/.txbox/floor")" = 2 ] || fail "id floor: $(readlink "$WS/.txbox/floor")"
+}
