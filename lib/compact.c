@@ -45,13 +45,11 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
 #include <sqlite3.h>
 
-#include "fsops.h"
 #include "store.h"
 #include "tx.h"
 #include "util.h"
@@ -69,48 +67,47 @@ enum {
 
 static unsigned entries(int tfd)
 {
-    int fd = openat(tfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return E_OTHER;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return E_OTHER;
-    }
     static const struct {
         const char *name;
         unsigned bit;
     } known[] = {{"journal", E_JOURNAL}, {"outcome", E_OUTCOME}, {"undo", E_UNDO},
                  {"held", E_HELD},       {"multi", E_MULTI},     {"lock", E_LOCK},
                  {"log.row", E_LOGROW}};
+    _cleanup_dir_ DIR *d = opendir_at(tfd, ".");
+    if (!d)
+        return E_OTHER;
     unsigned m = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
         unsigned bit = E_OTHER;
-        for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        for (size_t i = 0; i < ARRAY_SIZE(known); i++)
             if (!strcmp(de->d_name, known[i].name))
                 bit = known[i].bit;
         m |= bit;
     }
-    closedir(d);
     return m;
 }
 
-/* base_gen of a JSON record in tfd/name (held, multi); -1 if unreadable */
-static int record_base(int tfd, const char *name, uint64_t *base)
+/* base_gen of a JSON record in tfd/name (held, multi); 0 (keep every
+ * commit) if unreadable */
+static uint64_t record_base(int tfd, const char *name)
 {
     _cleanup_free_ char *s = NULL;
     if (read_file_at(tfd, name, 64u << 20, &s, NULL, NULL) < 0)
-        return -1;
+        return 0;
     json_t *o = json_loads(s, 0, NULL);
     json_t *b = json_object_get(o, "base_gen");
-    int rc = json_is_integer(b) && json_integer_value(b) >= 0 ? 0 : -1;
-    if (rc == 0)
-        *base = (uint64_t)json_integer_value(b);
+    uint64_t g = json_is_integer(b) && json_integer_value(b) >= 0 ? (uint64_t)json_integer_value(b) : 0;
     json_decref(o);
-    return rc;
+    return g;
+}
+
+static void lower(uint64_t *limit, uint64_t g)
+{
+    if (g < *limit)
+        *limit = g;
 }
 
 static bool lock_free(int tfd)
@@ -161,11 +158,9 @@ int ws_compact(txbox_ws *ws, size_t *n, txbox_error *err)
         char idn[32];
         snprintf(idn, sizeof idn, "%llu", (unsigned long long)id);
         if (!ws_tx_owner_dead(ws, id)) { /* live: R2 by the base in its lock */
-            uint64_t b = 0;
-            if (ws_tx_live_base(ws, id, &b) < 0)
-                b = 0; /* not written yet: keep every commit */
-            if (b < limit)
-                limit = b;
+            if (ws_tx_live_base(ws, id, &g) < 0)
+                g = 0; /* not written yet: keep every commit */
+            lower(&limit, g);
             continue;
         }
         if (faccessat(ws->jnld, idn, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
@@ -175,25 +170,18 @@ int ws_compact(txbox_ws *ws, size_t *n, txbox_error *err)
             continue;
         unsigned m = entries(tfd);
         if (m & E_HELD) { /* R2: may still commit, from its base */
-            if (record_base(tfd, "held", &g) < 0)
-                g = 0;
-            if (g < limit)
-                limit = g;
+            lower(&limit, record_base(tfd, "held"));
             continue;
         }
         if ((m & E_MULTI) && !(m & (E_OUTCOME | E_JOURNAL))) { /* open: R2 */
-            if (record_base(tfd, "multi", &g) < 0)
-                g = 0;
-            if (g < limit)
-                limit = g;
+            lower(&limit, record_base(tfd, "multi"));
             continue;
         }
         if (m & E_JOURNAL) {
             if (journal_peek_gen(tfd, "journal", &g) < 0)
                 continue; /* kept: unreadable */
             if (m & E_UNDO) { /* retained: R1 */
-                if (g - 1 < limit)
-                    limit = g - 1;
+                lower(&limit, g - 1);
                 continue;
             }
         } else {
@@ -237,12 +225,13 @@ void ws_compact_maybe(txbox_ws *ws, uint64_t id)
 {
     if (id % TXBOX_COMPACT_EVERY)
         return;
-    _cleanup_close_ int fd = openat(ws->sfd, "lock", O_RDWR | O_CLOEXEC);
-    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
+    int lockfd = -1;
+    if (ws_trylock(ws, &lockfd, NULL) < 0)
         return; /* busy: a later transaction does it */
     size_t n;
     if (ws_compact(ws, &n, NULL) < 0) {
         /* best effort: what it archived stays archived; the next pass or
          * txbox gc goes on and says why */
     }
+    ws_unlock(lockfd);
 }

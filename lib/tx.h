@@ -35,6 +35,8 @@ struct txbox_ws {
 /* flock(2) on .txbox/lock: serializes id allocation and commits. Released
  * by the kernel when the holder dies, so a lock is never stale. */
 MUST_CHECK int ws_lock(txbox_ws *ws, int *lockfd, txbox_error *err);
+/* ws_lock, or -1 (EWOULDBLOCK) at once if another process holds it. */
+MUST_CHECK int ws_trylock(txbox_ws *ws, int *lockfd, txbox_error *err);
 void ws_unlock(int lockfd);
 /* Allocates the next transaction id (above the id floor) and creates
  * .txbox/tx/ID/ and the owner lock .txbox/active/ID (held, flock'd, in

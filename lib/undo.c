@@ -570,7 +570,6 @@ static int stage(int txfd, int tundo, const struct tx_journal *t, const struct p
     return rc;
 }
 
-/* The latest committed transaction that is not an undo and not undone. */
 /* The oldest generation from which every commit up to gen still has its
  * record: compaction (compact.c) archives the records of old commits, never
  * one at or after a commit whose pre-images are retained, so no commit
@@ -592,6 +591,7 @@ static uint64_t kept_from(txbox_ws *ws, uint64_t gen)
     return g;
 }
 
+/* The latest committed transaction that is not an undo and not undone. */
 static int default_target(txbox_ws *ws, uint64_t gen, uint64_t *id, txbox_error *err)
 {
     struct history h;

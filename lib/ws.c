@@ -220,12 +220,12 @@ void txbox_ws_close(txbox_ws *ws)
 
 const char *txbox_ws_path(const txbox_ws *ws) { return ws->path; }
 
-int ws_lock(txbox_ws *ws, int *lockfd, txbox_error *err)
+static int lock_ws(txbox_ws *ws, int *lockfd, bool wait, txbox_error *err)
 {
     int fd = openat(ws->sfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return tx_errno(err, errno, "cannot open the workspace lock");
-    while (flock(fd, LOCK_EX) < 0) {
+    while (flock(fd, wait ? LOCK_EX : LOCK_EX | LOCK_NB) < 0) {
         if (errno == EINTR)
             continue;
         int e = errno;
@@ -235,6 +235,10 @@ int ws_lock(txbox_ws *ws, int *lockfd, txbox_error *err)
     *lockfd = fd;
     return 0;
 }
+
+int ws_lock(txbox_ws *ws, int *lockfd, txbox_error *err) { return lock_ws(ws, lockfd, true, err); }
+
+int ws_trylock(txbox_ws *ws, int *lockfd, txbox_error *err) { return lock_ws(ws, lockfd, false, err); }
 
 void ws_unlock(int lockfd)
 {
