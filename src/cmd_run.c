@@ -206,6 +206,7 @@ int cmd_run(int argc, char **argv)
         txbox_ws_close(ws);
         return json ? cli_fail_json(&err) : cli_fail(&err);
     }
+    cli_policy_notes(pol);
     ro.policy = pol;
     txbox_multi *multi = NULL;
     if (tx && txbox_multi_open(ws, tx, &multi, &err) < 0) {
