@@ -261,6 +261,12 @@ static int load_layer(txbox_policy *p, const char *utext, size_t ulen, const cha
     if (rc == 0)
         rc = policy_parse_layer(l, wtext, wlen, wfile, &p->notes, err);
     if (rc == 0 && l->neffects > ne) {
+        /* their examples alone (checking every rule's would compile the
+         * built-in content patterns, milliseconds) */
+        txbox_policy added = {.effects = l->effects + ne, .neffects = l->neffects - ne};
+        rc = effects_check_examples(&added, err);
+    }
+    if (rc == 0 && l->neffects > ne) {
         /* every effect rule that matches acts: added ones only hold more */
         size_t add = l->neffects - ne;
         p->effects = xrealloc(p->effects, (p->neffects + add) * sizeof *p->effects);
@@ -306,7 +312,6 @@ int policy_load(const char *user_file, const char *workspace_dir, enum policy_ex
     if (rc >= 0)
         rc = load_trusted(p, utext, ulen, user_file, err);
     bool files = user_file != NULL; /* a policy file beyond the built-in one was read */
-    size_t neffects = p->neffects;
     if (rc == 0 && workspace_dir) {
         char *real = realpath(workspace_dir, NULL);
         _cleanup_close_ int wsfd = real ? open(real, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
@@ -341,13 +346,11 @@ int policy_load(const char *user_file, const char *workspace_dir, enum policy_ex
     /* The built-in policy's examples are checked by the test suite (its
      * text is fixed in the binary); a file's lists and overrides can change
      * what the built-in rules match, so with a file every example is
-     * checked, the built-in ones too. A layer's own rules were checked in
-     * the layer; the effect rules it added are checked here. */
+     * checked, the built-in ones too. A layer's own rules and effect
+     * rules were checked in the layer. */
     if (rc == 0 && (examples == POLICY_EXAMPLES_ALWAYS ||
                     (examples == POLICY_EXAMPLES_IF_FILES && files)))
         rc = policy_check_examples(p, err);
-    else if (rc == 0 && examples != POLICY_EXAMPLES_NONE && p->neffects > neffects)
-        rc = effects_check_examples(p, err);
     if (rc == 0) {
         p->parser = shell_parser_new();
         if (!p->parser)
