@@ -290,6 +290,37 @@ static int load_layer(txbox_policy *p, const char *utext, size_t ulen, const cha
     return 0;
 }
 
+/* --policy names a file inside the workspace: commands can write it, so
+ * a transaction that changes it is held like one that changes the
+ * workspace's own policy file (the path escaped for effect_glob, anchored
+ * at the workspace root). */
+static void hold_user_file(txbox_policy *p, const char *user_file)
+{
+    _cleanup_free_ char *real = realpath(user_file, NULL);
+    if (!real || !p->workspace || !path_under(real, p->workspace) || !strcmp(real, p->workspace))
+        return;
+    const char *rel = real + strlen(p->workspace) + (strlen(p->workspace) > 1);
+    dbuf g;
+    dbuf_init(&g, 0);
+    dbuf_addstr(&g, "/");
+    for (const char *c = rel; *c; c++) {
+        if (strchr("*?[\\", *c))
+            dbuf_add(&g, "\\", 1);
+        dbuf_add(&g, c, 1);
+    }
+    effect_rule r = {.action = EFF_HOLD, .line = 0};
+    r.max_files_deleted = r.max_bytes_written = r.max_binary_added = r.max_made_executable = -1;
+    r.id = xstrdup(POLICY_FILE_EFFECT "-user");
+    r.file = xstrdup(user_file);
+    r.reason = xasprintf("changes %s, the policy file given with --policy, which judges later commands", rel);
+    r.suggestion = xstrdup("do not edit the policy file; ask the user to change it (or to approve this "
+                           "change with txbox approve)");
+    strlist_add(&r.paths_any, dbuf_str(&g));
+    dbuf_free(&g);
+    p->effects = xrealloc(p->effects, (p->neffects + 1) * sizeof *p->effects);
+    p->effects[p->neffects++] = r;
+}
+
 int txbox_policy_load(const char *user_file, const char *workspace_dir, txbox_policy **out,
                       txbox_error *err)
 {
@@ -340,6 +371,8 @@ int policy_load(const char *user_file, const char *workspace_dir, enum policy_ex
             rc = load_layer(p, utext, ulen, user_file, wtext, wlen, wfile, err);
         }
         rc = rc < 0 ? rc : 0;
+        if (rc == 0 && user_file)
+            hold_user_file(p, user_file);
     }
     if (rc == 0)
         policy_build_index(p);

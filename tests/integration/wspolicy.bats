@@ -324,3 +324,17 @@ held() {
     assert_status 0
     [ -f "$PF" ] || fail "not applied after approval"
 }
+
+@test "--policy naming a file inside the workspace: a run that changes it is held" {
+    mkdir -p "$WS/conf"
+    printf 'version: 1\n' >"$WS/conf/my policy.yaml"
+    snap pre "$WS"
+    tx --json --policy "$WS/conf/my policy.yaml" -c 'echo "# more" >> "conf/my policy.yaml"'
+    assert_status 121
+    assert_json_field effect_rule workspace-policy-changed-user
+    tx --json --policy "$WS/conf/my policy.yaml" -c 'rm -rf conf'
+    assert_status 121
+    assert_tree pre "$WS"
+    tx --json --policy "$WS/conf/my policy.yaml" -c 'echo x > conf/other.yaml'
+    assert_status 0
+}
