@@ -23,7 +23,10 @@ static void usage(FILE *f)
                "       txbox check --batch [--policy FILE] [-C DIR] < commands\n"
                "\nClassifies a command as safe, uncertain or unsafe; nothing runs.\n"
                "Exit status: 0 safe, 1 uncertain, 122 unsafe (with --json/--batch: 0),\n"
-               "125 on error. See docs/policy.md.\n");
+               "125 on error (also when DIR/.txbox-policy.yaml is not a regular file or\n"
+               "is over 1 MiB). The workspace's policy can only tighten yours unless your\n"
+               "config.yaml or --policy trusts it; what it was refused is printed as\n"
+               "'txbox: warning:' lines (--json: \"refused\"). See docs/policy.md.\n");
 }
 
 /* A valid UTF-8 copy (invalid bytes become U+FFFD) for JSON output. */
