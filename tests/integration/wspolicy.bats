@@ -228,6 +228,10 @@ EOF
     chk --json --policy "$BATS_TEST_TMPDIR/user.yaml" -c 'git status'
     [ "$(field verdict)" = uncertain ] || fail "$output"
     [ "$(field workspace_policy)" = trusted ] || fail "$output"
+    # --policy naming the workspace's file itself: read once, as the user's
+    chk --json --policy "$PF" -c 'git status'
+    [ "$(field verdict)" = uncertain ] || fail "$output"
+    [ -z "$(field refused)" ] && [ -z "$stderr" ] || fail "$output $stderr"
 }
 
 # bad_path: check, run and the hook all fail at once on the policy path as
