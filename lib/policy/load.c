@@ -37,6 +37,7 @@
 #define WS_POLICY_NAME ".txbox-policy.yaml"
 #define USER_POLICY_CAP (4u << 20)
 #define CONFIG_CAP (256u << 10)
+#define NOTES_MAX 20 /* refusals reported, the last one saying how many more */
 
 static const char *kind_name(mode_t m)
 {
@@ -268,6 +269,14 @@ static int load_layer(txbox_policy *p, const char *utext, size_t ulen, const cha
     size_t nl = l->fetchers.n + l->secrets.n + l->secret_programs.n;
     if (rc == 0)
         rc = policy_parse_layer(l, wtext, wlen, wfile, &p->notes, err);
+    if (p->notes.n > NOTES_MAX) {
+        /* every command prints them: a file of refusals is not a flood */
+        size_t more = p->notes.n - (NOTES_MAX - 1);
+        while (p->notes.n > NOTES_MAX - 1)
+            free(p->notes.v[--p->notes.n]);
+        _cleanup_free_ char *n = xasprintf("policy %s: %zu more refusals not shown", wfile, more);
+        strlist_add(&p->notes, n);
+    }
     if (rc == 0 && l->neffects > ne) {
         /* their examples alone (checking every rule's would compile the
          * built-in content patterns, milliseconds) */

@@ -342,3 +342,11 @@ held() {
     tx --json --policy "$WS/conf/my policy.yaml" -c 'echo x > conf/other.yaml'
     assert_status 0
 }
+
+@test "a workspace policy full of refused rules: at most 20 warning lines" {
+    { echo 'version: 1'; echo 'rules:'; for i in $(seq 300); do printf '  - id: r%d\n    decision: off\n' "$i"; done; } >"$PF"
+    chk -c ls
+    assert_status 0
+    [ "${#stderr_lines[@]}" = 20 ] || fail "${#stderr_lines[@]} lines: $(clip "$stderr")"
+    [[ "${stderr_lines[19]}" == *"281 more refusals not shown"* ]] || fail "${stderr_lines[19]}"
+}
