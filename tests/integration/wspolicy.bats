@@ -331,15 +331,16 @@ held() {
 
 @test "--policy naming a file inside the workspace: a run that changes it is held" {
     mkdir -p "$WS/conf"
-    printf 'version: 1\n' >"$WS/conf/my policy.yaml"
+    printf 'version: 1\n' >"$WS/conf/my [p]* policy.yaml"
     snap pre "$WS"
-    tx --json --policy "$WS/conf/my policy.yaml" -c 'echo "# more" >> "conf/my policy.yaml"'
+    tx --json --policy "$WS/conf/my [p]* policy.yaml" -c 'echo "# more" >> "conf/my [p]* policy.yaml"'
     assert_status 121
     assert_json_field effect_rule workspace-policy-changed-user
-    tx --json --policy "$WS/conf/my policy.yaml" -c 'rm -rf conf'
+    tx --json --policy "$WS/conf/my [p]* policy.yaml" -c 'rm -rf conf'
     assert_status 121
     assert_tree pre "$WS"
-    tx --json --policy "$WS/conf/my policy.yaml" -c 'echo x > conf/other.yaml'
+    # the path is matched as it is, not as a glob
+    tx --json --policy "$WS/conf/my [p]* policy.yaml" -c 'echo x > "conf/my p policy.yaml"'
     assert_status 0
 }
 
