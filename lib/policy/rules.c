@@ -31,6 +31,8 @@ typedef struct yctx {
 } yctx;
 
 /* "policy FILE:LINE: MSG" for node n, in out. */
+static void ywhere(const yctx *y, const pnode *n, char *out, size_t size, const char *fmt,
+                   va_list ap) PRINTF(5, 0);
 static void ywhere(const yctx *y, const pnode *n, char *out, size_t size, const char *fmt, va_list ap)
 {
     char msg[400];
