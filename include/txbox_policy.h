@@ -2,8 +2,9 @@
  * uncertain or unsafe, reading it the way bash would execute it.
  *
  * The built-in default policy (policy/default.yaml, compiled into the
- * library) is always loaded first; a workspace policy and a user policy can
- * add rules and override rules by id. See docs/policy.md.
+ * library) is always loaded first; a user policy can add rules and override
+ * rules by id; the workspace's own policy can only tighten, unless the user
+ * trusts it (txbox_policy_load). See docs/policy.md.
  *
  * Thread safety: a loaded txbox_policy is immutable; any number of threads
  * may call txbox_policy_check*() on it at once. */

@@ -7,7 +7,9 @@
  *               inline interpreter code.
  *   rules.c     the policy file (YAML, libyaml): programs, rules, examples.
  *   classify.c  matches rules against the simple commands and combines
- *               their verdicts; the public txbox_policy_* API.
+ *               their verdicts; the public txbox_policy_check* API.
+ *   load.c      loading: the built-in document, --policy, the workspace's
+ *               file (read safely, as a tightening layer unless trusted).
  *   arena.c     the per-check bump allocator and small string helpers.
  *
  * Nothing the walker cannot resolve statically is ever reported as plain

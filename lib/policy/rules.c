@@ -1,7 +1,9 @@
 /* The policy file: YAML read with libyaml's document API, so every error
  * names file:line. Later files add rules and override rules (and program
- * specs) by id; lists of names (fetchers, secrets, ...) are extended.
- * Unknown keys are errors: a typo must not silently drop a matcher. */
+ * specs) by id; lists of names (fetchers, secrets, ...) are extended. An
+ * untrusted workspace's file is read as a layer (policy_parse_layer): only
+ * what can raise a verdict or hold more is taken, the rest is noted as
+ * refused. Unknown keys are errors: a typo must not silently drop a matcher. */
 #include <fnmatch.h>
 #include <strings.h>
 
