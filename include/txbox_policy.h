@@ -2,8 +2,9 @@
  * uncertain or unsafe, reading it the way bash would execute it.
  *
  * The built-in default policy (policy/default.yaml, compiled into the
- * library) is always loaded first; a workspace policy and a user policy can
- * add rules and override rules by id. See docs/policy.md.
+ * library) is always loaded first; a user policy can add rules and override
+ * rules by id; the workspace's own policy can only tighten, unless the user
+ * trusts it (txbox_policy_load). See docs/policy.md.
  *
  * Thread safety: a loaded txbox_policy is immutable; any number of threads
  * may call txbox_policy_check*() on it at once. */
@@ -41,16 +42,39 @@ typedef struct txbox_verdict {
     int needs_network;    /* a rule allowed network for this command (0/1) */
 } txbox_verdict;
 
-/* Loads the built-in default policy, then (if workspace_dir is non-NULL) the
- * policy file found in the workspace (workspace_dir/.txbox-policy.yaml, when
- * it exists) and then user_file (if non-NULL), each adding and overriding
- * rules by id. Paths under workspace_dir count as inside the workspace
- * (NULL: only relative paths do). Examples in every rule are checked at
- * load: a failing example refuses the policy, naming file, line, rule and
- * example. On success *out belongs to the caller (txbox_policy_free). */
+/* Loads the built-in default policy, then user_file (if non-NULL; the
+ * user's: trusted), adding and overriding rules by id, then (if
+ * workspace_dir is non-NULL) the policy file found in the workspace
+ * (workspace_dir/.txbox-policy.yaml, when it exists). The workspace's file
+ * is written by the commands txbox judges: it can only tighten (see
+ * txbox_policy_note and docs/policy.md, "The workspace's policy"), unless
+ * user_file says `workspace_policy: trusted` or the user's configuration
+ * ($XDG_CONFIG_HOME/txbox/config.yaml, default ~/.config/txbox/) lists the
+ * workspace under trusted_workspaces; then it adds and overrides like
+ * user_file. It is read only when it is a regular file (no symlink, fifo,
+ * directory or device) of at most TXBOX_POLICY_MAX_WS_FILE bytes: anything
+ * else is an error, never a wait. user_file must be a regular file too
+ * (symlinks followed), of at most 4 MiB. Paths under workspace_dir count
+ * as inside the workspace (NULL: only relative paths do). Examples in
+ * every rule are checked at load: a failing example refuses the policy,
+ * naming file, line, rule and example. On success *out belongs to the
+ * caller (txbox_policy_free). */
+#define TXBOX_POLICY_MAX_WS_FILE (1u << 20)
 TXBOX_API TXBOX_MUST_CHECK int txbox_policy_load(const char *user_file, const char *workspace_dir,
                                                  txbox_policy **out, txbox_error *err);
 TXBOX_API void txbox_policy_free(txbox_policy *p);
+
+/* How the workspace's own policy file was read. */
+enum {
+    TXBOX_WS_POLICY_NONE = 0,    /* there is none (or no workspace was given) */
+    TXBOX_WS_POLICY_TIGHTEN = 1, /* untrusted: it can only make verdicts worse and hold more */
+    TXBOX_WS_POLICY_TRUSTED = 2, /* trusted by the user: read like user_file */
+};
+TXBOX_API int txbox_policy_workspace_mode(const txbox_policy *p);
+/* The i-th thing the workspace's policy tried and was refused (or another
+ * warning of the load), one line: "policy FILE:LINE: ..."; NULL past the
+ * last. The CLI prints each on stderr. */
+TXBOX_API const char *txbox_policy_note(const txbox_policy *p, size_t i);
 
 /* Classifies a shell string as /bin/sh -c would get it (len bytes; NUL
  * bytes inside make the verdict `uncertain`). Returns 0 and fills *out, or

@@ -23,7 +23,10 @@ static void usage(FILE *f)
                "       txbox check --batch [--policy FILE] [-C DIR] < commands\n"
                "\nClassifies a command as safe, uncertain or unsafe; nothing runs.\n"
                "Exit status: 0 safe, 1 uncertain, 122 unsafe (with --json/--batch: 0),\n"
-               "125 on error. See docs/policy.md.\n");
+               "125 on error (also when DIR/.txbox-policy.yaml is not a regular file or\n"
+               "is over 1 MiB). The workspace's policy can only tighten yours unless your\n"
+               "config.yaml or --policy trusts it; what it was refused is printed as\n"
+               "'txbox: warning:' lines (--json: \"refused\"). See docs/policy.md.\n");
 }
 
 /* A valid UTF-8 copy (invalid bytes become U+FFFD) for JSON output. */
@@ -67,7 +70,36 @@ static char *utf8_clean(const char *s, size_t n, size_t *outlen)
     return o;
 }
 
-static int print_json(const char *cmd, size_t len, bool truncated, const txbox_verdict *v)
+void cli_policy_notes(const txbox_policy *p)
+{
+    const char *n;
+    for (size_t i = 0; (n = txbox_policy_note(p, i)); i++) {
+        fputs("txbox: warning: ", stderr);
+        cli_print_clean(stderr, n, 0);
+        fputc('\n', stderr);
+    }
+}
+
+/* "workspace_policy" (when the workspace has one) and "refused" (what it
+ * was refused) in a check's JSON object. */
+static void json_ws_policy(json_t *o, const txbox_policy *p)
+{
+    int m = txbox_policy_workspace_mode(p);
+    if (m == TXBOX_WS_POLICY_NONE && !txbox_policy_note(p, 0))
+        return;
+    json_object_set_new(o, "workspace_policy",
+                        json_string(m == TXBOX_WS_POLICY_TRUSTED   ? "trusted"
+                                    : m == TXBOX_WS_POLICY_TIGHTEN ? "tighten"
+                                                                   : "none"));
+    json_t *a = json_array();
+    const char *n;
+    for (size_t i = 0; (n = txbox_policy_note(p, i)); i++)
+        json_array_append_new(a, json_string(n));
+    json_object_set_new(o, "refused", a);
+}
+
+static int print_json(const txbox_policy *p, const char *cmd, size_t len, bool truncated,
+                      const txbox_verdict *v)
 {
     size_t cl = 0;
     char *clean = utf8_clean(cmd, len, &cl);
@@ -84,6 +116,7 @@ static int print_json(const char *cmd, size_t len, bool truncated, const txbox_v
     if (v->verdict == TXBOX_VERDICT_UNSAFE)
         json_object_set_new(o, "suggestion", json_string(v->suggestion));
     json_object_set_new(o, "needs_network", json_boolean(v->needs_network));
+    json_ws_policy(o, p);
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     if (!s)
@@ -159,7 +192,7 @@ static int batch(const txbox_policy *p)
                          TXBOX_POLICY_MAX_COMMAND);
             }
         }
-        if (print_json(buf, len > 4096 && trunc ? 4096 : len, trunc, &v) < 0) {
+        if (print_json(p, buf, len > 4096 && trunc ? 4096 : len, trunc, &v) < 0) {
             rc = cli_failf("cannot write JSON");
             break;
         }
@@ -203,6 +236,7 @@ int cmd_check(int argc, char **argv)
     txbox_error err = {0};
     if (txbox_policy_load(policy, dir, &p, &err) < 0)
         return (json || is_batch) ? cli_fail_json(&err) : cli_fail(&err);
+    cli_policy_notes(p);
 
     int rc;
     if (is_batch) {
@@ -228,7 +262,7 @@ int cmd_check(int argc, char **argv)
                     n += strlen(argv[i]);
                 }
             }
-            rc = print_json(str ? str : joined ? joined : "", str ? strlen(str) : n, false, &v) < 0
+            rc = print_json(p, str ? str : joined ? joined : "", str ? strlen(str) : n, false, &v) < 0
                      ? cli_failf("cannot write JSON")
                      : 0;
             free(joined);

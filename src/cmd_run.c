@@ -32,7 +32,11 @@ static void usage(FILE *f)
             "Runs the command in a sandbox where the workspace is a copy-on-write view;\n"
             "exit status 0 commits its changes atomically, anything else rolls them back.\n"
             "Exit status: the command's own; 122 blocked, 123 conflict, 124 timed out,\n"
-            "125 txbox error.\n"
+            "125 txbox error; 121 held for review (txbox review), e.g. a change to a\n"
+            "policy file in the workspace.\n"
+            "The policy: the built-in one, then --policy FILE (yours), then the\n"
+            "workspace's .txbox-policy.yaml, which can only tighten unless you trust the\n"
+            "workspace (docs/policy.md); what it was refused: 'txbox: warning:' lines.\n"
             "With --tx ID the command runs inside the open multi-command transaction ID\n"
             "(txbox begin): it sees the transaction's changes so far; if it succeeds its\n"
             "own are added to them (outcome staged), else only they are rolled back.\n");
@@ -206,6 +210,7 @@ int cmd_run(int argc, char **argv)
         txbox_ws_close(ws);
         return json ? cli_fail_json(&err) : cli_fail(&err);
     }
+    cli_policy_notes(pol);
     ro.policy = pol;
     txbox_multi *multi = NULL;
     if (tx && txbox_multi_open(ws, tx, &multi, &err) < 0) {

@@ -229,6 +229,8 @@ static int do_commit(const struct txargs *a)
     int rc = 0;
     txbox_run_opts vo = {.shell = a->verify, .timeout_s = a->timeout};
     rc = txbox_policy_load(a->policy, txbox_ws_path(ws), &pol, &err); /* + rules on effects */
+    if (rc == 0)
+        cli_policy_notes(pol);
     vo.policy = pol;
     if (rc == 0)
         rc = txbox_multi_open(ws, a->pos[0], &m, &err);

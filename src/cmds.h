@@ -31,6 +31,10 @@ void cli_time(char out[32], double t);
 void cli_print_clean(FILE *f, const char *s, size_t max);
 int cli_open_ws(const char *dir, unsigned flags, bool json, txbox_ws **ws);
 
+/* Print what the workspace's policy was refused (txbox_policy_note), one
+ * "txbox: warning: ..." line each on stderr (cmd_check.c). */
+struct txbox_policy;
+void cli_policy_notes(const struct txbox_policy *p);
 /* Print "txbox: MSG" on stderr (one line) and return TXBOX_EXIT_ERROR. */
 int cli_fail(const txbox_error *err);
 int cli_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

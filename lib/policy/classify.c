@@ -650,108 +650,8 @@ int classify_string(const txbox_policy *p, void *parser, arena *ar, const char *
     return classify_cmds(p, &cmds, out, winner);
 }
 
-/* ---- public API ---- */
-#define ARENA_CAP (64u << 20)
-
-/* Returns 1 when the file was read, 0 when it is absent and may be. */
-static int load_file(txbox_policy *p, const char *path, bool must_exist, txbox_error *err)
-{
-    FILE *f = fopen(path, "re");
-    if (!f) {
-        if (!must_exist && errno == ENOENT)
-            return 0;
-        return tx_errno(err, errno, "policy %s: cannot open", path);
-    }
-    _cleanup_file_ FILE *ff = f;
-    dbuf b;
-    dbuf_init(&b, 4u << 20);
-    char chunk[8192];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, ff)) > 0)
-        dbuf_add(&b, chunk, n);
-    int rc = 0;
-    if (ferror(ff))
-        rc = tx_errno(err, EIO, "policy %s: cannot read", path);
-    else if (b.dropped)
-        rc = tx_err(err, EFBIG, "policy %s: larger than 4 MiB", path);
-    else
-        rc = policy_parse_yaml(p, dbuf_str(&b), b.len, path, err);
-    dbuf_free(&b);
-    return rc < 0 ? rc : 1;
-}
-
-int txbox_policy_load(const char *user_file, const char *workspace_dir, txbox_policy **out,
-                      txbox_error *err)
-{
-    return policy_load(user_file, workspace_dir, POLICY_EXAMPLES_IF_FILES, out, err);
-}
-
-int policy_load(const char *user_file, const char *workspace_dir, enum policy_examples examples,
-                txbox_policy **out, txbox_error *err)
-{
-    if (!out)
-        return tx_err(err, EINVAL, "txbox_policy_load: no output pointer");
-    *out = NULL;
-    txbox_policy *p = xcalloc(1, sizeof *p);
-    pthread_mutex_init(&p->lock, NULL);
-    arena_init(&p->ar, ARENA_CAP);
-    pdoc doc; /* policy/default.yaml, loaded at build time */
-    txbox_default_policy_pdoc(&doc);
-    int rc = policy_parse_doc(p, &doc, "policy/default.yaml", err);
-    bool files = false; /* a policy file beyond the built-in one was read */
-    if (rc == 0 && workspace_dir) {
-        char *real = realpath(workspace_dir, NULL);
-        if (!real) {
-            rc = tx_errno(err, errno, "workspace %s", workspace_dir);
-        } else {
-            size_t l = strlen(real);
-            while (l > 1 && real[l - 1] == '/')
-                real[--l] = 0;
-            p->workspace = real;
-            char *wsfile = xasprintf("%s/.txbox-policy.yaml", real);
-            rc = load_file(p, wsfile, false, err);
-            free(wsfile);
-            files = rc > 0;
-            rc = rc < 0 ? rc : 0;
-        }
-    }
-    if (rc == 0 && user_file) {
-        rc = load_file(p, user_file, true, err);
-        files = files || rc > 0;
-        rc = rc < 0 ? rc : 0;
-    }
-    if (rc == 0)
-        policy_build_index(p);
-    /* The built-in policy's examples are checked by the test suite (its
-     * text is fixed in the binary); a file's lists and overrides can change
-     * what the built-in rules match, so with a file every example is
-     * checked, the built-in ones too. */
-    if (rc == 0 && (examples == POLICY_EXAMPLES_ALWAYS ||
-                    (examples == POLICY_EXAMPLES_IF_FILES && files)))
-        rc = policy_check_examples(p, err);
-    if (rc == 0) {
-        p->parser = shell_parser_new();
-        if (!p->parser)
-            rc = tx_err(err, EINVAL, "tree-sitter-bash: language version mismatch");
-    }
-    if (rc < 0) {
-        txbox_policy_free(p);
-        return -1;
-    }
-    *out = p;
-    return 0;
-}
-
-void txbox_policy_free(txbox_policy *p)
-{
-    if (!p)
-        return;
-    policy_clear(p);
-    shell_parser_free(p->parser);
-    arena_free(&p->ar);
-    pthread_mutex_destroy(&p->lock);
-    free(p);
-}
+/* ---- public API (loading: load.c) ---- */
+#define ARENA_CAP POLICY_ARENA_CAP
 
 typedef struct scratch {
     void *parser;
@@ -808,6 +708,18 @@ static int run_check(const txbox_policy *cp, const char *cmd, size_t len, char *
         shell_walk(p, s.parser, s.ar, cmd ? cmd : "", len, &cmds);
     int rc = classify_cmds(p, &cmds, out, NULL);
     scratch_put(p, &s);
+    if (rc == 0 && p->layer) {
+        /* The workspace's layer can only make the verdict worse: the worse
+         * of the two is taken, and a network grant only ever comes from
+         * the user's policy. */
+        txbox_verdict lv;
+        if (run_check(p->layer, cmd, len, argv, &lv, err) < 0)
+            return -1;
+        if (lv.verdict > out->verdict) {
+            *out = lv;
+            out->needs_network = 0;
+        }
+    }
     return rc;
 }
 

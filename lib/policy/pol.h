@@ -7,7 +7,9 @@
  *               inline interpreter code.
  *   rules.c     the policy file (YAML, libyaml): programs, rules, examples.
  *   classify.c  matches rules against the simple commands and combines
- *               their verdicts; the public txbox_policy_* API.
+ *               their verdicts; the public txbox_policy_check* API.
+ *   load.c      loading: the built-in document, --policy, the workspace's
+ *               file (read safely, as a tightening layer unless trusted).
  *   arena.c     the per-check bump allocator and small string helpers.
  *
  * Nothing the walker cannot resolve statically is ever reported as plain
@@ -25,6 +27,7 @@
 #include "util.h"
 
 /* ---- arena: one per check, reset between checks ---- */
+#define POLICY_ARENA_CAP (64u << 20)
 typedef struct arena_chunk arena_chunk;
 typedef struct arena {
     arena_chunk *head;
@@ -211,6 +214,14 @@ struct txbox_policy {
     struct effect_rule *effects; /* rules on effects (lib/effects.h), in file order */
     size_t neffects;
     char *workspace; /* absolute, no trailing slash; NULL: unknown */
+    /* The workspace's own policy file (load.c). Untrusted, it is read as a
+     * layer: a second policy (the user's, plus what the workspace adds
+     * within the limits of policy_parse_layer) whose verdict can only
+     * raise this one's (txbox_policy_check takes the worse of the two). */
+    int ws_mode;          /* TXBOX_WS_POLICY_* */
+    bool ws_trusted;      /* `workspace_policy: trusted` in the user's file */
+    struct txbox_policy *layer; /* NULL: none */
+    strlist notes;        /* what the workspace policy was refused, one line each */
     /* per-check scratch reused when free (trylock): parser + arena */
     pthread_mutex_t lock;
     void *parser;
@@ -220,6 +231,18 @@ struct txbox_policy {
 /* rules.c */
 int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char *file,
                       txbox_error *err);
+/* The same for a workspace's untrusted policy, read on top of p (the
+ * user's policy): only what can raise a verdict or hold more is taken
+ * (uncertain and unsafe rules and effect rules that hold or roll back,
+ * with new ids; more fetchers, secrets and secret programs; specs of
+ * programs p does not describe); everything else is left out and noted
+ * in refused, one line each ("policy FILE:LINE: ..."). */
+int policy_parse_layer(txbox_policy *p, const char *text, size_t len, const char *file,
+                       strlist *refused, txbox_error *err);
+/* The id of the built-in effect rule that holds every change to a
+ * workspace policy file (policy/default.yaml); no policy file can
+ * replace it or switch it off. */
+#define POLICY_FILE_EFFECT "workspace-policy-changed"
 /* The same, from the built-in document (pdoc.h; static data); its
  * content regexes are compiled at first use (effects_compile). The
  * policy borrows the document's strings, and file: both must outlive it
@@ -232,6 +255,8 @@ const progspec *policy_prog(const txbox_policy *p, const char *name);
 int policy_check_examples(const txbox_policy *p, txbox_error *err);
 void policy_build_index(txbox_policy *p);
 int policy_examples_report(const txbox_policy *p, FILE *f, txbox_error *err);
+/* The examples of the rules from index `from` on (a layer's own rules). */
+int policy_check_examples_from(const txbox_policy *p, size_t from, txbox_error *err);
 /* The `effects:` list of a policy file (rules.c); freeing them. */
 void policy_effects_clear(txbox_policy *p);
 /* txbox_policy_load with a choice of which examples to check: none, all

@@ -1,7 +1,9 @@
 /* The policy file: YAML read with libyaml's document API, so every error
  * names file:line. Later files add rules and override rules (and program
- * specs) by id; lists of names (fetchers, secrets, ...) are extended.
- * Unknown keys are errors: a typo must not silently drop a matcher. */
+ * specs) by id; lists of names (fetchers, secrets, ...) are extended. An
+ * untrusted workspace's file is read as a layer (policy_parse_layer): only
+ * what can raise a verdict or hold more is taken, the rest is noted as
+ * refused. Unknown keys are errors: a typo must not silently drop a matcher. */
 #include <fnmatch.h>
 #include <strings.h>
 
@@ -25,18 +27,42 @@ typedef struct yctx {
      * test suite checks its examples) and are compiled at first use
      * (effects_compile), not at every start */
     bool builtin;
+    /* non-NULL: a workspace layer (policy_parse_layer): what a workspace
+     * policy may not do (loosen) is refused, one line here for each */
+    strlist *refused;
 } yctx;
+
+/* "policy FILE:LINE: MSG" for node n, in out. */
+static void ywhere(const yctx *y, const pnode *n, char *out, size_t size, const char *fmt,
+                   va_list ap) PRINTF(5, 0);
+static void ywhere(const yctx *y, const pnode *n, char *out, size_t size, const char *fmt, va_list ap)
+{
+    char msg[400];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    snprintf(out, size, "policy %s:%zu: %s", y->file, n ? (size_t)n->line + 1 : (size_t)0, msg);
+}
 
 static int yerr(yctx *y, const pnode *n, const char *fmt, ...) PRINTF(3, 4);
 static int yerr(yctx *y, const pnode *n, const char *fmt, ...)
 {
-    char msg[400];
+    char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    ywhere(y, n, line, sizeof line, fmt, ap);
     va_end(ap);
-    return tx_err(y->err, EINVAL, "policy %s:%zu: %s", y->file,
-                  n ? (size_t)n->line + 1 : (size_t)0, msg);
+    return tx_err(y->err, EINVAL, "%s", line);
+}
+
+/* Notes one refusal of a workspace layer (y->refused). */
+static void refuse(yctx *y, const pnode *n, const char *fmt, ...) PRINTF(3, 4);
+static void refuse(yctx *y, const pnode *n, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    ywhere(y, n, line, sizeof line, fmt, ap);
+    va_end(ap);
+    strlist_add(y->refused, line);
 }
 
 /* node i (from 1), or NULL */
@@ -725,6 +751,23 @@ static int parse_effects(txbox_policy *p, yctx *y, const pnode *v)
         size_t i;
         for (i = 0; i < p->neffects && strcmp(p->effects[i].id, r.id); i++)
             ;
+        const pnode *at = ynode(y, *it);
+        if (y->refused && (r.action == EFF_OFF || i < p->neffects)) {
+            /* a layer only adds rules that hold or roll back: one of the
+             * same id would replace (or switch off) the user's */
+            if (r.action == EFF_OFF)
+                refuse(y, at, "effect rule %s: refused: a workspace policy cannot switch an effect rule off", r.id);
+            else
+                refuse(y, at, "effect rule %s: refused: a workspace policy cannot replace an effect rule of "
+                       "the same id (give it a new id)", r.id);
+            effect_rule_free(&r);
+            continue;
+        }
+        if (!y->builtin && i < p->neffects && !strcmp(r.id, POLICY_FILE_EFFECT)) {
+            effect_rule_free(&r);
+            return yerr(y, at, "effect rule %s is built in: no policy can replace or switch it off",
+                        POLICY_FILE_EFFECT);
+        }
         if (i < p->neffects) {
             effect_rule_free(&p->effects[i]);
         } else {
@@ -734,6 +777,39 @@ static int parse_effects(txbox_policy *p, yctx *y, const pnode *v)
         p->effects[i] = r;
     }
     return 0;
+}
+
+/* A workspace layer's rule: kept only when it can raise a verdict and
+ * nothing else (uncertain or unsafe, a new id); a grant of network or an
+ * external effect (whose compensation runs later) is dropped from it. */
+static bool layer_rule_ok(txbox_policy *p, yctx *y, const pnode *at, rule *r)
+{
+    if (r->decision == DEC_OFF || r->decision == DEC_SAFE) {
+        refuse(y, at, "rule %s: refused: a workspace policy cannot %s", r->id,
+               r->decision == DEC_OFF ? "switch a rule off" : "add a safe rule");
+        return false;
+    }
+    for (size_t i = 0; i < p->nrules; i++) {
+        if (!strcmp(p->rules[i].id, r->id)) {
+            refuse(y, at, "rule %s: refused: a workspace policy cannot replace a rule of the same id "
+                   "(give it a new id)", r->id);
+            return false;
+        }
+    }
+    if (r->network) {
+        refuse(y, at, "rule %s: network: refused: a workspace policy cannot grant network (the rule "
+               "applies without it)", r->id);
+        r->network = false;
+    }
+    if (r->external || r->compensate || r->capture) {
+        refuse(y, at, "rule %s: external/compensate/capture: refused: a workspace policy cannot "
+               "declare commands that txbox runs (the rule applies without them)", r->id);
+        r->external = false;
+        free(r->compensate);
+        free(r->capture);
+        r->compensate = r->capture = NULL;
+    }
+    return true;
 }
 
 static int parse_doc(txbox_policy *p, yctx *y)
@@ -750,6 +826,20 @@ static int parse_doc(txbox_policy *p, yctx *y)
             const char *s = yscalar(y, v);
             if (!s || strcmp(s, "1"))
                 rc = yerr(y, v, "unsupported policy version (this txbox reads version 1)");
+        } else if (!strcmp(k, "workspace_policy")) {
+            const char *s = yscalar(y, v);
+            if (y->refused)
+                refuse(y, k_node, "workspace_policy: refused: only the user's own configuration can "
+                       "trust a workspace's policy");
+            else if (s && (!strcmp(s, "trusted") || !strcmp(s, "tighten")))
+                p->ws_trusted = !strcmp(s, "trusted");
+            else
+                rc = yerr(y, v, "workspace_policy must be tighten or trusted");
+        } else if (y->refused && (!strcmp(k, "harmless_env") || !strcmp(k, "null_paths") ||
+                                  !strcmp(k, "scratch_paths"))) {
+            /* each entry of these lists makes a command look more harmless */
+            refuse(y, k_node, "%s: refused: a workspace policy cannot extend this list (it would "
+                   "loosen the rules)", k);
         } else if (!strcmp(k, "fetchers"))
             rc = ylist(y, v, &p->fetchers, k);
         else if (!strcmp(k, "secrets"))
@@ -775,6 +865,13 @@ static int parse_doc(txbox_policy *p, yctx *y)
                     progspec_free(&s);
                     return -1;
                 }
+                if (y->refused && (strpbrk(pn, "*?[") || policy_prog(p, pn))) {
+                    /* how a program's words are read decides what rules see */
+                    refuse(y, pn_node, "programs.%s: refused: a workspace policy can describe only a "
+                           "program the user's policy does not", pn);
+                    progspec_free(&s);
+                    continue;
+                }
                 size_t i;
                 for (i = 0; i < p->nprogs; i++)
                     if (!strcmp(p->progs[i].name, pn))
@@ -799,6 +896,10 @@ static int parse_doc(txbox_policy *p, yctx *y)
                     rule_free(&r);
                     return -1;
                 }
+                if (y->refused && !layer_rule_ok(p, y, ynode(y, *it), &r)) {
+                    rule_free(&r);
+                    continue;
+                }
                 add_or_replace_rule(p, &r);
             }
         } else {
@@ -810,8 +911,8 @@ static int parse_doc(txbox_policy *p, yctx *y)
     return 0;
 }
 
-int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char *file,
-                      txbox_error *err)
+static int parse_text(txbox_policy *p, const char *text, size_t len, const char *file,
+                      strlist *refused, txbox_error *err)
 {
     yaml_parser_t parser;
     yaml_document_t doc;
@@ -832,10 +933,22 @@ int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char 
     yaml_parser_delete(&parser);
     if (cv < 0)
         return tx_err(err, ENOMEM, "policy %s: too large a document", file);
-    yctx y = {.doc = &pd, .file = file, .err = err};
+    yctx y = {.doc = &pd, .file = file, .err = err, .refused = refused};
     int rc = parse_doc(p, &y);
     pdoc_free(&pd);
     return rc;
+}
+
+int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char *file,
+                      txbox_error *err)
+{
+    return parse_text(p, text, len, file, NULL, err);
+}
+
+int policy_parse_layer(txbox_policy *p, const char *text, size_t len, const char *file,
+                       strlist *refused, txbox_error *err)
+{
+    return parse_text(p, text, len, file, refused, err);
 }
 
 int policy_parse_doc(txbox_policy *p, const pdoc *doc, const char *file, txbox_error *err)
@@ -864,8 +977,20 @@ int policy_check_examples(const txbox_policy *p, txbox_error *err)
     return effects_check_examples(p, err);
 }
 
+static int examples_report(const txbox_policy *p, size_t from, FILE *f, txbox_error *err);
+
+int policy_check_examples_from(const txbox_policy *p, size_t from, txbox_error *err)
+{
+    return examples_report(p, from, NULL, err);
+}
+
 /* Checks every example; with f, reports every failure there (and goes on). */
 int policy_examples_report(const txbox_policy *p, FILE *f, txbox_error *err)
+{
+    return examples_report(p, 0, f, err);
+}
+
+static int examples_report(const txbox_policy *p, size_t from, FILE *f, txbox_error *err)
 {
     void *parser = shell_parser_new();
     if (!parser)
@@ -873,7 +998,7 @@ int policy_examples_report(const txbox_policy *p, FILE *f, txbox_error *err)
     arena ar;
     arena_init(&ar, 64u << 20);
     int rc = 0;
-    for (size_t i = 0; i < p->nrules && (rc == 0 || f); i++) {
+    for (size_t i = from; i < p->nrules && (rc == 0 || f); i++) {
         const rule *r = &p->rules[i];
         if (r->decision == DEC_OFF)
             continue;

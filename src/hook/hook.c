@@ -193,6 +193,7 @@ static int handle(agent a, json_t *in, const char *dir, const char *policy)
     txbox_error err = {0};
     if (txbox_policy_load(pol_path, ws, &pol, &err) < 0)
         return block("cannot load the policy, so every command is denied: %s", err.msg);
+    cli_policy_notes(pol);
     txbox_verdict v;
     int crc = txbox_policy_check(pol, cmd, cmdlen, &v, &err);
     txbox_policy_free(pol);

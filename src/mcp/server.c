@@ -768,6 +768,7 @@ int cmd_mcp(int argc, char **argv)
         free(s.cfg.policy);
         return cli_failf("mcp: %s", err.msg);
     }
+    cli_policy_notes(pol);
     txbox_policy_free(pol);
 
     /* The protocol gets private descriptors; fd 0 reads /dev/null and fd 1

@@ -122,11 +122,14 @@ EOF
     assert_status 0
 }
 
-@test "the workspace policy file is read" {
+@test "the workspace policy file is read (it can tighten; tests/integration/wspolicy.bats)" {
     cat >"$WS/.txbox-policy.yaml" <<'EOF'
 rules:
-  - id: read-only-git
-    decision: off
+  - id: no-git-status
+    decision: uncertain
+    reason: status runs hooks here
+    match: {program: git, subcommand: status}
+    examples: {match: [git status], no_match: [git log]}
 EOF
     chk -c 'git status'
     assert_status 1

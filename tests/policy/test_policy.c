@@ -11,6 +11,7 @@
 #include <yaml.h>
 
 #include "policy/pdoc.h"
+#include "effects.h"
 #include "policy/pol.h"
 
 static txbox_policy *P; /* the default policy, loaded once */
@@ -442,6 +443,175 @@ static void test_workspace_paths(void **state)
     free(real);
 }
 
+/* ---- the workspace's own policy: a layer that can only tighten ---- */
+
+/* ws2/.txbox-policy.yaml holds text; returns the workspace directory. */
+static const char *ws_policy(const char *text)
+{
+    static char ws[128];
+    snprintf(ws, sizeof ws, "%s/ws2", tmpdir);
+    mkdir(ws, 0700);
+    char *f = xasprintf("%s/.txbox-policy.yaml", ws);
+    unlink(f);
+    rmdir(f);
+    if (text) {
+        FILE *fp = fopen(f, "w");
+        assert_non_null(fp);
+        fputs(text, fp);
+        fclose(fp);
+    }
+    free(f);
+    return ws;
+}
+
+static bool has_note(const txbox_policy *p, const char *words)
+{
+    const char *n;
+    for (size_t i = 0; (n = txbox_policy_note(p, i)); i++)
+        if (strstr(n, words))
+            return true;
+    return false;
+}
+
+static void test_workspace_layer(void **state)
+{
+    (void)state;
+    setenv("XDG_CONFIG_HOME", tmpdir, 1); /* no config.yaml there */
+    const char *ws = ws_policy("version: 1\n"
+                               "harmless_env: [LD_PRELOAD]\n"
+                               "null_paths: ['/etc/*']\n"
+                               "programs:\n  sudo: {}\n  mytool: {options_with_value: [-o]}\n"
+                               "rules:\n"
+                               "  - id: delete-outside-workspace\n    decision: off\n"
+                               "  - id: fine\n    decision: safe\n    reason: r\n"
+                               "    match: {program: rm}\n"
+                               "    examples: {match: ['rm -rf ~'], no_match: [ls]}\n"
+                               "  - id: ls-vault\n    decision: uncertain\n    reason: vault\n"
+                               "    network: true\n"
+                               "    match: {program: ls, operands_any: [vault]}\n"
+                               "    examples: {match: [ls vault], no_match: [ls]}\n"
+                               "effects:\n"
+                               "  - id: git-hooks\n    action: off\n"
+                               "  - id: gen\n    action: hold\n    reason: r\n    suggestion: s\n"
+                               "    match: {paths_written: ['gen/**']}\n"
+                               "    examples: {match: [{written: [gen/a]}], no_match: [{written: [a]}]}\n");
+    txbox_policy *p = NULL;
+    txbox_error err = {0};
+    assert_int_equal(txbox_policy_load(NULL, ws, &p, &err), 0);
+    assert_int_equal(txbox_policy_workspace_mode(p), TXBOX_WS_POLICY_TIGHTEN);
+    /* the user's rules stand */
+    txbox_verdict v = check_n(p, "rm -rf ~", 8);
+    assert_int_equal(v.verdict, TXBOX_VERDICT_UNSAFE);
+    assert_string_equal(v.rule, "delete-outside-workspace");
+    v = check_n(p, "LD_PRELOAD=x ls", 15);
+    assert_int_equal(v.verdict, TXBOX_VERDICT_UNCERTAIN);
+    v = check_n(p, "sudo rm -rf /", 13);
+    assert_int_equal(v.verdict, TXBOX_VERDICT_UNSAFE);
+    /* the layer raises a verdict, never grants network */
+    v = check_n(p, "ls vault", 8);
+    assert_int_equal(v.verdict, TXBOX_VERDICT_UNCERTAIN);
+    assert_string_equal(v.rule, "ls-vault");
+    assert_int_equal(v.needs_network, 0);
+    v = check_n(p, "ls src", 6);
+    assert_int_equal(v.verdict, TXBOX_VERDICT_SAFE);
+    /* every refusal is noted */
+    const char *want[] = {"harmless_env: refused", "null_paths: refused", "programs.sudo: refused",
+                          "rule delete-outside-workspace: refused", "rule fine: refused",
+                          "rule ls-vault: network: refused", "effect rule git-hooks: refused"};
+    for (size_t i = 0; i < ARRAY_SIZE(want); i++)
+        assert_true(has_note(p, want[i]));
+    assert_false(has_note(p, "mytool"));
+    /* the added effect rule joins the user's; git-hooks is still on */
+    bool gen = false, hooks = false;
+    for (size_t i = 0; i < p->neffects; i++) {
+        gen |= !strcmp(p->effects[i].id, "gen");
+        hooks |= !strcmp(p->effects[i].id, "git-hooks") && p->effects[i].action == EFF_HOLD;
+    }
+    assert_true(gen && hooks);
+    txbox_policy_free(p);
+
+    /* a layer whose rule examples fail is an error, as any policy file */
+    ws = ws_policy("rules:\n  - id: x\n    decision: unsafe\n    reason: r\n    suggestion: s\n"
+                   "    match: {program: make}\n    examples: {match: [ls], no_match: [rm]}\n");
+    assert_true(txbox_policy_load(NULL, ws, &p, &err) < 0);
+    assert_non_null(strstr(err.msg, "must match"));
+    ws_policy(NULL);
+    unsetenv("XDG_CONFIG_HOME");
+}
+
+static void test_workspace_trust(void **state)
+{
+    (void)state;
+    const char *ws = ws_policy("rules:\n  - id: read-only-git\n    decision: off\n");
+    _cleanup_free_ char *real = realpath(ws, NULL);
+    /* the user's config.yaml lists it */
+    _cleanup_free_ char *cfgdir = xasprintf("%s/cfg", tmpdir), *txdir = xasprintf("%s/txbox", cfgdir),
+                        *cfg = xasprintf("%s/config.yaml", txdir);
+    mkdir(cfgdir, 0700);
+    mkdir(txdir, 0700);
+    FILE *f = fopen(cfg, "w");
+    assert_non_null(f);
+    fprintf(f, "version: 1\ntrusted_workspaces:\n  - %s\n", real);
+    fclose(f);
+    setenv("XDG_CONFIG_HOME", cfgdir, 1);
+    txbox_policy *p = NULL;
+    txbox_error err = {0};
+    assert_int_equal(txbox_policy_load(NULL, ws, &p, &err), 0);
+    assert_int_equal(txbox_policy_workspace_mode(p), TXBOX_WS_POLICY_TRUSTED);
+    assert_int_equal(check_n(p, "git status", 10).verdict, TXBOX_VERDICT_UNCERTAIN);
+    assert_null(txbox_policy_note(p, 0));
+    txbox_policy_free(p);
+    unlink(cfg);
+    rmdir(txdir);
+    rmdir(cfgdir);
+    /* not listed: a tightening layer, the rule stays on */
+    assert_int_equal(txbox_policy_load(NULL, ws, &p, &err), 0);
+    assert_int_equal(txbox_policy_workspace_mode(p), TXBOX_WS_POLICY_TIGHTEN);
+    assert_int_equal(check_n(p, "git status", 10).verdict, TXBOX_VERDICT_SAFE);
+    txbox_policy_free(p);
+    /* --policy trusts it */
+    const char *up = write_tmp("p.yaml", "version: 1\nworkspace_policy: trusted\n");
+    assert_int_equal(txbox_policy_load(up, ws, &p, &err), 0);
+    assert_int_equal(txbox_policy_workspace_mode(p), TXBOX_WS_POLICY_TRUSTED);
+    assert_int_equal(check_n(p, "git status", 10).verdict, TXBOX_VERDICT_UNCERTAIN);
+    txbox_policy_free(p);
+    /* no file can replace the built-in hold on policy files */
+    up = write_tmp("p.yaml", "version: 1\neffects:\n  - id: workspace-policy-changed\n    action: off\n");
+    assert_true(txbox_policy_load(up, NULL, &p, &err) < 0);
+    assert_non_null(strstr(err.msg, "built in"));
+    ws_policy(NULL);
+    unsetenv("XDG_CONFIG_HOME");
+}
+
+static void test_workspace_policy_paths(void **state)
+{
+    (void)state;
+    const char *ws = ws_policy(NULL);
+    _cleanup_free_ char *f = xasprintf("%s/.txbox-policy.yaml", ws);
+    txbox_policy *p = NULL;
+    txbox_error err = {0};
+    assert_int_equal(mkfifo(f, 0600), 0);
+    assert_true(txbox_policy_load(NULL, ws, &p, &err) < 0);
+    assert_non_null(strstr(err.msg, "a fifo, not a regular file"));
+    unlink(f);
+    assert_int_equal(symlink("/dev/null", f), 0);
+    assert_true(txbox_policy_load(NULL, ws, &p, &err) < 0);
+    assert_non_null(strstr(err.msg, "a symlink"));
+    unlink(f);
+    assert_int_equal(mkdir(f, 0700), 0);
+    assert_true(txbox_policy_load(NULL, ws, &p, &err) < 0);
+    assert_non_null(strstr(err.msg, "a directory"));
+    rmdir(f);
+    FILE *fp = fopen(f, "w");
+    assert_non_null(fp);
+    for (size_t i = 0; i <= TXBOX_POLICY_MAX_WS_FILE / 8; i++)
+        fputs("#######\n", fp);
+    fclose(fp);
+    assert_true(txbox_policy_load(NULL, ws, &p, &err) < 0);
+    assert_non_null(strstr(err.msg, "larger than"));
+    ws_policy(NULL);
+}
+
 static void *thread_main(void *arg)
 {
     long bad = 0;
@@ -536,9 +706,11 @@ int main(void)
         cmocka_unit_test(test_names),           cmocka_unit_test(test_policy_errors),
         cmocka_unit_test(test_policy_override), cmocka_unit_test(test_workspace_paths),
         cmocka_unit_test(test_threads),         cmocka_unit_test(test_builtin_document),
+        cmocka_unit_test(test_workspace_layer), cmocka_unit_test(test_workspace_trust),
+        cmocka_unit_test(test_workspace_policy_paths),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
-    const char *files[] = {"p.yaml", "o.yaml", "ws/.txbox-policy.yaml", "ws", ""};
+    const char *files[] = {"p.yaml", "o.yaml", "ws/.txbox-policy.yaml", "ws", "ws2", ""};
     for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
         char path[256];
         snprintf(path, sizeof path, "%s/%s", tmpdir, files[i]);
