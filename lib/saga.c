@@ -487,7 +487,7 @@ static void run_one(txbox_ws *ws, json_t *e)
     txbox_run_opts o = {.shell = cmd,
                         .cwd = ws->path,
                         .read_only = 1,
-                        .net = 1,
+                        .net = TXBOX_NET_PROXY,
                         .capture = 1,
                         .output_cap = OUTPUT_KEEP,
                         .timeout_s = COMP_TIMEOUT_S,
