@@ -269,16 +269,33 @@ bool np_pattern_valid(const char *p)
     return name == p || strchr(name, '.') != NULL;
 }
 
+/* An IP address literal as 16 bytes (IPv4 mapped into IPv6), so that two
+ * spellings of one address compare equal. */
+static bool ip_bytes(const char *s, struct in6_addr *out)
+{
+    struct in_addr a4;
+    if (inet_pton(AF_INET6, s, out) == 1)
+        return true;
+    if (inet_pton(AF_INET, s, &a4) != 1)
+        return false;
+    memset(out, 0, sizeof *out);
+    out->s6_addr[10] = out->s6_addr[11] = 0xff;
+    memcpy(out->s6_addr + 12, &a4, 4);
+    return true;
+}
+
 bool np_domain_allowed(const char *const *patterns, size_t n, const char *host)
 {
     size_t hl = strlen(host);
+    struct in6_addr h6, p6;
+    bool host_ip = ip_bytes(host, &h6);
     for (size_t i = 0; i < n; i++) {
         const char *p = patterns[i];
         if (!strncmp(p, "*.", 2)) {
             size_t sl = strlen(p + 1); /* ".npmjs.org" */
-            if (hl > sl && !strcmp(host + hl - sl, p + 1))
+            if (!host_ip && hl > sl && !strcmp(host + hl - sl, p + 1))
                 return true;
-        } else if (!strcmp(p, host)) {
+        } else if (host_ip ? ip_bytes(p, &p6) && !memcmp(&h6, &p6, sizeof h6) : !strcmp(p, host)) {
             return true;
         }
     }
@@ -516,8 +533,9 @@ static int open_upstream(struct netproxy *np, int cfd, const struct np_req *rq)
             reply(np, cfd, "502 Bad Gateway", "txbox: the proxy could not connect\n");
         return u;
     }
+    /* an address literal is checked as it is, never looked up */
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG};
+                             .ai_flags = AI_NUMERICSERV | (strchr(rq->host, ':') ? AI_NUMERICHOST : 0)};
     struct addrinfo *res = NULL;
     char port[8];
     snprintf(port, sizeof port, "%u", rq->port);
