@@ -361,19 +361,25 @@ static int validate(const txbox_run_opts *o, txbox_error *err)
     return 0;
 }
 
-/* The proxy's allowlist: the registries the built-in rules name, then the
- * caller's (validate checked them). Pointers into both; caller frees the
- * array. */
-static const char **proxy_allowlist(const txbox_run_opts *o, size_t *n)
+/* The proxy's allowlist: the default registries when `defaults`, the
+ * deciding rules' domains (rule_domains: space-separated, edited in place
+ * into strings), then the caller's (validate checked them). Pointers into
+ * all three; caller frees the array. */
+static const char **proxy_allowlist(const txbox_run_opts *o, bool defaults, char *rule_domains,
+                                    size_t *n)
 {
-    size_t nd = 0, ndef = 0, k = 0;
+    size_t nd = 0, ndef = 0, nr = 0, k = 0;
     while (o->allow_domains && o->allow_domains[nd])
         nd++;
-    while (np_default_domains[ndef])
+    while (defaults && np_default_domains[ndef])
         ndef++;
-    const char **v = xcalloc(ndef + nd + 1, sizeof *v);
-    for (size_t i = 0; np_default_domains[i]; i++)
+    for (const char *c = rule_domains; *c; c++)
+        nr += *c == ' ';
+    const char **v = xcalloc(ndef + nr + 1 + nd + 1, sizeof *v);
+    for (size_t i = 0; i < ndef; i++)
         v[k++] = np_default_domains[i];
+    for (char *save = NULL, *t = strtok_r(rule_domains, " ", &save); t; t = strtok_r(NULL, " ", &save))
+        v[k++] = t;
     for (size_t i = 0; i < nd; i++)
         v[k++] = o->allow_domains[i];
     *n = k;
@@ -497,6 +503,11 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     /* net: the proxy (a rule or the caller granted network); host_net: the
      * host's namespace, only when the caller asks for it */
     bool net = opts->net == TXBOX_NET_PROXY, host_net = opts->net == TXBOX_NET_HOST;
+    /* the proxy's allowlist: the defaults for --net, for an external
+     * effect's rule and for a network rule that names no domains; the
+     * domains of the rules that granted network */
+    bool net_defaults = net;
+    char rule_domains[sizeof ((txbox_verdict *)0)->domains] = "";
     _cleanup_plan_ json_t *saga = NULL; /* external effects (saga.c) */
     if (opts->policy) {
         txbox_verdict v;
@@ -515,10 +526,16 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
         }
         if (v.verdict == TXBOX_VERDICT_SAFE && !opts->multi)
             read_only = true;
-        if (v.needs_network)
+        if (v.needs_network) {
             net = true;
+            net_defaults = net_defaults || v.default_domains;
+            memcpy(rule_domains, v.domains, sizeof rule_domains);
+        }
+        bool saga_net = false;
         if (!read_only)
-            saga = saga_plan(opts->policy, opts->shell, opts->argv, &net);
+            saga = saga_plan(opts->policy, opts->shell, opts->argv, &saga_net);
+        if (saga_net)
+            net = net_defaults = true;
     }
     /* The sandbox's namespaces are made meanwhile, on the other CPU: by the
      * time the transaction's directories and the command's environment are
@@ -546,7 +563,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
         char **pe2 = proxy_env(envp);
         free(envp);
         envp = pe2;
-        allow = proxy_allowlist(opts, &n_allow);
+        allow = proxy_allowlist(opts, net_defaults, rule_domains, &n_allow);
         npc = (struct np_config){.allow = allow, .n_allow = n_allow};
     }
     char **hide = hidden_paths(opts->deny_read);

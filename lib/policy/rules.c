@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "effects.h"
+#include "netproxy.h"
 #include "pdoc.h"
 #include "pol.h"
 #include "saga.h"
@@ -25,6 +26,9 @@ typedef struct yctx {
      * test suite checks its examples) and are compiled at first use
      * (effects_compile), not at every start */
     bool builtin;
+    /* the workspace's own policy file: written by the commands it judges,
+     * so it cannot widen what the network proxy lets through */
+    bool untrusted;
 } yctx;
 
 static int yerr(yctx *y, const pnode *n, const char *fmt, ...) PRINTF(3, 4);
@@ -203,7 +207,8 @@ static void rule_free(rule *r)
     }
     strlist *ls[] = {&r->program,      &r->subcommand,  &r->args_any,      &r->args_none,
                      &r->args_all,     &r->flags_any,   &r->flags_none,    &r->operands_any,
-                     &r->operands_none, &r->via_any,    &r->global_args_none, &r->global_args_any, &r->script_none};
+                     &r->operands_none, &r->via_any,    &r->global_args_none, &r->global_args_any, &r->script_none,
+                     &r->domains};
     for (size_t i = 0; i < ARRAY_SIZE(ls); i++)
         strlist_free(ls[i]);
     free(r->ex);
@@ -405,6 +410,26 @@ static int check_saga(yctx *y, const pnode *m, rule *r)
     return 0;
 }
 
+/* domains: the hosts the network proxy lets through for this rule
+ * (netproxy.c's patterns), only from a trusted policy. */
+static int parse_domains(yctx *y, const pnode *v, rule *r)
+{
+    if (y->untrusted)
+        return yerr(y, v, "rule %s: domains can be given by the built-in policy or a --policy "
+                          "file only, not by the workspace's own policy file", r->id);
+    if (ylist(y, v, &r->domains, "domains") < 0)
+        return -1;
+    if (r->domains.n > 64)
+        return yerr(y, v, "rule %s: more than 64 domains", r->id);
+    for (size_t i = 0; i < r->domains.n; i++)
+        if (!np_pattern_valid(r->domains.v[i]))
+            return yerr(y, v,
+                        "rule %s: '%s' is not a domain (a host name in lower case, *. and a "
+                        "name of two labels or more, or an IP address)",
+                        r->id, r->domains.v[i]);
+    return 0;
+}
+
 /* Detectors for what the engine did not understand: never `safe`. */
 #define D_NOT_UNDERSTOOD                                                                        \
     (D_PARSE_ERROR | D_DYN_PROGRAM | D_DYN_CODE | D_REMOTE_CODE | D_FORK_BOMB | D_TOO_DEEP |    \
@@ -455,6 +480,8 @@ static int parse_rule(yctx *y, const pnode *m, rule *r)
             rc = ystr(y, v, &r->suggestion, k);
         else if (!strcmp(k, "network"))
             rc = ybool(y, v, &r->network, k);
+        else if (!strcmp(k, "domains"))
+            rc = parse_domains(y, v, r);
         else if (!strcmp(k, "fallback"))
             rc = ybool(y, v, &r->fallback, k);
         else if (!strcmp(k, "external") || !strcmp(k, "compensate") || !strcmp(k, "capture"))
@@ -474,6 +501,8 @@ static int parse_rule(yctx *y, const pnode *m, rule *r)
         return 0; /* switches off the rule of that id; nothing else is needed */
     if (!r->reason || !*r->reason || strchr(r->reason, '\n'))
         return yerr(y, m, "rule %s: needs a one-line reason", r->id);
+    if (r->domains.n && !r->network)
+        return yerr(y, m, "rule %s: domains without network: true", r->id);
     if (r->decision == DEC_UNSAFE && (!r->suggestion || !*r->suggestion))
         return yerr(y, m, "rule %s: an unsafe rule needs a suggestion for the agent", r->id);
     if (r->fallback && r->decision != DEC_UNCERTAIN)
@@ -832,7 +861,8 @@ int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char 
     yaml_parser_delete(&parser);
     if (cv < 0)
         return tx_err(err, ENOMEM, "policy %s: too large a document", file);
-    yctx y = {.doc = &pd, .file = file, .err = err};
+    _cleanup_free_ char *wsfile = p->workspace ? xasprintf("%s/.txbox-policy.yaml", p->workspace) : NULL;
+    yctx y = {.doc = &pd, .file = file, .err = err, .untrusted = wsfile && !strcmp(file, wsfile)};
     int rc = parse_doc(p, &y);
     pdoc_free(&pd);
     return rc;

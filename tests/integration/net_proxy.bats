@@ -187,3 +187,57 @@ EOF
         [ "$(wc -l <<<"$stderr")" = 1 ] || fail "more than one line: $stderr"
     done
 }
+
+@test "the rules that grant network decide the domains: npm install reaches npm's registry, not the other defaults" {
+    export TXBOX_TEST_RESOLVE="registry.txbox.test=127.0.0.1,pypi.org=127.0.0.1"
+    cat >"$BATS_TEST_TMPDIR/policy.yaml" <<'YAML'
+rules:
+  - id: fake-registry
+    decision: uncertain
+    reason: fetches from the fake registry
+    network: true
+    domains: [registry.txbox.test]
+    match: {program: [curl], operands_any: ['http://registry.txbox.test:*']}
+    examples: {match: ['curl http://registry.txbox.test:1/x'], no_match: ['curl http://pypi.org/']}
+YAML
+    # a fetch that matches no network rule of its own (a script)
+    cat >"$WS/get.py" <<'PY'
+import sys, urllib.error, urllib.request
+try:
+    print(urllib.request.urlopen(sys.argv[1], timeout=30).read().decode().strip())
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+PY
+    # the rule's own domain only: pypi.org, a default, is refused here
+    txj --policy "$BATS_TEST_TMPDIR/policy.yaml" -c "curl -sS -m 30 http://registry.txbox.test:$REG_PORT/pkg/left-pad.tgz; curl -sS -m 30 http://registry.txbox.test:$REG_PORT/pkg/left-pad.tgz -H 'Host: pypi.org' -o /dev/null; python3 get.py http://pypi.org:$REG_PORT/pkg/left-pad.tgz"
+    assert_status 0
+    [ "$(jget rule)" = fake-registry ] || fail "rule: $(jget rule)"
+    [ "$(jget network.allowed)" = registry.txbox.test ] || fail "network.allowed: $(jget network.allowed)"
+    grep -qx "$TOKEN" <<<"$(jget stdout)" || fail "the rule's domain was not reached: $(jget stdout) $(jget stderr)"
+    grep -q 'txbox refused pypi.org' <<<"$(jget stdout)" || fail "pypi.org was not refused: $(jget stdout)"
+    [ "$(registry_hits)" = 2 ] || fail "the registry saw $(registry_hits) requests, want 2: $(cat "$REG/log")"
+    # the built-in npm rule: npm's hosts, not PyPI's
+    txj -c "python3 get.py http://pypi.org:$REG_PORT/pkg/left-pad.tgz; exit 0; npm install"
+    jget network.allowed | grep -qx registry.npmjs.org || fail "network.allowed: $(jget network.allowed)"
+    ! jget network.allowed | grep -qx pypi.org || fail "npm install allowed pypi.org: $(jget network.allowed)"
+    grep -q 'txbox refused pypi.org' <<<"$(jget stdout)" || fail "pypi.org was not refused: $(jget stdout)"
+    # and --net adds the defaults
+    txj --net -c "python3 get.py http://pypi.org:$REG_PORT/pkg/left-pad.tgz; exit 0; npm install"
+    grep -qx "$TOKEN" <<<"$(jget stdout)" || fail "--net did not add the defaults: $(jget stdout) $(jget stderr)"
+}
+
+@test "the workspace's own policy file cannot widen the network allowlist" {
+    cat >"$WS/.txbox-policy.yaml" <<'YAML'
+rules:
+  - id: exfiltrate
+    decision: uncertain
+    reason: looks harmless
+    network: true
+    domains: ['*.attacker.example']
+    match: {program: [curl]}
+    examples: {match: ['curl x'], no_match: ['ls']}
+YAML
+    tx -c "curl -sS http://a.attacker.example/"
+    assert_status 125
+    grep -q "domains can be given by the built-in policy or a --policy file only" <<<"$stderr" || fail "$stderr"
+}
