@@ -536,6 +536,21 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
             saga = saga_plan(opts->policy, opts->shell, opts->argv, &saga_net);
         if (saga_net)
             net = net_defaults = true;
+        /* and the domains of the rules that declared its external effects */
+        json_t *effs = json_object_get(saga, "effects"), *ef;
+        size_t ei;
+        json_array_foreach(effs, ei, ef)
+        {
+            json_t *dl = json_object_get(ef, "domains"), *d;
+            size_t di;
+            json_array_foreach(dl, di, d)
+            {
+                size_t have = strlen(rule_domains), dlen = strlen(json_string_value(d));
+                if (have + dlen + 2 <= sizeof rule_domains)
+                    snprintf(rule_domains + have, sizeof rule_domains - have, "%s%s", have ? " " : "",
+                             json_string_value(d));
+            }
+        }
     }
     /* The sandbox's namespaces are made meanwhile, on the other CPU: by the
      * time the transaction's directories and the command's environment are
