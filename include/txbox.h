@@ -75,6 +75,14 @@ TXBOX_API const char *txbox_ws_path(const txbox_ws *ws);
  * appended to .txbox/log.pending) are also moved into the log. */
 TXBOX_API TXBOX_MUST_CHECK int txbox_recover(txbox_ws *ws, char **report, txbox_error *err);
 
+/* The network a command gets (txbox_run_opts.net). It always has its own
+ * network namespace, except with TXBOX_NET_HOST. */
+enum {
+    TXBOX_NET_NONE = 0,  /* loopback only, unless a policy rule grants the proxy */
+    TXBOX_NET_PROXY = 1, /* through the transaction's allowlisting proxy */
+    TXBOX_NET_HOST = 2,  /* the host's network namespace (explicit opt-in) */
+};
+
 struct txbox_policy; /* txbox_policy.h */
 struct txbox_multi;  /* multi.h: a multi-command transaction */
 
@@ -87,7 +95,9 @@ typedef struct txbox_run_opts {
     int allow_copy_fallback;   /* use the copy backend when overlay cannot be mounted */
     int capture;               /* capture stdout/stderr into the result instead of streaming */
     size_t output_cap;         /* bytes kept per stream when capturing (0: 1 MiB) */
-    int net;                   /* share the host network */
+    int net;                   /* TXBOX_NET_*: 0 none unless the policy grants it */
+    const char *const *allow_domains; /* more host names (or *.suffix) the network proxy
+                                         lets through (NULL-terminated; NULL: none) */
     int read_only;             /* run with the workspace read-only, no transaction */
     volatile int *cancel;      /* when set non-zero (e.g. from a signal handler), the
                                   command is killed and its transaction rolled back */

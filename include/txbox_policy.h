@@ -40,6 +40,11 @@ typedef struct txbox_verdict {
     char reason[512];     /* one line */
     char suggestion[512]; /* for unsafe: what the agent can do instead; "" otherwise */
     int needs_network;    /* a rule allowed network for this command (0/1) */
+    /* needs_network: the hosts those rules let the proxy reach (their
+     * `domains`), space-separated; default_domains: one of them named none,
+     * so the default registries apply too */
+    char domains[1024];
+    int default_domains;
 } txbox_verdict;
 
 /* Loads the built-in default policy, then user_file (if non-NULL; the

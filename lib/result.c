@@ -35,6 +35,7 @@ void result_free(txbox_result *r)
     free(r->conflict_path);
     json_decref(r->effects);
     json_decref(r->effect_verdict);
+    json_decref(r->network);
     free(r->log_error);
     free(r->verdict);
     free(r->rule);
@@ -164,6 +165,8 @@ char *txbox_result_json(const txbox_result *rc)
     json_object_set_new(o, "stderr_truncated", json_boolean(r->err.dropped > 0));
     json_object_set_new(o, "stderr_dropped_bytes", json_integer((json_int_t)r->err.dropped));
     json_object_set_new(o, "protections", r->protections ? json_incref(r->protections) : json_object());
+    if (r->network)
+        json_object_set(o, "network", r->network);
     json_object_set_new(o, "backend", json_string(r->backend ? r->backend : "overlay"));
     if (r->fallback)
         json_object_set_new(o, "fallback", json_string(r->fallback));

@@ -30,6 +30,9 @@ struct txbox_result {
     bool tee; /* captured output is also written through to stdout/stderr */
     /* rules on effects (effects.c): the verdict that rejected or held it */
     json_t *effect_verdict;
+    /* the network in force: {"mode": "none"|"host"} or the proxy's report
+     * (np_stop: mode, allowed, contacted, refused) */
+    json_t *network;
 };
 
 txbox_result *result_new(void);

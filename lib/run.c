@@ -343,7 +343,78 @@ static int validate(const txbox_run_opts *o, txbox_error *err)
         return tx_err(err, EINVAL, "a multi-command transaction runs on the overlay backend only");
     if (o->timeout_s < 0 || o->timeout_s > 7 * 86400.0)
         return tx_err(err, EINVAL, "timeout must be between 0 and 604800 seconds");
+    if (o->net < TXBOX_NET_NONE || o->net > TXBOX_NET_HOST)
+        return tx_err(err, EINVAL, "unknown network mode %d", o->net);
+    size_t nd = 0;
+    for (; o->allow_domains && o->allow_domains[nd]; nd++)
+        if (!np_pattern_valid(o->allow_domains[nd]))
+            return tx_err(err, EINVAL,
+                          "'%s' is not a domain to allow: give a host name in lower case "
+                          "(registry.example.org), *. and a name of two labels or more "
+                          "(*.example.org), or an IP address",
+                          o->allow_domains[nd]);
+    size_t ndef = 0;
+    while (np_default_domains[ndef])
+        ndef++;
+    if (nd + ndef > NP_MAX_DOMAINS)
+        return tx_err(err, E2BIG, "more than %zu domains to allow", NP_MAX_DOMAINS - ndef);
     return 0;
+}
+
+/* The proxy's allowlist: the default registries when `defaults`, the
+ * deciding rules' domains (rule_domains: space-separated, edited in place
+ * into strings), then the caller's (validate checked them). Pointers into
+ * all three; caller frees the array. */
+static const char **proxy_allowlist(const txbox_run_opts *o, bool defaults, char *rule_domains,
+                                    size_t *n)
+{
+    size_t nd = 0, ndef = 0, nr = 0, k = 0;
+    while (o->allow_domains && o->allow_domains[nd])
+        nd++;
+    while (defaults && np_default_domains[ndef])
+        ndef++;
+    for (const char *c = rule_domains; *c; c++)
+        nr += *c == ' ';
+    const char **v = xcalloc(ndef + nr + 1 + nd + 1, sizeof *v);
+    for (size_t i = 0; i < ndef; i++)
+        v[k++] = np_default_domains[i];
+    for (char *save = NULL, *t = strtok_r(rule_domains, " ", &save); t; t = strtok_r(NULL, " ", &save))
+        v[k++] = t;
+    for (size_t i = 0; i < nd; i++)
+        v[k++] = o->allow_domains[i];
+    *n = k;
+    return v;
+}
+
+/* The command's environment with the proxy's variables, which replace the
+ * caller's (a host proxy is not reachable from the sandbox): a new array of
+ * the same strings (caller frees the array). NO_PROXY keeps the sandbox's
+ * own loopback direct. */
+static char **proxy_env(char **envp)
+{
+    static char *const vars[] = {
+        (char *)"HTTP_PROXY=http://127.0.0.1:" NP_PORT_STR, (char *)"HTTPS_PROXY=http://127.0.0.1:" NP_PORT_STR,
+        (char *)"http_proxy=http://127.0.0.1:" NP_PORT_STR, (char *)"https_proxy=http://127.0.0.1:" NP_PORT_STR,
+        (char *)"ALL_PROXY=http://127.0.0.1:" NP_PORT_STR,  (char *)"all_proxy=http://127.0.0.1:" NP_PORT_STR,
+        (char *)"NO_PROXY=localhost,127.0.0.1,::1",          (char *)"no_proxy=localhost,127.0.0.1,::1",
+    };
+    size_t n = 0;
+    while (envp[n])
+        n++;
+    char **out = xcalloc(n + ARRAY_SIZE(vars) + 1, sizeof *out);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool ours = false;
+        for (size_t j = 0; j < ARRAY_SIZE(vars) && !ours; j++) {
+            size_t nl = (size_t)(strchr(vars[j], '=') - vars[j]) + 1;
+            ours = !strncmp(envp[i], vars[j], nl);
+        }
+        if (!ours)
+            out[k++] = envp[i];
+    }
+    for (size_t j = 0; j < ARRAY_SIZE(vars); j++)
+        out[k++] = vars[j];
+    return out;
 }
 
 /* Resolve a bare program name along PATH, as execvp would (the sandbox
@@ -428,7 +499,15 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
         return -1;
     txbox_result *r = result_new();
     r->started = wall_time();
-    bool read_only = opts->read_only && !opts->multi, net = opts->net; /* multi: its view */
+    bool read_only = opts->read_only && !opts->multi; /* multi: its view */
+    /* net: the proxy (a rule or the caller granted network); host_net: the
+     * host's namespace, only when the caller asks for it */
+    bool net = opts->net == TXBOX_NET_PROXY, host_net = opts->net == TXBOX_NET_HOST;
+    /* the proxy's allowlist: the defaults for --net, for an external
+     * effect's rule and for a network rule that names no domains; the
+     * domains of the rules that granted network */
+    bool net_defaults = net;
+    char rule_domains[sizeof ((txbox_verdict *)0)->domains] = "";
     _cleanup_plan_ json_t *saga = NULL; /* external effects (saga.c) */
     if (opts->policy) {
         txbox_verdict v;
@@ -447,10 +526,31 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
         }
         if (v.verdict == TXBOX_VERDICT_SAFE && !opts->multi)
             read_only = true;
-        if (v.needs_network)
+        if (v.needs_network) {
             net = true;
+            net_defaults = net_defaults || v.default_domains;
+            memcpy(rule_domains, v.domains, sizeof rule_domains);
+        }
+        bool saga_net = false;
         if (!read_only)
-            saga = saga_plan(opts->policy, opts->shell, opts->argv, &net);
+            saga = saga_plan(opts->policy, opts->shell, opts->argv, &saga_net);
+        if (saga_net)
+            net = net_defaults = true;
+        /* and the domains of the rules that declared its external effects */
+        json_t *effs = json_object_get(saga, "effects"), *ef;
+        size_t ei;
+        json_array_foreach(effs, ei, ef)
+        {
+            json_t *dl = json_object_get(ef, "domains"), *d;
+            size_t di;
+            json_array_foreach(dl, di, d)
+            {
+                size_t have = strlen(rule_domains), dlen = strlen(json_string_value(d));
+                if (have + dlen + 2 <= sizeof rule_domains)
+                    snprintf(rule_domains + have, sizeof rule_domains - have, "%s%s", have ? " " : "",
+                             json_string_value(d));
+            }
+        }
     }
     /* The sandbox's namespaces are made meanwhile, on the other CPU: by the
      * time the transaction's directories and the command's environment are
@@ -459,7 +559,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
      * only now. On failure sb_run tries again and says why. */
     __attribute__((cleanup(early_cancelp))) struct sb_early *early = NULL;
     txbox_error pe = {0};
-    if (sb_prestart(net, &early, &pe) < 0)
+    if (sb_prestart(host_net, &early, &pe) < 0)
         early = NULL;
     r->backend = read_only ? "none" : opts->backend == TXBOX_BACKEND_COPY ? "copy" : "overlay";
     size_t cap = opts->output_cap ? opts->output_cap : DEFAULT_OUTPUT_CAP;
@@ -471,6 +571,16 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     json_t *scrubbed = json_array();
     _cleanup_free_ char **envp = confine_env(environ, opts->env_allow, scrubbed);
     private_tmpdir(envp, ws->path);
+    size_t n_allow = 0;
+    _cleanup_free_ const char **allow = NULL;
+    struct np_config npc = {0};
+    if (net && !host_net) {
+        char **pe2 = proxy_env(envp);
+        free(envp);
+        envp = pe2;
+        allow = proxy_allowlist(opts, net_defaults, rule_domains, &n_allow);
+        npc = (struct np_config){.allow = allow, .n_allow = n_allow};
+    }
     char **hide = hidden_paths(opts->deny_read);
     struct statvfs vfs;
     uint64_t max_write = opts->max_write_bytes;
@@ -552,7 +662,8 @@ retry:
         .cwd = cwd,
         .argv = argv,
         .envp = envp,
-        .net = net,
+        .net = host_net,
+        .proxy = net && !host_net ? &npc : NULL,
         .in_fd = -1,
         .out_fd = pout[1],
         .err_fd = perr[1],
@@ -590,12 +701,16 @@ retry:
     if (rc < 0) {
         json_decref(st.protections);
         st.protections = NULL;
+        json_decref(st.network);
+        st.network = NULL;
         if (!st.ran && st.overlay_failed && opts->allow_copy_fallback && !use_copy)
             goto fallback;
         goto fail;
     }
     r->protections = st.protections;
     st.protections = NULL;
+    r->network = st.network ? st.network : json_pack("{s:s}", "mode", host_net ? "host" : "none");
+    st.network = NULL;
     json_object_set(r->protections, "env_removed", scrubbed);
     /* rules on effects judge the scanned write set of an overlay commit;
      * the copy backend (chosen, or allowed as a fallback) has none */

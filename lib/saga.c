@@ -371,6 +371,12 @@ json_t *saga_plan(const txbox_policy *p, const char *shell, char *const *argv, b
         }
         json_t *e = json_pack("{s:s,s:o}", "rule", r->id, "command", json_text(dbuf_str(&d), d.len, false));
         dbuf_free(&d);
+        if (r->domains.n) { /* what its compensation's proxy lets through, beside the defaults */
+            json_t *doms = json_array();
+            for (size_t k = 0; k < r->domains.n; k++)
+                json_array_append_new(doms, json_string(r->domains.v[k]));
+            json_object_set_new(e, "domains", doms);
+        }
         if (r->compensate) {
             struct tctx t = {.stage = ST_WORDS, .p = p, .c = c};
             dbuf b;
@@ -484,10 +490,15 @@ static bool mark_interrupted(json_t *e)
 static void run_one(txbox_ws *ws, json_t *e)
 {
     const char *cmd = json_string_value(json_object_get(e, "compensate"));
+    const char *doms[65] = {0};
+    json_t *dl = json_object_get(e, "domains");
+    for (size_t i = 0; i < json_array_size(dl) && i < 64; i++)
+        doms[i] = json_string_value(json_array_get(dl, i));
     txbox_run_opts o = {.shell = cmd,
+                        .allow_domains = doms,
                         .cwd = ws->path,
                         .read_only = 1,
-                        .net = 1,
+                        .net = TXBOX_NET_PROXY,
                         .capture = 1,
                         .output_cap = OUTPUT_KEEP,
                         .timeout_s = COMP_TIMEOUT_S,

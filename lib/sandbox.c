@@ -37,12 +37,14 @@
  * closed). What was in force goes back to the parent as `protections`. */
 #include "sandbox.h"
 #include "cgroup.h"
+#include "netproxy.h"
 #include "safepath.h"
 
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/sched.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -388,6 +390,21 @@ static void loopback_up(void)
         setup_die("cannot bring up the loopback interface");
 }
 
+/* The network proxy's listening socket (netproxy.c), on 127.0.0.1:NP_PORT
+ * in the sandbox's network namespace: made by init while it still shares
+ * txbox's table of descriptors, so txbox has it too and serves it from its
+ * own namespace. No socket file, no port on the host. */
+static int proxy_listen(void)
+{
+    loopback_up();
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(NP_PORT),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, NP_MAX_CONNS) < 0)
+        setup_die("cannot make the network proxy's socket");
+    return fd;
+}
+
 /* Deny-read: an empty read-only tmpfs over each secret directory, the null
  * device over each secret file, on the view as the command sees it: a secret
  * inside the workspace (the workspace is $HOME) is hidden in the view, and
@@ -678,6 +695,7 @@ struct launcher {
     const struct sb_spec *s; /* these three: set by sb_run before it lets init go */
     int abi;
     int close_fds[7]; /* the parent's ends, closed in init's own table (-1: none) */
+    int proxy_fd;     /* spec->proxy: the proxy's socket, made by init in the shared table */
     bool userns, posted;
     int flags, sync_fd, report_fd;
     int parent_fd; /* a pidfd of txbox: readable once it is gone (-1: none) */
@@ -712,9 +730,13 @@ __attribute__((noreturn)) static int init_entry(void *arg)
      * that it has those made after it started (sb_prestart): from now on a
      * copy of its own, where the parent's ends are closed. The parent keeps
      * its own ends open until init's first message. */
+    if (L->s->proxy)
+        L->proxy_fd = proxy_listen();
     if (unshare(CLONE_FILES) < 0)
         setup_die("cannot copy the table of descriptors");
     close(L->sync_fd);
+    if (L->proxy_fd >= 0)
+        close(L->proxy_fd); /* txbox's now */
     for (size_t i = 0; i < ARRAY_SIZE(L->close_fds); i++)
         if (L->close_fds[i] >= 0)
             close(L->close_fds[i]);
@@ -905,7 +927,7 @@ int sb_prestart(bool net, struct sb_early **out, txbox_error *err)
     }
     e->L = (struct launcher){.userns = userns, .flags = (int)flags, .sync_fd = e->sync[0],
                              .report_fd = e->rep[1], .parent_fd = e->self,
-                             .close_fds = {-1, -1, -1, -1, -1, -1, -1}};
+                             .close_fds = {-1, -1, -1, -1, -1, -1, -1}, .proxy_fd = -1};
     fflush(NULL);
     if (launch_init(&e->L) < 0) {
         tx_errno(err, errno, "cannot start the sandbox's launcher thread");
@@ -1136,7 +1158,9 @@ static json_t *protections(const struct sb_spec *s, bool userns, int abi, const 
     json_object_set_new(o, "private_tmp", json_true());
     json_object_set_new(o, "minimal_dev", json_true());
     json_object_set_new(o, "proc", json_string("private, read-only"));
-    json_object_set_new(o, "network", json_string(s->net ? "host" : "loopback only"));
+    json_object_set_new(o, "network", json_string(s->net     ? "host"
+                                                  : s->proxy ? "proxy"
+                                                             : "loopback only"));
     json_object_set_new(o, "state_hidden", json_true());
     json_object_set_new(o, "secrets_hidden", hidden);
     json_object_set_new(o, "host_sockets_masked", json_integer((json_int_t)s->n_host_socks));
@@ -1148,6 +1172,20 @@ static json_t *protections(const struct sb_spec *s, bool userns, int abi, const 
 }
 
 static void sb_early_cancelp(struct sb_early **e) { sb_early_cancel(*e); }
+
+/* Serve the proxy's socket (proxy_listen) once init says the command is
+ * about to start: what the command sends before waits in the backlog. */
+static int start_proxy(const struct sb_spec *s, struct launcher *L, struct netproxy **np,
+                       txbox_error *err)
+{
+    if (!s->proxy || *np)
+        return 0;
+    if (L->proxy_fd < 0)
+        return tx_err(err, EIO, "sandbox: the network proxy's socket is missing");
+    if (np_start(take_fd(&L->proxy_fd), s->proxy, np, err) < 0)
+        return tx_err_ctx(err, "sandbox");
+    return 0;
+}
 
 static void close_ours(int *fds, int *n)
 {
@@ -1348,6 +1386,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     if (s->timeout_s > 0)
         deadline = t0 + (uint64_t)(s->timeout_s * 1e9);
     bool init_done = false, killed = false;
+    struct netproxy *proxy = NULL;
     int fds[3] = {rep[0], out_pipe, err_pipe};
     char buf[65536];
     struct sb_msg msg;
@@ -1495,6 +1534,11 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
                     st->overlay_failed = msg.type == MSG_OVERLAY_ERR;
                 }
                 else if (msg.type == MSG_STARTED) {
+                    if (rc == 0 && start_proxy(s, &E->L, &proxy, err) < 0) {
+                        rc = -1;
+                        syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+                        killed = true;
+                    }
                     st->ran = true;
                     started = msg.ts;
                     st->t_started = msg.ts;
@@ -1532,6 +1576,9 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         ;
     close_ours(ours, &n_ours);
     close(pidfd);
+    st->network = np_stop(proxy);
+    if (E->L.proxy_fd >= 0)
+        close(E->L.proxy_fd); /* made, but init failed before it was served */
     stop_launcher(&E->L);
     free(E);
     st->t_reaped = now_ns();

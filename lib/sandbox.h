@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "confine.h"
+#include "netproxy.h"
 #include "util.h"
 
 enum sb_view {
@@ -33,7 +34,11 @@ struct sb_spec {
     const char *cwd;       /* absolute path to start in (inside the view) */
     char *const *argv;     /* program to execute and its arguments */
     char *const *envp;
-    bool net;              /* share the host network namespace */
+    bool net;              /* share the host network namespace (--net=host) */
+    /* network through the transaction's proxy (netproxy.h), when not net:
+     * the command's namespace has a listener on 127.0.0.1:NP_PORT that txbox
+     * serves; NULL: loopback only */
+    const struct np_config *proxy;
     int in_fd, out_fd, err_fd; /* the command's stdio; -1 = inherit */
     double timeout_s;      /* 0 = none */
     volatile int *cancel;  /* set non-zero (e.g. by a signal handler) to kill the command */
@@ -66,6 +71,7 @@ struct sb_status {
     uint64_t cmd_ns;       /* time the command itself ran */
     uint64_t t_clone, t_go, t_started, t_exited, t_reaped; /* phase clock (now_ns) */
     json_t *protections;   /* what was in force (caller owns) */
+    json_t *network;       /* spec->proxy: np_stop's report (caller owns), else NULL */
 };
 
 /* Output pump: called with data read from the command's captured stdout (1)

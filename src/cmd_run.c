@@ -24,7 +24,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: txbox run [-C DIR] [--json] [--timeout S] [--backend overlay|copy]\n"
-            "                 [--allow-copy-fallback] [--net] [--policy FILE] [--allow-degraded]\n"
+            "                 [--allow-copy-fallback] [--net[=proxy|host]] [--allow-domain D]...\n"
+            "                 [--policy FILE] [--allow-degraded]\n"
             "                 [--memory SIZE] [--pids N] [--cpu S] [--max-write SIZE]\n"
             "                 [--keep-env PATTERN]... [--hide PATH]... [--tx ID]\n"
             "                 (-c 'STRING' | -- PROG ARGS...)\n"
@@ -39,7 +40,17 @@ static void usage(FILE *f)
             "workspace (docs/policy.md); what it was refused: 'txbox: warning:' lines.\n"
             "With --tx ID the command runs inside the open multi-command transaction ID\n"
             "(txbox begin): it sees the transaction's changes so far; if it succeeds its\n"
-            "own are added to them (outcome staged), else only they are rolled back.\n");
+            "own are added to them (outcome staged), else only they are rolled back.\n"
+            "\n"
+            "Network: the command always has its own network namespace (loopback only).\n"
+            "When a policy rule (npm install, pip install, git fetch, ...) or --net grants\n"
+            "network, its one way out is txbox's proxy for the transaction (HTTP_PROXY and\n"
+            "HTTPS_PROXY are set to it): HTTP CONNECT and plain HTTP to the package\n"
+            "registries the built-in rules name, and to each --allow-domain D (a host name,\n"
+            "or *.example.org for its subdomains); anything else gets HTTP 403, and no\n"
+            "name that resolves to a loopback, link-local or private address is reached.\n"
+            "--net=host gives the command the host's network namespace instead (reported\n"
+            "as protections.network \"host\").\n");
 }
 
 /* A positive whole number, with an optional K/M/G/T suffix (powers of 1024)
@@ -81,13 +92,14 @@ static bool parse_seconds(const char *s, double *out)
 int cmd_run(int argc, char **argv)
 {
     enum { O_JSON = 256, O_TIMEOUT, O_BACKEND, O_FALLBACK, O_NET, O_POLICY, O_HELP, O_DEGRADED,
-           O_MEMORY, O_PIDS, O_CPU, O_MAXWRITE, O_KEEPENV, O_HIDE, O_TX };
+           O_MEMORY, O_PIDS, O_CPU, O_MAXWRITE, O_KEEPENV, O_HIDE, O_TX, O_DOMAIN };
     static const struct option opts[] = {
         {"json", no_argument, NULL, O_JSON},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"backend", required_argument, NULL, O_BACKEND},
         {"allow-copy-fallback", no_argument, NULL, O_FALLBACK},
-        {"net", no_argument, NULL, O_NET},
+        {"net", optional_argument, NULL, O_NET},
+        {"allow-domain", required_argument, NULL, O_DOMAIN},
         {"policy", required_argument, NULL, O_POLICY},
         {"help", no_argument, NULL, O_HELP},
         {"allow-degraded", no_argument, NULL, O_DEGRADED},
@@ -100,8 +112,8 @@ int cmd_run(int argc, char **argv)
         {"tx", required_argument, NULL, O_TX},
         {0},
     };
-    const char *keep[65] = {0}, *hide[65] = {0};
-    size_t nkeep = 0, nhide = 0;
+    const char *keep[65] = {0}, *hide[65] = {0}, *domains[65] = {0};
+    size_t nkeep = 0, nhide = 0, ndomains = 0;
     const char *dir = ".", *shell = NULL, *policy_file = NULL, *tx = NULL;
     bool json = false;
     txbox_run_opts ro = {0};
@@ -136,7 +148,20 @@ int cmd_run(int argc, char **argv)
             ro.allow_copy_fallback = 1;
             break;
         case O_NET:
-            ro.net = 1;
+            if (!optarg || !strcmp(optarg, "proxy"))
+                ro.net = TXBOX_NET_PROXY;
+            else if (!strcmp(optarg, "host"))
+                ro.net = TXBOX_NET_HOST;
+            else
+                return cli_usage(argc, argv, "run: --net is --net (the proxy), --net=proxy or --net=host, not '--net=%s'", optarg);
+            break;
+        case O_DOMAIN:
+            if (ndomains >= 64)
+                return cli_usage(argc, argv, "run: at most 64 --allow-domain options");
+            for (char *p = optarg; *p; p++) /* names are compared in lower case */
+                if (*p >= 'A' && *p <= 'Z')
+                    *p = (char)(*p - 'A' + 'a');
+            domains[ndomains++] = optarg;
             break;
         case O_POLICY:
             policy_file = optarg;
@@ -193,6 +218,7 @@ int cmd_run(int argc, char **argv)
     ro.argv = shell ? NULL : prog;
     ro.env_allow = keep;
     ro.deny_read = hide;
+    ro.allow_domains = domains;
     ro.capture = json;
     ro.cancel = &cancelled;
 

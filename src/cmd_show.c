@@ -82,6 +82,18 @@ static void print_text(json_t *o)
     char *p = json_dumps(json_object_get(o, "protections"), JSON_COMPACT | JSON_ENCODE_ANY);
     field("protections", p);
     free(p);
+    json_t *net = json_object_get(info, "network"); /* the proxy's report (netproxy.c) */
+    if (json_is_object(net)) {
+        json_t *sub = json_pack("{s:O*,s:O*}", "contacted", json_object_get(net, "contacted"),
+                                "refused", json_object_get(net, "refused"));
+        char *nj = json_dumps(sub, JSON_COMPACT);
+        snprintf(num, sizeof num, "%s", s_of(net, "mode") ? s_of(net, "mode") : "-");
+        field("network", num);
+        if (!strcmp(num, "proxy"))
+            field("domains", nj);
+        free(nj);
+        json_decref(sub);
+    }
     if (s_of(info, "conflict_path"))
         field("conflict", s_of(info, "conflict_path"));
     if (s_of(o, "undo_of")) {

@@ -536,6 +536,24 @@ static void one_line(char *s)
             *s = ' ';
 }
 
+/* Add a rule's domains to the space-separated list buf, each once; what
+ * does not fit is left out (the proxy then refuses it: fail closed). */
+static void add_domains(char *buf, size_t cap, const strlist *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        const char *d = l->v[i];
+        size_t dl = strlen(d), bl = strlen(buf);
+        bool have = false;
+        for (const char *at = strstr(buf, d); at && !have; at = strstr(at + 1, d))
+            have = (at == buf || at[-1] == ' ') && (at[dl] == 0 || at[dl] == ' ');
+        if (have || bl + dl + 2 > cap)
+            continue;
+        if (bl)
+            buf[bl++] = ' ';
+        memcpy(buf + bl, d, dl + 1);
+    }
+}
+
 int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
                   const rule **winner_out)
 {
@@ -544,7 +562,8 @@ int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
     uint8_t *prog_ok = p->nrules <= sizeof prog_stack ? prog_stack : xmalloc(p->nrules);
     const rule *win = NULL;
     const pcmd *wcmd = NULL;
-    bool net = false, forced = false;
+    bool net = false, forced = false, dflt = false;
+    char doms[sizeof out->domains] = "";
     for (size_t i = 0; i < cmds->n; i++) {
         const pcmd *c = &cmds->v[i];
         if ((c->det & D_EMPTY) && !c->nredir && !(c->det & ~(unsigned)D_EMPTY & D_NEVER_SAFE))
@@ -591,8 +610,11 @@ int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
             d = DEC_UNCERTAIN;
             f = true;
         }
-        if (r && r->network && d != DEC_UNSAFE)
+        if (r && r->network && d != DEC_UNSAFE) {
             net = true;
+            dflt = dflt || !r->domains.n;
+            add_domains(doms, sizeof doms, &r->domains);
+        }
         if (d > worst) {
             worst = d;
             win = r;
@@ -636,6 +658,10 @@ int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
     one_line(out->reason);
     one_line(out->suggestion);
     out->needs_network = worst != DEC_UNSAFE && net;
+    if (out->needs_network) {
+        memcpy(out->domains, doms, sizeof doms);
+        out->default_domains = dflt;
+    }
     if (winner_out)
         *winner_out = forced ? NULL : win;
     return 0;

@@ -177,6 +177,7 @@ typedef struct rule {
     int decision;
     char *reason, *suggestion;
     bool network;
+    strlist domains; /* network: the hosts its proxy lets through (empty: the defaults) */
     bool fallback; /* uncertain, but only when no safe rule matches */
     char *file;
     int line;

@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "effects.h"
+#include "netproxy.h"
 #include "pdoc.h"
 #include "pol.h"
 #include "saga.h"
@@ -229,7 +230,8 @@ static void rule_free(rule *r)
     }
     strlist *ls[] = {&r->program,      &r->subcommand,  &r->args_any,      &r->args_none,
                      &r->args_all,     &r->flags_any,   &r->flags_none,    &r->operands_any,
-                     &r->operands_none, &r->via_any,    &r->global_args_none, &r->global_args_any, &r->script_none};
+                     &r->operands_none, &r->via_any,    &r->global_args_none, &r->global_args_any, &r->script_none,
+                     &r->domains};
     for (size_t i = 0; i < ARRAY_SIZE(ls); i++)
         strlist_free(ls[i]);
     free(r->ex);
@@ -431,6 +433,29 @@ static int check_saga(yctx *y, const pnode *m, rule *r)
     return 0;
 }
 
+/* domains: the hosts the network proxy lets through for this rule
+ * (netproxy.c's patterns), only from a trusted policy: a workspace layer's
+ * are refused (they could only widen what the proxy lets through). */
+static int parse_domains(yctx *y, const pnode *v, rule *r)
+{
+    if (y->refused) {
+        refuse(y, v, "rule %s: domains: refused: a workspace policy cannot widen what the network "
+               "proxy lets through (domains come from the built-in policy or --policy only)", r->id);
+        return 0;
+    }
+    if (ylist(y, v, &r->domains, "domains") < 0)
+        return -1;
+    if (r->domains.n > 64)
+        return yerr(y, v, "rule %s: more than 64 domains", r->id);
+    for (size_t i = 0; i < r->domains.n; i++)
+        if (!np_pattern_valid(r->domains.v[i]))
+            return yerr(y, v,
+                        "rule %s: '%s' is not a domain (a host name in lower case, *. and a "
+                        "name of two labels or more, or an IP address)",
+                        r->id, r->domains.v[i]);
+    return 0;
+}
+
 /* Detectors for what the engine did not understand: never `safe`. */
 #define D_NOT_UNDERSTOOD                                                                        \
     (D_PARSE_ERROR | D_DYN_PROGRAM | D_DYN_CODE | D_REMOTE_CODE | D_FORK_BOMB | D_TOO_DEEP |    \
@@ -481,6 +506,8 @@ static int parse_rule(yctx *y, const pnode *m, rule *r)
             rc = ystr(y, v, &r->suggestion, k);
         else if (!strcmp(k, "network"))
             rc = ybool(y, v, &r->network, k);
+        else if (!strcmp(k, "domains"))
+            rc = parse_domains(y, v, r);
         else if (!strcmp(k, "fallback"))
             rc = ybool(y, v, &r->fallback, k);
         else if (!strcmp(k, "external") || !strcmp(k, "compensate") || !strcmp(k, "capture"))
@@ -500,6 +527,8 @@ static int parse_rule(yctx *y, const pnode *m, rule *r)
         return 0; /* switches off the rule of that id; nothing else is needed */
     if (!r->reason || !*r->reason || strchr(r->reason, '\n'))
         return yerr(y, m, "rule %s: needs a one-line reason", r->id);
+    if (r->domains.n && !r->network)
+        return yerr(y, m, "rule %s: domains without network: true", r->id);
     if (r->decision == DEC_UNSAFE && (!r->suggestion || !*r->suggestion))
         return yerr(y, m, "rule %s: an unsafe rule needs a suggestion for the agent", r->id);
     if (r->fallback && r->decision != DEC_UNCERTAIN)

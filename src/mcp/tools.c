@@ -82,7 +82,7 @@ static const mcp_tool tools[] = {
      "\"description\":\"Wall-clock limit in seconds; at the limit the command is killed and "
      "rolled back.\"},"
      "\"network\":{\"type\":\"boolean\",\"default\":false,\"description\":\"Allow network "
-     "access (off by default).\"},"
+     "access through txbox's proxy: the package registries and git hosts only (off by default).\"},"
      MTX_ARG("Run inside this open transaction (an id from `begin`): the command's changes are "
              "staged, applied only by `commit`. Omit for a command committed on its own.") "},"
      "\"required\":[\"command\"],\"additionalProperties\":false},"

@@ -85,6 +85,45 @@ EOF
     listener_verdict tcp4
 }
 
+@test "with network granted (--net, or a rule for one sub-command), the host's loopback and abstract sockets stay out of reach (control: --net=host)" {
+    start_listener
+    cat >"$WS/conn.py" <<'PY'
+import os, socket, sys
+for what, fam, addr in (("tcp4", socket.AF_INET, ("127.0.0.1", int(os.environ["ESC_TCP4"]))),
+                        ("abstract", socket.AF_UNIX, "\0" + os.environ["ESC_ABSTRACT"])):
+    s = socket.socket(fam)
+    s.settimeout(2)
+    try:
+        s.connect(addr)
+        s.sendall(b"from-sandbox")
+        print("OK", what)
+    except OSError as e:
+        print("FAIL", what, e)
+PY
+    esc_snap pre
+    local mode
+    for mode in --net --net=proxy; do
+        run --separate-stderr txbox_bin run -C "$WS" --json "$mode" -- python3 conn.py
+        esc_split_result
+        grep -q '^FAIL abstract' <<<"$ATT_OUT" || ESC_ERRS+=("[$mode] the probe did not run: $(clip "$ATT_OUT") $(clip "$ATT_ERR")")
+        [ "$(jget protections.network)" = proxy ] || ESC_ERRS+=("[$mode] protections.network: $(jget protections.network)")
+        listener_untouched "$mode"
+    done
+    # the issue's case: one sub-command matches a network rule
+    run --separate-stderr txbox_bin run -C "$WS" --json -c 'python3 conn.py; exit 0; npm install'
+    esc_split_result
+    grep -q '^FAIL abstract' <<<"$ATT_OUT" || ESC_ERRS+=("[rule] the probe did not run: $(clip "$ATT_OUT") $(clip "$ATT_ERR")")
+    [ "$(jget protections.network)" = proxy ] || ESC_ERRS+=("[rule] protections.network: $(jget protections.network)")
+    listener_untouched rule
+    esc_done || return 1
+    # the control: the explicit opt-in reaches both, and says so
+    run --separate-stderr txbox_bin run -C "$WS" --json --net=host -- python3 conn.py
+    esc_split_result
+    [ "$(jget protections.network)" = host ] || fail "--net=host: protections.network: $(jget protections.network)"
+    grep -q '^OK abstract' <<<"$ATT_OUT" || fail "control: --net=host did not reach the abstract socket: $(clip "$ATT_OUT")"
+    listener_reached_by_control tcp4
+}
+
 @test "UDP datagrams to a listener on the host's loopback (control)" {
     start_listener
     attempt <<'EOF'
@@ -119,7 +158,7 @@ EOF
     listener_verdict unix
 }
 
-@test "DNS: no name resolves, no query leaves (control with --net)" {
+@test "DNS: no name resolves, no query leaves, also with --net (control with --net=host)" {
     attempt <<'EOF'
 try getent-hosts getent hosts deb.debian.org
 try getent-ahosts getent ahosts registry.npmjs.org
@@ -145,14 +184,22 @@ EOF
     esc_done
     grep -q '^RAW-QUERY sendto: Network is unreachable$' <<<"$ATT_OUT" ||
         fail "the query to the resolver did not fail with 'Network is unreachable' (it may have left): $(clip "$ATT_OUT")"
-    # the control: with --net the same names resolve (where the host resolves them)
+    # with --net too: names are resolved by txbox's proxy, outside
+    attempt --net <<'EOF'
+try getent-hosts getent hosts deb.debian.org
+try python-getaddrinfo python3 -c 'import socket; socket.getaddrinfo("deb.debian.org", 443)'
+exit 3
+EOF
+    esc_check net
+    esc_done
+    # the control: with --net=host the same names resolve (where the host resolves them)
     if getent hosts deb.debian.org >/dev/null 2>&1; then
-        attempt --net <<'EOF'
+        attempt --net=host <<'EOF'
 getent hosts deb.debian.org && echo RESOLVED
 exit 3
 EOF
         grep -q '^RESOLVED$' <<<"$ATT_OUT" ||
-            fail "control: with --net the name does not resolve inside, so the check proves nothing: $(clip "$ATT_ERR")"
+            fail "control: with --net=host the name does not resolve inside, so the check proves nothing: $(clip "$ATT_ERR")"
     fi
 }
 

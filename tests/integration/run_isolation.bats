@@ -95,17 +95,23 @@ touch '$OUT/$p'; echo rc=\$?; echo x >>'$OUT/a.txt'; echo rc=\$?; exit 0"
     [ "$(tail -n1 <<<"$output")" -lt 10 ] || fail "too many processes visible inside: $output"
 }
 
-@test "own network namespace: only loopback without --net" {
-    tx -c 'grep -c : /proc/net/dev; grep -v "^ *lo:" /proc/net/dev | grep : || true'
+@test "own network namespace: only loopback, also with --net (the proxy) and a network rule" {
+    local opt
+    for opt in --timeout=60 --net --net=proxy; do
+        tx "$opt" -c 'grep -c : /proc/net/dev; grep -v "^ *lo:" /proc/net/dev | grep : || true'
+        assert_status 0
+        [ "$(head -n1 <<<"$output")" = 1 ] || fail "$opt: interfaces other than lo inside: $output"
+    done
+    tx -c 'grep -c : /proc/net/dev; exit 0; npm install'
     assert_status 0
-    [ "$(head -n1 <<<"$output")" = 1 ] || fail "interfaces other than lo inside: $output"
+    [ "$(head -n1 <<<"$output")" = 1 ] || fail "npm install: interfaces other than lo inside: $output"
 }
 
-@test "--net gives the host's network" {
+@test "--net=host gives the host's network" {
     [ "$(grep -c : /proc/net/dev)" -gt 1 ] || skip "the host has only loopback"
-    tx --net -c 'grep -c : /proc/net/dev'
+    tx --net=host -c 'grep -c : /proc/net/dev'
     assert_status 0
-    [ "$output" = "$(grep -c : /proc/net/dev)" ] || fail "--net: $output interfaces, host has $(grep -c : /proc/net/dev)"
+    [ "$output" = "$(grep -c : /proc/net/dev)" ] || fail "--net=host: $output interfaces, host has $(grep -c : /proc/net/dev)"
 }
 
 @test "own mount, pid, ipc, uts and net namespaces (and user namespace when unprivileged)" {

@@ -5,8 +5,10 @@
 # compensations newest first when the work is undone (abort, rollback past
 # the command, a failing command). The service is tests/lib/saga_server.py
 # on loopback, which logs every create and delete it gets; the commands
-# reach it because their rules say `network: true` (the host network is
-# shared, in both privilege modes).
+# reach it because their rules say `network: true` and name it in
+# `domains:`: through txbox's proxy, as svc.txbox.test, which test builds
+# resolve to 127.0.0.1 (TXBOX_TEST_RESOLVE; the proxy refuses loopback
+# otherwise). Compensations get the domains of the rule that declared them.
 
 bats_require_minimum_version 1.5.0
 load ../lib/common
@@ -26,7 +28,8 @@ setup() {
     done
     [ -s "$SRV/port" ] || fail "the test service did not start: $(cat "$SRV/out")"
     export PORT="$(cat "$SRV/port")"
-    URL="http://127.0.0.1:$PORT"
+    URL="http://svc.txbox.test:$PORT"
+    export TXBOX_TEST_RESOLVE="svc.txbox.test=127.0.0.1"
     POLICY="$BATS_TEST_TMPDIR/policy.yaml"
     cat >"$POLICY" <<'EOF'
 version: 1
@@ -35,49 +38,53 @@ rules:
     decision: uncertain
     reason: creates an item on the test service
     network: true
+    domains: [svc.txbox.test]
     compensate: 'curl -fsS -X DELETE {1}'
     match:
       program: [curl]
       args_any: [POST]
-      operands_any: ['http://127.0.0.1:*/items/?*']
+      operands_any: ['http://svc.txbox.test:*/items/?*']
     examples:
-      match: ['curl -fsS -X POST http://127.0.0.1:1/items/a']
-      no_match: ['curl -fsS http://127.0.0.1:1/items/a']
+      match: ['curl -fsS -X POST http://svc.txbox.test:1/items/a']
+      no_match: ['curl -fsS http://svc.txbox.test:1/items/a']
   - id: svc-create-id
     decision: uncertain
     reason: creates an item with an id the service chooses
     network: true
+    domains: [svc.txbox.test]
     capture: '"id": *"([a-z0-9-]+)"'
-    compensate: 'curl -fsS -X DELETE http://127.0.0.1:$PORT/items/{capture.1}'
+    compensate: 'curl -fsS -X DELETE http://svc.txbox.test:$PORT/items/{capture.1}'
     match:
       program: [curl]
       args_any: [POST]
-      operands_any: ['http://127.0.0.1:*/items']
+      operands_any: ['http://svc.txbox.test:*/items']
     examples:
-      match: ['curl -fsS -X POST http://127.0.0.1:1/items']
-      no_match: ['curl -fsS -X POST http://127.0.0.1:1/items/a']
+      match: ['curl -fsS -X POST http://svc.txbox.test:1/items']
+      no_match: ['curl -fsS -X POST http://svc.txbox.test:1/items/a']
   - id: svc-create-write
     decision: uncertain
     reason: creates an item (its compensation tries to write the workspace)
     network: true
+    domains: [svc.txbox.test]
     compensate: 'echo undone >undone.txt && curl -fsS -X DELETE {1}'
     match:
       program: [wget]
-      operands_any: ['http://127.0.0.1:*/items/?*']
+      operands_any: ['http://svc.txbox.test:*/items/?*']
     examples:
-      match: ['wget -q -O- --post-data= http://127.0.0.1:1/items/a']
-      no_match: ['wget -q http://127.0.0.1:1/notify']
+      match: ['wget -q -O- --post-data= http://svc.txbox.test:1/items/a']
+      no_match: ['wget -q http://svc.txbox.test:1/notify']
   - id: svc-notify
     decision: uncertain
     reason: sends a notification (it cannot be taken back)
     network: true
+    domains: [svc.txbox.test]
     external: true
     match:
       program: [curl]
-      operands_any: ['http://127.0.0.1:*/notify']
+      operands_any: ['http://svc.txbox.test:*/notify']
     examples:
-      match: ['curl -fsS -X POST http://127.0.0.1:1/notify']
-      no_match: ['curl -fsS -X POST http://127.0.0.1:1/items']
+      match: ['curl -fsS -X POST http://svc.txbox.test:1/notify']
+      no_match: ['curl -fsS -X POST http://svc.txbox.test:1/items']
 EOF
 }
 
@@ -138,7 +145,7 @@ for e in o.get("effects", []):
     in_tx -c "curl -fsS -X POST $URL/items"
     assert_status 0
     assert_outcome staged
-    [ "$(eff compensate)" = "curl -fsS -X DELETE http://127.0.0.1:\$PORT/items/'item-1'" ] ||
+    [ "$(eff compensate)" = "curl -fsS -X DELETE http://svc.txbox.test:\$PORT/items/'item-1'" ] ||
         fail "rendered compensation: $(eff compensate)"
     assert_calls $'CREATE alpha\nCREATE item-1'
     txc abort --json "$TID"
