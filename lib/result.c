@@ -40,6 +40,7 @@ void result_free(txbox_result *r)
     free(r->rule);
     free(r->reason);
     free(r->suggestion);
+    free(r->shell);
     free(r);
 }
 
@@ -165,6 +166,8 @@ char *txbox_result_json(const txbox_result *rc)
     json_object_set_new(o, "stderr_dropped_bytes", json_integer((json_int_t)r->err.dropped));
     json_object_set_new(o, "protections", r->protections ? json_incref(r->protections) : json_object());
     json_object_set_new(o, "backend", json_string(r->backend ? r->backend : "overlay"));
+    if (r->shell)
+        json_object_set_new(o, "shell", json_string(r->shell));
     if (r->fallback)
         json_object_set_new(o, "fallback", json_string(r->fallback));
     if (r->log_error)
