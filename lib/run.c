@@ -99,7 +99,7 @@ int txbox_shell_resolve(const char *spec, char **path, int *posix, txbox_error *
  * read as subshells ((..)), brace expansion, bash-only operators, aliases
  * (sh expands them in scripts, bash -c does not), echo's escapes. A
  * textual over-approximation: a false alarm only costs a transaction. */
-static bool sh_reads_differently(const char *s)
+bool sh_reads_differently(const char *s)
 {
     static const char *const marks[] = {"$'", "[[", "<(", ">(", "&>", "|&", "<<<", ";&", "=(",
                                         "?(", "*(", "+(", "@(", "!(", "function", "alias"};
