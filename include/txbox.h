@@ -86,7 +86,8 @@ typedef struct txbox_run_opts {
                                   a command the two read differently is at best uncertain and
                                   gets no network from a rule */
     int tee_fd;                /* > 0, with capture: the output is also copied to this
-                                  descriptor as it comes (best effort: never blocks) */
+                                  descriptor as it comes (made non-blocking: what does
+                                  not fit at once is dropped) */
     char *const *argv;         /* program and arguments, executed as is */
     const char *cwd;           /* directory to start in; NULL: the caller's cwd */
     double timeout_s;          /* wall-clock limit; 0: none */

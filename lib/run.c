@@ -559,6 +559,8 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     txbox_result *r = result_new();
     r->started = wall_time();
     r->tee_fd = opts->capture ? opts->tee_fd : 0;
+    if (r->tee_fd > 0) /* the command never waits for the reader */
+        fcntl(r->tee_fd, F_SETFL, fcntl(r->tee_fd, F_GETFL) | O_NONBLOCK);
     if (shell_path)
         r->shell = xstrdup(shell_path);
     bool read_only = opts->read_only && !opts->multi, net = opts->net; /* multi: its view */

@@ -219,8 +219,6 @@ int cmd_run(int argc, char **argv)
     _cleanup_free_ char *shell_path = NULL;
     if (shell && txbox_shell_resolve(shell_spec, &shell_path, &ro.shell_posix, &err) < 0)
         return json ? cli_fail_json(&err) : cli_fail(&err);
-    if (ro.tee_fd)
-        fcntl(ro.tee_fd, F_SETFL, fcntl(ro.tee_fd, F_GETFL) | O_NONBLOCK);
     ro.shell = shell;
     ro.shell_path = shell_path;
     ro.argv = shell ? NULL : prog;
