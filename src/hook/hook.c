@@ -64,13 +64,12 @@ static const struct agent_info {
  * input) and Gemini CLI's run_shell_command (tool_input is the call). */
 static const struct shell_tool {
     const char *tool;
-    agent host; /* the CLI whose tool it is, when the event says so */
-    const char *event;
+    agent host; /* the CLI whose tool it is */
     bool rewrites;
 } shell_tools[] = {
-    {"Bash", AGENT_CLAUDE, "PreToolUse", true},
-    {"run_shell_command", AGENT_GEMINI, "BeforeTool", true},
-    {"run_shell_command", AGENT_QWEN, "PreToolUse", false},
+    {"Bash", AGENT_CLAUDE, true},
+    {"run_shell_command", AGENT_GEMINI, true},
+    {"run_shell_command", AGENT_QWEN, false},
 };
 
 /* txbox's own MCP tools as each CLI names them: they judge themselves */
@@ -280,16 +279,13 @@ static int handle(agent a, json_t *in, const hook_opts *ho)
         return block("txbox cannot classify PowerShell commands; use the Bash tool");
     /* a shell tool of any CLI txbox knows; it can be rewritten only when
      * it is this host's own */
-    const struct shell_tool *st = NULL;
-    for (size_t i = 0; i < ARRAY_SIZE(shell_tools) && !st; i++)
-        if (!strcmp(tname, shell_tools[i].tool))
-            st = &shell_tools[i];
-    bool rewrites = false;
+    bool shell = false, rewrites = false;
     for (size_t i = 0; i < ARRAY_SIZE(shell_tools); i++)
-        if (!strcmp(tname, shell_tools[i].tool) && shell_tools[i].host == a &&
-            !strcmp(ai->event, shell_tools[i].event))
-            rewrites = shell_tools[i].rewrites;
-    if (!st) {
+        if (!strcmp(tname, shell_tools[i].tool)) {
+            shell = true;
+            rewrites = rewrites || (shell_tools[i].host == a && shell_tools[i].rewrites);
+        }
+    if (!shell) {
         const char *key = command_arg(tinput);
         if (key && !passes(ho, tname))
             return block("tool '%.64s' carries a command ('%s') and is not a shell tool txbox knows, so it "
