@@ -87,7 +87,15 @@ struct txbox_policy; /* txbox_policy.h */
 struct txbox_multi;  /* multi.h: a multi-command transaction */
 
 typedef struct txbox_run_opts {
-    const char *shell;         /* handed unchanged to /bin/sh -c; or NULL and argv */
+    const char *shell;         /* handed unchanged to SHELL -c (shell_path); or NULL and argv */
+    const char *shell_path;    /* the shell that runs `shell`, from txbox_shell_resolve();
+                                  NULL: txbox_shell_resolve(NULL) (bash where there is one) */
+    int shell_posix;           /* shell_path reads POSIX sh, not bash (the policy reads bash):
+                                  a command the two read differently is at best uncertain and
+                                  gets no network from a rule */
+    int tee_fd;                /* > 0, with capture: the output is also copied to this
+                                  descriptor as it comes (made non-blocking: what does
+                                  not fit at once is dropped) */
     char *const *argv;         /* program and arguments, executed as is */
     const char *cwd;           /* directory to start in; NULL: the caller's cwd */
     double timeout_s;          /* wall-clock limit; 0: none */
@@ -115,6 +123,14 @@ typedef struct txbox_run_opts {
                                   only): the command sees its changes so far, and on
                                   success its own are added to it (outcome staged) */
 } txbox_run_opts;
+
+/* The shell that runs a shell string: spec "bash" (/bin/bash, else /usr/bin/bash),
+ * "sh" (/bin/sh), an absolute path to one of bash, dash, sh, ash or busybox (as sh),
+ * or NULL: bash where there is one, else /bin/sh. *path (malloc'd) is absolute; *posix
+ * is 0 only for bash run under the name bash. Refuses other shells (EINVAL: the
+ * policy reads bash, and sh as far as it agrees with bash) and missing ones. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_shell_resolve(const char *spec, char **path, int *posix,
+                                                   txbox_error *err);
 
 typedef struct txbox_result txbox_result;
 

@@ -41,6 +41,7 @@ void result_free(txbox_result *r)
     free(r->rule);
     free(r->reason);
     free(r->suggestion);
+    free(r->shell);
     free(r);
 }
 
@@ -168,6 +169,8 @@ char *txbox_result_json(const txbox_result *rc)
     if (r->network)
         json_object_set(o, "network", r->network);
     json_object_set_new(o, "backend", json_string(r->backend ? r->backend : "overlay"));
+    if (r->shell)
+        json_object_set_new(o, "shell", json_string(r->shell));
     if (r->fallback)
         json_object_set_new(o, "fallback", json_string(r->fallback));
     if (r->log_error)

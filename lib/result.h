@@ -28,6 +28,8 @@ struct txbox_result {
     /* external effects (saga.c): {effects: [...], needs_attention: N}, or NULL */
     json_t *effects;
     bool tee; /* captured output is also written through to stdout/stderr */
+    int tee_fd; /* > 0: captured output is also copied there (txbox_run_opts.tee_fd) */
+    char *shell; /* the shell that ran a shell string, or NULL */
     /* rules on effects (effects.c): the verdict that rejected or held it */
     json_t *effect_verdict;
     /* the network in force: {"mode": "none"|"host"} or the proxy's report

@@ -29,6 +29,120 @@ static void pump(void *ctx, int stream, const char *data, size_t n)
     dbuf_add(stream == 1 ? &r->out : &r->err, data, n);
     if (r->tee && write_all(stream == 1 ? 1 : 2, data, n) < 0)
         r->tee = false; /* the caller closed its end: keep capturing */
+    if (r->tee_fd > 0 && n) {
+        /* best effort (a non-blocking descriptor): what does not fit now
+         * is dropped, the command never waits for the reader */
+        ssize_t w;
+        while ((w = write(r->tee_fd, data, n)) < 0 && errno == EINTR)
+            ;
+        if (w < 0 && errno != EAGAIN)
+            r->tee_fd = -1;
+    }
+}
+
+/* ---- the shell ---- */
+
+static bool executable_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
+}
+
+static const char *base_name(const char *p)
+{
+    const char *b = strrchr(p, '/');
+    return b ? b + 1 : p;
+}
+
+int txbox_shell_resolve(const char *spec, char **path, int *posix, txbox_error *err)
+{
+    static const char *const bashes[] = {"/bin/bash", "/usr/bin/bash"};
+    *path = NULL;
+    *posix = 1;
+    if (!spec || !strcmp(spec, "bash")) {
+        for (size_t i = 0; i < ARRAY_SIZE(bashes); i++)
+            if (executable_file(bashes[i])) {
+                *path = xstrdup(bashes[i]);
+                *posix = 0;
+                return 0;
+            }
+        if (spec)
+            return tx_err(err, ENOENT, "--shell bash: no bash at /bin/bash or /usr/bin/bash (use --shell sh)");
+        spec = "sh";
+    }
+    if (!strcmp(spec, "sh"))
+        spec = "/bin/sh";
+    if (spec[0] != '/')
+        return tx_err(err, EINVAL, "--shell is bash, sh or an absolute path, not '%.200s'", spec);
+    _cleanup_free_ char *real = realpath(spec, NULL);
+    if (!real || !executable_file(real))
+        return tx_errno(err, real ? EACCES : errno, "--shell %.200s: not an executable file", spec);
+    /* what the program is decides how it reads (dash, busybox: as sh) */
+    static const char *const known[] = {"bash", "dash", "sh", "ash", "busybox"};
+    const char *rb = base_name(real);
+    bool ok = false;
+    for (size_t i = 0; i < ARRAY_SIZE(known) && !ok; i++)
+        ok = !strcmp(rb, known[i]);
+    if (!ok || (!strcmp(rb, "busybox") && strcmp(base_name(spec), "sh")))
+        return tx_err(err, EINVAL,
+                      "--shell %.200s: txbox reads commands as bash (and as POSIX sh where sh agrees): "
+                      "use bash, sh or dash, not %.64s",
+                      spec, rb);
+    *path = xstrdup(spec);
+    /* bash under the name sh runs in POSIX mode: judged as sh */
+    *posix = !(strcmp(rb, "bash") == 0 && strcmp(base_name(spec), "bash") == 0);
+    return 0;
+}
+
+/* Whether POSIX sh (dash) may read the command otherwise than bash, whose
+ * reading the policy judged: other quote boundaries ($'..'), arithmetic
+ * read as subshells ((..)), brace expansion, bash-only operators, aliases
+ * (sh expands them in scripts, bash -c does not), echo's escapes. A
+ * textual over-approximation: a false alarm only costs a transaction. */
+bool sh_reads_differently(const char *s)
+{
+    static const char *const marks[] = {"$'", "[[", "<(", ">(", "&>", "|&", "<<<", ";&", "=(",
+                                        "?(", "*(", "+(", "@(", "!(", "function", "alias"};
+    for (size_t i = 0; i < ARRAY_SIZE(marks); i++)
+        if (strstr(s, marks[i]))
+            return true;
+    for (const char *p = strstr(s, "(("); p; p = strstr(p + 1, "(("))
+        if (p == s || p[-1] != '$')
+            return true;
+    if (strstr(s, "echo") && strchr(s, '\\'))
+        return true;
+    for (const char *p = strchr(s, '{'); p; p = strchr(p + 1, '{')) {
+        if (p > s && p[-1] == '$')
+            continue;
+        for (const char *q = p + 1; *q && *q != '}' && !strchr(" \t\n;&|", *q); q++)
+            if (*q == ',' || (q[0] == '.' && q[1] == '.'))
+                return true;
+    }
+    return false;
+}
+
+/* Variables that make bash or sh run or read something before or around
+ * the command (a startup file, imported functions, options, a changed
+ * word splitting): the policy judged the string alone. */
+static void shell_env(char **envp, json_t *removed)
+{
+    static const char *const names[] = {"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "IFS", "PS4",
+                                        "BASH_XTRACEFD", "POSIXLY_CORRECT", "BASH_COMPAT",
+                                        "GLOBIGNORE", "CDPATH"};
+    size_t k = 0;
+    for (size_t i = 0; envp[i]; i++) {
+        const char *eq = strchrnul(envp[i], '=');
+        size_t nl = (size_t)(eq - envp[i]);
+        bool drop = !strncmp(envp[i], "BASH_FUNC_", 10);
+        for (size_t j = 0; j < ARRAY_SIZE(names) && !drop; j++)
+            drop = strlen(names[j]) == nl && !strncmp(envp[i], names[j], nl);
+        if (drop) {
+            json_array_append_new(removed, json_stringn(envp[i], nl));
+            continue;
+        }
+        envp[k++] = envp[i];
+    }
+    envp[k] = NULL;
 }
 
 /* Secrets hidden from every command by default, relative to $HOME. */
@@ -497,8 +611,29 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     tx_marks_begin(t0);
     if (validate(opts, err) < 0)
         return -1;
+    /* the shell that runs a string, and whether it reads as bash does */
+    _cleanup_free_ char *shell_path = NULL;
+    int posix = opts->shell_posix;
+    if (opts->shell && !opts->shell_path && txbox_shell_resolve(NULL, &shell_path, &posix, err) < 0)
+        return -1;
+    if (opts->shell && opts->shell_path) {
+        shell_path = xstrdup(opts->shell_path);
+        _cleanup_free_ char *real = realpath(shell_path, NULL);
+        size_t wl = strlen(ws->path);
+        if (!real || shell_path[0] != '/')
+            return tx_err(err, EINVAL, "shell '%.200s': not an absolute path to a program", shell_path);
+        if (!strncmp(real, ws->path, wl) && (real[wl] == 0 || real[wl] == '/'))
+            return tx_err(err, EINVAL, "shell '%.200s' lies in the workspace: the command could change it",
+                          shell_path);
+    }
+    bool differs = opts->shell && posix && sh_reads_differently(opts->shell);
     txbox_result *r = result_new();
     r->started = wall_time();
+    r->tee_fd = opts->capture ? opts->tee_fd : 0;
+    if (r->tee_fd > 0) /* the command never waits for the reader */
+        fcntl(r->tee_fd, F_SETFL, fcntl(r->tee_fd, F_GETFL) | O_NONBLOCK);
+    if (shell_path)
+        r->shell = xstrdup(shell_path);
     bool read_only = opts->read_only && !opts->multi; /* multi: its view */
     /* net: the proxy (a rule or the caller granted network); host_net: the
      * host's namespace, only when the caller asks for it */
@@ -517,6 +652,15 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
             result_free(r);
             return tx_err_ctx(err, "policy");
         }
+        if (differs && v.verdict != TXBOX_VERDICT_UNSAFE) {
+            /* judged as bash, run by sh: never read-only on that word,
+             * never with a rule's network */
+            v.verdict = TXBOX_VERDICT_UNCERTAIN;
+            snprintf(v.rule, sizeof v.rule, "shell-sh");
+            snprintf(v.reason, sizeof v.reason,
+                     "%s reads this command otherwise than bash, as which the policy judged it", shell_path);
+            v.needs_network = 0;
+        }
         r->verdict = xstrdup(txbox_verdict_name(v.verdict));
         r->rule = xstrdup(v.rule);
         r->reason = xstrdup(v.reason);
@@ -534,7 +678,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
         bool saga_net = false;
         if (!read_only)
             saga = saga_plan(opts->policy, opts->shell, opts->argv, &saga_net);
-        if (saga_net)
+        if (saga_net && !differs)
             net = net_defaults = true;
         /* and the domains of the rules that declared its external effects */
         json_t *effs = json_object_get(saga, "effects"), *ef;
@@ -571,6 +715,8 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     json_t *scrubbed = json_array();
     _cleanup_free_ char **envp = confine_env(environ, opts->env_allow, scrubbed);
     private_tmpdir(envp, ws->path);
+    if (opts->shell)
+        shell_env(envp, scrubbed);
     size_t n_allow = 0;
     _cleanup_free_ const char **allow = NULL;
     struct np_config npc = {0};
@@ -587,8 +733,8 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     if (!max_write && fstatvfs(ws->fd, &vfs) == 0)
         max_write = (uint64_t)vfs.f_bavail * vfs.f_frsize / 2;
     _cleanup_free_ char *prog = NULL;
-    char sh[] = "/bin/sh", dash_c[] = "-c";
-    char *shell_argv[] = {sh, dash_c, (char *)opts->shell, NULL};
+    char dash_c[] = "-c";
+    char *shell_argv[] = {shell_path, dash_c, (char *)opts->shell, NULL};
     char **argv = shell_argv;
     _cleanup_free_ char **argv_copy = NULL;
     if (!opts->shell) {

@@ -211,6 +211,10 @@ MUST_CHECK int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err);
  * protocol). */
 void tx_write_outcome(int txfd, const char *outcome);
 
+/* run.c: whether POSIX sh may read the shell string otherwise than bash,
+ * as which the policy judged it (an over-approximation). */
+bool sh_reads_differently(const char *cmd);
+
 /* ---- copy backend (copy.c) ---- */
 /* Copies the workspace (all but .txbox) into tx/ID/view, the directory the
  * command then runs on (SB_VIEW_DIRECT); *viewfd: it, opened (caller

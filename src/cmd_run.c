@@ -1,5 +1,6 @@
 /* txbox run: one command as one transaction. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -28,10 +29,18 @@ static void usage(FILE *f)
             "                 [--policy FILE] [--allow-degraded]\n"
             "                 [--memory SIZE] [--pids N] [--cpu S] [--max-write SIZE]\n"
             "                 [--keep-env PATTERN]... [--hide PATH]... [--tx ID]\n"
+            "                 [--shell bash|sh|PATH] [--read-only] [--tee-fd FD]\n"
             "                 (-c 'STRING' | -- PROG ARGS...)\n"
             "\n"
             "Runs the command in a sandbox where the workspace is a copy-on-write view;\n"
             "exit status 0 commits its changes atomically, anything else rolls them back.\n"
+            "-c STRING runs as SHELL -c STRING. --shell: bash (the default where there is\n"
+            "one: /bin/bash, /usr/bin/bash), sh (/bin/sh), or the absolute path of bash,\n"
+            "sh or dash. The policy reads commands as bash; run by sh, a command that sh\n"
+            "reads otherwise ($'..', ((..)), {a,b}, [[, aliases, ...) is never read-only\n"
+            "and gets no network from a rule. --read-only: run without a transaction, the\n"
+            "workspace read-only, whatever the verdict. --tee-fd FD (with --json): also\n"
+            "copy the command's output to descriptor FD as it comes.\n"
             "Exit status: the command's own; 122 blocked, 123 conflict, 124 timed out,\n"
             "125 txbox error; 121 held for review (txbox review), e.g. a change to a\n"
             "policy file in the workspace.\n"
@@ -92,7 +101,8 @@ static bool parse_seconds(const char *s, double *out)
 int cmd_run(int argc, char **argv)
 {
     enum { O_JSON = 256, O_TIMEOUT, O_BACKEND, O_FALLBACK, O_NET, O_POLICY, O_HELP, O_DEGRADED,
-           O_MEMORY, O_PIDS, O_CPU, O_MAXWRITE, O_KEEPENV, O_HIDE, O_TX, O_DOMAIN };
+           O_MEMORY, O_PIDS, O_CPU, O_MAXWRITE, O_KEEPENV, O_HIDE, O_TX, O_DOMAIN, O_SHELL, O_READONLY,
+           O_TEEFD };
     static const struct option opts[] = {
         {"json", no_argument, NULL, O_JSON},
         {"timeout", required_argument, NULL, O_TIMEOUT},
@@ -110,11 +120,14 @@ int cmd_run(int argc, char **argv)
         {"keep-env", required_argument, NULL, O_KEEPENV},
         {"hide", required_argument, NULL, O_HIDE},
         {"tx", required_argument, NULL, O_TX},
+        {"shell", required_argument, NULL, O_SHELL},
+        {"read-only", no_argument, NULL, O_READONLY},
+        {"tee-fd", required_argument, NULL, O_TEEFD},
         {0},
     };
     const char *keep[65] = {0}, *hide[65] = {0}, *domains[65] = {0};
     size_t nkeep = 0, nhide = 0, ndomains = 0;
-    const char *dir = ".", *shell = NULL, *policy_file = NULL, *tx = NULL;
+    const char *dir = ".", *shell = NULL, *policy_file = NULL, *tx = NULL, *shell_spec = NULL;
     bool json = false;
     txbox_run_opts ro = {0};
     txbox_error err = {0};
@@ -199,6 +212,19 @@ int cmd_run(int argc, char **argv)
         case O_TX:
             tx = optarg;
             break;
+        case O_SHELL:
+            shell_spec = optarg;
+            break;
+        case O_READONLY:
+            ro.read_only = 1;
+            break;
+        case O_TEEFD: {
+            uint64_t v;
+            if (!parse_size(optarg, false, &v) || v < 3 || v > 65535 || fcntl((int)v, F_GETFD) < 0)
+                return cli_usage(argc, argv, "run: --tee-fd wants an open descriptor of 3 or more, not '%s'", optarg);
+            ro.tee_fd = (int)v;
+            break;
+        }
         case 'h':
         case O_HELP:
             usage(stdout);
@@ -214,7 +240,17 @@ int cmd_run(int argc, char **argv)
         return cli_usage(argc, argv, "run: give either -c 'STRING' or -- PROG ARGS, not both");
     if (!shell && !*prog)
         return cli_usage(argc, argv, "run: no command (use -c 'STRING' or -- PROG ARGS...)");
+    if (shell_spec && !shell)
+        return cli_usage(argc, argv, "run: --shell goes with -c 'STRING'");
+    if (ro.read_only && tx)
+        return cli_usage(argc, argv, "run: --read-only and --tx do not go together");
+    if (ro.tee_fd && !json)
+        return cli_usage(argc, argv, "run: --tee-fd goes with --json");
+    _cleanup_free_ char *shell_path = NULL;
+    if (shell && txbox_shell_resolve(shell_spec, &shell_path, &ro.shell_posix, &err) < 0)
+        return json ? cli_fail_json(&err) : cli_fail(&err);
     ro.shell = shell;
+    ro.shell_path = shell_path;
     ro.argv = shell ? NULL : prog;
     ro.env_allow = keep;
     ro.deny_read = hide;

@@ -1,24 +1,35 @@
 /* txbox hook: a pre-tool-use hook for agent CLIs.
  *
- *   txbox hook claude-code [-C DIR] [--policy FILE]   (Claude Code PreToolUse)
- *   txbox hook gemini-cli  [-C DIR] [--policy FILE]   (Gemini CLI BeforeTool)
+ *   txbox hook claude-code|gemini-cli|qwen-code [-C DIR] [--policy FILE]
+ *              [--trust-safe] [--pass-tool GLOB]...
  *
  * Reads the agent's hook input (JSON) on stdin. A shell tool call is
- * classified with the policy:
+ * classified with the policy (read as bash: the shell each CLI's tool runs):
  *   unsafe     denied; the reason and the suggestion are shown to the model
  *   uncertain  allowed, with the command rewritten (updatedInput /
  *              hookSpecificOutput.tool_input) to run through `txbox run`,
  *              which makes its effect a transaction
- *   safe       allowed as it is
- * Other tools pass (no decision). Everything that goes wrong (input that is
+ *   safe       the same rewrite with --read-only: it runs in the sandbox,
+ *              secrets hidden, environment scrubbed; with --trust-safe it
+ *              is allowed as it is (the CLI runs it on the host)
+ * In plan mode (permission_mode "plan") only safe commands run. A host
+ * that cannot rewrite (qwen-code ignores updatedInput) gets a denial for
+ * every command it cannot run as it is, telling the model to use the
+ * txbox MCP `run` tool. The command's directory (dir_path or directory of
+ * the tool input, else the input's cwd) must lie in the workspace.
+ * Other tools pass (no decision), except an unknown tool whose input
+ * carries a command string: denied, unless --pass-tool names it (txbox's
+ * own MCP tools pass by default). Everything that goes wrong (input that is
  * not JSON or lacks the fields, a policy that does not load, a bad option)
  * fails closed: a one-line "txbox hook: ..." on stderr and exit status 2,
- * which both CLIs read as "block this tool call" and show to the model. The
+ * which the CLIs read as "block this tool call" and show to the model. The
  * hook never exits with another non-zero status, since those read as
  * "allow". Formats and sources: docs/mcp.md, section "Hooks". */
 #include <errno.h>
+#include <fnmatch.h>
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,18 +43,44 @@
 
 #define HOOK_BLOCK 2               /* the status both CLIs read as "deny" */
 #define HOOK_INPUT_CAP (64u << 20) /* a Write of a large file still fits */
+#define MAX_PASS 32
 
-typedef enum { AGENT_CLAUDE, AGENT_GEMINI } agent;
+typedef enum { AGENT_CLAUDE, AGENT_GEMINI, AGENT_QWEN } agent;
 
 static const struct agent_info {
     const char *name;
     const char *event;       /* hook_event_name it is registered for */
-    const char *shell_tool;  /* the tool whose command we classify */
     const char *project_env; /* the project directory the CLI exports */
 } agents[] = {
-    [AGENT_CLAUDE] = {"claude-code", "PreToolUse", "Bash", "CLAUDE_PROJECT_DIR"},
-    [AGENT_GEMINI] = {"gemini-cli", "BeforeTool", "run_shell_command", "GEMINI_PROJECT_DIR"},
+    [AGENT_CLAUDE] = {"claude-code", "PreToolUse", "CLAUDE_PROJECT_DIR"},
+    [AGENT_GEMINI] = {"gemini-cli", "BeforeTool", "GEMINI_PROJECT_DIR"},
+    [AGENT_QWEN] = {"qwen-code", "PreToolUse", "QWEN_PROJECT_DIR"},
 };
+
+/* The shell tools of every CLI txbox documents; each runs `bash -c`
+ * (Claude Code's Bash tool: bash; Gemini CLI and qwen-code: `bash -c` on
+ * Linux and macOS). A call is rewritten only where the host is known to
+ * run the rewritten input: Claude Code's Bash (updatedInput replaces the
+ * input) and Gemini CLI's run_shell_command (tool_input is the call). */
+static const struct shell_tool {
+    const char *tool;
+    agent host; /* the CLI whose tool it is */
+    bool rewrites;
+} shell_tools[] = {
+    {"Bash", AGENT_CLAUDE, true},
+    {"run_shell_command", AGENT_GEMINI, true},
+    {"run_shell_command", AGENT_QWEN, false},
+};
+
+/* txbox's own MCP tools as each CLI names them: they judge themselves */
+static const char *const default_pass[] = {"mcp__txbox__*", "mcp_txbox_*", "txbox__*"};
+
+typedef struct hook_opts {
+    const char *dir, *policy;
+    bool trust_safe;
+    const char *pass[MAX_PASS + 1];
+    size_t npass;
+} hook_opts;
 
 /* Fail closed: the message on stderr, status 2. */
 static int block(const char *fmt, ...) PRINTF(1, 2);
@@ -60,13 +97,21 @@ static int block(const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: txbox hook claude-code|gemini-cli [-C DIR] [--policy FILE]\n"
+    fprintf(f, "usage: txbox hook claude-code|gemini-cli|qwen-code [-C DIR] [--policy FILE]\n"
+               "                  [--trust-safe] [--pass-tool GLOB]...\n"
                "\nA pre-tool-use hook: reads the agent CLI's hook input on stdin and answers\n"
-               "with its decision on stdout. Shell commands the policy judges unsafe are denied,\n"
-               "uncertain ones are rewritten to run through 'txbox run' (a transaction), safe\n"
-               "ones are allowed; other tools pass. Any error denies (exit status 2).\n"
-               "DIR: the workspace (default: $CLAUDE_PROJECT_DIR or $GEMINI_PROJECT_DIR, else\n"
-               "the input's cwd). See docs/mcp.md.\n");
+               "with its decision on stdout. Shell commands the policy judges unsafe are denied;\n"
+               "every other one is rewritten to run through 'txbox run --shell bash' (a safe one\n"
+               "with --read-only: in the sandbox, secrets hidden, environment scrubbed). With\n"
+               "--trust-safe a safe command is allowed as it is: the CLI runs it on the host.\n"
+               "In plan mode only safe commands run. Where the host cannot rewrite (qwen-code),\n"
+               "a command that would need it is denied with a pointer to the txbox MCP 'run'\n"
+               "tool. The command's directory (dir_path, directory, else the input's cwd) must\n"
+               "lie in the workspace. Other tools pass, except an unknown tool with a command\n"
+               "string (denied unless --pass-tool matches its name; txbox's own MCP tools pass).\n"
+               "Any error denies (exit status 2).\n"
+               "DIR: the workspace (default: $CLAUDE_PROJECT_DIR, $GEMINI_PROJECT_DIR or\n"
+               "$QWEN_PROJECT_DIR, else the input's cwd). See docs/mcp.md.\n");
 }
 
 /* 'text' for sh, with ' written as '\'' (the command stays byte for byte). */
@@ -94,10 +139,12 @@ static int emit(json_t *o)
     return bad ? block("cannot write the decision: %s", strerror(errno)) : 0;
 }
 
-static int decide(agent a, const char *decision, const char *reason, json_t *updated)
+/* The decision in the format of the event's protocol: Gemini CLI's
+ * BeforeTool, else Claude Code's PreToolUse (which qwen-code speaks). */
+static int decide(bool gemini, const char *decision, const char *reason, json_t *updated)
 {
     json_t *o;
-    if (a == AGENT_CLAUDE) {
+    if (!gemini) {
         json_t *h = json_pack("{s:s,s:s,s:s}", "hookEventName", "PreToolUse", "permissionDecision", decision,
                               "permissionDecisionReason", reason);
         if (h && updated)
@@ -147,8 +194,75 @@ static char *read_stdin(size_t *len, int *err)
     return b.p;
 }
 
+static bool under(const char *path, const char *dir)
+{
+    size_t l = strlen(dir);
+    return !strcmp(dir, "/") || (!strncmp(path, dir, l) && (path[l] == 0 || path[l] == '/'));
+}
+
+/* The directory the command runs in: the tool input's dir_path (Gemini
+ * CLI) or directory (qwen-code, older Gemini CLI), relative to the
+ * workspace, else the input's cwd (Claude Code's shell), else the
+ * workspace. NULL (and a message in why) when it is not a directory in
+ * the workspace outside .txbox/. */
+static char *command_dir(json_t *in, json_t *tinput, const char *ws, char *why, size_t whylen)
+{
+    const char *keys[] = {"dir_path", "directory"}, *d = NULL, *key = "cwd";
+    for (size_t i = 0; i < ARRAY_SIZE(keys) && !d; i++) {
+        json_t *v = json_object_get(tinput, keys[i]);
+        if (v && (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))) {
+            snprintf(why, whylen, "the tool input's %s is not a string", keys[i]);
+            return NULL;
+        }
+        if (v && *json_string_value(v))
+            d = json_string_value(v), key = keys[i];
+    }
+    _cleanup_free_ char *joined = NULL;
+    if (d)
+        joined = d[0] == '/' ? xstrdup(d) : xasprintf("%s/%s", ws, d);
+    else if (json_is_string(json_object_get(in, "cwd")) && *json_string_value(json_object_get(in, "cwd")))
+        joined = xstrdup(json_string_value(json_object_get(in, "cwd")));
+    else
+        return xstrdup(ws);
+    char *real = realpath(joined, NULL);
+    if (!real) {
+        snprintf(why, whylen, "the command's directory (%s) '%.200s': %s", key, joined, strerror(errno));
+        return NULL;
+    }
+    const char *rest = real + (strcmp(ws, "/") ? strlen(ws) : 0);
+    if (!under(real, ws) || (!strncmp(rest, "/.txbox", 7) && (rest[7] == 0 || rest[7] == '/'))) {
+        snprintf(why, whylen, "the command's directory (%s) '%.200s' is not in the workspace %.200s", key, real, ws);
+        free(real);
+        return NULL;
+    }
+    return real;
+}
+
+static bool passes(const hook_opts *o, const char *tool)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(default_pass); i++)
+        if (!fnmatch(default_pass[i], tool, 0))
+            return true;
+    for (size_t i = 0; i < o->npass; i++)
+        if (!fnmatch(o->pass[i], tool, 0))
+            return true;
+    return false;
+}
+
+/* A string argument under a name that says it is a command to run. */
+static const char *command_arg(json_t *tinput)
+{
+    static const char *const keys[] = {"command", "cmd", "commands", "script", "shell_command"};
+    for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+        json_t *v = json_object_get(tinput, keys[i]);
+        if (json_is_string(v) || json_is_array(v))
+            return keys[i];
+    }
+    return NULL;
+}
+
 /* The decision for one parsed hook input. */
-static int handle(agent a, json_t *in, const char *dir, const char *policy)
+static int handle(agent a, json_t *in, const hook_opts *ho)
 {
     const struct agent_info *ai = &agents[a];
     json_t *event = json_object_get(in, "hook_event_name");
@@ -160,11 +274,26 @@ static int handle(agent a, json_t *in, const char *dir, const char *policy)
     if (!json_is_string(tool) || !json_is_object(tinput))
         return block("the %s hook input lacks tool_name (a string) or tool_input (an object)", ai->event);
     const char *tname = json_string_value(tool);
-    if (a == AGENT_CLAUDE && !strcmp(tname, "PowerShell"))
+    bool gemini = a == AGENT_GEMINI;
+    if (!strcmp(tname, "PowerShell"))
         return block("txbox cannot classify PowerShell commands; use the Bash tool");
-    if (strcmp(tname, ai->shell_tool)) {
+    /* a shell tool of any CLI txbox knows; it can be rewritten only when
+     * it is this host's own */
+    bool shell = false, rewrites = false;
+    for (size_t i = 0; i < ARRAY_SIZE(shell_tools); i++)
+        if (!strcmp(tname, shell_tools[i].tool)) {
+            shell = true;
+            rewrites = rewrites || (shell_tools[i].host == a && shell_tools[i].rewrites);
+        }
+    if (!shell) {
+        const char *key = command_arg(tinput);
+        if (key && !passes(ho, tname))
+            return block("tool '%.64s' carries a command ('%s') and is not a shell tool txbox knows, so it "
+                         "cannot be judged; denied (if it runs no shell command, let it pass with "
+                         "'txbox hook %s --pass-tool %.64s')",
+                         tname, key, ai->name, tname);
         /* not a shell command: no decision, the CLI's own rules apply */
-        return a == AGENT_GEMINI ? emit(json_object()) : 0;
+        return gemini ? emit(json_object()) : 0;
     }
     json_t *jcmd = json_object_get(tinput, "command");
     if (!json_is_string(jcmd))
@@ -173,10 +302,12 @@ static int handle(agent a, json_t *in, const char *dir, const char *policy)
     size_t cmdlen = json_string_length(jcmd);
     if (strlen(cmd) != cmdlen)
         return block("the command contains a NUL byte; it cannot be run safely");
+    json_t *jmode = json_object_get(in, "permission_mode");
+    bool plan = json_is_string(jmode) && !strcmp(json_string_value(jmode), "plan");
 
     /* The workspace: -C, else the project directory the CLI exports, else
      * the input's cwd. */
-    const char *wsdir = dir;
+    const char *wsdir = ho->dir;
     if (!wsdir)
         wsdir = getenv(ai->project_env);
     if (!wsdir || !*wsdir)
@@ -186,9 +317,13 @@ static int handle(agent a, json_t *in, const char *dir, const char *policy)
     _cleanup_free_ char *ws = realpath(wsdir, NULL);
     if (!ws)
         return block("workspace '%.200s': %s", wsdir, strerror(errno));
+    char why[700];
+    _cleanup_free_ char *cdir = command_dir(in, tinput, ws, why, sizeof why);
+    if (!cdir)
+        return block("%s; denied", why);
     _cleanup_free_ char *pol_path = NULL;
-    if (policy && !(pol_path = realpath(policy, NULL)))
-        return block("policy '%.200s': %s", policy, strerror(errno));
+    if (ho->policy && !(pol_path = realpath(ho->policy, NULL)))
+        return block("policy '%.200s': %s", ho->policy, strerror(errno));
     txbox_policy *pol = NULL;
     txbox_error err = {0};
     if (txbox_policy_load(pol_path, ws, &pol, &err) < 0)
@@ -200,50 +335,69 @@ static int handle(agent a, json_t *in, const char *dir, const char *policy)
     if (crc < 0)
         return block("cannot classify the command: %s", err.msg);
 
-    char reason[1400];
-    switch (v.verdict) {
-    case TXBOX_VERDICT_UNSAFE:
+    char reason[1600];
+    if (v.verdict == TXBOX_VERDICT_UNSAFE) {
         if (v.suggestion[0])
             snprintf(reason, sizeof reason, "txbox blocked this command (rule %s): %s. Instead: %s", v.rule,
                      v.reason, v.suggestion);
         else
             snprintf(reason, sizeof reason, "txbox blocked this command (rule %s): %s", v.rule, v.reason);
-        return decide(a, "deny", reason, NULL);
-    case TXBOX_VERDICT_SAFE:
-        snprintf(reason, sizeof reason, "txbox: read-only command (rule %s)", v.rule);
-        return decide(a, "allow", reason, NULL);
-    default:
-        break;
+        return rewrites ? decide(gemini, "deny", reason, NULL) : block("%s", reason);
     }
-    {
-        _cleanup_free_ char *self = realpath("/proc/self/exe", NULL);
-        if (!self)
-            return block("cannot find the txbox binary: %s", strerror(errno));
-        dbuf b;
-        dbuf_init(&b, 0);
-        sh_quote(&b, self);
-        dbuf_addstr(&b, " run -C ");
-        sh_quote(&b, ws);
-        if (pol_path) {
-            dbuf_addstr(&b, " --policy ");
-            sh_quote(&b, pol_path);
-        }
-        dbuf_addstr(&b, " -c ");
-        sh_quote(&b, cmd);
-        /* Claude Code replaces the whole input (keep the other fields);
-         * Gemini CLI merges what we give into it. */
-        json_t *upd = a == AGENT_CLAUDE ? json_deep_copy(tinput) : json_object();
-        json_object_set_new(upd, "command", json_stringn(dbuf_str(&b), b.len));
-        dbuf_free(&b);
+    bool safe = v.verdict == TXBOX_VERDICT_SAFE;
+    if (plan && !safe) {
+        snprintf(reason, sizeof reason,
+                 "txbox: plan mode: only read-only commands run, and this one may change state (rule %s: %s)",
+                 v.rule, v.reason);
+        return rewrites ? decide(gemini, "deny", reason, NULL) : block("%s", reason);
+    }
+    if (safe && ho->trust_safe) {
+        snprintf(reason, sizeof reason, "txbox: read-only command, allowed as it is (--trust-safe; rule %s)", v.rule);
+        return decide(gemini, "allow", reason, NULL);
+    }
+    if (!rewrites)
+        return block("this CLI cannot run a command rewritten by a hook, so txbox cannot run it in its "
+                     "sandbox: use the txbox MCP tool `run` with this command instead (it runs as a "
+                     "transaction; txbox judged it %s, rule %s)",
+                     txbox_verdict_name(v.verdict), v.rule);
+    _cleanup_free_ char *self = realpath("/proc/self/exe", NULL);
+    if (!self)
+        return block("cannot find the txbox binary: %s", strerror(errno));
+    /* cd first: the command runs where the model asked, which txbox run
+     * takes as its starting directory */
+    dbuf b;
+    dbuf_init(&b, 0);
+    dbuf_addstr(&b, "cd ");
+    sh_quote(&b, cdir);
+    dbuf_addstr(&b, " && ");
+    sh_quote(&b, self);
+    dbuf_addstr(&b, " run -C ");
+    sh_quote(&b, ws);
+    if (pol_path) {
+        dbuf_addstr(&b, " --policy ");
+        sh_quote(&b, pol_path);
+    }
+    dbuf_addstr(&b, safe ? " --shell bash --read-only -c " : " --shell bash -c ");
+    sh_quote(&b, cmd);
+    /* both CLIs run the tool input given back as the whole call: keep the
+     * other fields (description, timeout, dir_path, ...) */
+    json_t *upd = json_deep_copy(tinput);
+    json_object_set_new(upd, "command", json_stringn(dbuf_str(&b), b.len));
+    dbuf_free(&b);
+    if (safe)
+        snprintf(reason, sizeof reason, "txbox: read-only command, runs read-only in the txbox sandbox (rule %s)",
+                 v.rule);
+    else
         snprintf(reason, sizeof reason, "txbox: runs as a transaction (rule %s: %s)", v.rule, v.reason);
-        return decide(a, "allow", reason, upd);
-    }
+    return decide(gemini, "allow", reason, upd);
 }
 
 int cmd_hook(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"policy", required_argument, NULL, 'p'},
+        {"trust-safe", no_argument, NULL, 't'},
+        {"pass-tool", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -252,25 +406,31 @@ int cmd_hook(int argc, char **argv)
         return 0;
     }
     if (argc < 2)
-        return block("which agent CLI? use 'txbox hook claude-code' or 'txbox hook gemini-cli'");
-    agent a;
-    if (!strcmp(argv[1], "claude-code"))
-        a = AGENT_CLAUDE;
-    else if (!strcmp(argv[1], "gemini-cli"))
-        a = AGENT_GEMINI;
-    else
-        return block("unknown agent CLI '%s' (use claude-code or gemini-cli)", argv[1]);
+        return block("which agent CLI? use 'txbox hook claude-code', 'gemini-cli' or 'qwen-code'");
+    agent a = AGENT_CLAUDE;
+    bool known = false;
+    for (size_t i = 0; i < ARRAY_SIZE(agents) && !known; i++)
+        if (!strcmp(argv[1], agents[i].name))
+            a = (agent)i, known = true;
+    if (!known)
+        return block("unknown agent CLI '%.64s' (use claude-code, gemini-cli or qwen-code)", argv[1]);
     const struct agent_info *ai = &agents[a];
 
-    const char *dir = NULL, *policy = NULL;
+    hook_opts ho = {0};
     int c;
     optind = 1;
     opterr = 0;
     argc--, argv++;
     while ((c = getopt_long(argc, argv, "+C:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'C': dir = optarg; break;
-        case 'p': policy = optarg; break;
+        case 'C': ho.dir = optarg; break;
+        case 'p': ho.policy = optarg; break;
+        case 't': ho.trust_safe = true; break;
+        case 'P':
+            if (ho.npass >= MAX_PASS || !*optarg)
+                return block("--pass-tool: at most %d non-empty names", MAX_PASS);
+            ho.pass[ho.npass++] = optarg;
+            break;
         case 'h': usage(stdout); return 0;
         default: return block("unknown option or missing value '%s' (see 'txbox hook --help')", argv[optind - 1]);
         }
@@ -292,7 +452,7 @@ int cmd_hook(int argc, char **argv)
         return block("cannot parse the %s hook input as a JSON object (%s); denying the tool call", ai->event,
                      in ? "not an object" : je.text);
     }
-    int rc = handle(a, in, dir, policy);
+    int rc = handle(a, in, &ho);
     json_decref(in);
     return rc;
 }

@@ -33,6 +33,7 @@ typedef struct mcp_invocation {
     char **argv;
     int cwd_fd;
     char *multi_tx; /* the multi-command transaction it acts on (run --tx, commit, ...), or NULL */
+    bool tee;       /* `txbox run`: can copy the command's output to a descriptor (--tee-fd) */
 } mcp_invocation;
 
 /* Checks the arguments against the tool's input schema and builds the

@@ -57,6 +57,10 @@
 #define OUTQ_PAUSE (64u << 20)  /* stop reading requests while this much output waits */
 #define KILL_AFTER_NS (30ull * 1000000000ull) /* a cancelled child that ignores SIGTERM */
 #define SERVER_ERROR (-32000)   /* implementation-defined server error */
+#define PROGRESS_EVERY_NS 1000000000ull /* notifications/progress while a call runs */
+#define RECENT_CAP 2048         /* the output kept for the progress message */
+#define TEE_FD 3                /* where `txbox run --tee-fd` copies the output in the child */
+#define TEE_FD_STR "3"
 
 typedef enum { CALL_QUEUED, CALL_RUNNING } call_state;
 
@@ -72,6 +76,14 @@ typedef struct call {
     bool cancelled;   /* no answer will be sent */
     uint64_t term_ns; /* when SIGTERM was sent */
     bool killed;
+    /* progress (the request's _meta.progressToken): the command's output
+     * as it comes (run --tee-fd), its last bytes kept for the message */
+    json_t *progress_token;
+    int tee_fd;
+    uint64_t started_ns, next_progress_ns;
+    json_int_t progress;
+    char recent[RECENT_CAP];
+    size_t recent_len;
 } call;
 
 typedef struct server {
@@ -170,6 +182,9 @@ static int pidfd_open_(pid_t pid)
 static void call_free(call *c)
 {
     json_decref(c->id);
+    json_decref(c->progress_token);
+    if (c->tee_fd >= 0)
+        close(c->tee_fd);
     mcp_invocation_free(&c->inv);
     if (c->pidfd >= 0)
         close(c->pidfd);
@@ -199,9 +214,11 @@ static void unlink_call(server *s, call *c)
  * pipes, stdin from /dev/null, started in the call's directory. */
 static int spawn(server *s, call *c)
 {
-    int outp[2] = {-1, -1}, errp[2] = {-1, -1};
+    int outp[2] = {-1, -1}, errp[2] = {-1, -1}, teep[2] = {-1, -1};
+    bool tee = c->progress_token && c->inv.tee;
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (devnull < 0 || pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+    if (devnull < 0 || pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+        (tee && pipe2(teep, O_CLOEXEC) < 0)) {
         int e = errno;
         if (devnull >= 0)
             close(devnull);
@@ -210,6 +227,8 @@ static int spawn(server *s, call *c)
                 close(outp[i]);
             if (errp[i] >= 0)
                 close(errp[i]);
+            if (teep[i] >= 0)
+                close(teep[i]);
         }
         errno = e;
         return -1;
@@ -221,6 +240,8 @@ static int spawn(server *s, call *c)
         int e = errno;
         close(devnull);
         close(outp[0]), close(outp[1]), close(errp[0]), close(errp[1]);
+        if (tee)
+            close(teep[0]), close(teep[1]);
         errno = e;
         return -1;
     }
@@ -233,7 +254,10 @@ static int spawn(server *s, call *c)
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent)
             _exit(TXBOX_EXIT_ERROR);
-        if (dup2(devnull, 0) < 0 || dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)
+        /* the tee's end first out of the way of 0-3, then onto TEE_FD */
+        int teew = tee ? fcntl(teep[1], F_DUPFD_CLOEXEC, 10) : -1;
+        if (dup2(devnull, 0) < 0 || dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0 ||
+            (tee && (teew < 0 || dup2(teew, TEE_FD) < 0)))
             _exit(TXBOX_EXIT_ERROR);
         if (fchdir(c->inv.cwd_fd) < 0) {
             dprintf(2, "txbox: cannot enter the working directory: %s\n", strerror(errno));
@@ -246,6 +270,13 @@ static int spawn(server *s, call *c)
     close(devnull);
     close(outp[1]);
     close(errp[1]);
+    if (tee) {
+        close(teep[1]);
+        c->tee_fd = teep[0];
+        fcntl(c->tee_fd, F_SETFL, O_NONBLOCK);
+    }
+    c->started_ns = now_ns();
+    c->next_progress_ns = c->started_ns + PROGRESS_EVERY_NS;
     c->pid = pid;
     c->out_fd = outp[0];
     c->err_fd = errp[0];
@@ -302,6 +333,74 @@ static bool drain(int *fd, dbuf *b)
         *fd = -1;
         return false;
     }
+}
+
+/* Keeps the last RECENT_CAP bytes of the command's output; false at EOF. */
+static bool drain_recent(call *c)
+{
+    char buf[16384];
+    for (;;) {
+        ssize_t n = read(c->tee_fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return true;
+        if (n <= 0) {
+            close(c->tee_fd);
+            c->tee_fd = -1;
+            return false;
+        }
+        size_t k = (size_t)n;
+        const char *p = buf;
+        if (k >= RECENT_CAP) {
+            p += k - RECENT_CAP;
+            k = RECENT_CAP;
+        }
+        if (c->recent_len + k > RECENT_CAP) {
+            size_t drop = c->recent_len + k - RECENT_CAP;
+            memmove(c->recent, c->recent + drop, c->recent_len - drop);
+            c->recent_len -= drop;
+        }
+        memcpy(c->recent + c->recent_len, p, k);
+        c->recent_len += k;
+    }
+}
+
+/* notifications/progress for a running call whose request asked for it:
+ * progress counts the notifications (it must increase), the message says
+ * how long it has run and its last lines of output. */
+static void send_progress(server *s, call *c, uint64_t now)
+{
+    c->next_progress_ns = now + PROGRESS_EVERY_NS;
+    json_t *params = json_pack("{s:O,s:I}", "progressToken", c->progress_token, "progress", ++c->progress);
+    /* the message field is in the revisions after 2024-11-05 */
+    if (strcmp(s->version, "2024-11-05")) {
+        dbuf m;
+        dbuf_init(&m, 0);
+        char head[96];
+        snprintf(head, sizeof head, "txbox %s: running for %.0f s", mcp_tool_name(c->tool),
+                 (double)(now - c->started_ns) / 1e9);
+        dbuf_addstr(&m, head);
+        /* the last 400 bytes, from a line start when there is one, as text */
+        size_t from = c->recent_len > 400 ? c->recent_len - 400 : 0;
+        const char *nl = memchr(c->recent + from, '\n', c->recent_len - from);
+        if (from && nl && nl + 1 < c->recent + c->recent_len)
+            from = (size_t)(nl + 1 - c->recent);
+        if (c->recent_len > from) {
+            dbuf_addstr(&m, "; recent output:\n");
+            dbuf_add(&m, c->recent + from, c->recent_len - from);
+        }
+        json_t *msg = json_stringn(dbuf_str(&m), m.len);
+        if (!msg) /* not UTF-8: the time only */
+            msg = json_string(head);
+        json_object_set_new(params, "message", msg);
+        dbuf_free(&m);
+    }
+    json_t *n = json_pack("{s:s,s:s,s:o}", "jsonrpc", "2.0", "method", "notifications/progress", "params", params);
+    char *line = json_dumps(n, JSON_COMPACT);
+    json_decref(n);
+    if (line)
+        send_line(s, line);
 }
 
 /* A `begin` that succeeded: its transaction belongs to the session (also
@@ -366,6 +465,8 @@ static void finish(server *s, call *c)
         drain(&c->out_fd, &c->out);
     if (c->err_fd >= 0)
         drain(&c->err_fd, &c->err);
+    if (c->tee_fd >= 0)
+        drain_recent(c);
     if (c->cancelled) {
         logmsg("request cancelled: txbox %s ended (status 0x%x)", mcp_tool_name(c->tool), (unsigned)wstatus);
         if (mcp_tool_begins(c->tool) && !c->out.dropped) {
@@ -439,6 +540,18 @@ static void do_initialize(server *s, const json_t *id, json_t *params)
                     mcp_instructions));
 }
 
+/* Inserts two arguments at position at of the invocation's argv. */
+static void argv_insert(mcp_invocation *inv, size_t at, const char *a, const char *b)
+{
+    size_t n = 0;
+    while (inv->argv[n])
+        n++;
+    inv->argv = xrealloc(inv->argv, (n + 3) * sizeof *inv->argv);
+    memmove(inv->argv + at + 2, inv->argv + at, (n - at + 1) * sizeof *inv->argv);
+    inv->argv[at] = xstrdup(a);
+    inv->argv[at + 1] = xstrdup(b);
+}
+
 static void do_tools_call(server *s, const json_t *id, json_t *params)
 {
     json_t *name = json_object_get(params, "name");
@@ -464,7 +577,7 @@ static void do_tools_call(server *s, const json_t *id, json_t *params)
     if (!json_is_object(args))
         args = empty = json_object();
     call *c = xcalloc(1, sizeof *c);
-    c->pidfd = c->out_fd = c->err_fd = -1;
+    c->pidfd = c->out_fd = c->err_fd = c->tee_fd = -1;
     txbox_error err = {0};
     int rc = mcp_tool_prepare(t, &s->cfg, args, &c->inv, &err);
     json_decref(empty);
@@ -481,6 +594,12 @@ static void do_tools_call(server *s, const json_t *id, json_t *params)
     }
     c->id = json_deep_copy(id);
     c->tool = t;
+    json_t *token = json_object_get(json_object_get(params, "_meta"), "progressToken");
+    if (json_is_string(token) || json_is_integer(token)) {
+        c->progress_token = json_deep_copy(token);
+        if (c->inv.tee) /* the command's output comes to us on a third pipe */
+            argv_insert(&c->inv, 3, "--tee-fd", TEE_FD_STR);
+    }
     c->state = CALL_QUEUED;
     dbuf_init(&c->out, CHILD_OUT_CAP);
     dbuf_init(&c->err, CHILD_ERR_CAP);
@@ -609,14 +728,14 @@ static void on_signal(server *s)
 
 static int loop(server *s)
 {
-    enum { MAXFDS = 3 + 3 * 64 };
+    enum { MAXFDS = 3 + 4 * 64 };
     for (;;) {
         bool want_input = !s->eof && !s->stopping && s->outq.len - s->outq_off < OUTQ_PAUSE;
         if ((s->eof || s->stopping) && !s->calls && (s->out_broken || s->outq_off == s->outq.len))
             return 0;
         struct pollfd pf[MAXFDS];
         call *owner[MAXFDS];
-        int which[MAXFDS]; /* 0 pidfd, 1 out, 2 err */
+        int which[MAXFDS]; /* 0 pidfd, 1 out, 2 err, 3 tee */
         nfds_t n = 0;
         pf[n++] = (struct pollfd){.fd = s->sig_fd, .events = POLLIN};
         pf[n++] = (struct pollfd){.fd = want_input ? s->in_fd : -1, .events = POLLIN};
@@ -625,15 +744,22 @@ static int loop(server *s)
         int timeout = -1;
         uint64_t now = now_ns();
         for (call *c = s->calls; c; c = c->next) {
-            if (c->state != CALL_RUNNING || n + 3 > MAXFDS)
+            if (c->state != CALL_RUNNING || n + 4 > MAXFDS)
                 continue;
-            int fds[3] = {c->pidfd, c->out_fd, c->err_fd};
-            for (int k = 0; k < 3; k++) {
+            int fds[4] = {c->pidfd, c->out_fd, c->err_fd, c->tee_fd};
+            for (int k = 0; k < 4; k++) {
                 if (fds[k] < 0)
                     continue;
                 owner[n] = c;
                 which[n] = k;
                 pf[n++] = (struct pollfd){.fd = fds[k], .events = POLLIN};
+            }
+            if (c->progress_token && !c->cancelled) {
+                if (now >= c->next_progress_ns)
+                    send_progress(s, c, now);
+                int ms = (int)((c->next_progress_ns - now) / 1000000) + 1;
+                if (timeout < 0 || ms < timeout)
+                    timeout = ms;
             }
             if (c->cancelled && !c->killed) {
                 if (now - c->term_ns >= KILL_AFTER_NS) {
@@ -672,8 +798,10 @@ static int loop(server *s)
             call *c = owner[i];
             if (which[i] == 1)
                 drain(&c->out_fd, &c->out);
-            else
+            else if (which[i] == 2)
                 drain(&c->err_fd, &c->err);
+            else
+                drain_recent(c);
         }
         for (nfds_t i = 3; i < n; i++)
             if (pf[i].revents && which[i] == 0) {

@@ -56,7 +56,7 @@ struct mcp_tool {
 static const mcp_tool tools[] = {
     {"run", K_RUN, "run", NULL, true,
      "{\"title\":\"Run a shell command as a transaction\","
-     "\"description\":\"Runs one shell command (given to /bin/sh -c) in the workspace as a "
+     "\"description\":\"Runs one shell command (given to bash -c, as a shell tool would) in the workspace as a "
      "transaction. It runs in an isolated copy-on-write sandbox: if it exits 0 its file changes "
      "are committed to the workspace atomically; otherwise they are discarded and the workspace "
      "is exactly as it was. The result's `outcome` says what happened: `committed` (changes "
@@ -67,7 +67,8 @@ static const mcp_tool tools[] = {
      "instead; do not try to get around the policy), `conflict` (it succeeded but the files it "
      "changed were changed meanwhile: its changes were kept aside; re-read the files and run it "
      "again), `timed_out` (killed at the time limit and rolled back: raise `timeout` or split "
-     "the work). There is no network unless `network` is true. A committed transaction can be "
+     "the work). There is no network unless `network` is true or a policy rule grants it to the "
+     "command (`check` says so in `needs_network`). A committed transaction can be "
      "reverted with `undo`. With `tx` (an id from `begin`) the command runs inside that open "
      "multi-command transaction instead: it sees the changes of the transaction's earlier "
      "commands, and if it exits 0 its changes are added to the transaction (outcome `staged`) "
@@ -75,14 +76,15 @@ static const mcp_tool tools[] = {
      "are rolled back and the transaction stays open with everything staged before.\","
      "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
      "\"command\":{\"type\":\"string\",\"minLength\":1,\"description\":\"The shell command, "
-     "exactly as for sh -c.\"},"
+     "exactly as for bash -c.\"},"
      "\"cwd\":{\"type\":\"string\",\"description\":\"Directory to start in, relative to the "
      "workspace root (default: the root). Must stay inside the workspace.\"},"
      "\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":604800,"
      "\"description\":\"Wall-clock limit in seconds; at the limit the command is killed and "
      "rolled back.\"},"
      "\"network\":{\"type\":\"boolean\",\"default\":false,\"description\":\"Allow network "
-     "access through txbox's proxy: the package registries and git hosts only (off by default).\"},"
+     "access through txbox's proxy, to the package registries and git hosts only (off by default, "
+     "unless a policy rule grants it to this command).\"},"
      MTX_ARG("Run inside this open transaction (an id from `begin`): the command's changes are "
              "staged, applied only by `commit`. Omit for a command committed on its own.") "},"
      "\"required\":[\"command\"],\"additionalProperties\":false},"
@@ -99,7 +101,7 @@ static const mcp_tool tools[] = {
      "\"protections\":{\"type\":\"object\"},\"overhead_ms\":{\"type\":\"number\"},"
      "\"transaction\":{\"type\":\"string\"}},"
      "\"required\":[\"tx\",\"verdict\",\"outcome\",\"exit_code\",\"changes\"]},"
-     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":false,"
+     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,"
      "\"idempotentHint\":false,\"openWorldHint\":true}}"},
     {"check", K_CHECK, "check", NULL, true,
      "{\"title\":\"Classify a command without running it\","
@@ -205,7 +207,7 @@ static const mcp_tool tools[] = {
      "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
      MTX_ARG("The open transaction (from `begin`).") ","
      "\"verify\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":65536,\"description\":"
-     "\"A shell command (sh -c) that must exit 0 on the transaction's final state for the "
+     "\"A shell command (bash -c) that must exit 0 on the transaction's final state for the "
      "commit to happen, e.g. the test suite.\"},"
      "\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":604800,"
      "\"description\":\"Wall-clock limit for `verify`, in seconds.\"}},"
@@ -216,7 +218,7 @@ static const mcp_tool tools[] = {
      "\"exit_code\":{\"type\":\"integer\"},\"commands\":{\"type\":\"integer\"},"
      "\"changes\":{\"type\":\"object\"},\"conflict_paths\":{\"type\":\"array\"},"
      "\"verify\":{\"type\":\"object\"}},\"required\":[\"tx\",\"outcome\",\"exit_code\"]},"
-     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":false,\"idempotentHint\":false,"
+     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":false,"
      "\"openWorldHint\":true}}"},
     {"abort", K_TX, "abort", NULL, true,
      "{\"title\":\"Abort a multi-command transaction\","
@@ -433,6 +435,7 @@ int mcp_tool_prepare(const mcp_tool *t, const mcp_config *cfg, json_t *args, mcp
     inv->argv = NULL;
     inv->cwd_fd = -1;
     inv->multi_tx = NULL;
+    inv->tee = false;
 
     switch (t->kind) {
     case K_RUN:
@@ -534,6 +537,11 @@ int mcp_tool_prepare(const mcp_tool *t, const mcp_config *cfg, json_t *args, mcp
     }
     if (mtx)
         inv->multi_tx = xstrdup(mtx);
+    inv->tee = t->kind == K_RUN;
+    if (command && t->kind == K_RUN) {
+        push(&a, "--shell"); /* what a shell tool runs, and what the policy reads */
+        push(&a, "bash");
+    }
     if (command) {
         push(&a, "-c");
         push(&a, command);
@@ -556,10 +564,20 @@ static json_t *text_part(const char *s)
     return json_pack("{s:s,s:o}", "type", "text", "text", t);
 }
 
+/* The summary for the model, and with structured content the same JSON as
+ * a second text part (the specification's SHOULD, for clients that hand
+ * the model only content). */
 static json_t *result_of(json_t *structured, const char *text, bool is_error)
 {
     json_t *r = json_object();
-    json_object_set_new(r, "content", json_pack("[o]", text_part(text)));
+    json_t *content = json_pack("[o]", text_part(text));
+    if (structured) {
+        char *js = json_dumps(structured, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (js)
+            json_array_append_new(content, text_part(js));
+        free(js);
+    }
+    json_object_set_new(r, "content", content);
     if (structured)
         json_object_set_new(r, "structuredContent", structured);
     json_object_set_new(r, "isError", json_boolean(is_error));

@@ -189,7 +189,7 @@ $(id -un)
 64
 0000000000000000
 null-ok
-sh
+bash
 env-ok"
     # the open fds of `ls` vary: 0, 1, 2 and its own directory at least
     local got

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# txbox hook claude-code / gemini-cli: recorded pre-tool-use payloads
+# txbox hook claude-code / gemini-cli / qwen-code: recorded pre-tool-use payloads
 # (tests/mcp/payloads) replayed into the hook; the exact decision JSON and
 # exit status each CLI expects (tests/mcp/hookcheck.py does the comparing).
 
@@ -71,12 +71,14 @@ hook_case() {
     other="$(cd "$BATS_TEST_TMPDIR" && mkdir -p other && cd other && pwd -P)"
     ws="$(cd "$WS" && pwd -P)"
     payload="$(sed "s|@WS@|$ws|g" "$REPO_DIR/tests/mcp/payloads/claude-code/bash-uncertain.json")"
-    run --separate-stderr env -u CLAUDE_PROJECT_DIR "$TXBOX" hook claude-code -C "$other" <<<"$payload"
-    [[ "$output" == *"run -C '$other' -c"* ]] || fail "-C not used: $output $stderr"
-    run --separate-stderr env CLAUDE_PROJECT_DIR="$other" "$TXBOX" hook claude-code <<<"$payload"
-    [[ "$output" == *"run -C '$other' -c"* ]] || fail "CLAUDE_PROJECT_DIR not used: $output $stderr"
+    # the command runs in the input's cwd, which must lie in the workspace
+    inother="$(sed "s|@WS@|$other|g" "$REPO_DIR/tests/mcp/payloads/claude-code/bash-uncertain.json")"
+    run --separate-stderr env -u CLAUDE_PROJECT_DIR "$TXBOX" hook claude-code -C "$other" <<<"$inother"
+    [[ "$output" == *"run -C '$other' --shell bash -c"* ]] || fail "-C not used: $output $stderr"
+    run --separate-stderr env CLAUDE_PROJECT_DIR="$other" "$TXBOX" hook claude-code <<<"$inother"
+    [[ "$output" == *"run -C '$other' --shell bash -c"* ]] || fail "CLAUDE_PROJECT_DIR not used: $output $stderr"
     run --separate-stderr env -u CLAUDE_PROJECT_DIR "$TXBOX" hook claude-code <<<"$payload"
-    [[ "$output" == *"run -C '$ws' -c"* ]] || fail "the input's cwd not used: $output $stderr"
+    [[ "$output" == *"run -C '$ws' --shell bash -c"* ]] || fail "the input's cwd not used: $output $stderr"
     run --separate-stderr env CLAUDE_PROJECT_DIR="$BATS_TEST_TMPDIR/nonexistent" "$TXBOX" hook claude-code <<<"$payload"
     [ "$status" = 2 ] && [ -z "$output" ] || fail "a missing workspace must fail closed: $status $output $stderr"
 }
@@ -117,4 +119,108 @@ hook_case() {
 
 @test "hook gemini-cli: malformed JSON fails closed (exit 2)" {
     hook_case gemini-cli malformed
+}
+
+# ---- the host around the hook (tests/mcp/hookhost.py): what the CLI runs ----
+
+HOOKHOST="$REPO_DIR/tests/mcp/hookhost.py"
+
+# host AGENT TOOL TOOL_INPUT_JSON [EXTRA_TOP_LEVEL_JSON_FIELDS] -- [HOOK ARGS]
+host() {
+    local agent="$1" tool="$2" tin="$3" more="${4:-}"
+    shift 4 || shift $#
+    local event=PreToolUse
+    [ "$agent" = gemini-cli ] && event=BeforeTool
+    local ws
+    ws="$(cd "$WS" && pwd -P)"
+    local payload="{\"cwd\":\"$ws\",\"hook_event_name\":\"$event\",\"tool_name\":\"$tool\",\"tool_input\":$tin${more:+,$more}}"
+    run --separate-stderr python3 "$HOOKHOST" "$TXBOX" "$agent" "$payload" "$@"
+    [ "$status" = 0 ] || fail "hookhost: $stderr"
+    HOST="$output"
+}
+hf() { printf '%s' "$HOST" | python3 -c "import json,sys; v=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
+
+@test "hook: a safe command runs in the sandbox by default: secrets hidden, environment scrubbed" {
+    export AWS_SECRET_ACCESS_KEY=s3cr3t-value
+    host claude-code Bash '{"command":"echo \"key=$AWS_SECRET_ACCESS_KEY\""}' ''
+    [ "$(hf 'v["blocked"]')" = False ] || fail "$HOST"
+    [[ "$(hf 'v["ran"]')" == *" run -C "*"--read-only"* ]] || fail "not routed through txbox run: $HOST"
+    [ "$(hf 'v["stdout"]')" = "key=" ] || fail "the secret reached the command: $HOST"
+    host gemini-cli run_shell_command '{"command":"echo \"key=$AWS_SECRET_ACCESS_KEY\""}' ''
+    [ "$(hf 'v["stdout"]')" = "key=" ] || fail "gemini: the secret reached the command: $HOST"
+}
+
+@test "hook: --trust-safe keeps the native allow for a safe command only" {
+    host claude-code Bash '{"command":"ls"}' '' --trust-safe
+    [ "$(hf 'v["ran"]')" = ls ] || fail "$HOST"
+    [[ "$(hf 'v["decision"]["hookSpecificOutput"]["permissionDecisionReason"]')" == *trust-safe* ]] || fail "$HOST"
+    host claude-code Bash '{"command":"touch t.txt"}' '' --trust-safe
+    [[ "$(hf 'v["ran"]')" == *" run -C "* ]] || fail "an uncertain command ran natively: $HOST"
+}
+
+@test "hook: rewritten commands run under bash, as the policy read them" {
+    host claude-code Bash '{"command":"echo {1..3} > f && [[ -f f ]] && cat <(cat f) > g"}' ''
+    [ "$(hf 'v["status"]')" = 0 ] || fail "$HOST"
+    [ "$(cat "$WS/f")" = "1 2 3" ] && [ "$(cat "$WS/g")" = "1 2 3" ] || fail "f: $(cat "$WS/f" 2>&1)"
+    host gemini-cli run_shell_command '{"command":"echo {a,b} > h"}' ''
+    [ "$(cat "$WS/h")" = "a b" ] || fail "gemini: $HOST"
+}
+
+@test "hook gemini-cli: the whole tool_input comes back and dir_path is the command's directory" {
+    mkdir -p "$WS/sub"
+    host gemini-cli run_shell_command '{"command":"echo d > d.txt","dir_path":"sub","description":"write d"}' ''
+    [ "$(hf 'v["status"]')" = 0 ] || fail "$HOST"
+    [ -f "$WS/sub/d.txt" ] && [ ! -e "$WS/d.txt" ] || fail "d.txt not in sub/: $(find "$WS" -name d.txt)"
+    [ "$(hf 'v["decision"]["hookSpecificOutput"]["tool_input"]["description"]')" = "write d" ] || fail "$HOST"
+    [ "$(hf 'v["decision"]["hookSpecificOutput"]["tool_input"]["dir_path"]')" = sub ] || fail "$HOST"
+    # qwen-code and older Gemini CLI call it directory
+    host gemini-cli run_shell_command '{"command":"echo e > e.txt","directory":"sub"}' ''
+    [ -f "$WS/sub/e.txt" ] || fail "$HOST"
+}
+
+@test "hook: a command directory outside the workspace fails closed" {
+    for d in /tmp .. sub/../.. .txbox; do
+        mkdir -p "$WS/.txbox"
+        host gemini-cli run_shell_command "{\"command\":\"touch x\",\"dir_path\":\"$d\"}" ''
+        [ "$(hf 'v["hook_status"]')" = 2 ] || fail "dir_path $d: $HOST"
+    done
+    # Claude Code's shell has moved out of the workspace: its cwd
+    ws="$(cd "$WS" && pwd -P)"
+    run --separate-stderr env CLAUDE_PROJECT_DIR="$ws" "$TXBOX" hook claude-code \
+        <<<'{"cwd":"/tmp","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf *"}}'
+    [ "$status" = 2 ] && [ -z "$output" ] || fail "cwd outside: $status $output $stderr"
+}
+
+@test "hook qwen-code: nothing runs unjudged; what needs a rewrite is denied, pointing to MCP run" {
+    hook_case qwen-code shell-unsafe
+    HOOK_EXPECT_BLOCK=1 hook_case qwen-code shell-uncertain
+    [[ "$output" == *"MCP tool \`run\`"* ]] || fail "$output"
+    HOOK_EXPECT_BLOCK=1 hook_case qwen-code shell-safe
+    hook_case qwen-code shell-safe --trust-safe
+    # qwen-code's run_shell_command sent to the claude-code hook: judged, not passed
+    host claude-code run_shell_command '{"command":"rm -rf ~","is_background":false}' ''
+    [ "$(hf 'v["hook_status"]')" = 2 ] && [ "$(hf 'v["blocked"]')" = True ] || fail "$HOST"
+    host claude-code run_shell_command '{"command":"touch q.txt","is_background":false}' ''
+    [ "$(hf 'v["blocked"]')" = True ] && [ ! -e "$WS/q.txt" ] || fail "$HOST"
+}
+
+@test "hook: an unknown tool carrying a command fails closed; txbox's MCP tools and --pass-tool pass" {
+    host claude-code mcp__other__exec '{"command":"rm -rf ~"}' ''
+    [ "$(hf 'v["hook_status"]')" = 2 ] || fail "$HOST"
+    host gemini-cli some_exec '{"cmd":"touch x"}' ''
+    [ "$(hf 'v["hook_status"]')" = 2 ] || fail "$HOST"
+    host claude-code mcp__txbox__run '{"command":"touch x"}' ''
+    [ "$(hf 'v["hook_status"]')" = 0 ] && [ "$(hf 'v["decision"]')" = "{}" ] || fail "$HOST"
+    host claude-code mcp__other__exec '{"command":"x"}' '' --pass-tool 'mcp__other__*'
+    [ "$(hf 'v["hook_status"]')" = 0 ] || fail "$HOST"
+}
+
+@test "hook: plan mode runs nothing that may change state" {
+    host claude-code Bash '{"command":"touch p.txt"}' '"permission_mode":"plan"'
+    [ "$(hf 'v["blocked"]')" = True ] && [ ! -e "$WS/p.txt" ] || fail "$HOST"
+    [[ "$(hf 'v["decision"]["hookSpecificOutput"]["permissionDecisionReason"]')" == *"plan mode"* ]] || fail "$HOST"
+    host claude-code Bash '{"command":"cat README"}' '"permission_mode":"plan"'
+    [ "$(hf 'v["stdout"]')" = hello ] && [[ "$(hf 'v["ran"]')" == *--read-only* ]] || fail "$HOST"
+    host claude-code Bash '{"command":"rm -rf ~"}' '"permission_mode":"plan"'
+    [ "$(hf 'v["blocked"]')" = True ] || fail "$HOST"
 }

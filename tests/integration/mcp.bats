@@ -110,3 +110,15 @@ session_tx() {
     assert_status 0
     [ "$(cat "$WS/staged.txt")" = staged ] || fail "the staged command was not committed"
 }
+
+front_case() {
+    command -v node >/dev/null || need "node is not installed"
+    run timeout 300 node "$REPO_DIR/tests/mcp/front.mjs" "$TXBOX" "$WS" "$1"
+    printf '%s\n' "$output"
+    [ "$status" = 0 ] || fail "front case $1 failed"
+}
+
+@test "mcp: every structured result is also a TextContent block of JSON, after the summary" { front_case textjson; }
+@test "mcp: tool annotations: run/commit/undo/rollback destructive, the readers read-only" { front_case annotations; }
+@test "mcp: notifications/progress with recent output keep a resetTimeoutOnProgress client alive" { front_case progress; }
+@test "mcp: run runs bash, as the policy reads it" { front_case bash; }

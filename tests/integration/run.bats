@@ -92,7 +92,7 @@ setup() {
     [ -f "$WS/new file;rm -rf src" ] && [ -d "$WS/src" ] || fail "argv was re-joined"
 }
 
-@test "the shell string goes unchanged to /bin/sh -c" {
+@test "the shell string goes unchanged to the shell (-c)" {
     tx -c 'x="a  b"; printf "[%s]\n" "$x" $x; echo $#; echo $((6*7)) # comment
 printf "%s\n" "$(printf "%s" "'\''q'\''")"'
     assert_status 0
@@ -192,4 +192,70 @@ seen" ] || fail "without -C the workspace is not the cwd: '$output'"
         fail "recover --json did not report an empty recovery: $output"
     [ ! -e "$WS/.txbox" ] || fail "recover created .txbox/"
     assert_tree pre "$WS" --mtime
+}
+
+@test "-c runs under bash by default, as the policy reads it; --shell sh and bash too" {
+    txj -c 'echo {1..3} > f && [[ -f f ]] && cat <(cat f) > g && echo $BASH_VERSION'
+    assert_status 0
+    assert_outcome committed
+    [ "$(cat "$WS/f")" = "1 2 3" ] && [ "$(cat "$WS/g")" = "1 2 3" ] || fail "f: $(cat "$WS/f")"
+    [[ "$(jget shell)" == */bash ]] || fail "shell: $(jget shell)"
+    [ -n "$(jget stdout)" ] || fail "not bash"
+    txj --shell sh -c 'echo "$0"'
+    assert_status 0
+    [ "$(jget shell)" = /bin/sh ] && [ "$(jget stdout)" = /bin/sh ] || fail "$output"
+    tx --shell bash -c 'echo ${BASH_VERSINFO[0]}'
+    [ "$status" = 0 ] && [ -n "$output" ] || fail "$output"
+}
+
+@test "--shell sh: a command sh reads otherwise than bash is never read-only" {
+    # bash: one echo of a $'...' string (read-only); dash: $ and '\' then
+    # a second command that writes
+    cmd=$'echo $\'\\\'; touch PWNED\necho \\\'\''
+    txj --shell bash -c "$cmd"
+    assert_outcome read_only
+    [ ! -e "$WS/PWNED" ] || fail "bash ran touch"
+    for c in "$cmd" 'echo {a,b}' '((x=1))' 'alias ls=true' '[[ -f x ]] || true' 'cat <(ls)' 'echo a\\nb'; do
+        txj --shell sh -c "$c"
+        [ "$(jget verdict)" != safe ] && [ "$(jget rule)" != read-only-tools ] || fail "$c: $output"
+        [ "$(jget outcome)" != read_only ] || fail "$c ran read-only under sh: $output"
+    done
+    # plain POSIX commands keep their verdict under sh
+    txj --shell sh -c 'ls; echo $((1+2))'
+    assert_outcome read_only
+}
+
+@test "--shell: other shells, relative names, a shell in the workspace and misuse are refused (125)" {
+    for s in zsh fish ./bash /nonexistent/bash /usr/bin/env; do
+        tx --shell "$s" -c true
+        assert_txbox_error
+    done
+    cp "$(command -v bash)" "$WS/bash"
+    tx --shell "$WS/bash" -c true
+    assert_txbox_error
+    tx --shell bash -- true
+    assert_status 125
+    tx --read-only --tx 1 -c true
+    assert_status 125
+    tx --tee-fd 9 -c true
+    assert_status 125
+}
+
+@test "the shell's environment loses what would run or change code around the command" {
+    printf 'touch ENVRAN\n' >"$WS/evil.sh"
+    run --separate-stderr env BASH_ENV="$WS/evil.sh" ENV="$WS/evil.sh" 'BASH_FUNC_ls%%=() { touch FNRAN; }' \
+        SHELLOPTS=xtrace PS4='$(touch PS4RAN)' "$TXBOX" run -C "$WS" --json -c 'ls >/dev/null; touch done'
+    assert_status 0
+    [ -f "$WS/done" ] && [ ! -e "$WS/ENVRAN" ] && [ ! -e "$WS/FNRAN" ] && [ ! -e "$WS/PS4RAN" ] ||
+        fail "$(ls "$WS")"
+    [[ "$(jget protections.env_removed)" == *BASH_ENV* ]] || fail "$output"
+}
+
+@test "--read-only runs without a transaction whatever the verdict; --tee-fd copies the output" {
+    txj --read-only -c 'echo x > w.txt'
+    [ "$(jget outcome)" = read_only ] || [ "$(jget outcome)" = rolled_back ] || fail "$output"
+    [ ! -e "$WS/w.txt" ] || fail "wrote under --read-only"
+    run --separate-stderr bash -c "'$TXBOX' run -C '$WS' --json --tee-fd 3 -c 'echo teed; echo e >&2' 3>'$BATS_TEST_TMPDIR/tee'"
+    assert_status 0
+    [ "$(cat "$BATS_TEST_TMPDIR/tee")" = "$(printf 'teed\ne')" ] || fail "tee: $(cat "$BATS_TEST_TMPDIR/tee")"
 }
