@@ -120,7 +120,7 @@ static void program_matches(const txbox_policy *p, const pcmd *c, uint8_t *prog_
 /* ---- paths ---- */
 
 /* Lexically normalize an absolute path into out (size >= strlen(in)+2). */
-static void norm_abs(const char *in, char *out)
+void norm_abs(const char *in, char *out)
 {
     size_t ol = 0;
     const char *s = in;
@@ -226,6 +226,36 @@ unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w)
     if (dyn && !(w->flags & W_SYNTH))
         return PC_DYNAMIC;
     return PC_INSIDE;
+}
+
+/* ---- programs ---- */
+
+/* A program named with a '/' runs that file, not the one the rules know by
+ * name: ./ls, bin/cat, ../x/cat, /proc/self/cwd/cat are whatever the
+ * workspace put there. Only an absolute path into the host's system
+ * directories, which the sandbox shows read-only from the host, names the
+ * program a `safe` rule describes. */
+static bool system_program(const txbox_policy *p, const pword *w)
+{
+    static const char *const dirs[] = {"/usr/bin", "/bin", "/usr/sbin", "/sbin",
+                                       "/usr/local/bin", "/usr/local/sbin"};
+    if (!strchr(w->s, '/'))
+        return true;
+    if (w->s[0] != '/' || (w->flags & (W_DYN | W_GLOB)) || w->len + 2 >= PATH_MAX)
+        return false;
+    char norm[PATH_MAX];
+    norm_abs(w->s, norm);
+    char *sl = strrchr(norm, '/');
+    if (!sl || sl == norm)
+        return false;
+    *sl = 0;
+    size_t wl = p->workspace ? strlen(p->workspace) : 0;
+    if (wl && !strncmp(norm, p->workspace, wl) && (norm[wl] == '/' || !norm[wl]))
+        return false;
+    for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
+        if (!strcmp(norm, dirs[i]))
+            return true;
+    return false;
 }
 
 /* ---- operands ---- */
@@ -361,6 +391,8 @@ static bool rule_matches_v(const txbox_policy *p, const rule *r, const pcmd *c, 
                 return false;
     }
     if (r->decision == DEC_SAFE && (c->det & D_NEVER_SAFE))
+        return false;
+    if (r->decision == DEC_SAFE && c->argc && !system_program(p, &c->argv[0]))
         return false;
     if (r->args_any.n && !args_match(c, &r->args_any))
         return false;

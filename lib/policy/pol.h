@@ -114,8 +114,9 @@ enum {
     D_REMOTE = 1 << 15,      /* runs on another host (ssh host CMD) */
     D_SECRET_IN = 1 << 16,   /* stdin comes from a secret (file or environment) */
     D_FETCH_IN = 1 << 17,    /* stdin comes from a network fetcher */
+    D_SECRET_READ = 1 << 18, /* reads a secret: a secret path, the environment */
 };
-#define D_COUNT 18
+#define D_COUNT 19
 extern const char *const detector_names[D_COUNT];
 
 enum { CWD_INSIDE, CWD_OUTSIDE, CWD_UNKNOWN };
@@ -254,6 +255,8 @@ void *shell_parser_new(void);
 void shell_parser_free(void *parser);
 
 /* classify.c */
+/* Lexically normalize an absolute path into out (size >= strlen(in)+2). */
+void norm_abs(const char *in, char *out);
 unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w);
 int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
                   const rule **winner_out);
