@@ -317,10 +317,43 @@ static void make_view(const txbox_policy *p, const pcmd *c, view *v)
     }
 }
 
-static bool flag_in(const char *a, const char *flag)
+const char *long_option(const char *arg, const char *const *opts)
+{
+    size_t n = strcspn(arg, "=");
+    const char *hit = NULL;
+    bool ambiguous = false;
+    for (size_t i = 0; opts[i]; i++) {
+        size_t l = strcspn(opts[i], "=");
+        if (strncmp(opts[i], arg, n))
+            continue;
+        if (l == n)
+            return opts[i];
+        if (n > 2 && l > n) {
+            ambiguous = hit != NULL;
+            hit = opts[i];
+        }
+    }
+    return ambiguous ? NULL : hit;
+}
+
+/* May long option a ("--name" or "--name=value") be the option whose
+ * spelling starts with lit (n bytes), as getopt_long and git's option
+ * parser read an unambiguous prefix? Used where saying yes is the
+ * careful answer (see abbrev in rule_matches_v). */
+static bool long_prefix(const char *a, const char *lit, size_t n)
+{
+    if (a[0] != '-' || a[1] != '-' || !a[2] || n < 3 || lit[0] != '-' || lit[1] != '-')
+        return false;
+    size_t an = strcspn(a, "=");
+    return an <= n && !strncmp(a, lit, an);
+}
+
+static bool flag_in(const char *a, const char *flag, bool abbrev)
 {
     if (flag[0] == '-' && flag[1] == '-') {
         size_t l = strlen(flag);
+        if (abbrev && long_prefix(a, flag, l))
+            return true;
         return !strncmp(a, flag, l) && (a[l] == 0 || a[l] == '=');
     }
     char letter = flag[0] == '-' ? flag[1] : flag[0];
@@ -335,7 +368,7 @@ static bool flag_in(const char *a, const char *flag)
     return false;
 }
 
-static bool flags_match(const pcmd *c, const strlist *flags)
+static bool flags_match(const pcmd *c, const strlist *flags, bool abbrev)
 {
     for (size_t i = 1; i < c->argc; i++) {
         const pword *a = &c->argv[i];
@@ -344,16 +377,30 @@ static bool flags_match(const pcmd *c, const strlist *flags)
         if (!strcmp(a->s, "--"))
             return false;
         for (size_t k = 0; k < flags->n; k++)
-            if (flag_in(a->s, flags->v[k]))
+            if (flag_in(a->s, flags->v[k], abbrev))
                 return true;
     }
     return false;
 }
 
-static bool args_match(const pcmd *c, const strlist *l)
+/* Does word a match an entry of l: its glob, or, with abbrev, as a long
+ * option abbreviated (--out for --output*, --ext for --ext-diff)? */
+static bool arg_in(const strlist *l, const char *a, bool abbrev)
+{
+    if (glob_any(l, a))
+        return true;
+    if (!abbrev || a[0] != '-' || a[1] != '-')
+        return false;
+    for (size_t k = 0; k < l->n; k++)
+        if (long_prefix(a, l->v[k], strcspn(l->v[k], "*?[")))
+            return true;
+    return false;
+}
+
+static bool args_match(const pcmd *c, const strlist *l, bool abbrev)
 {
     for (size_t i = 1; i < c->argc; i++)
-        if (glob_any(l, c->argv[i].s))
+        if (arg_in(l, c->argv[i].s, abbrev))
             return true;
     return false;
 }
@@ -394,9 +441,16 @@ static bool rule_matches_v(const txbox_policy *p, const rule *r, const pcmd *c, 
         return false;
     if (r->decision == DEC_SAFE && c->argc && !system_program(p, &c->argv[0]))
         return false;
-    if (r->args_any.n && !args_match(c, &r->args_any))
+    /* Long options may be abbreviated (getopt_long, git): the matchers
+     * take an abbreviation for the option where that is the careful
+     * answer, in the lists that keep a rule from being safe (a safe rule's
+     * *_none) and in those that make a rule stricter than safe match (the
+     * *_any of uncertain and unsafe rules); elsewhere only the spelling
+     * itself counts. */
+    bool abbrev_none = r->decision == DEC_SAFE, abbrev_any = r->decision != DEC_SAFE;
+    if (r->args_any.n && !args_match(c, &r->args_any, abbrev_any))
         return false;
-    if (r->args_none.n && args_match(c, &r->args_none))
+    if (r->args_none.n && args_match(c, &r->args_none, abbrev_none))
         return false;
     if (r->args_all.n) {
         if (c->argc < 2)
@@ -405,9 +459,9 @@ static bool rule_matches_v(const txbox_policy *p, const rule *r, const pcmd *c, 
             if (!glob_any(&r->args_all, c->argv[i].s))
                 return false;
     }
-    if (r->flags_any.n && !flags_match(c, &r->flags_any))
+    if (r->flags_any.n && !flags_match(c, &r->flags_any, abbrev_any))
         return false;
-    if (r->flags_none.n && flags_match(c, &r->flags_none))
+    if (r->flags_none.n && flags_match(c, &r->flags_none, abbrev_none))
         return false;
     if (r->via_any.n) {
         bool hit = false;
@@ -491,9 +545,9 @@ static bool rule_matches_v(const txbox_policy *p, const rule *r, const pcmd *c, 
         size_t end = vc->nops ? vc->ops[0] : c->argc;
         bool any = false;
         for (size_t i = 1; i < end; i++) {
-            if (glob_any(&r->global_args_none, c->argv[i].s))
+            if (arg_in(&r->global_args_none, c->argv[i].s, abbrev_none))
                 return false;
-            any |= glob_any(&r->global_args_any, c->argv[i].s);
+            any |= arg_in(&r->global_args_any, c->argv[i].s, abbrev_any);
         }
         if (r->global_args_any.n && !any)
             return false;

@@ -254,7 +254,23 @@ void shell_walk_argv(const txbox_policy *p, void *parser, arena *ar, char *const
 void *shell_parser_new(void);
 void shell_parser_free(void *parser);
 
+/* sed.c: what a sed script does besides printing. */
+enum { SED_EXEC, SED_WRITE, SED_READ };
+typedef struct sed_effect {
+    int kind;
+    const char *arg; /* in the script: the command (empty: the pattern space) or file */
+    size_t len;
+} sed_effect;
+/* The effects of script s (at most max in out): their number, or -1 when
+ * the script is not understood (or has more than max). */
+int sed_effects(const char *s, size_t n, sed_effect *out, size_t max);
+
 /* classify.c */
+/* getopt_long's reading of arg ("--name" or "--name=value") against opts
+ * (NULL-terminated, each "--name", "--name=" when it takes a value): the
+ * option it names (its exact spelling, else the only one it is a prefix
+ * of), or NULL when it is unknown or ambiguous. */
+const char *long_option(const char *arg, const char *const *opts);
 /* Lexically normalize an absolute path into out (size >= strlen(in)+2). */
 void norm_abs(const char *in, char *out);
 unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w);

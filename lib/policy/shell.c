@@ -2250,6 +2250,149 @@ static void do_cd(W *w, const pword *argv, size_t argc)
     free(outp);
 }
 
+/* GNU sed's long options ('=': takes a value). */
+static const char *const sed_long[] = {
+    "--binary", "--debug", "--expression=", "--file=", "--follow-symlinks", "--help",
+    "--in-place", "--line-length=", "--null-data", "--zero-terminated", "--posix", "--quiet",
+    "--silent", "--regexp-extended", "--sandbox", "--separate", "--unbuffered", "--version",
+    NULL};
+
+/* sed [OPTIONS] [SCRIPT] [FILE...]: the script (the -e/--expression values
+ * joined by newlines, else the first operand) read by sed_effects: a
+ * command it runs is walked as shell code (`e CMD`; the pattern space as
+ * code is not understood), a file it writes is an output redirection
+ * (w FILE, s///w FILE), a secret it reads (r, R) is a secret read; -f
+ * (a script file) is a script. */
+static const char *emit_sed(W *w, pword *argv, size_t argc, unsigned det, const ctx *c)
+{
+    const pword *pieces[64];
+    size_t npieces = 0, first_op = 0;
+    bool script_opt = false, after_dd = false;
+    for (size_t i = 1; i < argc; i++) {
+        const char *a = argv[i].s;
+        if (argv[i].flags & W_DYN)
+            continue; /* a safe rule never matches it */
+        if (after_dd || a[0] != '-' || !a[1]) {
+            if (!first_op)
+                first_op = i;
+            continue;
+        }
+        if (!strcmp(a, "--")) {
+            after_dd = true;
+            continue;
+        }
+        const pword *val = NULL;
+        bool takes = false, expr = false;
+        if (a[1] == '-') {
+            const char *o = long_option(a, sed_long);
+            if (!o) {
+                det |= D_DYN_CODE; /* unknown or ambiguous: sed stops; not understood */
+                continue;
+            }
+            /* the rules see the option sed takes it for: --in is --in-place */
+            const char *eq = strchr(a, '=');
+            char *cs = xasprintf("%.*s%s", (int)strcspn(o, "="), o, eq ? eq : "");
+            argv[i] = mkword(w, cs, strlen(cs), argv[i].flags);
+            free(cs);
+            a = argv[i].s;
+            expr = !strcmp(o, "--expression=");
+            script_opt |= expr || !strcmp(o, "--file=");
+            if (!strcmp(o, "--file="))
+                det |= D_SCRIPT;
+            takes = o[strlen(o) - 1] == '=';
+            if (takes && strchr(a, '=')) {
+                if (expr) {
+                    pword *v = ar_alloc(w->ar, sizeof *v);
+                    if (!v)
+                        return NULL;
+                    *v = mkword(w, strchr(a, '=') + 1, strlen(strchr(a, '=') + 1), 0);
+                    val = v;
+                }
+                takes = false;
+            }
+        } else {
+            for (const char *f = a + 1; *f; f++) {
+                if (*f == 'e' || *f == 'f' || *f == 'l') {
+                    expr = *f == 'e';
+                    script_opt |= *f != 'l';
+                    if (*f == 'f')
+                        det |= D_SCRIPT;
+                    if (f[1]) {
+                        if (expr) {
+                            pword *v = ar_alloc(w->ar, sizeof *v);
+                            if (!v)
+                                return NULL;
+                            *v = mkword(w, f + 1, strlen(f + 1), 0);
+                            val = v;
+                        }
+                    } else {
+                        takes = true;
+                    }
+                    break;
+                }
+                if (*f == 'i')
+                    break; /* -iSUFFIX */
+                if (!strchr("nrEszub", *f)) {
+                    det |= D_DYN_CODE;
+                    break;
+                }
+            }
+        }
+        if (takes && i + 1 < argc) {
+            i++;
+            if (expr)
+                val = &argv[i];
+        }
+        if (val && npieces < ARRAY_SIZE(pieces))
+            pieces[npieces++] = val;
+        else if (val)
+            det |= D_TOO_LARGE;
+    }
+    if (!script_opt && first_op)
+        pieces[npieces++] = &argv[first_op];
+    /* the script, its pieces joined by newlines */
+    size_t tot = 1;
+    bool dyn = false;
+    for (size_t k = 0; k < npieces; k++) {
+        tot += pieces[k]->len + 1;
+        dyn |= (pieces[k]->flags & W_DYN) != 0;
+    }
+    char *script = ar_alloc(w->ar, tot);
+    if (!script)
+        return NULL;
+    size_t o = 0;
+    for (size_t k = 0; k < npieces; k++) {
+        memcpy(script + o, pieces[k]->s, pieces[k]->len);
+        o += pieces[k]->len;
+        script[o++] = '\n';
+    }
+    script[o] = 0;
+    sed_effect eff[32];
+    int ne = dyn ? 0 : sed_effects(script, o, eff, ARRAY_SIZE(eff));
+    if (ne < 0)
+        det |= D_DYN_CODE;
+    predir rd[32];
+    size_t nrd = 0;
+    for (int k = 0; k < ne; k++) {
+        pword file = mkword(w, eff[k].arg, eff[k].len, 0);
+        if (eff[k].kind == SED_WRITE)
+            rd[nrd++] = (predir){.op = RD_OUT, .fd = 3, .target = file};
+        else if (eff[k].kind == SED_READ && word_secret(w, &file))
+            det |= D_SECRET_READ;
+        else if (eff[k].kind == SED_EXEC && !eff[k].len)
+            det |= D_DYN_CODE; /* runs the pattern space */
+    }
+    ctx sc = *c;
+    add_redirs(w, c, &sc, rd, nrd);
+    pcmd *pc = push(w, argv, argc, det, &sc);
+    for (int k = 0; k < ne && pc; k++)
+        if (eff[k].kind == SED_EXEC && eff[k].len) {
+            pword code = mkword(w, eff[k].arg, eff[k].len, 0);
+            run_code(w, &code, c, via_add(w, c, "sed e"), NULL, 0, pc);
+        }
+    return NULL;
+}
+
 /* Builtins after which a program name may run another program: hash -p
  * FILE NAME, enable [-f FILE] NAME, alias NAME=..., and the ones that
  * assign PATH from their arguments or input (read PATH, printf -v PATH,
@@ -2774,6 +2917,9 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
             free(src);
         }
     }
+
+    if (!strcmp(prog, "sed") || !strcmp(prog, "gsed"))
+        return emit_sed(w, argv, argc, det, c);
 
     pcmd *pc = push(w, argv, argc, det, c);
     (void)pc;

@@ -524,6 +524,140 @@ static void test_builtin_document(void **state)
     txbox_policy_free(t);
 }
 
+/* The sed script reader: every command that runs or writes or reads a
+ * file, in every way of writing it; -1 for what it does not know. */
+static void test_sed_scripts(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *script;
+        int n;          /* effects, or -1 */
+        int kind;       /* of the last one */
+        const char *arg; /* of the last one */
+    } cases[] = {
+        {"1,20p", 0, 0, NULL},
+        {"s/a/b/g;y/ab/cd/;=;l;q5", 0, 0, NULL},
+        {"$!{h;d};x;G;p", 0, 0, NULL},
+        {"/x/I,+3d;0~3d;\\%a%M!p", 0, 0, NULL},
+        {":a;N;$!ba;s/\\n/,/g", 0, 0, NULL},
+        {"a foo; w x", 0, 0, NULL},            /* text to the end of the line */
+        {"a\\\nw x", 0, 0, NULL},               /* a\ NEWLINE text */
+        {"s/w/e/;s,x,\\,e,", 0, 0, NULL},       /* delimiters and escapes */
+        {"s/a/[/;p", 0, 0, NULL},                /* no brackets in a replacement */
+        {"1e touch X", 1, SED_EXEC, "touch X"},
+        {"$!N;e", 1, SED_EXEC, ""},
+        {"s/x/y/e", 1, SED_EXEC, ""},
+        {"s|x|y|ge", 1, SED_EXEC, ""},
+        {"s/[/]/x/e", 1, SED_EXEC, ""},          /* a bracket hides the delimiter */
+        {"s/[/]/p;y/e;s/a/;b/", 1, SED_EXEC, ""}, /* ... so flags are found after it */
+        {"/[/]/w out", 1, SED_WRITE, "out"},
+        {"s/[[:alpha:]/]/x/w o", 1, SED_WRITE, "o"},
+        {"s/[a\\]/]/x/", -1, 0, NULL},           /* a backslash is itself in brackets */
+        {"s/[[:alp/]/x/", -1, 0, NULL},
+        {"s/x/y/3w out", 1, SED_WRITE, "out"},
+        {"/x/w out", 1, SED_WRITE, "out"},
+        {"b end;W out;:end", 1, SED_WRITE, "out;:end"}, /* a file name ends at the line */
+        {"/a/,/b/{s/a/b/;w out\n}", 1, SED_WRITE, "out"},
+        {"r /etc/shadow", 1, SED_READ, "/etc/shadow"},
+        {"1R ~/.ssh/id_rsa", 1, SED_READ, "~/.ssh/id_rsa"},
+        {"1d;Z", -1, 0, NULL},
+        {"}", -1, 0, NULL},
+        {"s/a/b", -1, 0, NULL},
+        {"1", -1, 0, NULL},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        sed_effect e[8];
+        int n = sed_effects(cases[i].script, strlen(cases[i].script), e, ARRAY_SIZE(e));
+        if (n != cases[i].n)
+            fail_msg("sed script '%s': %d effects, want %d", cases[i].script, n, cases[i].n);
+        if (n > 0) {
+            assert_int_equal(e[n - 1].kind, cases[i].kind);
+            assert_int_equal(e[n - 1].len, strlen(cases[i].arg));
+            assert_memory_equal(e[n - 1].arg, cases[i].arg, e[n - 1].len);
+        }
+    }
+    /* through the engine */
+    assert_verdict("sed --expression='1e touch X' f", TXBOX_VERDICT_UNCERTAIN, NULL);
+    assert_verdict("sed -e p -e '1e rm -rf ~' f", TXBOX_VERDICT_UNSAFE, NULL);
+    assert_verdict("sed 's/x/y/w /etc/cron.d/x' f", TXBOX_VERDICT_UNSAFE, NULL);
+    assert_verdict("sed -ne 's/x/y/gw out' f", TXBOX_VERDICT_UNCERTAIN, "redirect-write");
+    assert_verdict("sed 'R ~/.aws/credentials' f", TXBOX_VERDICT_UNCERTAIN, "secret-read");
+    assert_verdict("sed -n '/a/,/b/{p;q}' f", TXBOX_VERDICT_SAFE, "read-only-sed");
+}
+
+/* GNU long options by unambiguous prefix, as getopt_long reads them. */
+static void test_long_options(void **state)
+{
+    (void)state;
+    static const char *const o[] = {"--in-place", "--expression=", "--silent", "--sandbox",
+                                    "--separate", "--quiet", NULL};
+    assert_string_equal(long_option("--in", o), "--in-place");
+    assert_string_equal(long_option("--exp=p", o), "--expression=");
+    assert_string_equal(long_option("--sil", o), "--silent");
+    assert_null(long_option("--s", o));   /* ambiguous */
+    assert_null(long_option("--x", o));   /* unknown */
+    assert_null(long_option("--", o));
+    assert_verdict("sed --in 's/a/b/' f", TXBOX_VERDICT_UNCERTAIN, NULL);
+    assert_verdict("sed --in-pl=.bak 's/a/b/' /etc/hosts", TXBOX_VERDICT_UNSAFE, NULL);
+    assert_verdict("sort --out=x f", TXBOX_VERDICT_UNCERTAIN, NULL);
+    assert_verdict("sort --outp x f", TXBOX_VERDICT_UNCERTAIN, NULL);
+    assert_verdict("git diff --ext", TXBOX_VERDICT_UNCERTAIN, NULL);
+    assert_verdict("git config --glob user.name x", TXBOX_VERDICT_UNSAFE, "git-config-global");
+    assert_verdict("git push --forc", TXBOX_VERDICT_UNSAFE, "git-force-push");
+    assert_verdict("journalctl --vac=1d", TXBOX_VERDICT_UNCERTAIN, NULL);
+    assert_verdict("sort -u names.txt", TXBOX_VERDICT_SAFE, "read-only-sort");
+}
+
+/* Reads of secrets: paths however written, globs, the environment. */
+static void test_secret_reads(void **state)
+{
+    (void)state;
+    const char *secret[] = {
+        "cat ~/.ssh/id_rsa", "cat $HOME/.ssh/id_rsa", "cat ${HOME}/.aws/credentials",
+        "cat /root/.ssh/id_ed25519", "cat ~/.ssh/*", "cat ~/.ss?/id_rsa", "cat /etc/./shadow",
+        "cd ~/.aws && cat credentials", "cd /etc; head -3 shadow", "cat /proc/self/environ",
+        "cat /proc/$$/environ", "cat /proc/self/env*", "xargs -0 -n1 < /proc/1/environ",
+        "printenv AWS_SECRET_ACCESS_KEY", "printenv GITHUB_TOKEN", "env", "printenv", "env -u X",
+        "set", "export -p", "declare -p", "declare -x", "typeset -p", "export",
+        "grep -r password ~/.docker/config.json", "tail ~/.netrc", "base64 ~/.kube/config",
+        "strings ~/.config/gh/hosts.yml", "cat < ~/.git-credentials", "cp ~/.ssh/id_rsa k",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(secret); i++) {
+        txbox_verdict v = check(secret[i]);
+        if (v.verdict == TXBOX_VERDICT_SAFE)
+            fail_msg("%s: a secret read is safe [%s]", secret[i], v.rule);
+    }
+    assert_verdict("printenv HOME", TXBOX_VERDICT_SAFE, NULL);
+    assert_verdict("env ls", TXBOX_VERDICT_SAFE, NULL);
+    assert_verdict("echo ~/.ssh/id_rsa.pub", TXBOX_VERDICT_SAFE, NULL);
+    assert_verdict("ls /usr/include/*.h", TXBOX_VERDICT_SAFE, NULL);
+    assert_verdict("set -euo pipefail", TXBOX_VERDICT_SAFE, NULL);
+}
+
+/* A program named with a '/' is the file there, not the one the rules know;
+ * and whatever changes what a name runs makes the rest not safe. */
+static void test_program_lookup(void **state)
+{
+    (void)state;
+    const char *not_safe[] = {
+        "./ls", "bin/cat f", "../x/cat f", "./sh -c ls", "/proc/self/cwd/cat f",
+        "/usr/bin/../../tmp/cat f", "hash -p ./evil cat; cat f", "enable -f ./x.so cat; cat f",
+        "enable -n echo; echo x", "PATH=.:$PATH ls", "export PATH=.:$PATH; ls",
+        "read PATH <<< .; ls", "printf -v PATH .; ls", "unset PATH; ls",
+        "shopt -s expand_aliases; alias ls=./evil; ls", "alias cat=./x", "cat() { ./evil; }; cat f",
+        "export LD_PRELOAD=./x.so; ls", "PAGER='sh -c x'; git log", "export BASH_ENV=./x; sh -c ls",
+        "declare -x LD_PRELOAD=./x.so; ls",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(not_safe); i++) {
+        txbox_verdict v = check(not_safe[i]);
+        if (v.verdict == TXBOX_VERDICT_SAFE)
+            fail_msg("%s: safe [%s]", not_safe[i], v.rule);
+    }
+    assert_verdict("/usr/bin/cat f", TXBOX_VERDICT_SAFE, NULL);
+    assert_verdict("/bin/ls -la", TXBOX_VERDICT_SAFE, NULL);
+    assert_verdict("f=a.txt; cat $f", TXBOX_VERDICT_SAFE, NULL);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/txbox-policy-test-XXXXXX");
@@ -536,6 +670,8 @@ int main(void)
         cmocka_unit_test(test_names),           cmocka_unit_test(test_policy_errors),
         cmocka_unit_test(test_policy_override), cmocka_unit_test(test_workspace_paths),
         cmocka_unit_test(test_threads),         cmocka_unit_test(test_builtin_document),
+        cmocka_unit_test(test_sed_scripts),     cmocka_unit_test(test_long_options),
+        cmocka_unit_test(test_secret_reads),    cmocka_unit_test(test_program_lookup),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
     const char *files[] = {"p.yaml", "o.yaml", "ws/.txbox-policy.yaml", "ws", ""};
