@@ -148,7 +148,8 @@ static void test_obfuscations_unsafe(void **state)
 static void test_verdicts(void **state)
 {
     (void)state;
-    assert_verdict("git status", TXBOX_VERDICT_SAFE, "read-only-git");
+    assert_verdict("git rev-parse HEAD", TXBOX_VERDICT_SAFE, "read-only-git");
+    assert_verdict("git status", TXBOX_VERDICT_UNCERTAIN, "git-repository-programs");
     assert_verdict("ls -la | grep x | wc -l", TXBOX_VERDICT_SAFE, NULL);
     assert_verdict("find . -name '*.c' -exec grep -l main {} +", TXBOX_VERDICT_SAFE, NULL);
     assert_verdict("find . -name '*.o' -delete", TXBOX_VERDICT_UNCERTAIN, NULL);
@@ -446,7 +447,7 @@ static void *thread_main(void *arg)
 {
     long bad = 0;
     for (int i = 0; i < 200; i++) {
-        txbox_verdict a = check("rm -rf /"), b = check("git status"), c = check("make");
+        txbox_verdict a = check("rm -rf /"), b = check("git rev-parse HEAD"), c = check("make");
         bad += a.verdict != TXBOX_VERDICT_UNSAFE || b.verdict != TXBOX_VERDICT_SAFE ||
                c.verdict != TXBOX_VERDICT_UNCERTAIN;
     }
