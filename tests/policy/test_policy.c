@@ -609,6 +609,15 @@ static void test_long_options(void **state)
     assert_verdict("sort -u names.txt", TXBOX_VERDICT_SAFE, "read-only-sort");
 }
 
+static void none_safe(const char *const *cmds, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        txbox_verdict v = check(cmds[i]);
+        if (v.verdict == TXBOX_VERDICT_SAFE)
+            fail_msg("%s: safe [%s]", cmds[i], v.rule);
+    }
+}
+
 /* Reads of secrets: paths however written, globs, the environment. */
 static void test_secret_reads(void **state)
 {
@@ -622,12 +631,9 @@ static void test_secret_reads(void **state)
         "set", "export -p", "declare -p", "declare -x", "typeset -p", "export",
         "grep -r password ~/.docker/config.json", "tail ~/.netrc", "base64 ~/.kube/config",
         "strings ~/.config/gh/hosts.yml", "cat < ~/.git-credentials", "cp ~/.ssh/id_rsa k",
+        "ps e", "ps auxe", "jq -n env", "jq -n '$ENV'", "awk 'BEGIN{print ENVIRON[\"X\"]}'",
     };
-    for (size_t i = 0; i < ARRAY_SIZE(secret); i++) {
-        txbox_verdict v = check(secret[i]);
-        if (v.verdict == TXBOX_VERDICT_SAFE)
-            fail_msg("%s: a secret read is safe [%s]", secret[i], v.rule);
-    }
+    none_safe(secret, ARRAY_SIZE(secret));
     assert_verdict("printenv HOME", TXBOX_VERDICT_SAFE, NULL);
     assert_verdict("env ls", TXBOX_VERDICT_SAFE, NULL);
     assert_verdict("echo ~/.ssh/id_rsa.pub", TXBOX_VERDICT_SAFE, NULL);
@@ -649,11 +655,7 @@ static void test_program_lookup(void **state)
         "export LD_PRELOAD=./x.so; ls", "PAGER='sh -c x'; git log", "export BASH_ENV=./x; sh -c ls",
         "declare -x LD_PRELOAD=./x.so; ls",
     };
-    for (size_t i = 0; i < ARRAY_SIZE(not_safe); i++) {
-        txbox_verdict v = check(not_safe[i]);
-        if (v.verdict == TXBOX_VERDICT_SAFE)
-            fail_msg("%s: safe [%s]", not_safe[i], v.rule);
-    }
+    none_safe(not_safe, ARRAY_SIZE(not_safe));
     assert_verdict("/usr/bin/cat f", TXBOX_VERDICT_SAFE, NULL);
     assert_verdict("/bin/ls -la", TXBOX_VERDICT_SAFE, NULL);
     assert_verdict("f=a.txt; cat $f", TXBOX_VERDICT_SAFE, NULL);
