@@ -230,17 +230,32 @@ unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w)
 
 /* ---- programs ---- */
 
+bool shell_builtin(const char *name)
+{
+    static const char *const v[] = {
+        "echo", "printf", "pwd", "true", "false", "test", "[", "cd", "pushd", "popd", "dirs",
+        "exit", "return", "shift", "set", "unset", "read", "wait", "alias", "unalias", ":",
+        "getopts", "hash", "jobs", "break", "continue", "shopt", "umask", "ulimit", "type",
+        "command", "help", "builtin", "eval", "exec", "trap", "kill"};
+    for (size_t i = 0; i < ARRAY_SIZE(v); i++)
+        if (!strcmp(name, v[i]))
+            return true;
+    return false;
+}
+
+
 /* A program named with a '/' runs that file, not the one the rules know by
  * name: ./ls, bin/cat, ../x/cat, /proc/self/cwd/cat are whatever the
  * workspace put there. Only an absolute path into the host's system
  * directories, which the sandbox shows read-only from the host, names the
- * program a `safe` rule describes. */
+ * program a `safe` rule describes; a bare name, unless $PATH reaches into
+ * the workspace (path_reaches_workspace). */
 static bool system_program(const txbox_policy *p, const pword *w)
 {
     static const char *const dirs[] = {"/usr/bin", "/bin", "/usr/sbin", "/sbin",
                                        "/usr/local/bin", "/usr/local/sbin"};
     if (!strchr(w->s, '/'))
-        return true;
+        return !p->path_in_workspace || shell_builtin(w->s);
     if (w->s[0] != '/' || (w->flags & (W_DYN | W_GLOB)) || w->len + 2 >= PATH_MAX)
         return false;
     char norm[PATH_MAX];
@@ -256,6 +271,33 @@ static bool system_program(const txbox_policy *p, const pword *w)
         if (!strcmp(norm, dirs[i]))
             return true;
     return false;
+}
+
+/* Does search path path have an entry that is empty or relative (the
+ * current directory, wherever the command runs) or inside the workspace
+ * (.venv/bin, node_modules/.bin)? Then a program name found there may be
+ * a workspace file. */
+static bool path_reaches_workspace(const char *path, const char *ws)
+{
+    if (!path)
+        return false;
+    size_t wl = ws ? strlen(ws) : 0;
+    for (const char *s = path;; s++) {
+        const char *e = strchrnul(s, ':');
+        if (e == s || s[0] != '/')
+            return true;
+        char dir[PATH_MAX], norm[PATH_MAX];
+        if ((size_t)(e - s) + 3 < sizeof dir) {
+            memcpy(dir, s, (size_t)(e - s));
+            dir[e - s] = 0;
+            norm_abs(dir, norm);
+            if (wl && !strncmp(norm, ws, wl) && (norm[wl] == '/' || !norm[wl]))
+                return true;
+        }
+        if (!*e)
+            return false;
+        s = e;
+    }
 }
 
 /* ---- operands ---- */
@@ -806,8 +848,10 @@ int policy_load(const char *user_file, const char *workspace_dir, enum policy_ex
         files = files || rc > 0;
         rc = rc < 0 ? rc : 0;
     }
-    if (rc == 0)
+    if (rc == 0) {
         policy_build_index(p);
+        p->path_in_workspace = path_reaches_workspace(getenv("PATH"), p->workspace);
+    }
     /* The built-in policy's examples are checked by the test suite (its
      * text is fixed in the binary); a file's lists and overrides can change
      * what the built-in rules match, so with a file every example is

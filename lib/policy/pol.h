@@ -212,6 +212,9 @@ struct txbox_policy {
     struct effect_rule *effects; /* rules on effects (lib/effects.h), in file order */
     size_t neffects;
     char *workspace; /* absolute, no trailing slash; NULL: unknown */
+    /* $PATH (at load) has an entry that is relative or in the workspace:
+     * a program name may run a workspace file */
+    bool path_in_workspace;
     /* per-check scratch reused when free (trylock): parser + arena */
     pthread_mutex_t lock;
     void *parser;
@@ -273,6 +276,9 @@ int sed_effects(const char *s, size_t n, sed_effect *out, size_t max);
 const char *long_option(const char *arg, const char *const *opts);
 /* Lexically normalize an absolute path into out (size >= strlen(in)+2). */
 void norm_abs(const char *in, char *out);
+/* Is name a shell builtin (never looked up in $PATH)? Those the default
+ * rules name. */
+bool shell_builtin(const char *name);
 unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w);
 int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
                   const rule **winner_out);

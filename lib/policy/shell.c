@@ -214,7 +214,10 @@ static pcmd *push(W *w, pword *argv, size_t argc, unsigned det, const ctx *c)
     memset(r, 0, sizeof *r);
     r->argv = argv;
     r->argc = argc;
-    r->det = det | (c ? c->stdin_det : 0) | (w->st.path_changed ? D_PATH_CHANGED : 0) |
+    bool lookup = argc && !(argv[0].flags & W_DYN) && !strchr(argv[0].s, '/') &&
+                  !shell_builtin(argv[0].s); /* found through $PATH */
+    r->det = det | (c ? c->stdin_det : 0) |
+             (w->st.path_changed || (lookup && w->p->path_in_workspace) ? D_PATH_CHANGED : 0) |
              (w->st.env_changed ? D_EXEC_ENV : 0) |
              (c && c->remote ? D_REMOTE : 0) |
              (reads_secret(w, argv, argc, det) ? D_SECRET_READ : 0);

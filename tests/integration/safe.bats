@@ -172,6 +172,16 @@ EOF
 ls -la
 f=a.txt; cat $f
 EOF
+    # a search path into the workspace (an activated .venv, node_modules/.bin)
+    # or a relative one: a name may find a workspace file
+    mkdir -p "$WS/.venv/bin"
+    printf '#!/bin/sh\ntouch %s\n' "$MARK" >"$WS/.venv/bin/ls"
+    chmod +x "$WS/.venv/bin/ls"
+    (cd "$WS" && PATH="$WS/.venv/bin:$PATH" ls >/dev/null)
+    [ -e "$MARK" ] || fail "control: ls did not find the workspace's ls"
+    PATH="$WS/.venv/bin:$PATH" none_safe <<<'ls -la'
+    PATH=".:$PATH" none_safe <<<'cat f'
+    PATH="$WS/.venv/bin:$PATH" all_safe <<<'echo x; pwd'
 }
 
 @test "git: a read the repository's configuration can turn into running a program is not safe" {
