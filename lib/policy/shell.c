@@ -980,6 +980,19 @@ static bool secret_dir(const char *dir)
     return false;
 }
 
+/* Does a recursive read of dir (normalized) reach a secret_dir: the root,
+ * one of them, or a directory above one (/var above /var/run/secrets)? */
+static bool secret_tree(const char *dir)
+{
+    static const char *const above[] = {"/run", "/var", "/var/run"};
+    if (secret_dir(dir))
+        return true;
+    for (size_t i = 0; i < ARRAY_SIZE(above); i++)
+        if (!strcmp(dir, above[i]))
+            return true;
+    return false;
+}
+
 /* "/a/../b" -> "/b", "~/a/./b" -> "~/a/b"; false when s is relative or too long */
 static bool norm_path(const char *s, char *out, size_t size)
 {
@@ -1022,7 +1035,7 @@ static bool secret_anywhere(W *w, const char *rel)
 /* Does word pw name a secret (the policy's `secrets:` globs, over its text
  * and over the path it names from the current directory, normalized), or
  * may it, as a glob, expand to one? An option's value (--file=PATH) counts. */
-static bool word_secret(W *w, const pword *pw)
+static bool word_secret_r(W *w, const pword *pw, bool recursive)
 {
     const strlist *sec = &w->p->secrets;
     const char *s = pw->s;
@@ -1056,6 +1069,22 @@ static bool word_secret(W *w, const pword *pw)
         return true; /* too long to tell: fail closed */
     if (strlist_glob(sec, norm))
         return true;
+    if ((pw->flags & W_SYNTH) || recursive) {
+        /* find START -exec cat {}, grep -r x START: every file under START */
+        const char *ws = w->p->workspace;
+        size_t wl = ws ? strlen(ws) : 0;
+        if (ws && !strncmp(norm, ws, wl) && (norm[wl] == '/' || !norm[wl]))
+            return false;
+        if (pw->flags & W_SYNTH) {
+            char *br = strstr(norm, "{}");
+            if (br)
+                *br = 0;
+            size_t l = strlen(norm);
+            while (l > 1 && norm[l - 1] == '/')
+                norm[--l] = 0;
+        }
+        return secret_tree(norm);
+    }
     if (!(pw->flags & W_GLOB))
         return false;
     /* a glob: where its static part ends */
@@ -1070,6 +1099,27 @@ static bool word_secret(W *w, const pword *pw)
     if (ws && !strncmp(norm, ws, wl) && (norm[wl] == '/' || !norm[wl]))
         return false; /* inside the workspace: its names are in the text */
     return secret_dir(norm);
+}
+
+static bool word_secret(W *w, const pword *pw) { return word_secret_r(w, pw, false); }
+
+/* Does prog read every file under its directory operands (grep -r, rg)? */
+static bool recursive_reader(const char *prog, const pword *argv, size_t argc)
+{
+    if (!strcmp(prog, "rg") || !strcmp(prog, "ag") || !strcmp(prog, "ack"))
+        return true;
+    if (strcmp(prog, "grep") && strcmp(prog, "egrep") && strcmp(prog, "fgrep") &&
+        strcmp(prog, "zgrep"))
+        return false;
+    for (size_t i = 1; i < argc; i++) {
+        const char *a = argv[i].s;
+        if (a[0] == '-' && a[1] != '-' && strpbrk(a, "rRd"))
+            return true;
+        if (!strncmp(a, "--recursive", 5) || !strncmp(a, "--dereference-recursive", 5) ||
+            !strncmp(a, "--directories", 5))
+            return true;
+    }
+    return false;
 }
 
 /* Programs that print only their arguments' text (or names), never what
@@ -1109,8 +1159,9 @@ static bool reads_secret(W *w, const pword *argv, size_t argc, unsigned det)
         return true; /* prints every variable */
     if (names_only(prog))
         return false;
+    bool rec = recursive_reader(prog, argv, argc);
     for (size_t i = 1; i < argc; i++)
-        if (word_secret(w, &argv[i]))
+        if (word_secret_r(w, &argv[i], rec && argv[i].s[0] != '-'))
             return true;
     return false;
 }

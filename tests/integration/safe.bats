@@ -264,6 +264,12 @@ export
 grep -r KEY ~/.aws
 base64 ~/.kube/config
 cat < ~/.netrc
+grep -r KEY ~
+rg -n token /etc
+find ~ -type f -exec cat {} +
+cat ~root/.ssh/id_rsa
+cd; cat .ssh/id_rsa
+cd /proc/self; cat environ
 ps e
 ps auxe
 jq -n env
@@ -275,6 +281,8 @@ printenv HOME
 env ls
 ps aux
 jq .name package.json
+grep -rn TODO src
+find . -name '*.c' -exec grep -l main {} +
 echo ~/.ssh/id_rsa.pub
 set -euo pipefail
 ls /usr/include

@@ -631,6 +631,7 @@ static void test_secret_reads(void **state)
         "set", "export -p", "declare -p", "declare -x", "typeset -p", "export",
         "grep -r password ~/.docker/config.json", "tail ~/.netrc", "base64 ~/.kube/config",
         "strings ~/.config/gh/hosts.yml", "cat < ~/.git-credentials", "cp ~/.ssh/id_rsa k",
+        "grep -r KEY ~", "rg token /etc", "find ~ -type f -exec cat {} +", "grep -rn x /",
         "ps e", "ps auxe", "jq -n env", "jq -n '$ENV'", "awk 'BEGIN{print ENVIRON[\"X\"]}'",
     };
     none_safe(secret, ARRAY_SIZE(secret));
