@@ -1085,10 +1085,11 @@ static bool word_secret_r(W *w, const pword *pw, bool recursive)
         }
         return secret_tree(norm);
     }
-    if (!(pw->flags & W_GLOB))
+    if (!(pw->flags & (W_GLOB | W_DYN)))
         return false;
-    /* a glob: where its static part ends */
-    char *g = strpbrk(norm, "*?[");
+    /* a glob, or a word partly unknown ($F, {args}): what its static part
+     * names, up to the directory where it stops being known */
+    char *g = strpbrk(norm, (pw->flags & W_DYN) ? "*?[$`{" : "*?[");
     if (!g)
         return false;
     while (g > norm && *g != '/')
@@ -1098,7 +1099,7 @@ static bool word_secret_r(W *w, const pword *pw, bool recursive)
     size_t wl = ws ? strlen(ws) : 0;
     if (ws && !strncmp(norm, ws, wl) && (norm[wl] == '/' || !norm[wl]))
         return false; /* inside the workspace: its names are in the text */
-    return secret_dir(norm);
+    return secret_dir(norm) || strlist_glob(sec, norm);
 }
 
 static bool word_secret(W *w, const pword *pw) { return word_secret_r(w, pw, false); }

@@ -134,6 +134,9 @@ prettier --version
 tsc --version
 ninja -v
 pytest -v
+npm ls --depth=0
+yarn why lodash
+pnpm list
 EOF
     all_safe <<'EOF'
 python3 --version
@@ -268,6 +271,9 @@ grep -r KEY ~
 rg -n token /etc
 find ~ -type f -exec cat {} +
 cat ~root/.ssh/id_rsa
+cat "$HOME/$F"
+cat /etc/$X
+ls ~/.ssh | xargs -I{} cat ~/.ssh/{}
 cd; cat .ssh/id_rsa
 cd /proc/self; cat environ
 ps e
