@@ -230,6 +230,7 @@ unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w)
 
 /* ---- programs ---- */
 
+/* The shell builtins the default rules name. */
 bool shell_builtin(const char *name)
 {
     static const char *const v[] = {
@@ -242,7 +243,6 @@ bool shell_builtin(const char *name)
             return true;
     return false;
 }
-
 
 /* A program named with a '/' runs that file, not the one the rules know by
  * name: ./ls, bin/cat, ../x/cat, /proc/self/cwd/cat are whatever the

@@ -2305,6 +2305,24 @@ static void do_cd(W *w, const pword *argv, size_t argc)
     free(outp);
 }
 
+/* Is option word a (without an inline =value) one of l, or a long option
+ * abbreviated, as getopt_long takes an unambiguous prefix (timeout --kill
+ * 5 is --kill-after 5, env --split=... is --split-string=...)? */
+static bool opt_has(const strlist *l, const char *a)
+{
+    if (strchr(a, '='))
+        return false;
+    if (strlist_has(l, a))
+        return true;
+    size_t n = strlen(a);
+    if (n < 3 || a[0] != '-' || a[1] != '-')
+        return false;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i][0] == '-' && l->v[i][1] == '-' && !strncmp(l->v[i], a, n))
+            return true;
+    return false;
+}
+
 /* GNU sed's long options ('=': takes a value). */
 static const char *const sed_long[] = {
     "--binary", "--debug", "--expression=", "--file=", "--follow-symlinks", "--help",
@@ -2620,7 +2638,7 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
                 cflag = true;
             if (a[1] != '-' && strchr(a + 1, 's') && a[0] == '-')
                 sflag = true;
-            if (strlist_has(&ps->options_with_value, a))
+            if (opt_has(&ps->options_with_value, a))
                 i++;
             i++;
         }
@@ -2669,7 +2687,7 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
             }
             if (a[0] != '-' || !a[1])
                 break;
-            if (strlist_has(&ps->code_option, a) && i + 1 < argc) {
+            if (opt_has(&ps->code_option, a) && i + 1 < argc) {
                 code = &argv[i + 1];
                 i += 2;
                 continue;
@@ -2689,16 +2707,16 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
                 if (ol < sizeof opt) {
                     memcpy(opt, a, ol);
                     opt[ol] = 0;
-                    if (strlist_has(&ps->code_option, opt)) {
+                    if (opt_has(&ps->code_option, opt)) {
                         code = &argv[i]; /* whole arg; the walker reads literals anyway */
                         i++;
                         continue;
                     }
                 }
             }
-            if (strlist_has(&ps->stop_flags, a))
+            if (opt_has(&ps->stop_flags, a))
                 stop = true;
-            if (strlist_has(&ps->options_with_value, a))
+            if (opt_has(&ps->options_with_value, a))
                 i++;
             i++;
         }
@@ -2751,11 +2769,11 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
             }
             if (a[0] != '-' || !a[1])
                 break;
-            if (strlist_has(&ps->stop_flags, a))
+            if (opt_has(&ps->stop_flags, a))
                 stop = true;
-            if (strlist_has(&ps->command_option, a) && i + 1 < argc)
+            if (opt_has(&ps->command_option, a) && i + 1 < argc)
                 cmdopt = &argv[i + 1];
-            if (strlist_has(&ps->split_option, a) && i + 1 < argc)
+            if (opt_has(&ps->split_option, a) && i + 1 < argc)
                 splitopt = &argv[i + 1];
             if (!strncmp(a, "--", 2) && strchr(a, '=')) {
                 char opt[64];
@@ -2763,21 +2781,30 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
                 if (ol < sizeof opt) {
                     memcpy(opt, a, ol);
                     opt[ol] = 0;
-                    if (strlist_has(&ps->split_option, opt))
-                        splitopt = &argv[i]; /* approximate: whole arg */
+                    if (opt_has(&ps->split_option, opt)) {
+                        /* env --split-string=STRING: the string after '=' */
+                        pword *v = ar_alloc(w->ar, sizeof *v);
+                        if (v) {
+                            *v = argv[i];
+                            v->s += ol + 1;
+                            v->len -= ol + 1;
+                            v->dynpos = v->dynpos > ol + 1 ? v->dynpos - ol - 1 : 0;
+                            splitopt = v;
+                        }
+                    }
                 }
             }
-            if (strlist_has(&ps->chdir_option, a) && i + 1 < argc) {
+            if (opt_has(&ps->chdir_option, a) && i + 1 < argc) {
                 pword cdv[2] = {argv[0], argv[i + 1]};
                 do_cd(w, cdv, 2);
             }
-            if (strlist_has(&ps->options_with_value, a))
+            if (opt_has(&ps->options_with_value, a))
                 i++;
             i++;
         }
         /* su USER -c CMD, flock FILE -c CMD: the command option may follow operands */
         for (size_t j = i; !cmdopt && j + 1 < argc && ps->command_option.n; j++)
-            if (!(argv[j].flags & W_DYN) && strlist_has(&ps->command_option, argv[j].s))
+            if (!(argv[j].flags & W_DYN) && opt_has(&ps->command_option, argv[j].s))
                 cmdopt = &argv[j + 1];
         if (ps->assignments)
             while (i < argc && !(argv[i].flags & W_DYN) && strchr(argv[i].s, '=') &&

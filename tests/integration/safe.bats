@@ -96,6 +96,8 @@ file --comp
 EOF
     run --separate-stderr "$TXBOX" check -C "$WS" --json -c "sed --in 's/a/b/' /etc/hosts"
     [[ "$output" == *'"verdict":"unsafe"'* ]] || fail "sed --in on /etc/hosts: $output"
+    run --separate-stderr "$TXBOX" check -C "$WS" --json -c 'timeout --kill 5 10 rm -rf ~'
+    [[ "$output" == *'"verdict":"unsafe"'* ]] || fail "timeout --kill 5 10 rm -rf ~: $output"
     run --separate-stderr "$TXBOX" check -C "$WS" --json -c 'git config --glob user.name x'
     [[ "$output" == *'"rule":"git-config-global"'* ]] || fail "git config --glob: $output"
 }
@@ -168,6 +170,9 @@ shopt -s expand_aliases; alias ls=./evil; ls
 cat() { ./evil; }; cat f
 export LD_PRELOAD=./x.so; ls
 export BASH_ENV=./x; sh -c ls
+PYTHONPATH=. pip --version
+awk '@include "lib.awk"; {print}' f
+gawk '@load "./x"; BEGIN{}'
 EOF
     all_safe <<'EOF'
 /usr/bin/cat f

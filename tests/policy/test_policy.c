@@ -607,6 +607,11 @@ static void test_long_options(void **state)
     assert_verdict("git push --forc", TXBOX_VERDICT_UNSAFE, "git-force-push");
     assert_verdict("journalctl --vac=1d", TXBOX_VERDICT_UNCERTAIN, NULL);
     assert_verdict("sort -u names.txt", TXBOX_VERDICT_SAFE, "read-only-sort");
+    /* the walker reads wrappers' options the same way */
+    assert_verdict("timeout --kill 5 10 rm -rf ~", TXBOX_VERDICT_UNSAFE, NULL);
+    assert_verdict("env --split='rm -rf ~'", TXBOX_VERDICT_UNSAFE, NULL);
+    assert_verdict("flock /tmp/l --comm 'rm -rf ~'", TXBOX_VERDICT_UNSAFE, NULL);
+    assert_verdict("sudo --us root rm -rf /etc", TXBOX_VERDICT_UNSAFE, NULL);
 }
 
 static void none_safe(const char *const *cmds, size_t n)
