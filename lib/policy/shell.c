@@ -1158,8 +1158,14 @@ static bool reads_secret(W *w, const pword *argv, size_t argc, unsigned det)
     }
     if (!strcmp(prog, "set") && argc == 1)
         return true; /* prints every variable */
-    if (names_only(prog))
+    if (names_only(prog)) {
+        /* echo "$GITHUB_TOKEN": a secret-looking variable's value */
+        for (size_t i = 1; i < argc; i++)
+            if ((argv[i].flags & W_DYN) && strchr(argv[i].s, '$') &&
+                strlist_glob(&w->p->secrets, argv[i].s))
+                return true;
         return false;
+    }
     bool rec = recursive_reader(prog, argv, argc);
     for (size_t i = 1; i < argc; i++)
         if (word_secret_r(w, &argv[i], rec && argv[i].s[0] != '-'))
@@ -2472,8 +2478,11 @@ static const char *emit_sed(W *w, pword *argv, size_t argc, unsigned det, const 
  * mapfile, getopts, unset PATH). */
 static bool changes_lookup(const char *prog, const pword *argv, size_t argc)
 {
-    bool assigns = !strcmp(prog, "read") || !strcmp(prog, "printf") || !strcmp(prog, "mapfile") ||
+    bool assigns = !strcmp(prog, "read") || !strcmp(prog, "mapfile") ||
                    !strcmp(prog, "readarray") || !strcmp(prog, "getopts") || !strcmp(prog, "unset");
+    for (size_t i = 1; !strcmp(prog, "printf") && i < argc; i++)
+        if (!strncmp(argv[i].s, "-v", 2)) /* printf -v NAME */
+            assigns = true;
     for (size_t i = 1; i < argc; i++) {
         const char *a = argv[i].s;
         bool opt = a[0] == '-' && !(argv[i].flags & W_DYN);

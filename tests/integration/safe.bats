@@ -276,6 +276,10 @@ grep -r KEY ~
 rg -n token /etc
 find ~ -type f -exec cat {} +
 cat ~root/.ssh/id_rsa
+echo "$GITHUB_TOKEN"
+printf '%s' "$AWS_SECRET_ACCESS_KEY"
+cat /run/secrets/db
+cat /etc/ssh/ssh_host_ed25519_key
 cat "$HOME/$F"
 cat /etc/$X
 ls ~/.ssh | xargs -I{} cat ~/.ssh/{}
@@ -290,6 +294,7 @@ EOF
     all_safe <<'EOF'
 printenv HOME
 env ls
+printf '%s\n' "$PATH"
 ps aux
 jq .name package.json
 grep -rn TODO src
