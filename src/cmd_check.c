@@ -22,6 +22,8 @@ static void usage(FILE *f)
                "       txbox check [--json] [--policy FILE] [-C DIR] -- PROG ARGS...\n"
                "       txbox check --batch [--policy FILE] [-C DIR] < commands\n"
                "\nClassifies a command as safe, uncertain or unsafe; nothing runs.\n"
+               "safe: reads only, runs no program the workspace controls, reads no\n"
+               "secret. unsafe: never run. uncertain: runs in a transaction.\n"
                "Exit status: 0 safe, 1 uncertain, 122 unsafe (with --json/--batch: 0),\n"
                "125 on error (also when DIR/.txbox-policy.yaml is not a regular file or\n"
                "is over 1 MiB). The workspace's policy can only tighten yours unless your\n"

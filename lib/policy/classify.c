@@ -120,7 +120,7 @@ static void program_matches(const txbox_policy *p, const pcmd *c, uint8_t *prog_
 /* ---- paths ---- */
 
 /* Lexically normalize an absolute path into out (size >= strlen(in)+2). */
-static void norm_abs(const char *in, char *out)
+void norm_abs(const char *in, char *out)
 {
     size_t ol = 0;
     const char *s = in;
@@ -228,6 +228,78 @@ unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w)
     return PC_INSIDE;
 }
 
+/* ---- programs ---- */
+
+/* The shell builtins the default rules name. */
+bool shell_builtin(const char *name)
+{
+    static const char *const v[] = {
+        "echo", "printf", "pwd", "true", "false", "test", "[", "cd", "pushd", "popd", "dirs",
+        "exit", "return", "shift", "set", "unset", "read", "wait", "alias", "unalias", ":",
+        "getopts", "hash", "jobs", "break", "continue", "shopt", "umask", "ulimit", "type",
+        "command", "help", "builtin", "eval", "exec", "trap", "kill"};
+    for (size_t i = 0; i < ARRAY_SIZE(v); i++)
+        if (!strcmp(name, v[i]))
+            return true;
+    return false;
+}
+
+/* A program named with a '/' runs that file, not the one the rules know by
+ * name: ./ls, bin/cat, ../x/cat, /proc/self/cwd/cat are whatever the
+ * workspace put there. Only an absolute path into the host's system
+ * directories, which the sandbox shows read-only from the host, names the
+ * program a `safe` rule describes; a bare name, unless $PATH reaches into
+ * the workspace (path_reaches_workspace). */
+static bool system_program(const txbox_policy *p, const pword *w)
+{
+    static const char *const dirs[] = {"/usr/bin", "/bin", "/usr/sbin", "/sbin",
+                                       "/usr/local/bin", "/usr/local/sbin"};
+    if (!strchr(w->s, '/'))
+        return !p->path_in_workspace || shell_builtin(w->s);
+    if (w->s[0] != '/' || (w->flags & (W_DYN | W_GLOB)) || w->len + 2 >= PATH_MAX)
+        return false;
+    char norm[PATH_MAX];
+    norm_abs(w->s, norm);
+    char *sl = strrchr(norm, '/');
+    if (!sl || sl == norm)
+        return false;
+    *sl = 0;
+    size_t wl = p->workspace ? strlen(p->workspace) : 0;
+    if (wl && !strncmp(norm, p->workspace, wl) && (norm[wl] == '/' || !norm[wl]))
+        return false;
+    for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
+        if (!strcmp(norm, dirs[i]))
+            return true;
+    return false;
+}
+
+/* Does search path path have an entry that is empty or relative (the
+ * current directory, wherever the command runs) or inside the workspace
+ * (.venv/bin, node_modules/.bin)? Then a program name found there may be
+ * a workspace file. */
+bool path_reaches_workspace(const char *path, const char *ws)
+{
+    if (!path)
+        return false;
+    size_t wl = ws ? strlen(ws) : 0;
+    for (const char *s = path;; s++) {
+        const char *e = strchrnul(s, ':');
+        if (e == s || s[0] != '/')
+            return true;
+        char dir[PATH_MAX], norm[PATH_MAX];
+        if ((size_t)(e - s) + 3 < sizeof dir) {
+            memcpy(dir, s, (size_t)(e - s));
+            dir[e - s] = 0;
+            norm_abs(dir, norm);
+            if (wl && !strncmp(norm, ws, wl) && (norm[wl] == '/' || !norm[wl]))
+                return true;
+        }
+        if (!*e)
+            return false;
+        s = e;
+    }
+}
+
 /* ---- operands ---- */
 typedef struct view {
     const pcmd *c;
@@ -287,10 +359,43 @@ static void make_view(const txbox_policy *p, const pcmd *c, view *v)
     }
 }
 
-static bool flag_in(const char *a, const char *flag)
+const char *long_option(const char *arg, const char *const *opts)
+{
+    size_t n = strcspn(arg, "=");
+    const char *hit = NULL;
+    bool ambiguous = false;
+    for (size_t i = 0; opts[i]; i++) {
+        size_t l = strcspn(opts[i], "=");
+        if (strncmp(opts[i], arg, n))
+            continue;
+        if (l == n)
+            return opts[i];
+        if (n > 2 && l > n) {
+            ambiguous = hit != NULL;
+            hit = opts[i];
+        }
+    }
+    return ambiguous ? NULL : hit;
+}
+
+/* May long option a ("--name" or "--name=value") be the option whose
+ * spelling starts with lit (n bytes), as getopt_long and git's option
+ * parser read an unambiguous prefix? Used where saying yes is the
+ * careful answer (see abbrev in rule_matches_v). */
+static bool long_prefix(const char *a, const char *lit, size_t n)
+{
+    if (a[0] != '-' || a[1] != '-' || !a[2] || n < 3 || lit[0] != '-' || lit[1] != '-')
+        return false;
+    size_t an = strcspn(a, "=");
+    return an <= n && !strncmp(a, lit, an);
+}
+
+static bool flag_in(const char *a, const char *flag, bool abbrev)
 {
     if (flag[0] == '-' && flag[1] == '-') {
         size_t l = strlen(flag);
+        if (abbrev && long_prefix(a, flag, l))
+            return true;
         return !strncmp(a, flag, l) && (a[l] == 0 || a[l] == '=');
     }
     char letter = flag[0] == '-' ? flag[1] : flag[0];
@@ -305,7 +410,7 @@ static bool flag_in(const char *a, const char *flag)
     return false;
 }
 
-static bool flags_match(const pcmd *c, const strlist *flags)
+static bool flags_match(const pcmd *c, const strlist *flags, bool abbrev)
 {
     for (size_t i = 1; i < c->argc; i++) {
         const pword *a = &c->argv[i];
@@ -314,16 +419,30 @@ static bool flags_match(const pcmd *c, const strlist *flags)
         if (!strcmp(a->s, "--"))
             return false;
         for (size_t k = 0; k < flags->n; k++)
-            if (flag_in(a->s, flags->v[k]))
+            if (flag_in(a->s, flags->v[k], abbrev))
                 return true;
     }
     return false;
 }
 
-static bool args_match(const pcmd *c, const strlist *l)
+/* Does word a match an entry of l: its glob, or, with abbrev, as a long
+ * option abbreviated (--out for --output*, --ext for --ext-diff)? */
+static bool arg_in(const strlist *l, const char *a, bool abbrev)
+{
+    if (glob_any(l, a))
+        return true;
+    if (!abbrev || a[0] != '-' || a[1] != '-')
+        return false;
+    for (size_t k = 0; k < l->n; k++)
+        if (long_prefix(a, l->v[k], strcspn(l->v[k], "*?[")))
+            return true;
+    return false;
+}
+
+static bool args_match(const pcmd *c, const strlist *l, bool abbrev)
 {
     for (size_t i = 1; i < c->argc; i++)
-        if (glob_any(l, c->argv[i].s))
+        if (arg_in(l, c->argv[i].s, abbrev))
             return true;
     return false;
 }
@@ -362,9 +481,18 @@ static bool rule_matches_v(const txbox_policy *p, const rule *r, const pcmd *c, 
     }
     if (r->decision == DEC_SAFE && (c->det & D_NEVER_SAFE))
         return false;
-    if (r->args_any.n && !args_match(c, &r->args_any))
+    if (r->decision == DEC_SAFE && c->argc && !system_program(p, &c->argv[0]))
         return false;
-    if (r->args_none.n && args_match(c, &r->args_none))
+    /* Long options may be abbreviated (getopt_long, git): the matchers
+     * take an abbreviation for the option where that is the careful
+     * answer, in the lists that keep a rule from being safe (a safe rule's
+     * *_none) and in those that make a rule stricter than safe match (the
+     * *_any of uncertain and unsafe rules); elsewhere only the spelling
+     * itself counts. */
+    bool abbrev_none = r->decision == DEC_SAFE, abbrev_any = r->decision != DEC_SAFE;
+    if (r->args_any.n && !args_match(c, &r->args_any, abbrev_any))
+        return false;
+    if (r->args_none.n && args_match(c, &r->args_none, abbrev_none))
         return false;
     if (r->args_all.n) {
         if (c->argc < 2)
@@ -373,9 +501,9 @@ static bool rule_matches_v(const txbox_policy *p, const rule *r, const pcmd *c, 
             if (!glob_any(&r->args_all, c->argv[i].s))
                 return false;
     }
-    if (r->flags_any.n && !flags_match(c, &r->flags_any))
+    if (r->flags_any.n && !flags_match(c, &r->flags_any, abbrev_any))
         return false;
-    if (r->flags_none.n && flags_match(c, &r->flags_none))
+    if (r->flags_none.n && flags_match(c, &r->flags_none, abbrev_none))
         return false;
     if (r->via_any.n) {
         bool hit = false;
@@ -459,9 +587,9 @@ static bool rule_matches_v(const txbox_policy *p, const rule *r, const pcmd *c, 
         size_t end = vc->nops ? vc->ops[0] : c->argc;
         bool any = false;
         for (size_t i = 1; i < end; i++) {
-            if (glob_any(&r->global_args_none, c->argv[i].s))
+            if (arg_in(&r->global_args_none, c->argv[i].s, abbrev_none))
                 return false;
-            any |= glob_any(&r->global_args_any, c->argv[i].s);
+            any |= arg_in(&r->global_args_any, c->argv[i].s, abbrev_any);
         }
         if (r->global_args_any.n && !any)
             return false;

@@ -293,6 +293,7 @@ static int load_layer(txbox_policy *p, const char *utext, size_t ulen, const cha
     }
     if (rc == 0) {
         policy_build_index(l);
+        l->path_in_workspace = path_reaches_workspace(getenv("PATH"), l->workspace);
         rc = policy_check_examples_from(l, nr, err);
     }
     bool adds = l->nrules > nr || l->nprogs > np ||
@@ -397,8 +398,10 @@ int policy_load(const char *user_file, const char *workspace_dir, enum policy_ex
         if (rc == 0 && user_file)
             hold_user_file(p, user_file);
     }
-    if (rc == 0)
+    if (rc == 0) {
         policy_build_index(p);
+        p->path_in_workspace = path_reaches_workspace(getenv("PATH"), p->workspace);
+    }
     /* The built-in policy's examples are checked by the test suite (its
      * text is fixed in the binary); a file's lists and overrides can change
      * what the built-in rules match, so with a file every example is

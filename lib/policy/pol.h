@@ -117,8 +117,9 @@ enum {
     D_REMOTE = 1 << 15,      /* runs on another host (ssh host CMD) */
     D_SECRET_IN = 1 << 16,   /* stdin comes from a secret (file or environment) */
     D_FETCH_IN = 1 << 17,    /* stdin comes from a network fetcher */
+    D_SECRET_READ = 1 << 18, /* reads a secret: a secret path, the environment */
 };
-#define D_COUNT 18
+#define D_COUNT 19
 extern const char *const detector_names[D_COUNT];
 
 enum { CWD_INSIDE, CWD_OUTSIDE, CWD_UNKNOWN };
@@ -223,6 +224,9 @@ struct txbox_policy {
     bool ws_trusted;      /* `workspace_policy: trusted` in the user's file */
     struct txbox_policy *layer; /* NULL: none */
     strlist notes;        /* what the workspace policy was refused, one line each */
+    /* $PATH (at load) has an entry that is relative or in the workspace:
+     * a program name may run a workspace file */
+    bool path_in_workspace;
     /* per-check scratch reused when free (trylock): parser + arena */
     pthread_mutex_t lock;
     void *parser;
@@ -255,6 +259,8 @@ void policy_clear(txbox_policy *p);
 const progspec *policy_prog(const txbox_policy *p, const char *name);
 int policy_check_examples(const txbox_policy *p, txbox_error *err);
 void policy_build_index(txbox_policy *p);
+/* Has search path `path` an empty, relative or in-workspace entry? */
+bool path_reaches_workspace(const char *path, const char *ws);
 int policy_examples_report(const txbox_policy *p, FILE *f, txbox_error *err);
 /* The examples of the rules from index `from` on (a layer's own rules). */
 int policy_check_examples_from(const txbox_policy *p, size_t from, txbox_error *err);
@@ -279,7 +285,28 @@ void shell_walk_argv(const txbox_policy *p, void *parser, arena *ar, char *const
 void *shell_parser_new(void);
 void shell_parser_free(void *parser);
 
+/* sed.c: what a sed script does besides printing. */
+enum { SED_EXEC, SED_WRITE, SED_READ };
+typedef struct sed_effect {
+    int kind;
+    const char *arg; /* in the script: the command (empty: the pattern space) or file */
+    size_t len;
+} sed_effect;
+/* The effects of script s (at most max in out): their number, or -1 when
+ * the script is not understood (or has more than max). */
+int sed_effects(const char *s, size_t n, sed_effect *out, size_t max);
+
 /* classify.c */
+/* getopt_long's reading of arg ("--name" or "--name=value") against opts
+ * (NULL-terminated, each "--name", "--name=" when it takes a value): the
+ * option it names (its exact spelling, else the only one it is a prefix
+ * of), or NULL when it is unknown or ambiguous. */
+const char *long_option(const char *arg, const char *const *opts);
+/* Lexically normalize an absolute path into out (size >= strlen(in)+2). */
+void norm_abs(const char *in, char *out);
+/* Is name a shell builtin (never looked up in $PATH)? Those the default
+ * rules name. */
+bool shell_builtin(const char *name);
 unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w);
 int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
                   const rule **winner_out);

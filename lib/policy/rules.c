@@ -17,7 +17,7 @@ const char *const detector_names[D_COUNT] = {
     "parse-error", "dynamic-program", "dynamic-code", "remote-code", "fork-bomb",
     "too-deep",    "too-large",       "bad-input",    "inline-code", "wrapper",
     "exec-env",    "path-changed",    "script",       "empty",       "dynamic-args",
-    "remote",      "secret-input",    "fetch-input",
+    "remote",      "secret-input",    "fetch-input",  "secret-read",
 };
 
 typedef struct yctx {

@@ -15,6 +15,7 @@
 #include <ctype.h>
 #include <tree_sitter/api.h>
 
+#include "confine.h"
 #include "pol.h"
 
 const TSLanguage *tree_sitter_bash(void);
@@ -96,6 +97,7 @@ typedef struct wstate {
     int cwd_kind;
     const char *cwd;
     bool path_changed;
+    bool env_changed; /* an exported variable that changes how programs run was set */
     pword *pos; /* positional parameters $1.. (NULL: unknown) */
     size_t npos;
 } wstate;
@@ -138,6 +140,7 @@ static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen);
 static const char *walk_source(W *w, const char *src, size_t len, const ctx *c, const char *via,
                                size_t *olen);
 static void walk_subst_only(W *w, TSNode n, const ctx *c);
+static bool reads_secret(W *w, const pword *argv, size_t argc, unsigned det);
 static void recover_segments(W *w, const char *src, size_t len, const ctx *c);
 static bool unbalanced(const char *s, size_t n);
 static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx *c, size_t *olen);
@@ -211,8 +214,13 @@ static pcmd *push(W *w, pword *argv, size_t argc, unsigned det, const ctx *c)
     memset(r, 0, sizeof *r);
     r->argv = argv;
     r->argc = argc;
-    r->det = det | (c ? c->stdin_det : 0) | (w->st.path_changed ? D_PATH_CHANGED : 0) |
-             (c && c->remote ? D_REMOTE : 0);
+    bool lookup = argc && !(argv[0].flags & W_DYN) && !strchr(argv[0].s, '/') &&
+                  !shell_builtin(argv[0].s); /* found through $PATH */
+    r->det = det | (c ? c->stdin_det : 0) |
+             (w->st.path_changed || (lookup && w->p->path_in_workspace) ? D_PATH_CHANGED : 0) |
+             (w->st.env_changed ? D_EXEC_ENV : 0) |
+             (c && c->remote ? D_REMOTE : 0) |
+             (reads_secret(w, argv, argc, det) ? D_SECRET_READ : 0);
     r->cwd_kind = w->st.cwd_kind;
     r->cwd = w->st.cwd;
     r->via = c && c->via ? c->via : "";
@@ -953,9 +961,216 @@ static bool fetcher_in(W *w, size_t first)
     return false;
 }
 
-static bool word_secret(W *w, const pword *pw)
+/* ---- secrets ---- */
+
+/* A directory where a glob may find a secret the `secrets:` globs cannot
+ * see in the pattern's text (~/.ssh/ *, /etc/sha*, /proc/self/env*):
+ * homes, /etc, /proc, secret mounts, the root. dir: normalized. */
+static bool secret_dir(const char *dir)
 {
-    return strlist_glob(&w->p->secrets, pw->s);
+    static const char *const roots[] = {"/root", "/home", "/etc", "/proc", "/run/secrets",
+                                        "/var/run/secrets"};
+    if (dir[0] == '~' || !strcmp(dir, "/") || !*dir)
+        return true;
+    for (size_t i = 0; i < ARRAY_SIZE(roots); i++) {
+        size_t l = strlen(roots[i]);
+        if (!strncmp(dir, roots[i], l) && (dir[l] == '/' || !dir[l]))
+            return true;
+    }
+    return false;
+}
+
+/* Does a recursive read of dir (normalized) reach a secret_dir: the root,
+ * one of them, or a directory above one (/var above /var/run/secrets)? */
+static bool secret_tree(const char *dir)
+{
+    static const char *const above[] = {"/run", "/var", "/var/run"};
+    if (secret_dir(dir))
+        return true;
+    for (size_t i = 0; i < ARRAY_SIZE(above); i++)
+        if (!strcmp(dir, above[i]))
+            return true;
+    return false;
+}
+
+/* "/a/../b" -> "/b", "~/a/./b" -> "~/a/b"; false when s is relative or too long */
+static bool norm_path(const char *s, char *out, size_t size)
+{
+    if (strlen(s) + 3 >= size)
+        return false;
+    if (s[0] == '/') {
+        norm_abs(s, out);
+        return true;
+    }
+    if (s[0] == '~' && (s[1] == '/' || !s[1])) {
+        out[0] = '~';
+        norm_abs(s[1] ? s + 1 : "/", out + 1);
+        return true;
+    }
+    return false;
+}
+
+/* A relative path under an unknown directory: a secret when it is one
+ * under any directory the `secrets:` globs name (credentials under .aws). */
+static bool secret_anywhere(W *w, const char *rel)
+{
+    const strlist *l = &w->p->secrets;
+    for (size_t i = 0; i < l->n; i++) {
+        const char *sl = strrchr(l->v[i], '/');
+        if (!sl)
+            continue;
+        const char *d = l->v[i];
+        while (*d == '*')
+            d++;
+        char buf[PATH_MAX];
+        if ((size_t)snprintf(buf, sizeof buf, "%.*s/%s", (int)(sl - d > 0 ? sl - d : 0), d,
+                             rel) >= sizeof buf)
+            return true;
+        if (strlist_glob(l, buf))
+            return true;
+    }
+    return false;
+}
+
+/* Does word pw name a secret (the policy's `secrets:` globs, over its text
+ * and over the path it names from the current directory, normalized), or
+ * may it, as a glob, expand to one? An option's value (--file=PATH) counts. */
+static bool word_secret_r(W *w, const pword *pw, bool recursive)
+{
+    const strlist *sec = &w->p->secrets;
+    const char *s = pw->s;
+    if (strlist_glob(sec, s))
+        return true;
+    if (s[0] == '-') {
+        const char *eq = strchr(s, '=');
+        if (!eq)
+            return false;
+        s = eq + 1;
+    }
+    if (!*s)
+        return false;
+    char buf[PATH_MAX], norm[PATH_MAX];
+    const wstate *st = &w->st;
+    const char *base = NULL;
+    if (s[0] == '/' || s[0] == '~')
+        base = "";
+    else if (st->cwd_kind == CWD_INSIDE && !w->p->workspace)
+        return false; /* in a workspace whose place is not known: its names are in the text */
+    else if (st->cwd_kind == CWD_INSIDE)
+        base = w->p->workspace;
+    else if (st->cwd_kind == CWD_OUTSIDE && st->cwd && (st->cwd[0] == '/' || st->cwd[0] == '~'))
+        base = st->cwd;
+    if (!base)
+        return (pw->flags & W_GLOB) || secret_anywhere(w, s);
+    int n = st->cwd_kind == CWD_INSIDE && *base
+                ? snprintf(buf, sizeof buf, "%s/%s/%s", base, st->cwd ? st->cwd : "", s)
+                : snprintf(buf, sizeof buf, "%s%s%s", base, *base ? "/" : "", s);
+    if (n < 0 || (size_t)n >= sizeof buf || !norm_path(buf, norm, sizeof norm))
+        return true; /* too long to tell: fail closed */
+    if (strlist_glob(sec, norm))
+        return true;
+    if ((pw->flags & W_SYNTH) || recursive) {
+        /* find START -exec cat {}, grep -r x START: every file under START */
+        const char *ws = w->p->workspace;
+        size_t wl = ws ? strlen(ws) : 0;
+        if (ws && !strncmp(norm, ws, wl) && (norm[wl] == '/' || !norm[wl]))
+            return false;
+        if (pw->flags & W_SYNTH) {
+            char *br = strstr(norm, "{}");
+            if (br)
+                *br = 0;
+            size_t l = strlen(norm);
+            while (l > 1 && norm[l - 1] == '/')
+                norm[--l] = 0;
+        }
+        return secret_tree(norm);
+    }
+    if (!(pw->flags & (W_GLOB | W_DYN)))
+        return false;
+    /* a glob, or a word partly unknown ($F, {args}): what its static part
+     * names, up to the directory where it stops being known */
+    char *g = strpbrk(norm, (pw->flags & W_DYN) ? "*?[$`{" : "*?[");
+    if (!g)
+        return false;
+    while (g > norm && *g != '/')
+        g--;
+    *g = 0;
+    const char *ws = w->p->workspace;
+    size_t wl = ws ? strlen(ws) : 0;
+    if (ws && !strncmp(norm, ws, wl) && (norm[wl] == '/' || !norm[wl]))
+        return false; /* inside the workspace: its names are in the text */
+    return secret_dir(norm) || strlist_glob(sec, norm);
+}
+
+static bool word_secret(W *w, const pword *pw) { return word_secret_r(w, pw, false); }
+
+/* Does prog read every file under its directory operands (grep -r, rg)? */
+static bool recursive_reader(const char *prog, const pword *argv, size_t argc)
+{
+    if (!strcmp(prog, "rg") || !strcmp(prog, "ag") || !strcmp(prog, "ack"))
+        return true;
+    if (strcmp(prog, "grep") && strcmp(prog, "egrep") && strcmp(prog, "fgrep") &&
+        strcmp(prog, "zgrep"))
+        return false;
+    for (size_t i = 1; i < argc; i++) {
+        const char *a = argv[i].s;
+        if (a[0] == '-' && a[1] != '-' && strpbrk(a, "rRd"))
+            return true;
+        if (!strncmp(a, "--recursive", 5) || !strncmp(a, "--dereference-recursive", 5) ||
+            !strncmp(a, "--directories", 5))
+            return true;
+    }
+    return false;
+}
+
+/* Programs that print only their arguments' text (or names), never what
+ * a file holds: a secret path there reads nothing. */
+static bool names_only(const char *prog)
+{
+    static const char *const v[] = {"echo", "printf", "basename", "dirname", "test", "[",
+                                    "realpath", "readlink", "ls", "stat", "cd", "pushd",
+                                    "type", "which", "command", "mkdir", "touch"};
+    for (size_t i = 0; i < ARRAY_SIZE(v); i++)
+        if (!strcmp(prog, v[i]))
+            return true;
+    return false;
+}
+
+/* Does simple command argv read a secret: a secret path (a file it reads),
+ * or the environment (env, printenv alone or with a secret-looking name)? */
+static bool reads_secret(W *w, const pword *argv, size_t argc, unsigned det)
+{
+    if (!argc || (argv[0].flags & W_DYN))
+        return false;
+    const char *prog = basename_of(argv[0].s);
+    if (strlist_has(&w->p->secret_programs, prog) && !(det & D_WRAPPER)) {
+        /* printenv NAME...: only those; anything else prints them all */
+        bool names = argc > 1;
+        for (size_t i = 1; i < argc && names; i++) {
+            const char *a = argv[i].s;
+            names = !(argv[i].flags & W_DYN) && (isalpha((unsigned char)a[0]) || a[0] == '_') &&
+                    strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
+                        argv[i].len &&
+                    !confine_env_is_secret(a, argv[i].len, NULL);
+        }
+        if (!names)
+            return true;
+    }
+    if (!strcmp(prog, "set") && argc == 1)
+        return true; /* prints every variable */
+    if (names_only(prog)) {
+        /* echo "$GITHUB_TOKEN": a secret-looking variable's value */
+        for (size_t i = 1; i < argc; i++)
+            if ((argv[i].flags & W_DYN) && strchr(argv[i].s, '$') &&
+                strlist_glob(&w->p->secrets, argv[i].s))
+                return true;
+        return false;
+    }
+    bool rec = recursive_reader(prog, argv, argc);
+    for (size_t i = 1; i < argc; i++)
+        if (word_secret_r(w, &argv[i], rec && argv[i].s[0] != '-'))
+            return true;
+    return false;
 }
 
 static bool secret_in(W *w, size_t first)
@@ -1281,7 +1496,7 @@ static const char *walk_redirected(W *w, TSNode n, const ctx *c, size_t *olen)
     return out;
 }
 
-static void walk_assignment(W *w, TSNode n, const ctx *c, bool persist)
+static void walk_assignment(W *w, TSNode n, const ctx *c, bool persist, bool exported)
 {
     kid *k;
     size_t nk = kids(w, n, &k);
@@ -1313,6 +1528,11 @@ static void walk_assignment(W *w, TSNode n, const ctx *c, bool persist)
         return;
     memcpy(nb, name, nl);
     nb[nl] = 0;
+    /* LD_PRELOAD=x; PAGER=y; export BASH_ENV=z: every later program sees it
+     * (a variable in upper case is taken to be in the environment already) */
+    if ((exported || isupper((unsigned char)nb[0])) && strcmp(nb, "PATH") &&
+        !strlist_glob(&w->p->harmless_env, nb))
+        w->st.env_changed = true;
     bool dyn = (val.flags & W_DYN) || append;
     set_var(w, nb, dyn ? NULL : val.s, have_val ? val.len : 0, (val.flags & W_FETCH) != 0);
 }
@@ -1535,7 +1755,7 @@ static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen)
                             det |= D_EXEC_ENV;
                     }
                 }
-                walk_assignment(w, ch, c, false);
+                walk_assignment(w, ch, c, false, false);
             } else if (f && !strcmp(f, "argument")) {
                 resolve_arg(w, ch, &argv, c);
             } else {
@@ -1562,21 +1782,50 @@ static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen)
     } else if (!strcmp(t, "redirected_statement")) {
         out = walk_redirected(w, n, c, olen);
     } else if (!strcmp(t, "variable_assignment")) {
-        walk_assignment(w, n, c, true);
+        walk_assignment(w, n, c, true, false);
     } else if (!strcmp(t, "variable_assignments")) {
         kid *k;
         size_t nk = kids(w, n, &k);
         for (size_t i = 0; i < nk; i++)
             if (is(k[i].n, "variable_assignment"))
-                walk_assignment(w, k[i].n, c, true);
+                walk_assignment(w, k[i].n, c, true, false);
     } else if (!strcmp(t, "declaration_command")) {
         kid *k;
         size_t nk = kids(w, n, &k);
+        bool names = false, print = false;
+        size_t kl0 = 0;
+        const char *kw0 = nk ? ntext(w, k[0].n, &kl0) : "";
+        bool exported = kl0 == 6 && !memcmp(kw0, "export", 6);
+        for (size_t i = 0; i < nk; i++)
+            if (ts_node_is_named(k[i].n) && !is(k[i].n, "variable_assignment")) {
+                size_t l;
+                const char *a = ntext(w, k[i].n, &l);
+                exported |= l && a[0] == '-' && memchr(a, 'x', l);
+            }
         for (size_t i = 0; i < nk; i++) {
-            if (is(k[i].n, "variable_assignment"))
-                walk_assignment(w, k[i].n, c, true);
-            else if (ts_node_is_named(k[i].n))
+            if (is(k[i].n, "variable_assignment")) {
+                walk_assignment(w, k[i].n, c, true, exported);
+                names = true;
+            } else if (ts_node_is_named(k[i].n)) {
                 walk_subst_only(w, k[i].n, c);
+                size_t l;
+                const char *a = ntext(w, k[i].n, &l);
+                if (l && (a[0] == '-' || a[0] == '+'))
+                    print |= memchr(a, 'p', l) != NULL;
+                else
+                    names = true;
+            }
+        }
+        /* export -p, declare -p, declare, export alone: they print variables,
+         * the environment's secrets among them */
+        if ((print || !names) && nk) {
+            size_t l;
+            const char *kw = ntext(w, k[0].n, &l);
+            pword *a = ar_alloc(w->ar, sizeof *a);
+            if (a) {
+                *a = mkword(w, kw, l, 0);
+                push(w, a, 1, D_SECRET_READ, c);
+            }
         }
     } else if (!strcmp(t, "function_definition")) {
         walk_function_def(w, n, c);
@@ -1611,6 +1860,10 @@ static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen)
         walk_seq(w, n, c, NULL);
     } else if (!strcmp(t, "test_command") || !strcmp(t, "unset_command")) {
         walk_subst_only(w, n, c);
+        size_t l;
+        const char *txt = ntext(w, n, &l);
+        if (is(n, "unset_command") && memmem(txt, l, "PATH", 4))
+            w->st.path_changed = true;
     } else if (!strcmp(t, "comment") || !strcmp(t, "heredoc_body")) {
         /* nothing runs */
     } else {
@@ -1989,7 +2242,9 @@ static void do_cd(W *w, const pword *argv, size_t argc)
         i++;
     if (i >= argc || argv[i].flags & W_TILDE) {
         st->cwd_kind = CWD_OUTSIDE; /* cd alone: $HOME */
-        st->cwd = "~";
+        st->cwd = i < argc && !(argv[i].flags & (W_DYN | W_GLOB)) && argv[i].s[0] == '~'
+                      ? argv[i].s /* ~/.aws: where relative paths point */
+                      : "~";
         return;
     }
     const pword *d = &argv[i];
@@ -2056,6 +2311,193 @@ static void do_cd(W *w, const pword *argv, size_t argc)
     free(outp);
 }
 
+/* Is option word a (without an inline =value) one of l, or a long option
+ * abbreviated, as getopt_long takes an unambiguous prefix (timeout --kill
+ * 5 is --kill-after 5, env --split=... is --split-string=...)? */
+static bool opt_has(const strlist *l, const char *a)
+{
+    if (strchr(a, '='))
+        return false;
+    if (strlist_has(l, a))
+        return true;
+    size_t n = strlen(a);
+    if (n < 3 || a[0] != '-' || a[1] != '-')
+        return false;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i][0] == '-' && l->v[i][1] == '-' && !strncmp(l->v[i], a, n))
+            return true;
+    return false;
+}
+
+/* GNU sed's long options ('=': takes a value). */
+static const char *const sed_long[] = {
+    "--binary", "--debug", "--expression=", "--file=", "--follow-symlinks", "--help",
+    "--in-place", "--line-length=", "--null-data", "--zero-terminated", "--posix", "--quiet",
+    "--silent", "--regexp-extended", "--sandbox", "--separate", "--unbuffered", "--version",
+    NULL};
+
+/* sed [OPTIONS] [SCRIPT] [FILE...]: the script (the -e/--expression values
+ * joined by newlines, else the first operand) read by sed_effects: a
+ * command it runs is walked as shell code (`e CMD`; the pattern space as
+ * code is not understood), a file it writes is an output redirection
+ * (w FILE, s///w FILE), a secret it reads (r, R) is a secret read; -f
+ * (a script file) is a script. */
+static const char *emit_sed(W *w, pword *argv, size_t argc, unsigned det, const ctx *c)
+{
+    const pword *pieces[64];
+    size_t npieces = 0, first_op = 0;
+    bool script_opt = false, after_dd = false;
+    for (size_t i = 1; i < argc; i++) {
+        const char *a = argv[i].s;
+        if (argv[i].flags & W_DYN)
+            continue; /* a safe rule never matches it */
+        if (after_dd || a[0] != '-' || !a[1]) {
+            if (!first_op)
+                first_op = i;
+            continue;
+        }
+        if (!strcmp(a, "--")) {
+            after_dd = true;
+            continue;
+        }
+        const pword *val = NULL;
+        bool takes = false, expr = false;
+        if (a[1] == '-') {
+            const char *o = long_option(a, sed_long);
+            if (!o) {
+                det |= D_DYN_CODE; /* unknown or ambiguous: sed stops; not understood */
+                continue;
+            }
+            /* the rules see the option sed takes it for: --in is --in-place */
+            const char *eq = strchr(a, '=');
+            char *cs = xasprintf("%.*s%s", (int)strcspn(o, "="), o, eq ? eq : "");
+            argv[i] = mkword(w, cs, strlen(cs), argv[i].flags);
+            free(cs);
+            a = argv[i].s;
+            expr = !strcmp(o, "--expression=");
+            script_opt |= expr || !strcmp(o, "--file=");
+            if (!strcmp(o, "--file="))
+                det |= D_SCRIPT;
+            takes = o[strlen(o) - 1] == '=';
+            if (takes && strchr(a, '=')) {
+                if (expr) {
+                    pword *v = ar_alloc(w->ar, sizeof *v);
+                    if (!v)
+                        return NULL;
+                    *v = mkword(w, strchr(a, '=') + 1, strlen(strchr(a, '=') + 1), 0);
+                    val = v;
+                }
+                takes = false;
+            }
+        } else {
+            for (const char *f = a + 1; *f; f++) {
+                if (*f == 'e' || *f == 'f' || *f == 'l') {
+                    expr = *f == 'e';
+                    script_opt |= *f != 'l';
+                    if (*f == 'f')
+                        det |= D_SCRIPT;
+                    if (f[1]) {
+                        if (expr) {
+                            pword *v = ar_alloc(w->ar, sizeof *v);
+                            if (!v)
+                                return NULL;
+                            *v = mkword(w, f + 1, strlen(f + 1), 0);
+                            val = v;
+                        }
+                    } else {
+                        takes = true;
+                    }
+                    break;
+                }
+                if (*f == 'i')
+                    break; /* -iSUFFIX */
+                if (!strchr("nrEszub", *f)) {
+                    det |= D_DYN_CODE;
+                    break;
+                }
+            }
+        }
+        if (takes && i + 1 < argc) {
+            i++;
+            if (expr)
+                val = &argv[i];
+        }
+        if (val && npieces < ARRAY_SIZE(pieces))
+            pieces[npieces++] = val;
+        else if (val)
+            det |= D_TOO_LARGE;
+    }
+    if (!script_opt && first_op)
+        pieces[npieces++] = &argv[first_op];
+    /* the script, its pieces joined by newlines */
+    size_t tot = 1;
+    bool dyn = false;
+    for (size_t k = 0; k < npieces; k++) {
+        tot += pieces[k]->len + 1;
+        dyn |= (pieces[k]->flags & W_DYN) != 0;
+    }
+    char *script = ar_alloc(w->ar, tot);
+    if (!script)
+        return NULL;
+    size_t o = 0;
+    for (size_t k = 0; k < npieces; k++) {
+        memcpy(script + o, pieces[k]->s, pieces[k]->len);
+        o += pieces[k]->len;
+        script[o++] = '\n';
+    }
+    script[o] = 0;
+    sed_effect eff[32];
+    int ne = dyn ? 0 : sed_effects(script, o, eff, ARRAY_SIZE(eff));
+    if (ne < 0)
+        det |= D_DYN_CODE;
+    predir rd[32];
+    size_t nrd = 0;
+    for (int k = 0; k < ne; k++) {
+        pword file = mkword(w, eff[k].arg, eff[k].len, 0);
+        if (eff[k].kind == SED_WRITE)
+            rd[nrd++] = (predir){.op = RD_OUT, .fd = 3, .target = file};
+        else if (eff[k].kind == SED_READ && word_secret(w, &file))
+            det |= D_SECRET_READ;
+        else if (eff[k].kind == SED_EXEC && !eff[k].len)
+            det |= D_DYN_CODE; /* runs the pattern space */
+    }
+    ctx sc = *c;
+    add_redirs(w, c, &sc, rd, nrd);
+    pcmd *pc = push(w, argv, argc, det, &sc);
+    for (int k = 0; k < ne && pc; k++)
+        if (eff[k].kind == SED_EXEC && eff[k].len) {
+            pword code = mkword(w, eff[k].arg, eff[k].len, 0);
+            run_code(w, &code, c, via_add(w, c, "sed e"), NULL, 0, pc);
+        }
+    return NULL;
+}
+
+/* Builtins after which a program name may run another program: hash -p
+ * FILE NAME, enable [-f FILE] NAME, alias NAME=..., and the ones that
+ * assign PATH from their arguments or input (read PATH, printf -v PATH,
+ * mapfile, getopts, unset PATH). */
+static bool changes_lookup(const char *prog, const pword *argv, size_t argc)
+{
+    bool assigns = !strcmp(prog, "read") || !strcmp(prog, "mapfile") ||
+                   !strcmp(prog, "readarray") || !strcmp(prog, "getopts") || !strcmp(prog, "unset");
+    for (size_t i = 1; !strcmp(prog, "printf") && i < argc; i++)
+        if (!strncmp(argv[i].s, "-v", 2)) /* printf -v NAME */
+            assigns = true;
+    for (size_t i = 1; i < argc; i++) {
+        const char *a = argv[i].s;
+        bool opt = a[0] == '-' && !(argv[i].flags & W_DYN);
+        if (!strcmp(prog, "hash") && opt && a[1] != '-' && strchr(a, 'p'))
+            return true;
+        if (!strcmp(prog, "enable") && (!opt || strchr(a, 'f')))
+            return true;
+        if (!strcmp(prog, "alias") && strchr(a, '='))
+            return true;
+        if (assigns && ((argv[i].flags & W_DYN) || strstr(a, "PATH")))
+            return true;
+    }
+    return false;
+}
+
 static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx *c, size_t *olen)
 {
     *olen = 0;
@@ -2120,6 +2562,12 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
             do_cd(w, argv, argc);
         push(w, argv, argc, det, c);
         return NULL;
+    }
+    if (changes_lookup(prog, argv, argc)) {
+        /* this command and every later one (an alias is expanded where used) */
+        if (strcmp(prog, "alias"))
+            w->st.path_changed = true;
+        det |= D_PATH_CHANGED;
     }
     if (!strcmp(prog, "alias")) {
         for (size_t i = 1; i < argc; i++) {
@@ -2199,7 +2647,7 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
                 cflag = true;
             if (a[1] != '-' && strchr(a + 1, 's') && a[0] == '-')
                 sflag = true;
-            if (strlist_has(&ps->options_with_value, a))
+            if (opt_has(&ps->options_with_value, a))
                 i++;
             i++;
         }
@@ -2248,7 +2696,7 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
             }
             if (a[0] != '-' || !a[1])
                 break;
-            if (strlist_has(&ps->code_option, a) && i + 1 < argc) {
+            if (opt_has(&ps->code_option, a) && i + 1 < argc) {
                 code = &argv[i + 1];
                 i += 2;
                 continue;
@@ -2268,16 +2716,16 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
                 if (ol < sizeof opt) {
                     memcpy(opt, a, ol);
                     opt[ol] = 0;
-                    if (strlist_has(&ps->code_option, opt)) {
+                    if (opt_has(&ps->code_option, opt)) {
                         code = &argv[i]; /* whole arg; the walker reads literals anyway */
                         i++;
                         continue;
                     }
                 }
             }
-            if (strlist_has(&ps->stop_flags, a))
+            if (opt_has(&ps->stop_flags, a))
                 stop = true;
-            if (strlist_has(&ps->options_with_value, a))
+            if (opt_has(&ps->options_with_value, a))
                 i++;
             i++;
         }
@@ -2330,11 +2778,11 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
             }
             if (a[0] != '-' || !a[1])
                 break;
-            if (strlist_has(&ps->stop_flags, a))
+            if (opt_has(&ps->stop_flags, a))
                 stop = true;
-            if (strlist_has(&ps->command_option, a) && i + 1 < argc)
+            if (opt_has(&ps->command_option, a) && i + 1 < argc)
                 cmdopt = &argv[i + 1];
-            if (strlist_has(&ps->split_option, a) && i + 1 < argc)
+            if (opt_has(&ps->split_option, a) && i + 1 < argc)
                 splitopt = &argv[i + 1];
             if (!strncmp(a, "--", 2) && strchr(a, '=')) {
                 char opt[64];
@@ -2342,21 +2790,30 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
                 if (ol < sizeof opt) {
                     memcpy(opt, a, ol);
                     opt[ol] = 0;
-                    if (strlist_has(&ps->split_option, opt))
-                        splitopt = &argv[i]; /* approximate: whole arg */
+                    if (opt_has(&ps->split_option, opt)) {
+                        /* env --split-string=STRING: the string after '=' */
+                        pword *v = ar_alloc(w->ar, sizeof *v);
+                        if (v) {
+                            *v = argv[i];
+                            v->s += ol + 1;
+                            v->len -= ol + 1;
+                            v->dynpos = v->dynpos > ol + 1 ? v->dynpos - ol - 1 : 0;
+                            splitopt = v;
+                        }
+                    }
                 }
             }
-            if (strlist_has(&ps->chdir_option, a) && i + 1 < argc) {
+            if (opt_has(&ps->chdir_option, a) && i + 1 < argc) {
                 pword cdv[2] = {argv[0], argv[i + 1]};
                 do_cd(w, cdv, 2);
             }
-            if (strlist_has(&ps->options_with_value, a))
+            if (opt_has(&ps->options_with_value, a))
                 i++;
             i++;
         }
         /* su USER -c CMD, flock FILE -c CMD: the command option may follow operands */
         for (size_t j = i; !cmdopt && j + 1 < argc && ps->command_option.n; j++)
-            if (!(argv[j].flags & W_DYN) && strlist_has(&ps->command_option, argv[j].s))
+            if (!(argv[j].flags & W_DYN) && opt_has(&ps->command_option, argv[j].s))
                 cmdopt = &argv[j + 1];
         if (ps->assignments)
             while (i < argc && !(argv[i].flags & W_DYN) && strchr(argv[i].s, '=') &&
@@ -2551,6 +3008,9 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
             free(src);
         }
     }
+
+    if (!strcmp(prog, "sed") || !strcmp(prog, "gsed"))
+        return emit_sed(w, argv, argc, det, c);
 
     pcmd *pc = push(w, argv, argc, det, c);
     (void)pc;

@@ -25,7 +25,7 @@ print(v if not isinstance(v, bool) else str(v).lower())' "$1"
 }
 
 @test "check -c: exit status 0 safe, 1 uncertain, 122 unsafe, one human line" {
-    chk -c 'git status'
+    chk -c 'git rev-parse HEAD'
     assert_status 0
     [ "${#lines[@]}" -eq 1 ] || fail "want one line: $output"
     [[ "$output" == safe* ]] || fail "got: $output"
@@ -118,7 +118,7 @@ EOF
     assert_status 122
     [[ "$output" == *team-deploy* ]] || fail "$output"
     # defaults still apply
-    chk --policy "$BATS_TEST_TMPDIR/p.yaml" -c 'git status'
+    chk --policy "$BATS_TEST_TMPDIR/p.yaml" -c 'git rev-parse HEAD'
     assert_status 0
 }
 
@@ -131,7 +131,7 @@ rules:
     match: {program: git, subcommand: status}
     examples: {match: [git status], no_match: [git log]}
 EOF
-    chk -c 'git status'
+    chk -c 'git rev-parse HEAD'
     assert_status 1
 }
 

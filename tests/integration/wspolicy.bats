@@ -54,13 +54,13 @@ version: 1
 rules:
   - id: delete-outside-workspace
     decision: off
-  - id: read-only-git
+  - id: read-only-tools
     decision: off
 EOF
     verdict unsafe delete-outside-workspace 'rm -rf ~'
     refused 'rule delete-outside-workspace: refused'
     [ "$(field workspace_policy)" = tighten ] || fail "$output"
-    verdict safe - 'git status'
+    verdict safe - 'ls -la'
     # plain mode: the verdict as before, the warnings on stderr
     chk -c 'rm -rf ~'
     assert_status 122
@@ -199,37 +199,37 @@ EOF
     cat >"$PF" <<'EOF'
 version: 1
 rules:
-  - id: read-only-git
+  - id: read-only-tools
     decision: off
 EOF
-    verdict safe - 'git status'
+    verdict safe - 'ls -la'
     mkdir -p "$XDG_CONFIG_HOME/txbox"
     printf 'version: 1\ntrusted_workspaces:\n  - %s\n' "$WS" >"$XDG_CONFIG_HOME/txbox/config.yaml"
-    verdict uncertain - 'git status'
+    verdict uncertain - 'ls -la'
     [ "$(field workspace_policy)" = trusted ] || fail "$output"
     [ -z "$(field refused)" ] || fail "$output"
     # a configuration the workspace holds is the workspace's: ignored
     mkdir -p "$WS/cfg/txbox"
     cp "$XDG_CONFIG_HOME/txbox/config.yaml" "$WS/cfg/txbox/"
-    XDG_CONFIG_HOME="$WS/cfg" chk --json -c 'git status'
+    XDG_CONFIG_HOME="$WS/cfg" chk --json -c 'ls -la'
     [ "$(field verdict)" = safe ] || fail "$output"
     refused 'inside the workspace'
     # a broken configuration is an error, not a silent default
     printf 'version: 1\ntrusted: [%s]\n' "$WS" >"$XDG_CONFIG_HOME/txbox/config.yaml"
-    chk -c 'git status'
+    chk -c 'ls -la'
     assert_txbox_error
     [[ "$stderr" == *"unknown key 'trusted'"* ]] || fail "$stderr"
 }
 
 @test "trusted workspace via --policy (workspace_policy: trusted)" {
-    printf 'version: 1\nrules:\n  - id: read-only-git\n    decision: off\n' >"$PF"
+    printf 'version: 1\nrules:\n  - id: read-only-tools\n    decision: off\n' >"$PF"
     printf 'version: 1\nworkspace_policy: trusted\n' >"$BATS_TEST_TMPDIR/user.yaml"
-    verdict safe - 'git status'
-    chk --json --policy "$BATS_TEST_TMPDIR/user.yaml" -c 'git status'
+    verdict safe - 'ls -la'
+    chk --json --policy "$BATS_TEST_TMPDIR/user.yaml" -c 'ls -la'
     [ "$(field verdict)" = uncertain ] || fail "$output"
     [ "$(field workspace_policy)" = trusted ] || fail "$output"
     # --policy naming the workspace's file itself: read once, as the user's
-    chk --json --policy "$PF" -c 'git status'
+    chk --json --policy "$PF" -c 'ls -la'
     [ "$(field verdict)" = uncertain ] || fail "$output"
     [ -z "$(field refused)" ] && [ -z "$stderr" ] || fail "$output $stderr"
 }

@@ -149,7 +149,8 @@ static void test_obfuscations_unsafe(void **state)
 static void test_verdicts(void **state)
 {
     (void)state;
-    assert_verdict("git status", TXBOX_VERDICT_SAFE, "read-only-git");
+    assert_verdict("git rev-parse HEAD", TXBOX_VERDICT_SAFE, "read-only-git");
+    assert_verdict("git status", TXBOX_VERDICT_UNCERTAIN, "git-repository-programs");
     assert_verdict("ls -la | grep x | wc -l", TXBOX_VERDICT_SAFE, NULL);
     assert_verdict("find . -name '*.c' -exec grep -l main {} +", TXBOX_VERDICT_SAFE, NULL);
     assert_verdict("find . -name '*.o' -delete", TXBOX_VERDICT_UNCERTAIN, NULL);
@@ -542,7 +543,7 @@ static void test_workspace_layer(void **state)
 static void test_workspace_trust(void **state)
 {
     (void)state;
-    const char *ws = ws_policy("rules:\n  - id: read-only-git\n    decision: off\n");
+    const char *ws = ws_policy("rules:\n  - id: read-only-tools\n    decision: off\n");
     _cleanup_free_ char *real = realpath(ws, NULL);
     /* the user's config.yaml lists it */
     _cleanup_free_ char *cfgdir = xasprintf("%s/cfg", tmpdir), *txdir = xasprintf("%s/txbox", cfgdir),
@@ -558,7 +559,7 @@ static void test_workspace_trust(void **state)
     txbox_error err = {0};
     assert_int_equal(txbox_policy_load(NULL, ws, &p, &err), 0);
     assert_int_equal(txbox_policy_workspace_mode(p), TXBOX_WS_POLICY_TRUSTED);
-    assert_int_equal(check_n(p, "git status", 10).verdict, TXBOX_VERDICT_UNCERTAIN);
+    assert_int_equal(check_n(p, "ls -la", 6).verdict, TXBOX_VERDICT_UNCERTAIN);
     assert_null(txbox_policy_note(p, 0));
     txbox_policy_free(p);
     unlink(cfg);
@@ -567,13 +568,13 @@ static void test_workspace_trust(void **state)
     /* not listed: a tightening layer, the rule stays on */
     assert_int_equal(txbox_policy_load(NULL, ws, &p, &err), 0);
     assert_int_equal(txbox_policy_workspace_mode(p), TXBOX_WS_POLICY_TIGHTEN);
-    assert_int_equal(check_n(p, "git status", 10).verdict, TXBOX_VERDICT_SAFE);
+    assert_int_equal(check_n(p, "ls -la", 6).verdict, TXBOX_VERDICT_SAFE);
     txbox_policy_free(p);
     /* --policy trusts it */
     const char *up = write_tmp("p.yaml", "version: 1\nworkspace_policy: trusted\n");
     assert_int_equal(txbox_policy_load(up, ws, &p, &err), 0);
     assert_int_equal(txbox_policy_workspace_mode(p), TXBOX_WS_POLICY_TRUSTED);
-    assert_int_equal(check_n(p, "git status", 10).verdict, TXBOX_VERDICT_UNCERTAIN);
+    assert_int_equal(check_n(p, "ls -la", 6).verdict, TXBOX_VERDICT_UNCERTAIN);
     txbox_policy_free(p);
     /* no file can replace the built-in hold on policy files */
     up = write_tmp("p.yaml", "version: 1\neffects:\n  - id: workspace-policy-changed\n    action: off\n");
@@ -616,7 +617,7 @@ static void *thread_main(void *arg)
 {
     long bad = 0;
     for (int i = 0; i < 200; i++) {
-        txbox_verdict a = check("rm -rf /"), b = check("git status"), c = check("make");
+        txbox_verdict a = check("rm -rf /"), b = check("git rev-parse HEAD"), c = check("make");
         bad += a.verdict != TXBOX_VERDICT_UNSAFE || b.verdict != TXBOX_VERDICT_SAFE ||
                c.verdict != TXBOX_VERDICT_UNCERTAIN;
     }
@@ -694,6 +695,148 @@ static void test_builtin_document(void **state)
     txbox_policy_free(t);
 }
 
+/* The sed script reader: every command that runs or writes or reads a
+ * file, in every way of writing it; -1 for what it does not know. */
+static void test_sed_scripts(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *script;
+        int n;          /* effects, or -1 */
+        int kind;       /* of the last one */
+        const char *arg; /* of the last one */
+    } cases[] = {
+        {"1,20p", 0, 0, NULL},
+        {"s/a/b/g;y/ab/cd/;=;l;q5", 0, 0, NULL},
+        {"$!{h;d};x;G;p", 0, 0, NULL},
+        {"/x/I,+3d;0~3d;\\%a%M!p", 0, 0, NULL},
+        {":a;N;$!ba;s/\\n/,/g", 0, 0, NULL},
+        {"a foo; w x", 0, 0, NULL},            /* text to the end of the line */
+        {"a\\\nw x", 0, 0, NULL},               /* a\ NEWLINE text */
+        {"s/w/e/;s,x,\\,e,", 0, 0, NULL},       /* delimiters and escapes */
+        {"s/a/[/;p", 0, 0, NULL},                /* no brackets in a replacement */
+        {"1e touch X", 1, SED_EXEC, "touch X"},
+        {"$!N;e", 1, SED_EXEC, ""},
+        {"s/x/y/e", 1, SED_EXEC, ""},
+        {"s|x|y|ge", 1, SED_EXEC, ""},
+        {"s/[/]/x/e", 1, SED_EXEC, ""},          /* a bracket hides the delimiter */
+        {"s/[/]/p;y/e;s/a/;b/", 1, SED_EXEC, ""}, /* ... so flags are found after it */
+        {"/[/]/w out", 1, SED_WRITE, "out"},
+        {"s/[[:alpha:]/]/x/w o", 1, SED_WRITE, "o"},
+        {"s/[a\\]/]/x/", -1, 0, NULL},           /* a backslash is itself in brackets */
+        {"s/[[:alp/]/x/", -1, 0, NULL},
+        {"s/x/y/3w out", 1, SED_WRITE, "out"},
+        {"/x/w out", 1, SED_WRITE, "out"},
+        {"b end;W out;:end", 1, SED_WRITE, "out;:end"}, /* a file name ends at the line */
+        {"/a/,/b/{s/a/b/;w out\n}", 1, SED_WRITE, "out"},
+        {"r /etc/shadow", 1, SED_READ, "/etc/shadow"},
+        {"1R ~/.ssh/id_rsa", 1, SED_READ, "~/.ssh/id_rsa"},
+        {"1d;Z", -1, 0, NULL},
+        {"}", -1, 0, NULL},
+        {"s/a/b", -1, 0, NULL},
+        {"1", -1, 0, NULL},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        sed_effect e[8];
+        int n = sed_effects(cases[i].script, strlen(cases[i].script), e, ARRAY_SIZE(e));
+        if (n != cases[i].n)
+            fail_msg("sed script '%s': %d effects, want %d", cases[i].script, n, cases[i].n);
+        if (n > 0) {
+            assert_int_equal(e[n - 1].kind, cases[i].kind);
+            assert_int_equal(e[n - 1].len, strlen(cases[i].arg));
+            assert_memory_equal(e[n - 1].arg, cases[i].arg, e[n - 1].len);
+        }
+    }
+    /* through the engine */
+    assert_verdict("sed --expression='1e touch X' f", TXBOX_VERDICT_UNCERTAIN, NULL);
+    assert_verdict("sed -e p -e '1e rm -rf ~' f", TXBOX_VERDICT_UNSAFE, NULL);
+    assert_verdict("sed 's/x/y/w /etc/cron.d/x' f", TXBOX_VERDICT_UNSAFE, NULL);
+    assert_verdict("sed -ne 's/x/y/gw out' f", TXBOX_VERDICT_UNCERTAIN, "redirect-write");
+    assert_verdict("sed 'R ~/.aws/credentials' f", TXBOX_VERDICT_UNCERTAIN, "secret-read");
+    assert_verdict("sed -n '/a/,/b/{p;q}' f", TXBOX_VERDICT_SAFE, "read-only-sed");
+}
+
+/* GNU long options by unambiguous prefix, as getopt_long reads them. */
+static void test_long_options(void **state)
+{
+    (void)state;
+    static const char *const o[] = {"--in-place", "--expression=", "--silent", "--sandbox",
+                                    "--separate", "--quiet", NULL};
+    assert_string_equal(long_option("--in", o), "--in-place");
+    assert_string_equal(long_option("--exp=p", o), "--expression=");
+    assert_string_equal(long_option("--sil", o), "--silent");
+    assert_null(long_option("--s", o));   /* ambiguous */
+    assert_null(long_option("--x", o));   /* unknown */
+    assert_null(long_option("--", o));
+    assert_verdict("sed --in 's/a/b/' f", TXBOX_VERDICT_UNCERTAIN, NULL);
+    assert_verdict("sed --in-pl=.bak 's/a/b/' /etc/hosts", TXBOX_VERDICT_UNSAFE, NULL);
+    assert_verdict("sort --out=x f", TXBOX_VERDICT_UNCERTAIN, NULL);
+    assert_verdict("sort --outp x f", TXBOX_VERDICT_UNCERTAIN, NULL);
+    assert_verdict("git diff --ext", TXBOX_VERDICT_UNCERTAIN, NULL);
+    assert_verdict("git config --glob user.name x", TXBOX_VERDICT_UNSAFE, "git-config-global");
+    assert_verdict("git push --forc", TXBOX_VERDICT_UNSAFE, "git-force-push");
+    assert_verdict("journalctl --vac=1d", TXBOX_VERDICT_UNCERTAIN, NULL);
+    assert_verdict("sort -u names.txt", TXBOX_VERDICT_SAFE, "read-only-sort");
+    /* the walker reads wrappers' options the same way */
+    assert_verdict("timeout --kill 5 10 rm -rf ~", TXBOX_VERDICT_UNSAFE, NULL);
+    assert_verdict("env --split='rm -rf ~'", TXBOX_VERDICT_UNSAFE, NULL);
+    assert_verdict("flock /tmp/l --comm 'rm -rf ~'", TXBOX_VERDICT_UNSAFE, NULL);
+    assert_verdict("sudo --us root rm -rf /etc", TXBOX_VERDICT_UNSAFE, NULL);
+}
+
+static void none_safe(const char *const *cmds, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        txbox_verdict v = check(cmds[i]);
+        if (v.verdict == TXBOX_VERDICT_SAFE)
+            fail_msg("%s: safe [%s]", cmds[i], v.rule);
+    }
+}
+
+/* Reads of secrets: paths however written, globs, the environment. */
+static void test_secret_reads(void **state)
+{
+    (void)state;
+    const char *secret[] = {
+        "cat ~/.ssh/id_rsa", "cat $HOME/.ssh/id_rsa", "cat ${HOME}/.aws/credentials",
+        "cat /root/.ssh/id_ed25519", "cat ~/.ssh/*", "cat ~/.ss?/id_rsa", "cat /etc/./shadow",
+        "cd ~/.aws && cat credentials", "cd /etc; head -3 shadow", "cat /proc/self/environ",
+        "cat /proc/$$/environ", "cat /proc/self/env*", "xargs -0 -n1 < /proc/1/environ",
+        "printenv AWS_SECRET_ACCESS_KEY", "printenv GITHUB_TOKEN", "env", "printenv", "env -u X",
+        "set", "export -p", "declare -p", "declare -x", "typeset -p", "export",
+        "grep -r password ~/.docker/config.json", "tail ~/.netrc", "base64 ~/.kube/config",
+        "strings ~/.config/gh/hosts.yml", "cat < ~/.git-credentials", "cp ~/.ssh/id_rsa k",
+        "grep -r KEY ~", "rg token /etc", "find ~ -type f -exec cat {} +", "grep -rn x /",
+        "ps e", "ps auxe", "jq -n env", "jq -n '$ENV'", "awk 'BEGIN{print ENVIRON[\"X\"]}'",
+    };
+    none_safe(secret, ARRAY_SIZE(secret));
+    assert_verdict("printenv HOME", TXBOX_VERDICT_SAFE, NULL);
+    assert_verdict("env ls", TXBOX_VERDICT_SAFE, NULL);
+    assert_verdict("echo ~/.ssh/id_rsa.pub", TXBOX_VERDICT_SAFE, NULL);
+    assert_verdict("ls /usr/include/*.h", TXBOX_VERDICT_SAFE, NULL);
+    assert_verdict("set -euo pipefail", TXBOX_VERDICT_SAFE, NULL);
+}
+
+/* A program named with a '/' is the file there, not the one the rules know;
+ * and whatever changes what a name runs makes the rest not safe. */
+static void test_program_lookup(void **state)
+{
+    (void)state;
+    const char *not_safe[] = {
+        "./ls", "bin/cat f", "../x/cat f", "./sh -c ls", "/proc/self/cwd/cat f",
+        "/usr/bin/../../tmp/cat f", "hash -p ./evil cat; cat f", "enable -f ./x.so cat; cat f",
+        "enable -n echo; echo x", "PATH=.:$PATH ls", "export PATH=.:$PATH; ls",
+        "read PATH <<< .; ls", "printf -v PATH .; ls", "unset PATH; ls",
+        "shopt -s expand_aliases; alias ls=./evil; ls", "alias cat=./x", "cat() { ./evil; }; cat f",
+        "export LD_PRELOAD=./x.so; ls", "PAGER='sh -c x'; git log", "export BASH_ENV=./x; sh -c ls",
+        "declare -x LD_PRELOAD=./x.so; ls",
+    };
+    none_safe(not_safe, ARRAY_SIZE(not_safe));
+    assert_verdict("/usr/bin/cat f", TXBOX_VERDICT_SAFE, NULL);
+    assert_verdict("/bin/ls -la", TXBOX_VERDICT_SAFE, NULL);
+    assert_verdict("f=a.txt; cat $f", TXBOX_VERDICT_SAFE, NULL);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/txbox-policy-test-XXXXXX");
@@ -708,6 +851,8 @@ int main(void)
         cmocka_unit_test(test_threads),         cmocka_unit_test(test_builtin_document),
         cmocka_unit_test(test_workspace_layer), cmocka_unit_test(test_workspace_trust),
         cmocka_unit_test(test_workspace_policy_paths),
+        cmocka_unit_test(test_sed_scripts),     cmocka_unit_test(test_long_options),
+        cmocka_unit_test(test_secret_reads),    cmocka_unit_test(test_program_lookup),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
     const char *files[] = {"p.yaml", "o.yaml", "ws/.txbox-policy.yaml", "ws", "ws2", ""};
