@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "txbox.h"
+#include "util.h"
 
 int cmd_run(int argc, char **argv);
 int cmd_check(int argc, char **argv);
@@ -14,6 +15,7 @@ int cmd_recover(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
 int cmd_hook(int argc, char **argv);
+int cmd_setup(int argc, char **argv);
 /* history (cmd_log.c, cmd_show.c, cmd_diff.c, cmd_undo.c, cmd_gc.c) */
 int cmd_log(int argc, char **argv);
 int cmd_show(int argc, char **argv);
@@ -30,6 +32,9 @@ int cmd_review(int argc, char **argv);
 void cli_time(char out[32], double t);
 void cli_print_clean(FILE *f, const char *s, size_t max);
 int cli_open_ws(const char *dir, unsigned flags, bool json, txbox_ws **ws);
+
+/* 'text' for sh, with ' written as '\'' (the text stays byte for byte). */
+void cli_sh_quote(dbuf *b, const char *s);
 
 /* Print "txbox: MSG" on stderr (one line) and return TXBOX_EXIT_ERROR. */
 int cli_fail(const txbox_error *err);
