@@ -142,16 +142,22 @@ static int lex_key(struct lexer *l, struct keypath *k, txbox_error *err)
 static int lex_value(struct lexer *l, txbox_error *err)
 {
     int depth = 0, line0 = l->line;
+    bool done = false; /* one whole value read at depth 0: only a comment may follow */
     skip_ws(l);
     if (at_end(l) || peek(l) == '\n' || peek(l) == '#')
         return tx_err(err, EINVAL, "line %d: a value was expected", l->line);
     while (!at_end(l)) {
         char c = peek(l);
+        if (depth == 0 && done && c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != '#')
+            return tx_err(err, EINVAL, "line %d: unexpected text after a value", l->line);
         if (c == '"' || c == '\'') {
             if (lex_string(l, err) < 0)
                 return -1;
+            done = depth == 0;
             continue;
         }
+        if (depth == 0 && (c == ' ' || c == '\t'))
+            done = true;
         if (c == '#') {
             skip_comment(l);
             continue;
@@ -165,6 +171,7 @@ static int lex_value(struct lexer *l, txbox_error *err)
         } else if (c == ']' || c == '}') {
             if (--depth < 0)
                 return tx_err(err, EINVAL, "line %d: an unbalanced '%c'", l->line, c);
+            done = depth == 0;
         }
         l->pos++;
     }
@@ -352,7 +359,8 @@ int setup_toml_edit(const char *in, size_t len, const char *block, char **out, s
         if (b.len == 1 && b.p[0] == '\n')
             b.len = 0;
     }
-    dbuf_str(&b);
+    if (b.p)
+        b.p[b.len] = '\0'; /* dbuf keeps a NUL after what it holds; trimmed above */
     *outlen = b.len;
     *out = b.p ? b.p : xcalloc(1, 1);
     rc = 0;
