@@ -614,8 +614,13 @@ static int run_setup(struct setup *s, txbox_error *err)
             _cleanup_close_ int cfd = open_user_dir(cfg, !s->dry && !s->remove, err);
             if (cfd < 0 && cfd != -ENOENT)
                 return -1;
-            if (cfd == -ENOENT)
+            if (cfd == -ENOENT) {
+                /* --remove: nothing there; --dry-run: it would be created */
+                s->changed += !s->remove;
+                printf("txbox setup: %s does not exist%s\n", cfg,
+                       s->remove ? ": nothing of txbox's in it" : "; it would be created with the entries");
                 return 0;
+            }
             if (edit(s, cfd, cfg, "settings.json", edit_settings, err) < 0 ||
                 edit(s, cfd, cfg, ".claude.json", edit_mcp_only, err) < 0)
                 return -1;
@@ -634,8 +639,13 @@ static int run_setup(struct setup *s, txbox_error *err)
         const char *ch = getenv("CODEX_HOME");
         if (s->user && ch && *ch == '/') {
             _cleanup_close_ int cfd = open_user_dir(ch, !s->dry && !s->remove, err);
-            if (cfd == -ENOENT)
+            if (cfd == -ENOENT) {
+                /* --remove: nothing there; --dry-run: it would be created */
+                s->changed += !s->remove;
+                printf("txbox setup: %s does not exist%s\n", ch,
+                       s->remove ? ": nothing of txbox's in it" : "; it would be created with the entries");
                 return 0;
+            }
             if (cfd < 0)
                 return -1;
             return edit(s, cfd, ch, "config.toml", edit_codex, err);
