@@ -8,11 +8,12 @@ NETBENCH   ?= build-netbench
 SANITIZE   ?= address,undefined
 DEB_PKGS   := meson ninja-build gcc clang pkg-config libjansson-dev libseccomp-dev \
               libsqlite3-dev libyaml-dev libcurl4-openssl-dev zlib1g-dev libcmocka-dev \
-              libclang-rt-14-dev nettle-dev diffutils bats bubblewrap attr python3 gnuplot-nox \
+              libclang-rt-14-dev nettle-dev diffutils bats bubblewrap attr python3 gnuplot-nox help2man \
               hyperfine passwd util-linux coreutils findutils git iproute2 dosfstools
 MESON_OPTS ?=
 
-.PHONY: all build release deps check unit integration crash fuzz-replay demo bench bench-peers clean
+.PHONY: all build release deps check unit integration crash fuzz-replay demo bench bench-peers clean \
+        install uninstall deb check-clients
 
 all: build
 
@@ -39,6 +40,41 @@ unit: build
 
 integration: build
 	./tests/run-integration $(BUILD)
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the release build through
+# meson install: bin/txbox, the man pages, the bash completion, the docs.
+# make uninstall removes exactly what meson lists as installed.
+PREFIX        ?= /usr/local
+INSTALL_BUILD ?= $(RELEASE)
+
+install: $(if $(filter $(RELEASE),$(INSTALL_BUILD)),release)
+	@[ "$$(meson introspect $(INSTALL_BUILD) --buildoptions | python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"][0])')" = "$(PREFIX)" ] || \
+		meson configure $(INSTALL_BUILD) -Dprefix=$(PREFIX)
+	meson install -C $(INSTALL_BUILD) --destdir "$(DESTDIR)"
+
+uninstall:
+	@[ -f $(INSTALL_BUILD)/build.ninja ] || { echo "make uninstall: no $(INSTALL_BUILD)/ (the build make install used)" >&2; exit 1; }
+	@meson introspect $(INSTALL_BUILD) --installed | python3 -c 'import json,sys,os; [print(p) for p in json.load(sys.stdin).values()]' | \
+	while read -r f; do \
+		[ -e "$(DESTDIR)$$f" ] || [ -L "$(DESTDIR)$$f" ] || continue; \
+		echo "rm $(DESTDIR)$$f"; rm -f "$(DESTDIR)$$f"; \
+		case "$$f" in */doc/txbox/*) rmdir "$$(dirname "$(DESTDIR)$$f")" 2>/dev/null || true ;; esac; \
+		case "$$f" in */doc/txbox/docs/*) rmdir "$(DESTDIR)$${f%/docs/*}" 2>/dev/null || true ;; esac; \
+	done
+
+# make deb: the Debian package (debian/), built offline from this tree with
+# dpkg-buildpackage, then checked with lintian; the .deb lands in ../ and is
+# copied to build-deb/.
+DEB_TOOLS := debhelper dpkg-dev fakeroot lintian help2man
+deb:
+	@./tools/install-deps $(DEB_PKGS) $(DEB_TOOLS)
+	./tools/make-deb
+
+# make check-clients: the real agent CLIs (npm, pinned in tests/clients/)
+# driven against txbox with fake model servers on 127.0.0.1. Downloads, so
+# never part of make check; .ci/run runs it when the npm registry answers.
+check-clients: build
+	./tests/clients/run $(BUILD)
 
 DEMO_SIZE  ?= 250M
 BENCH_SIZES ?= 25M,250M,2.5G

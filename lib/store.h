@@ -68,6 +68,11 @@ TXBOX_API TXBOX_MUST_CHECK int txbox_log_json(txbox_ws *ws, long limit, char **j
 /* Everything recorded about transaction tx: a JSON object. */
 TXBOX_API TXBOX_MUST_CHECK int txbox_show_json(txbox_ws *ws, const char *tx, char **json,
                                                txbox_error *err);
+/* diff -u of two texts (NULL: absent, shown as /dev/null) labelled la and
+ * lb, written to out (txbox setup --dry-run). */
+TXBOX_API TXBOX_MUST_CHECK int txbox_diff_text(FILE *out, const char *a, size_t alen, const char *b,
+                                               size_t blen, const char *la, const char *lb,
+                                               txbox_error *err);
 /* A unified diff of transaction tx's text files (a summary for others) on
  * out. */
 TXBOX_API TXBOX_MUST_CHECK int txbox_diff(txbox_ws *ws, const char *tx, FILE *out,

@@ -1393,6 +1393,15 @@ static int run_diff(FILE *out, const struct image *a, const struct image *b, con
     return 0;
 }
 
+int txbox_diff_text(FILE *out, const char *a, size_t alen, const char *b, size_t blen,
+                    const char *la, const char *lb, txbox_error *err)
+{
+    struct image ia = {.found = true, .data = (char *)a, .len = alen};
+    struct image ib = {.found = true, .data = (char *)b, .len = blen};
+    return run_diff(out, a ? &ia : NULL, b ? &ib : NULL, a ? la : "/dev/null", b ? lb : "/dev/null",
+                    err);
+}
+
 static const char *type_word(char t)
 {
     switch (t) {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "txbox.h"
+#include "util.h"
 
 int cmd_run(int argc, char **argv);
 int cmd_check(int argc, char **argv);
@@ -14,6 +15,7 @@ int cmd_recover(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
 int cmd_hook(int argc, char **argv);
+int cmd_setup(int argc, char **argv);
 /* history (cmd_log.c, cmd_show.c, cmd_diff.c, cmd_undo.c, cmd_gc.c) */
 int cmd_log(int argc, char **argv);
 int cmd_show(int argc, char **argv);
@@ -35,6 +37,10 @@ int cli_open_ws(const char *dir, unsigned flags, bool json, txbox_ws **ws);
  * "txbox: warning: ..." line each on stderr (cmd_check.c). */
 struct txbox_policy;
 void cli_policy_notes(const struct txbox_policy *p);
+
+/* 'text' for sh, with ' written as '\'' (the text stays byte for byte). */
+void cli_sh_quote(dbuf *b, const char *s);
+
 /* Print "txbox: MSG" on stderr (one line) and return TXBOX_EXIT_ERROR. */
 int cli_fail(const txbox_error *err);
 int cli_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

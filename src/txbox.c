@@ -17,6 +17,7 @@ static const struct {
     {"check", cmd_check, "classify a command with the policy; nothing runs"},
     {"recover", cmd_recover, "finish or undo a commit interrupted by a crash"},
     {"mcp", cmd_mcp, "Model Context Protocol server on stdin/stdout"},
+    {"setup", cmd_setup, "write txbox's hook and MCP entries into an agent CLI's settings"},
     {"hook", cmd_hook, "pre-tool-use hook for agent CLIs (claude-code, gemini-cli)"},
     {"log", cmd_log, "the audit log, newest first"},
     {"show", cmd_show, "everything recorded about one transaction"},
@@ -42,6 +43,18 @@ static void usage(FILE *f)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
     fprintf(f, "\nRun 'txbox COMMAND --help' for the options of one command.\n");
+}
+
+void cli_sh_quote(dbuf *b, const char *s)
+{
+    dbuf_add(b, "'", 1);
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'')
+            dbuf_addstr(b, "'\\''");
+        else
+            dbuf_add(b, p, 1);
+    }
+    dbuf_add(b, "'", 1);
 }
 
 int cli_fail(const txbox_error *err)

@@ -114,19 +114,6 @@ static void usage(FILE *f)
                "$QWEN_PROJECT_DIR, else the input's cwd). See docs/mcp.md.\n");
 }
 
-/* 'text' for sh, with ' written as '\'' (the command stays byte for byte). */
-static void sh_quote(dbuf *b, const char *s)
-{
-    dbuf_add(b, "'", 1);
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'')
-            dbuf_addstr(b, "'\\''");
-        else
-            dbuf_add(b, p, 1);
-    }
-    dbuf_add(b, "'", 1);
-}
-
 /* Prints the decision object and returns 0, or fails closed. */
 static int emit(json_t *o)
 {
@@ -368,17 +355,17 @@ static int handle(agent a, json_t *in, const hook_opts *ho)
     dbuf b;
     dbuf_init(&b, 0);
     dbuf_addstr(&b, "cd ");
-    sh_quote(&b, cdir);
+    cli_sh_quote(&b, cdir);
     dbuf_addstr(&b, " && ");
-    sh_quote(&b, self);
+    cli_sh_quote(&b, self);
     dbuf_addstr(&b, " run -C ");
-    sh_quote(&b, ws);
+    cli_sh_quote(&b, ws);
     if (pol_path) {
         dbuf_addstr(&b, " --policy ");
-        sh_quote(&b, pol_path);
+        cli_sh_quote(&b, pol_path);
     }
     dbuf_addstr(&b, safe ? " --shell bash --read-only -c " : " --shell bash -c ");
-    sh_quote(&b, cmd);
+    cli_sh_quote(&b, cmd);
     /* both CLIs run the tool input given back as the whole call: keep the
      * other fields (description, timeout, dir_path, ...) */
     json_t *upd = json_deep_copy(tinput);

@@ -1,0 +1,171 @@
+#!/usr/bin/env bats
+# The real agent CLIs (tests/clients/package.json, pinned) driven end to end
+# offline: each talks to a fake model server on 127.0.0.1
+# (tests/clients/fakemodel.py: chat completions for qwen-code, the Responses
+# API for Codex, the Gemini API for Gemini CLI) that calls one tool with one
+# command, and txbox is wired in by `txbox setup` exactly as a user would.
+# Through MCP and through the hook: a committing, a destructive and a
+# failing command, the workspace checked after each. Claude Code cannot run
+# offline: its hook protocol is replayed with inputs built from the types
+# its Agent SDK publishes, and the hook's answer checked against them.
+# Run by tests/clients/run (make check-clients), not by make check.
+
+bats_require_minimum_version 1.5.0
+load ../lib/common
+
+CLIENTS="$REPO_DIR/tests/clients"
+NM="$CLIENTS/node_modules"
+
+setup() {
+    W="$BATS_TEST_TMPDIR/ws"
+    export HOME="$BATS_TEST_TMPDIR/home"
+    mkdir -p "$W" "$HOME/keep"
+    printf 'canary\n' >"$HOME/keep/canary"
+    printf 'base\n' >"$W/base.txt"
+    unset CODEX_HOME CLAUDE_CONFIG_DIR GEMINI_PROJECT_DIR CLAUDE_PROJECT_DIR
+    LOG="$BATS_TEST_TMPDIR/model.log"
+}
+
+teardown() {
+    [ -n "${SRV:-}" ] && kill "$SRV" 2>/dev/null || true
+}
+
+# model TOOL_RE COMMAND: the fake model server; sets PORT
+model() {
+    rm -f "$BATS_TEST_TMPDIR/port" "$LOG"
+    python3 "$CLIENTS/fakemodel.py" "$BATS_TEST_TMPDIR/port" "$LOG" "$1" "$2" 2>"$BATS_TEST_TMPDIR/model.err" &
+    SRV=$!
+    for _ in $(seq 100); do [ -s "$BATS_TEST_TMPDIR/port" ] && break; sleep 0.1; done
+    PORT=$(cat "$BATS_TEST_TMPDIR/port")
+}
+
+# what the model was told the tool did (all results, as text)
+told() {
+    python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    if "tool_result" in d: print(json.dumps(d["tool_result"]))' "$LOG"
+}
+
+setup_cli() {
+    run --separate-stderr txbox_bin setup "$@"
+    [ "$status" = 0 ] || fail "txbox setup $*: $stderr"
+}
+
+cli_qwen() {
+    (cd "$W" && OPENAI_API_KEY=test OPENAI_BASE_URL="http://127.0.0.1:$PORT/v1" OPENAI_MODEL=fake-model \
+        timeout 300 "$NM/.bin/qwen" -p "do the task" --approval-mode yolo --auth-type openai) \
+        >"$BATS_TEST_TMPDIR/cli.out" 2>"$BATS_TEST_TMPDIR/cli.err" </dev/null
+}
+
+cli_gemini() {
+    mkdir -p "$HOME/.gemini"
+    [ -f "$HOME/.gemini/settings.json" ] ||
+        printf '{"security": {"auth": {"selectedType": "gemini-api-key"}}}\n' >"$HOME/.gemini/settings.json"
+    (cd "$W" && GEMINI_API_KEY=test GOOGLE_GEMINI_BASE_URL="http://127.0.0.1:$PORT" GEMINI_CLI_TRUST_WORKSPACE=true \
+        timeout 300 "$NM/.bin/gemini" -p "do the task" -m fake-model --approval-mode yolo) \
+        >"$BATS_TEST_TMPDIR/cli.out" 2>"$BATS_TEST_TMPDIR/cli.err" </dev/null
+}
+
+cli_codex() {
+    (cd "$W" && FAKE_KEY=test timeout 300 "$NM/.bin/codex" exec --skip-git-repo-check \
+        -c model_provider=fake \
+        -c "model_providers.fake={name=\"fake\",base_url=\"http://127.0.0.1:$PORT/v1\",wire_api=\"responses\",env_key=\"FAKE_KEY\"}" \
+        -m fake-model "do the task") \
+        >"$BATS_TEST_TMPDIR/cli.out" 2>"$BATS_TEST_TMPDIR/cli.err" </dev/null
+}
+
+# drive CLI TOOL_RE COMMAND: one run of the CLI with the fake model
+drive() {
+    model "$2" "$3"
+    "cli_$1" || fail "$1 exited $?" "$(tail -20 "$BATS_TEST_TMPDIR/cli.err")" "$(cat "$BATS_TEST_TMPDIR/cli.out")"
+    kill "$SRV"
+    SRV=
+    TOLD=$(told)
+    [ -n "$TOLD" ] || fail "$1: the model never got a tool result" "$(cat "$LOG" | cut -c1-2000)"
+}
+
+home_intact() {
+    [ "$(cat "$HOME/keep/canary" 2>/dev/null)" = canary ] || fail "the destructive command ran: ~/keep/canary is gone"
+}
+
+# the three commands, through tool TOOL_RE of CLI; MCP results say what
+# happened in txbox's words
+three_cases_mcp() {
+    local cli=$1 re=$2
+    drive "$cli" "$re" 'echo hi > hello.txt'
+    [ "$(cat "$W/hello.txt")" = hi ] || fail "$cli mcp: hello.txt not committed" "$TOLD"
+    [[ "$TOLD" == *committed* ]] || fail "$TOLD"
+    drive "$cli" "$re" 'rm -rf ~'
+    home_intact
+    [[ "$TOLD" == *blocked* && "$TOLD" == *delete-outside-workspace* ]] || fail "$cli mcp destructive: $TOLD"
+    drive "$cli" "$re" 'echo partial > partial.txt && rm base.txt && false'
+    [ ! -e "$W/partial.txt" ] && [ "$(cat "$W/base.txt")" = base ] || fail "$cli mcp: the failing command's changes stayed"
+    [[ "$TOLD" == *rolled* ]] || fail "$cli mcp failing: $TOLD"
+    run --separate-stderr txbox_bin log -C "$W" --json
+    [ "$(python3 -c 'import json,sys; print(" ".join(t["outcome"] for t in json.load(sys.stdin)))' <<<"$output")" = \
+      "rolled_back blocked committed" ] || fail "txbox log: $output"
+}
+
+@test "qwen-code 0.15 through MCP: commits, blocks, rolls back" {
+    setup_cli qwen-code --project "$W"
+    three_cases_mcp qwen 'txbox__run$'
+}
+
+@test "gemini-cli 0.61 through MCP: commits, blocks, rolls back" {
+    setup_cli gemini-cli --project "$W"
+    three_cases_mcp gemini 'mcp_txbox_run$'
+}
+
+@test "codex 0.171 through MCP (codex exec, headless): commits, blocks, rolls back" {
+    setup_cli codex
+    three_cases_mcp codex 'mcp__txbox__run$'
+}
+
+@test "codex exec without default_tools_approval_mode: the MCP call is refused (why setup writes it)" {
+    setup_cli codex
+    sed -i '/^default_tools_approval_mode/d' "$HOME/.codex/config.toml"
+    model 'mcp__txbox__run$' 'echo hi > hello.txt'
+    cli_codex || true
+    [ ! -e "$W/hello.txt" ]
+    [[ "$(told)" == *"requires approval"* ]] || fail "$(told)"
+}
+
+@test "gemini-cli 0.61 through the BeforeTool hook: its own shell tool commits through txbox run, blocks, rolls back" {
+    setup_cli gemini-cli --project "$W"
+    drive gemini '^run_shell_command$' 'echo hi > hello.txt'
+    [ "$(cat "$W/hello.txt")" = hi ] || fail "gemini hook: not committed" "$TOLD"
+    drive gemini '^run_shell_command$' 'rm -rf ~'
+    home_intact
+    [[ "$TOLD" == *"txbox blocked this command"* ]] || fail "$TOLD"
+    drive gemini '^run_shell_command$' 'echo partial > partial.txt && rm base.txt && false'
+    [ ! -e "$W/partial.txt" ] && [ "$(cat "$W/base.txt")" = base ] || fail "gemini hook: the failing command's changes stayed" "$TOLD"
+    run --separate-stderr txbox_bin log -C "$W" --json
+    [ "$(python3 -c 'import json,sys; print(" ".join(t["outcome"] for t in json.load(sys.stdin)))' <<<"$output")" = \
+      "rolled_back committed" ] || fail "txbox log: $output"
+}
+
+@test "qwen-code 0.15 through the PreToolUse hook: no shell command gets past txbox unjudged" {
+    setup_cli qwen-code --project "$W"
+    # qwen-code ignores updatedInput, so the hook cannot reroute a command
+    # through txbox run: what may change state must be denied (with a
+    # pointer to the MCP run tool), and nothing may reach the workspace
+    for cmd in 'echo hi > hello.txt' 'rm -rf ~' 'echo partial > partial.txt && rm base.txt && false'; do
+        drive qwen '^run_shell_command$' "$cmd"
+        home_intact
+        [ ! -e "$W/hello.txt" ] && [ ! -e "$W/partial.txt" ] && [ -e "$W/base.txt" ] ||
+            fail "qwen hook let '$cmd' change the workspace" "$TOLD"
+        [[ "$TOLD" == *txbox* ]] || fail "qwen hook: the model was not told why: $TOLD"
+    done
+}
+
+@test "Claude Code hook protocol: inputs built from the Agent SDK's published types, answers checked against them" {
+    setup_cli claude-code --project "$W"
+    cmd=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["hooks"]["PreToolUse"][0]["hooks"][0]["command"])' \
+        "$W/.claude/settings.json")
+    run --separate-stderr python3 "$CLIENTS/claude_types.py" "$NM/@anthropic-ai/claude-agent-sdk" "$W" "$cmd"
+    [ "$status" = 0 ] || fail "$output" "$stderr"
+    home_intact
+    [ "$(cat "$W/hello.txt")" = hi ] || fail "the rewritten command did not commit" "$output"
+    [ ! -e "$W/partial.txt" ] && [ "$(cat "$W/base.txt")" = base ] || fail "the failing command's changes stayed"
+}

@@ -1,0 +1,209 @@
+#!/usr/bin/env bats
+# txbox setup AGENT: the hook and MCP entries merged into each agent CLI's
+# settings (keeping what is there, with a backup), --dry-run, --remove, both
+# ways idempotent; project files are workspace content (no symlink followed,
+# no fifo read); the hook written into the settings is run as the CLI would.
+
+bats_require_minimum_version 1.5.0
+load ../lib/common
+
+setup() {
+    P="$BATS_TEST_TMPDIR/proj"
+    H="$BATS_TEST_TMPDIR/home"
+    mkdir -p "$P" "$H"
+    export HOME="$H"
+    unset CODEX_HOME CLAUDE_CONFIG_DIR
+    BIN="$(readlink -f "$TXBOX")"
+}
+
+setup_ok() {
+    run --separate-stderr txbox_bin setup "$@"
+    [ "$status" = 0 ] || fail "setup $* -> $status" "$stderr" "$output"
+}
+
+# jq-like checks in python: jget FILE EXPR (EXPR in python on d)
+jget() {
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(eval(sys.argv[2]), sort_keys=True))' "$1" "$2"
+}
+
+@test "setup claude-code: hook and MCP entries merged into existing settings, with a backup" {
+    mkdir -p "$P/.claude"
+    cat >"$P/.claude/settings.json" <<'EOF'
+{"permissions": {"allow": ["Bash(ls)"]},
+ "hooks": {"PreToolUse": [{"matcher": "Edit", "hooks": [{"type": "command", "command": "echo mine"}]}]}}
+EOF
+    cp "$P/.claude/settings.json" "$BATS_TEST_TMPDIR/orig"
+    cd "$P"
+    setup_ok claude-code
+    [ "$(jget .claude/settings.json 'd["permissions"]')" = '{"allow": ["Bash(ls)"]}' ]
+    [ "$(jget .claude/settings.json 'd["hooks"]["PreToolUse"][0]["hooks"][0]["command"]')" = '"echo mine"' ]
+    [ "$(jget .claude/settings.json 'd["hooks"]["PreToolUse"][1]')" = \
+      "{\"hooks\": [{\"command\": \"$BIN hook claude-code\", \"timeout\": 30, \"type\": \"command\"}], \"matcher\": \"*\"}" ]
+    [ "$(jget .claude/settings.json 'd["enabledMcpjsonServers"]')" = '["txbox"]' ]
+    [ "$(jget .mcp.json 'd["mcpServers"]["txbox"]')" = \
+      "{\"args\": [\"mcp\", \"-C\", \"$P\"], \"command\": \"$BIN\"}" ]
+    cmp .claude/settings.json.txbox-bak "$BATS_TEST_TMPDIR/orig"
+}
+
+@test "setup: a second run changes nothing; --remove restores the settings; a second --remove changes nothing" {
+    cd "$P"
+    mkdir -p .gemini
+    printf '{"theme": "dark", "mcpServers": {"other": {"command": "x"}}}\n' >.gemini/settings.json
+    for a in claude-code gemini-cli qwen-code; do setup_ok "$a"; done
+    setup_ok codex --project "$P"
+    snap=$(cat .claude/settings.json .mcp.json .gemini/settings.json .qwen/settings.json .codex/config.toml | sha256sum)
+    for a in claude-code gemini-cli qwen-code; do
+        setup_ok "$a"
+        [[ "$output" == *"already set up"* ]] || fail "$output"
+    done
+    setup_ok codex --project "$P"
+    [ "$snap" = "$(cat .claude/settings.json .mcp.json .gemini/settings.json .qwen/settings.json .codex/config.toml | sha256sum)" ]
+    for a in claude-code gemini-cli qwen-code; do setup_ok "$a" --remove; done
+    setup_ok codex --project "$P" --remove
+    [ "$(jget .gemini/settings.json d)" = '{"mcpServers": {"other": {"command": "x"}}, "theme": "dark"}' ]
+    # files that held only txbox's entries are gone (their backups stay)
+    [ ! -e .claude/settings.json ] && [ ! -e .mcp.json ] && [ ! -e .qwen/settings.json ] && [ ! -e .codex/config.toml ]
+    for a in claude-code gemini-cli qwen-code; do
+        setup_ok "$a" --remove
+        [[ "$output" == *"nothing of txbox's"* ]] || fail "$output"
+    done
+    [ "$(jget .gemini/settings.json d)" = '{"mcpServers": {"other": {"command": "x"}}, "theme": "dark"}' ]
+}
+
+@test "setup gemini-cli and qwen-code: hook on the shell tool, MCP server with a timeout in ms" {
+    cd "$P"
+    setup_ok gemini-cli
+    [ "$(jget .gemini/settings.json 'd["hooks"]["BeforeTool"]')" = \
+      "[{\"hooks\": [{\"command\": \"$BIN hook gemini-cli\", \"name\": \"txbox\", \"timeout\": 30000, \"type\": \"command\"}], \"matcher\": \".*\"}]" ]
+    [ "$(jget .gemini/settings.json 'd["mcpServers"]["txbox"]["timeout"]')" = 600000 ]
+    setup_ok qwen-code
+    [ "$(jget .qwen/settings.json 'd["hooks"]["PreToolUse"][0]["matcher"]')" = '"*"' ]
+    [ "$(jget .qwen/settings.json 'd["hooks"]["PreToolUse"][0]["hooks"][0]["command"]')" = "\"$BIN hook qwen-code\"" ]
+    [ "$(jget .qwen/settings.json 'd["mcpServers"]["txbox"]["args"]')" = "[\"mcp\", \"-C\", \"$P\"]" ]
+}
+
+@test "setup codex: [mcp_servers.txbox] in ~/.codex/config.toml with the approval mode and tool timeout, the rest kept" {
+    mkdir -p "$H/.codex"
+    cat >"$H/.codex/config.toml" <<'EOF'
+model = "o3" # mine
+notes = """
+[mcp_servers.txbox]
+"""
+[mcp_servers.other]
+command = "x"
+args = [
+  "[y]", # a comment
+]
+
+[profiles.p]
+model = "o4"
+EOF
+    cp "$H/.codex/config.toml" "$BATS_TEST_TMPDIR/orig"
+    cd "$P"
+    setup_ok codex
+    python3 - "$H/.codex/config.toml" "$BIN" <<'EOF'
+import sys, tomllib
+d = tomllib.load(open(sys.argv[1], "rb"))
+assert d["model"] == "o3" and d["notes"] == "[mcp_servers.txbox]\n", d
+assert d["mcp_servers"]["other"] == {"command": "x", "args": ["[y]"]}, d
+assert d["profiles"] == {"p": {"model": "o4"}}, d
+assert d["mcp_servers"]["txbox"] == {"command": sys.argv[2], "args": ["mcp"], "tool_timeout_sec": 600,
+                                     "default_tools_approval_mode": "approve"}, d
+EOF
+    cmp "$H/.codex/config.toml.txbox-bak" "$BATS_TEST_TMPDIR/orig"
+    setup_ok codex --remove
+    cmp "$H/.codex/config.toml" "$BATS_TEST_TMPDIR/orig"
+    # CODEX_HOME moves the file, as it moves Codex's
+    export CODEX_HOME="$BATS_TEST_TMPDIR/ch"
+    mkdir "$CODEX_HOME"
+    setup_ok codex
+    grep -qx 'default_tools_approval_mode = "approve"' "$CODEX_HOME/config.toml"
+}
+
+@test "setup codex: mcp_servers.txbox in a form the editor does not touch, or text it cannot read, is refused and kept" {
+    mkdir -p "$H/.codex"
+    for text in 'mcp_servers.txbox.command = "x"' $'[mcp_servers]\ntxbox = { command = "x" }' \
+        'mcp_servers = { txbox = { command = "x" } }' $'[[mcp_servers]]\nname = "txbox"' \
+        'a = "no end' $'a = [\n1,' '[mcp_servers.txbox'; do
+        printf '%s\n' "$text" >"$H/.codex/config.toml"
+        run --separate-stderr txbox_bin setup codex
+        [ "$status" = 125 ] || fail "accepted: $text" "$output"
+        [[ "$stderr" == "txbox: setup: "*config.toml*": "* ]] || fail "$stderr"
+        [ "$(wc -l <<<"$stderr")" = 1 ] || fail "$stderr"
+        [ "$(cat "$H/.codex/config.toml")" = "$text" ] || fail "changed: $text"
+        [ ! -e "$H/.codex/config.toml.txbox-bak" ]
+    done
+}
+
+@test "setup --dry-run: prints the diff and writes nothing" {
+    cd "$P"
+    mkdir -p .gemini
+    printf '{"theme": "dark"}\n' >.gemini/settings.json
+    run --separate-stderr txbox_bin setup gemini-cli --dry-run
+    [ "$status" = 0 ] || fail "$stderr"
+    [[ "$output" == *"--- $P/.gemini/settings.json"* ]] || fail "$output"
+    [[ "$output" == *"+        \"matcher\": \".*\","* ]] || fail "$output"
+    [[ "$output" == *"dry run: 1 file would change"* ]] || fail "$output"
+    [ "$(cat .gemini/settings.json)" = '{"theme": "dark"}' ]
+    run --separate-stderr txbox_bin setup claude-code --dry-run
+    [ "$status" = 0 ] || fail "$stderr"
+    [ ! -e .claude ] && [ ! -e .mcp.json ]
+}
+
+@test "setup: project settings that are symlinks, fifos or not plain JSON are refused, nothing written" {
+    cd "$P"
+    printf 'secret\n' >"$BATS_TEST_TMPDIR/target"
+    mkdir .claude
+    ln -s "$BATS_TEST_TMPDIR/target" .claude/settings.json
+    run --separate-stderr txbox_bin setup claude-code
+    [ "$status" = 125 ] || fail "$output"
+    [[ "$stderr" == *"symlink"* ]] || fail "$stderr"
+    [ "$(cat "$BATS_TEST_TMPDIR/target")" = secret ]
+    rm .claude/settings.json && rmdir .claude
+    ln -s "$BATS_TEST_TMPDIR" .gemini
+    run --separate-stderr txbox_bin setup gemini-cli
+    [ "$status" = 125 ] || fail "$output"
+    [ ! -e "$BATS_TEST_TMPDIR/settings.json" ]
+    rm .gemini && mkdir .qwen && mkfifo .qwen/settings.json
+    run --separate-stderr timeout 20 "$TXBOX" setup qwen-code
+    [ "$status" = 125 ] || fail "$status $stderr"
+    [[ "$stderr" == *"not a regular file"* ]] || fail "$stderr"
+    rm .qwen/settings.json
+    printf '{\n  // a comment\n  "a": 1\n}\n' >.qwen/settings.json
+    run --separate-stderr txbox_bin setup qwen-code
+    [ "$status" = 125 ] || fail "$output"
+    [[ "$stderr" == *"not plain JSON (line 2"* ]] || fail "$stderr"
+    [ "$(sed -n 2p .qwen/settings.json)" = '  // a comment' ]
+    printf '{"hooks": []}\n' >.qwen/settings.json
+    run --separate-stderr txbox_bin setup qwen-code
+    [ "$status" = 125 ] || fail "$output"
+    [[ "$stderr" == *"unexpected type"* ]] || fail "$stderr"
+}
+
+@test "setup --user: the user's files; bad arguments are one-line errors with status 125" {
+    setup_ok claude-code --user --policy "$REPO_DIR/policy/default.yaml"
+    [ "$(jget "$H/.claude/settings.json" 'd["hooks"]["PreToolUse"][0]["hooks"][0]["command"]')" = \
+      "\"$BIN hook claude-code --policy $REPO_DIR/policy/default.yaml\"" ]
+    [ "$(jget "$H/.claude.json" 'd["mcpServers"]["txbox"]["args"]')" = "[\"mcp\", \"--policy\", \"$REPO_DIR/policy/default.yaml\"]" ]
+    for args in "" "nosuch" "codex --user --project /" "gemini-cli --project /nonexistent" "codex --bogus" "gemini-cli extra"; do
+        run --separate-stderr txbox_bin setup $args
+        [ "$status" = 125 ] || fail "setup $args -> $status"
+        [[ "$stderr" == "txbox: setup: "* ]] && [ "$(wc -l <<<"$stderr")" = 1 ] || fail "setup $args: $stderr"
+    done
+}
+
+@test "setup: the hook command written into the settings runs and judges a command as the CLI would" {
+    cd "$P"
+    setup_ok claude-code
+    cmd=$(python3 -c 'import json; print(json.load(open(".claude/settings.json"))["hooks"]["PreToolUse"][0]["hooks"][0]["command"])')
+    input='{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","cwd":"'"$P"'","tool_input":{"command":"rm -rf /"}}'
+    run --separate-stderr env CLAUDE_PROJECT_DIR="$P" sh -c "$cmd" <<<"$input"
+    [ "$status" = 0 ] || fail "$stderr"
+    [[ "$output" == *'"permissionDecision":"deny"'* ]] || fail "$output"
+    setup_ok gemini-cli
+    cmd=$(python3 -c 'import json; print(json.load(open(".gemini/settings.json"))["hooks"]["BeforeTool"][0]["hooks"][0]["command"])')
+    input='{"session_id":"s","hook_event_name":"BeforeTool","tool_name":"run_shell_command","cwd":"'"$P"'","tool_input":{"command":"echo hi > f"}}'
+    run --separate-stderr env GEMINI_PROJECT_DIR="$P" sh -c "$cmd" <<<"$input"
+    [ "$status" = 0 ] || fail "$stderr"
+    [[ "$output" == *'"decision":"allow"'* && "$output" == *" run -C "* ]] || fail "$output"
+}
