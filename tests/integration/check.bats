@@ -125,11 +125,11 @@ EOF
 @test "the workspace policy file is read (it can tighten; tests/integration/wspolicy.bats)" {
     cat >"$WS/.txbox-policy.yaml" <<'EOF'
 rules:
-  - id: no-git-status
+  - id: no-git-rev-parse
     decision: uncertain
-    reason: status runs hooks here
-    match: {program: git, subcommand: status}
-    examples: {match: [git status], no_match: [git log]}
+    reason: held back here
+    match: {program: git, subcommand: rev-parse}
+    examples: {match: [git rev-parse HEAD], no_match: [git log]}
 EOF
     chk -c 'git rev-parse HEAD'
     assert_status 1

@@ -243,5 +243,10 @@ YAML
     [ "$status" = 0 ] || fail "$output"
     grep -q 'domains: refused' <<<"$output" || fail "domains not refused: $output"
     grep -q 'network: refused' <<<"$output" || fail "network not refused: $output"
-    grep -q "\"needs_network\": *false" <<<"$output" || fail "network granted: $output"
+    # curl still gets the built-in network rule's proxy, whose allowlist
+    # holds nothing the workspace named
+    txj -c "curl -sS http://a.attacker.example/; exit 0"
+    [ "$(jget network.mode)" = proxy ] || fail "$output"
+    ! grep -q attacker <<<"$(jget network.allowed)" || fail "widened: $(jget network.allowed)"
+    grep -q attacker <<<"$(jget network.refused)" || fail "not refused: $(jget network)"
 }
