@@ -494,6 +494,7 @@ static void remove_scratch(int txfd)
     (void)tree_remove(txfd, "upper");
     (void)tree_remove(txfd, "work");
     (void)unlinkat(txfd, "staged", 0); /* history: an undo's staging record */
+    (void)unlinkat(txfd, "intent", 0);  /* the journal's copy (journal.c, I8): done */
 }
 
 void tx_write_outcome(int txfd, const char *outcome)
