@@ -9,7 +9,8 @@ SANITIZE   ?= address,undefined
 DEB_PKGS   := meson ninja-build gcc clang pkg-config libjansson-dev libseccomp-dev \
               libsqlite3-dev libyaml-dev libcurl4-openssl-dev zlib1g-dev libcmocka-dev \
               libclang-rt-14-dev nettle-dev diffutils bats bubblewrap attr python3 gnuplot-nox help2man \
-              hyperfine passwd util-linux coreutils findutils git iproute2 dosfstools
+              hyperfine passwd util-linux coreutils findutils git iproute2 dosfstools \
+              btrfs-progs
 MESON_OPTS ?=
 
 .PHONY: all build release deps check unit integration crash fuzz-replay demo bench bench-peers clean \

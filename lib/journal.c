@@ -8,6 +8,7 @@
  *   active/ID           flock'd by the owning process while ID is in flight
  *   journal/ID          the intent log, present from the commit point until
  *                       the transaction is fully applied and recorded
+ *   tx/ID/intent        a copy of journal/ID while that exists (I8)
  *   tx/ID/journal       the same log once done (the commit record, for undo)
  *   commits/GEN -> ID   which transaction made generation GEN
  *   gen                 the latest generation (a cache of max(commits/))
@@ -30,6 +31,12 @@
  *      │ undo/, commits/ and that file; only then journal/ID ->
  *      │ tx/ID/journal
  *   S4 DONE      recorded; active/ID removed
+ *
+ *   From S2 or S3, when the apply or finalize fails (the filesystem refuses
+ *   a rename, space runs out) or the journal is found damaged:
+ *      │ journal_rollback(): rollback_ops() from the pre-images, the commit
+ *      │ record withdrawn, made durable; journal/ID removed
+ *   S1 PREPARED  again (pre-state); the caller or recovery discards it
  *
  * Invariants:
  *   I1. Before the commit point the workspace is never written: a crash in
@@ -65,12 +72,22 @@
  *       operation outside the workspace.
  *   I6. An fsync error is never retried as if nothing happened: before the
  *       commit point the transaction aborts (pre-state); after it, txbox
- *       stops and the next recovery rolls forward from the journal.
+ *       rolls the transaction back (I8), or, when that fails too, stops,
+ *       and the next recovery rolls forward from the journal (or back).
  *   I7. journal/ID is closed only after everything the apply and finalize
  *       wrote before it is durable (one sync set): a crash before that
  *       leaves journal/ID, and recovery applies and records again (I3).
  *       Nothing but recovery reads the workspace's state meanwhile: every
  *       txbox command recovers first, under the workspace lock.
+ *   I8. Past the commit point a transaction ends in the post-state or, when
+ *       the apply cannot finish, in the pre-state: the journal and its copy
+ *       tx/ID/intent (same bytes, durable before the commit point) name
+ *       every pre-image undo/N, and rollback_ops() moves them back, each
+ *       step idempotent, the journal removed last. What the filesystem is
+ *       known to refuse (attributes, another device, too little space) is
+ *       refused before the commit point (run.c), so a rollback is the
+ *       exception; one that fails too leaves journal/ID and an error that
+ *       names what a person must fix.
  */
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -84,6 +101,7 @@
 #define JNL_MAGIC "TXBOXJN1"
 #define JNL_END "TXBOXEND"
 #define JNL_MAX_BYTES (1u << 30)
+#define JNL_COPY "intent"
 
 struct jhdr {
     char magic[8];
@@ -96,6 +114,12 @@ struct jop {
     uint32_t path_len;
     struct tx_meta nw, old;
 };
+
+static bool exists_at(int dirfd, const char *name)
+{
+    struct stat st;
+    return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
 
 static void put(dbuf *b, const void *p, size_t n) { dbuf_add(b, p, n); }
 
@@ -115,8 +139,24 @@ static int sync_journal(int fd, struct fs_syncset *pre, int jnld)
     return fs_syncset_sync(pre, jnld);
 }
 
-static int write_journal(txbox_ws *ws, const struct tx_journal *j, struct fs_syncset *pre,
-                         txbox_error *err)
+/* The journal's copy, tx/ID/intent (I2): the same bytes, durable before the
+ * commit point with the journal, so that a journal damaged after it (a disk
+ * error, a person) still names the operations and their pre-images: recovery
+ * then rolls the transaction back from undo/N. */
+static int write_intent(int txfd, const dbuf *b, struct fs_syncset *pre)
+{
+    _cleanup_close_ int fd = openat(txfd, JNL_COPY, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || fs_write(fd, b->p, b->len) < 0)
+        return -1;
+    if (!pre)
+        return fs_fsync(fd);
+    fs_syncset_add(pre, fd);
+    fs_syncset_add(pre, txfd);
+    return 0;
+}
+
+static int write_journal(txbox_ws *ws, int txfd, const struct tx_journal *j,
+                         struct fs_syncset *pre, txbox_error *err)
 {
     dbuf b;
     dbuf_init(&b, 0);
@@ -155,7 +195,9 @@ static int write_journal(txbox_ws *ws, const struct tx_journal *j, struct fs_syn
     jnl_name(fin, j->id, "");
     int rc = -1;
     _cleanup_close_ int fd = openat(ws->jnld, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
+    if (write_intent(txfd, &b, pre) < 0 || (!pre && fs_fsync(txfd) < 0))
+        tx_errno(err, errno, "cannot write the journal's copy");
+    else if (fd < 0)
         tx_errno(err, errno, "cannot create the journal");
     else if (fs_write(fd, b.p, b.len) < 0)
         tx_errno(err, errno, "cannot write the journal");
@@ -171,6 +213,8 @@ static int write_journal(txbox_ws *ws, const struct tx_journal *j, struct fs_syn
         rc = 0;
     if (rc < 0 && fd >= 0)
         (void)unlinkat(ws->jnld, tmp, 0);
+    if (rc < 0 && !exists_at(ws->jnld, fin))
+        (void)unlinkat(txfd, JNL_COPY, 0);
     dbuf_free(&b);
     return rc;
 }
@@ -272,11 +316,6 @@ bad:
 
 /* ---- applying ---- */
 
-static bool exists_at(int dirfd, const char *name)
-{
-    struct stat st;
-    return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-}
 
 /* Open the parent of path for writing operations: an O_RDONLY directory fd
  * (fsync needs one), reached without symlinks and beneath root. */
@@ -375,6 +414,23 @@ static int keep_dir_xattrs(int fd, int undo, size_t i, txbox_error *err)
     return 0;
 }
 
+/* A directory's owner, mode and times (absolute values): META's new ones,
+ * or its old ones in a rollback. */
+static int set_dir_meta(int fd, const struct tx_meta *m, const char *path, txbox_error *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return tx_errno(err, errno, "cannot stat %s", path);
+    if ((st.st_uid != m->uid || st.st_gid != m->gid) && fchown(fd, m->uid, m->gid) < 0)
+        return tx_errno(err, errno, "cannot set the owner of %s", path);
+    if ((st.st_mode & 07777) != (m->mode & 07777) && fchmod(fd, m->mode & 07777) < 0)
+        return tx_errno(err, errno, "cannot set the mode of %s", path);
+    struct timespec ts[2] = {{m->atime_s, m->atime_ns}, {m->mtime_s, m->mtime_ns}};
+    if (futimens(fd, ts) < 0)
+        return tx_errno(err, errno, "cannot set the times of %s", path);
+    return 0;
+}
+
 static int apply_meta(int wsfd, int upper, int undo, size_t i, const struct tx_op *o,
                       struct fs_syncset *touched, txbox_error *err)
 {
@@ -387,17 +443,8 @@ static int apply_meta(int wsfd, int upper, int undo, size_t i, const struct tx_o
         if (ufd >= 0 && (keep_dir_xattrs(fd, undo, i, err) < 0 || dir_xattrs_copy(ufd, fd, err) < 0))
             return tx_err_ctx(err, "directory %s", *o->path ? o->path : ".");
     }
-    struct stat st;
-    if (fstat(fd, &st) < 0)
-        return tx_errno(err, errno, "cannot stat %s", o->path);
-    if ((st.st_uid != o->nw.uid || st.st_gid != o->nw.gid) &&
-        fchown(fd, o->nw.uid, o->nw.gid) < 0)
-        return tx_errno(err, errno, "cannot set the owner of %s", o->path);
-    if ((st.st_mode & 07777) != o->nw.mode && fchmod(fd, o->nw.mode) < 0)
-        return tx_errno(err, errno, "cannot set the mode of %s", o->path);
-    struct timespec ts[2] = {{o->nw.atime_s, o->nw.atime_ns}, {o->nw.mtime_s, o->nw.mtime_ns}};
-    if (futimens(fd, ts) < 0)
-        return tx_errno(err, errno, "cannot set the times of %s", o->path);
+    if (set_dir_meta(fd, &o->nw, o->path, err) < 0)
+        return -1;
     fs_syncset_add(touched, fd);
     return 0;
 }
@@ -475,6 +522,124 @@ static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, struct fs
     return rc;
 }
 
+/* S2 -> S1, the other way out of the commit point: what the apply did is
+ * undone from the pre-images, each step idempotent like the apply's (I8):
+ *   REPLACE N: if upper/P is gone (installed) and workspace P exists: rename
+ *              P -> upper/P. Then if undo/N exists and P does not: rename
+ *              undo/N -> P.
+ *   DELETE N:  if undo/N exists and P does not: rename undo/N -> P.
+ *   META N:    (after the renames, deepest first) the old extended
+ *              attributes from undo/N when kept there; the old owner, mode
+ *              and times.
+ * The upper is left as the scan made it, so that the transaction is back in
+ * S1 (the caller discards it, or an undo puts its staged pre-images back). A
+ * mix of applied and rolled-back operations is still one the apply can
+ * finish: recovery may go either way from any point of either walk. */
+static int rollback_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops,
+                        struct fs_syncset *touched, txbox_error *err)
+{
+    _cleanup_close_ int upper = openat(txfd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int undo = openat(txfd, "undo", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (undo < 0 && errno != ENOENT)
+        return tx_errno(err, errno, "cannot open the undo store");
+    if (unlock_dirs(ws->fd, ops, err) < 0)
+        return -1;
+    for (size_t i = 0; i < ops->n; i++) {
+        const struct tx_op *o = &ops->v[i];
+        if (o->kind == OP_META)
+            continue;
+        char un[32];
+        jnl_name(un, i, "");
+        const char *base;
+        _cleanup_close_ int wp = open_parent(ws->fd, o->path, &base);
+        if (wp < 0)
+            return tx_errno(err, errno, "cannot open the directory of %s in the workspace", o->path);
+        if (o->kind == OP_REPLACE) {
+            const char *ubase;
+            _cleanup_close_ int up = upper >= 0 ? open_parent(upper, o->path, &ubase) : -1;
+            if (up < 0)
+                return tx_errno(err, upper < 0 ? ENOENT : errno,
+                                "cannot open the directory of %s in the upper", o->path);
+            if (!exists_at(up, ubase) && exists_at(wp, base) &&
+                tx_move(wp, base, up, ubase, NULL) < 0)
+                return tx_errno(err, errno, "cannot take the new %s back out", o->path);
+        }
+        if (undo >= 0 && exists_at(undo, un) && !exists_at(wp, base) &&
+            tx_move(undo, un, wp, base, &o->old) < 0)
+            return tx_errno(err, errno, "cannot put the old %s back", o->path);
+        fs_syncset_add(touched, wp);
+    }
+    for (size_t i = 0; i < ops->n; i++) {
+        const struct tx_op *o = &ops->v[i];
+        if (o->kind != OP_META)
+            continue;
+        const char *p = *o->path ? o->path : ".";
+        _cleanup_close_ int fd = safe_openat(ws->fd, o->path, O_RDONLY | O_DIRECTORY, 0);
+        if (fd < 0)
+            return tx_errno(err, errno, "cannot open directory %s", p);
+        char un[32];
+        jnl_name(un, i, "");
+        _cleanup_close_ int kept = undo >= 0 && o->had_old
+                                       ? openat(undo, un, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                                       : -1;
+        if (kept >= 0 && dir_xattrs_copy(kept, fd, err) < 0)
+            return tx_err_ctx(err, "directory %s", p);
+        if (set_dir_meta(fd, &o->old, p, err) < 0)
+            return tx_err_ctx(err, "rollback");
+        fs_syncset_add(touched, fd);
+    }
+    if (upper >= 0)
+        fs_syncset_add(touched, upper);
+    return 0;
+}
+
+/* Rolls back a transaction past its commit point (rollback_ops), then
+ * withdraws what finalize may have recorded (commits/GEN, the cached
+ * generation, the audit log's row, best effort) and, once all of that is
+ * durable, removes the journal: from then on the transaction is one that
+ * never committed. */
+static int journal_rollback(txbox_ws *ws, int txfd, const struct tx_journal *j, txbox_error *err)
+{
+    char idn[32], genn[32], l[32];
+    jnl_name(idn, j->id, "");
+    jnl_name(genn, j->gen, "");
+    /* finalize closed the journal but could not make that durable: open
+     * again, so that a crash meanwhile leaves it to recovery */
+    if (!exists_at(ws->jnld, idn) && exists_at(txfd, "journal") &&
+        (fs_renameat(txfd, "journal", ws->jnld, idn, RENAME_NOREPLACE) < 0 ||
+         fs_fsync(ws->jnld) < 0 || fs_fsync(txfd) < 0))
+        return tx_errno(err, errno, "cannot reopen the journal");
+    _cleanup_syncset_ struct fs_syncset sync = {0};
+    if (rollback_ops(ws, txfd, &j->ops, &sync, err) < 0)
+        return -1;
+    ssize_t n = readlinkat(ws->cmtd, genn, l, sizeof l - 1);
+    if (n >= 0) {
+        l[n] = 0;
+        if (!strcmp(l, idn) && fs_unlinkat(ws->cmtd, genn, 0) < 0)
+            return tx_errno(err, errno, "cannot withdraw commit record %s", genn);
+    }
+    fs_syncset_add(&sync, ws->cmtd);
+    /* the cache may lag, never lead */
+    if (ws_gen_cache(ws) >= j->gen && ws_write_gen(ws, j->gen - 1, err) < 0)
+        return -1;
+    if (fs_syncset_sync(&sync, ws->fd) < 0)
+        return tx_errno(err, errno, "cannot make the rollback durable");
+    if (fs_unlinkat(ws->jnld, idn, 0) < 0 && errno != ENOENT)
+        return tx_errno(err, errno, "cannot remove the journal");
+    if (fs_fsync(ws->jnld) < 0)
+        return tx_errno(err, errno, "cannot make the rollback durable");
+    (void)unlinkat(txfd, JNL_COPY, 0);
+    (void)tree_remove(txfd, "undo");
+    /* a row finalize may have written says committed: replaced (keyed by
+     * the id); best effort, like every row of a transaction that changed
+     * nothing */
+    txbox_error le = {0};
+    if (store_log(ws, j->id, "rolled_back", j->info, NULL, txfd, &le) < 0) {
+        /* the log is damaged or full: the workspace is what matters */
+    }
+    return 0;
+}
+
 /* S3 -> S4. Idempotent. The commit record, the cached generation and the
  * audit log's row are written, then made durable in one sync set with the
  * directories the apply touched (sync): a crash before that sync ends
@@ -510,6 +675,7 @@ static int finalize(txbox_ws *ws, const struct tx_journal *j, int txfd, struct f
      * median with two fsyncs, 0.58 with a set; 25M, ten-file change). */
     if (fs_fsync(txfd) < 0 || fs_fsync(ws->jnld) < 0)
         return tx_errno(err, errno, "cannot make the commit record durable");
+    (void)unlinkat(txfd, JNL_COPY, 0); /* tx/ID/journal is the record now */
     return 0;
 }
 
@@ -530,17 +696,39 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
     if (store_check(ws, ops->n, err) < 0)
         return -1;
     tx_mark("store_check");
-    if (write_journal(ws, &j, pre, err) < 0)
+    if (write_journal(ws, txfd, &j, pre, err) < 0) {
+        /* Renamed into place, but not known to be durable (I6): nothing is
+         * applied yet, so it is withdrawn now rather than left for the
+         * next recovery to apply after this run said it failed. */
+        char fin[32];
+        jnl_name(fin, id, "");
+        txbox_error re = {0};
+        if (exists_at(ws->jnld, fin) && journal_rollback(ws, txfd, &j, &re) < 0)
+            return tx_err_ctx(err, "and its journal could not be withdrawn (%s): run 'txbox "
+                              "recover'", re.msg);
         return -1;
+    }
     tx_mark("journal");
     /* ── commit point ── from here on the transaction will be applied, by
      * this process or by recovery. */
     _cleanup_syncset_ struct fs_syncset sync = {0};
-    if (apply_ops(ws, txfd, ops, &sync, err) < 0)
-        return tx_err_ctx(err, "commit interrupted (run 'txbox recover')");
+    int rc = apply_ops(ws, txfd, ops, &sync, err);
     tx_mark("apply");
-    if (finalize(ws, &j, txfd, &sync, err) < 0)
-        return tx_err_ctx(err, "commit interrupted (run 'txbox recover')");
+    if (rc == 0)
+        rc = finalize(ws, &j, txfd, &sync, err);
+    if (rc < 0) {
+        /* Whatever failed after the commit point (the filesystem refused a
+         * rename, ran out of space...) fails the same way for recovery:
+         * rolled back now, from the pre-images (I8). */
+        txbox_error re = {0};
+        /* its fds go first: the audit log's pending file among them holds
+         * the lock the rollback's row takes */
+        fs_syncset_free(&sync);
+        if (journal_rollback(ws, txfd, &j, &re) == 0)
+            return tx_err_ctx(err, "the commit was rolled back; nothing was changed");
+        return tx_err_ctx(err, "commit interrupted, and its rollback too (%s): run 'txbox "
+                          "recover'", re.msg);
+    }
     tx_mark("finalize");
     *gen_out = j.gen;
     return 0;
@@ -550,34 +738,53 @@ int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err)
 {
     char jn[32];
     jnl_name(jn, id, "");
+    _cleanup_close_ int txfd = openat(ws->txd, jn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     struct tx_journal j;
-    if (journal_load(ws->jnld, jn, &j, err) < 0) {
-        /* I2: never apply it; move it aside so that it is kept for a human
-         * and does not block every later command. */
-        char bad[40];
-        snprintf(bad, sizeof bad, "%s.corrupt", jn);
-        (void)renameat(ws->jnld, jn, ws->jnld, bad);
-        /* The transaction's changes stay for that human too, but not the
-         * overlay's work directory: scratch the kernel made, holding a
-         * mode-000 directory that an unprivileged owner's rm -rf cannot
-         * remove. */
-        _cleanup_close_ int tfd = openat(ws->txd, jn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (tfd >= 0)
-            (void)tree_remove(tfd, "work");
-        return -1;
-    }
-    if (j.id != id) {
+    txbox_error le = {0};
+    bool damaged = journal_load(ws->jnld, jn, &j, &le) < 0;
+    if (damaged) {
+        /* I2: never applied. Its copy (I8) names the operations, and the
+         * pre-images take the workspace back to before. */
+        txbox_error ce = {0};
+        if (txfd < 0 || journal_load(txfd, JNL_COPY, &j, &ce) < 0 || j.id != id) {
+            journal_free(&j);
+            /* Kept where it is: the workspace may be partly changed, and a
+             * later commit on top would mix it for good. */
+            return tx_err(err, EBADMSG,
+                          "%s, and its copy .txbox/tx/%s/%s cannot be read either: the workspace "
+                          "may be partly changed. A person must restore it: the old entries are "
+                          "in .txbox/tx/%s/undo, the new ones not yet moved in .txbox/tx/%s/upper; "
+                          "then remove .txbox/journal/%s and run 'txbox recover'",
+                          le.msg, jn, JNL_COPY, jn, jn, jn);
+        }
+    } else if (j.id != id) {
         journal_free(&j);
         return tx_err(err, EBADMSG, "journal %s names transaction %llu", jn,
                       (unsigned long long)j.id);
     }
-    _cleanup_close_ int txfd = openat(ws->txd, jn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     int rc;
     _cleanup_syncset_ struct fs_syncset sync = {0};
-    if (txfd < 0)
+    txbox_error fe = {0};
+    if (txfd < 0) {
         rc = tx_errno(err, errno, "transaction %s has a journal but no directory", jn);
-    else if ((rc = apply_ops(ws, txfd, &j.ops, &sync, err)) == 0)
-        rc = finalize(ws, &j, txfd, &sync, err);
+    } else if (!damaged && apply_ops(ws, txfd, &j.ops, &sync, &fe) == 0 &&
+               finalize(ws, &j, txfd, &sync, &fe) == 0) {
+        rc = 0;
+    } else {
+        /* Cannot be finished (the damaged journal, or the same refusal
+         * that stopped its commit): back to before. */
+        txbox_error re = {0};
+        fs_syncset_free(&sync); /* as in journal_commit */
+        if (journal_rollback(ws, txfd, &j, &re) == 0) {
+            rc = 1;
+        } else {
+            rc = tx_err(err, re.code,
+                        "it can neither be finished (%s) nor rolled back (%s). Fix what the "
+                        "errors name (a file attribute: lsattr/chattr; a full disk: free space), "
+                        "then run 'txbox recover'",
+                        damaged ? le.msg : fe.msg, re.msg);
+        }
+    }
     journal_free(&j);
     return rc;
 }

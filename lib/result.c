@@ -229,6 +229,10 @@ static char *summary_base(const txbox_result *r)
         return xasprintf("txbox: tx %s committed (%zu added, %zu modified, %zu deleted; %.1f ms overhead)",
                          r->txs, a, m, d, r->overhead_ms);
     case TXBOX_OUTCOME_ROLLED_BACK:
+        if (r->write_limit || r->oom)
+            return xasprintf("txbox: tx %s stopped by the %s limit and rolled back (exit status "
+                             "%d): the workspace is unchanged",
+                             r->txs, r->write_limit ? "write" : "memory", r->exit_code);
         return xasprintf("txbox: tx %s rolled back (exit status %d): the workspace is unchanged",
                          r->txs, r->exit_code);
     case TXBOX_OUTCOME_TIMED_OUT:

@@ -1,7 +1,10 @@
 /* One command, one transaction: the path of txbox_run(). */
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 
@@ -254,59 +257,180 @@ int tx_check_conflict(txbox_ws *ws, uint64_t base_gen, uint64_t gen, const struc
     return 0;
 }
 
-static int mount_id(int fd, uint64_t *id)
+/* What a commit needs to know of an entry: its mount, device and the
+ * attributes that make a rename or a change of it fail (EPERM). */
+struct entry_facts {
+    uint64_t mnt;
+    dev_t dev;
+    bool immutable, append;
+};
+
+static int entry_facts(int dfd, const char *name, struct entry_facts *f)
 {
     struct statx stx;
-    if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) < 0)
+    if (statx(dfd, name, (*name ? 0 : AT_EMPTY_PATH) | AT_SYMLINK_NOFOLLOW,
+              STATX_MNT_ID | STATX_TYPE, &stx) < 0)
         return -1;
     if (!(stx.stx_mask & STATX_MNT_ID)) {
         errno = ENOTSUP;
         return -1;
     }
-    *id = stx.stx_mnt_id;
+    f->mnt = stx.stx_mnt_id;
+    f->dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+    f->immutable = stx.stx_attributes & stx.stx_attributes_mask & STATX_ATTR_IMMUTABLE;
+    f->append = stx.stx_attributes & stx.stx_attributes_mask & STATX_ATTR_APPEND;
+    /* A filesystem that does not report them through statx: the flags. */
+    if (!(stx.stx_attributes_mask & (STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND)) &&
+        (S_ISREG(stx.stx_mode) || S_ISDIR(stx.stx_mode))) {
+        _cleanup_close_ int fd = openat(dfd, *name ? name : ".",
+                                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        int fl = 0;
+        if (fd >= 0 && ioctl(fd, FS_IOC_GETFLAGS, &fl) == 0) {
+            f->immutable = fl & FS_IMMUTABLE_FL;
+            f->append = fl & FS_APPEND_FL;
+        }
+    }
     return 0;
 }
 
-/* A commit is renames within the workspace's mount. A path that lies on
- * another mount (something mounted inside the workspace: the overlay showed
- * the directory under it, so the command wrote there) cannot be committed
- * atomically: a rename across mounts fails (EXDEV), and it would fail after
- * the commit point. So it is refused before, with nothing changed. *bad gets
- * the path. */
-static int ops_on_one_mount(int wsfd, const struct tx_ops *ops, char **bad, txbox_error *err)
+/* Why path (under dfd as name) cannot take part in a commit: another mount
+ * or device (a rename across them fails, EXDEV: a mount, a btrfs subvolume),
+ * or an attribute that refuses the rename or change (immutable; append-only:
+ * also, for a directory, removing or replacing an entry in it). NULL: it
+ * can. */
+static char *entry_refusal(const txbox_ws *ws, uint64_t ws_mnt, const struct entry_facts *f,
+                           const char *path, bool is_parent, bool removes)
 {
-    uint64_t ws_id, id;
-    if (mount_id(wsfd, &ws_id) < 0)
+    const char *p = *path ? path : ".";
+    if (f->mnt != ws_mnt)
+        return xasprintf("%s lies on another mount inside the workspace", p);
+    if (f->dev != ws->dev)
+        return xasprintf("%s lies on another filesystem or subvolume inside the workspace "
+                         "(device %u:%u, the workspace's %u:%u)",
+                         p, major(f->dev), minor(f->dev), major(ws->dev), minor(ws->dev));
+    if (f->immutable)
+        return xasprintf("%s is immutable (chattr +i)", p);
+    if (f->append && (!is_parent || removes))
+        return xasprintf("%s is append-only (chattr +a)", p);
+    return NULL;
+}
+
+/* A commit is renames within the workspace's mount and filesystem, and
+ * changes of the entries it replaces. Everything of that the filesystem is
+ * known to refuse is found here, before the commit point, so that the apply
+ * does not fail half-way (journal.c, I8): a path on another mount or device
+ * (something mounted inside the workspace, a btrfs subvolume: a rename
+ * across them fails, EXDEV), an immutable or append-only entry, or a
+ * directory that refuses the renames into or out of it. 1 and *why: refused;
+ * 0: none; <0: error. */
+static int ops_precheck(txbox_ws *ws, const struct tx_ops *ops, char **why, txbox_error *err)
+{
+    struct entry_facts wf, f;
+    if (entry_facts(ws->fd, "", &wf) < 0)
         return tx_errno(err, errno, "cannot identify the workspace's mount");
     _cleanup_free_ char *last_parent = NULL;
     _cleanup_close_ int pfd = -1;
+    bool pfacts = false;
     for (size_t i = 0; i < ops->n; i++) {
-        const char *path = ops->v[i].path;
+        const struct tx_op *o = &ops->v[i];
+        const char *path = o->path;
         const char *slash = strrchr(path, '/');
         _cleanup_free_ char *parent = slash ? xasprintf("%.*s", (int)(slash - path), path) : xstrdup("");
         if (!last_parent || strcmp(parent, last_parent) != 0) {
             if (pfd >= 0)
                 close(pfd);
-            pfd = *parent ? safe_openat(wsfd, parent, O_PATH | O_DIRECTORY, 0) : dup(wsfd);
+            pfd = *parent ? safe_openat(ws->fd, parent, O_PATH | O_DIRECTORY, 0) : dup(ws->fd);
             free(last_parent);
             last_parent = steal_pointer(&parent);
-            if (pfd < 0)
-                continue; /* a new directory of the transaction: its parent is checked */
-            if (mount_id(pfd, &id) < 0)
-                return tx_errno(err, errno, "cannot identify the mount of %s", last_parent);
-            if (id != ws_id) {
-                *bad = xstrdup(*last_parent ? last_parent : ".");
+            pfacts = false;
+            if (pfd < 0 && errno == EXDEV) {
+                *why = xasprintf("%s lies on another mount inside the workspace", last_parent);
                 return 1;
             }
+            if (pfd >= 0) { /* else a new directory of the transaction: its parent is checked */
+                if (entry_facts(pfd, "", &f) < 0)
+                    return tx_errno(err, errno, "cannot identify the mount of %s", last_parent);
+                pfacts = true;
+            }
         }
-        if (pfd < 0 || !*path)
+        if (pfd < 0)
             continue;
-        /* the entry itself may be a mount point (a DELETE or a replaced directory) */
-        _cleanup_close_ int efd = openat(pfd, slash ? slash + 1 : path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (efd >= 0 && mount_id(efd, &id) == 0 && id != ws_id) {
-            *bad = xstrdup(path);
+        if (!*path) { /* the root's META: the root itself */
+            if ((*why = entry_refusal(ws, wf.mnt, &f, path, false, false)))
+                return 1;
+            continue;
+        }
+        struct entry_facts ef;
+        bool exists = entry_facts(pfd, slash ? slash + 1 : path, &ef) == 0;
+        if (!exists && errno != ENOENT)
+            return tx_errno(err, errno, "cannot stat %s", path);
+        if (o->kind != OP_META && pfacts &&
+            (*why = entry_refusal(ws, wf.mnt, &f, last_parent, true, exists)))
+            return 1;
+        if (exists && (*why = entry_refusal(ws, wf.mnt, &ef, path, false, false)))
+            return 1;
+    }
+    return 0;
+}
+
+/* The state the commit writes after its commit point (journal.c: undo/,
+ * commits/, the generation, the audit log) must take it: an immutable or
+ * append-only state directory or log file would fail it half-way. */
+static int state_precheck(txbox_ws *ws, int txfd, char **why)
+{
+    static const char *const files[] = {"log.db", "log.db-wal", "log.db-shm", "log.pending"};
+    struct {
+        int fd;
+        const char *name, *label;
+    } dirs[] = {{ws->sfd, "", ""},           {ws->jnld, "", "/journal"},
+                {ws->cmtd, "", "/commits"},  {ws->txd, "", "/tx"},
+                {txfd, "", "/tx/ID"},        {txfd, "undo", "/tx/ID/undo"}};
+    struct entry_facts f;
+    for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
+        if (entry_facts(dirs[i].fd, dirs[i].name, &f) == 0 && (f.immutable || f.append)) {
+            *why = xasprintf("the state directory %s%s is %s", TXBOX_STATE_DIR, dirs[i].label,
+                             f.immutable ? "immutable (chattr +i)" : "append-only (chattr +a)");
             return 1;
         }
+    for (size_t i = 0; i < ARRAY_SIZE(files); i++)
+        if (entry_facts(ws->sfd, files[i], &f) == 0 && (f.immutable || f.append)) {
+            *why = xasprintf("the audit log's file %s/%s is %s", TXBOX_STATE_DIR, files[i],
+                             f.immutable ? "immutable (chattr +i)" : "append-only (chattr +a)");
+            return 1;
+        }
+    return 0;
+}
+
+/* Room for what the commit writes after its commit point: a directory
+ * entry in undo/ per operation, the commit record and generation (two
+ * inodes), a kept set of attributes per changed directory (an inode), the
+ * audit log's row (about twice its record, as the log writes it), with a
+ * margin. The journal and the new data are written before the commit point
+ * and fail it there. Whatever still runs out is rolled back (journal.c). */
+#define COMMIT_SPACE_MARGIN (1u << 20)
+static int space_precheck(txbox_ws *ws, const struct tx_ops *ops, size_t info_len, char **why)
+{
+    struct statvfs v;
+    if (fstatvfs(ws->fd, &v) < 0)
+        return 0; /* unknown: the rollback is the guard */
+    uint64_t inodes = 8, bytes = COMMIT_SPACE_MARGIN + 2 * (uint64_t)info_len;
+    for (size_t i = 0; i < ops->n; i++) {
+        bytes += 64 + 2 * strlen(ops->v[i].path);
+        inodes += ops->v[i].kind == OP_META && ops->v[i].had_old;
+    }
+    uint64_t bfree = (uint64_t)(ws->root ? v.f_bfree : v.f_bavail) * v.f_frsize;
+    uint64_t ifree = ws->root ? v.f_ffree : v.f_favail;
+    if (bfree < bytes) {
+        *why = xasprintf("the workspace's filesystem has %llu KiB free, less than the %llu KiB "
+                         "the commit needs",
+                         (unsigned long long)(bfree >> 10), (unsigned long long)(bytes >> 10));
+        return 1;
+    }
+    if (v.f_files && ifree < inodes) { /* f_files 0: no fixed count (btrfs) */
+        *why = xasprintf("the workspace's filesystem has %llu free inodes, less than the %llu "
+                         "the commit needs",
+                         (unsigned long long)ifree, (unsigned long long)inodes);
+        return 1;
     }
     return 0;
 }
@@ -354,9 +478,26 @@ static bool discard_dir(txbox_ws *ws, int txfd, const char *name, const char *tx
 }
 
 /* The overlay commit: scan, conflict check, journal, apply. */
+/* Did the command reach the file size limit (RLIMIT_FSIZE, the write
+ * budget)? A file the commit would install at that size was cut there: the
+ * process that wrote it got SIGXFSZ or EFBIG, whatever the command's own
+ * status says. */
+static bool file_at_limit(int upperfd, const struct tx_ops *ops, uint64_t limit)
+{
+    for (size_t i = 0; limit && i < ops->n; i++) {
+        const struct tx_op *o = &ops->v[i];
+        struct stat st;
+        if (o->kind == OP_REPLACE && S_ISREG(o->nw.mode) &&
+            fstatat(upperfd, o->path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            (uint64_t)st.st_size >= limit)
+            return true;
+    }
+    return false;
+}
+
 static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
                           uint64_t base_gen, const char *hctx, const txbox_policy *pol,
-                          txbox_error *err)
+                          uint64_t file_limit, txbox_error *err)
 {
     int lockfd = -1;
     if (ws_lock(ws, &lockfd, err) < 0)
@@ -377,6 +518,12 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
     uint64_t gen = 0;
     if (rc == 0)
         rc = ws_read_gen(ws, &gen, err);
+    if (rc == 0 && file_at_limit(upperfd, &ops, file_limit)) {
+        r->write_limit = true;
+        r->exit_code = 128 + SIGXFSZ;
+        r->outcome = TXBOX_OUTCOME_ROLLED_BACK;
+        goto out;
+    }
     if (rc == 0 && ops.n == 0) {
         r->outcome = TXBOX_OUTCOME_COMMITTED; /* nothing to apply */
         r->changes = json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted",
@@ -404,11 +551,11 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
     }
     tx_mark("effects");
     if (rc == 0) {
-        _cleanup_free_ char *elsewhere = NULL;
-        int m = ops_on_one_mount(ws->fd, &ops, &elsewhere, err);
+        _cleanup_free_ char *why = NULL;
+        int m = ops_precheck(ws, &ops, &why, err);
         if (m > 0)
-            rc = tx_err(err, EXDEV, "%s lies on another mount inside the workspace: txbox cannot commit there atomically; nothing was changed (the changes are kept in .txbox/tx/%s/upper)",
-                        elsewhere, r->txs);
+            rc = tx_err(err, EXDEV, "%s: txbox cannot commit the command's changes there; nothing was changed",
+                        why);
         else if (m < 0)
             rc = -1;
     }
@@ -417,6 +564,14 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
         r->changes = ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP);
         tx_mark("changes");
         _cleanup_free_ char *info = store_info(r, hctx); /* history: + command, cwd */
+        _cleanup_free_ char *why = NULL;
+        int e = state_precheck(ws, txfd, &why) > 0 ? EPERM
+                : space_precheck(ws, &ops, info ? strlen(info) : 0, &why) > 0 ? ENOSPC
+                                                                            : 0;
+        if (e) {
+            rc = tx_err(err, e, "%s: the commit could not be completed; nothing was changed", why);
+            goto out;
+        }
         rc = journal_commit(ws, r->id, txfd, base_gen, &ops, info, &durable, &gen, err);
         if (rc == 0) {
             r->outcome = TXBOX_OUTCOME_COMMITTED;
@@ -882,6 +1037,14 @@ retry:
     }
     bool ok = st.exited && WIFEXITED(st.wstatus) && WEXITSTATUS(st.wstatus) == 0 && !st.timed_out &&
               !st.cancelled;
+    if (ok && (st.write_limit || st.oom)) {
+        /* Stopped by a limit, yet the command says success: a process it
+         * started was stopped (killed by the kernel's OOM killer, the write
+         * budget) while the rest went on. Never committed; the status says
+         * it failed. */
+        ok = false;
+        r->exit_code = 128 + (st.oom ? SIGKILL : SIGXFSZ);
+    }
     /* external effects: recorded; undone now if the command failed */
     if (saga && (rc = saga_after(ws, effd, saga, r, ok, opts->multi != NULL, err)) < 0)
         goto fail;
@@ -903,7 +1066,7 @@ retry:
         if ((rc = multi_absorb(opts->multi, txfd, r, err)) < 0)
             goto fail;
     } else if (ok) {
-        rc = overlay_commit(ws, r, txfd, upperfd, base_gen, hctx, opts->policy, err);
+        rc = overlay_commit(ws, r, txfd, upperfd, base_gen, hctx, opts->policy, max_write, err);
         if (rc < 0) {
             if (r->commit_point_passed) {
                 /* Past the commit point: leave the journal to recovery

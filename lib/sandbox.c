@@ -1584,6 +1584,14 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     st->t_reaped = now_ns();
     st->oom = cg_oom(&cg);
     cg_destroy(&cg);
+    /* The write budget once more, now that everything has ended: a command
+     * that wrote past it between two looks above is stopped all the same
+     * (run.c never commits it). */
+    struct statvfs vend;
+    if (!st->write_limit && s->max_write && fstatvfs(s->ws_fd, &vend) == 0) {
+        uint64_t now_free = (uint64_t)vend.f_bavail * vend.f_frsize;
+        st->write_limit = free0 > now_free && free0 - now_free > s->max_write;
+    }
     if (st->ran && !st->exited && !killed && !st->oom && rc == 0)
         rc = tx_err(err, EIO, "sandbox: init ended without reporting the command's status");
     if (st->ran && !st->exited && killed)

@@ -494,6 +494,7 @@ static void remove_scratch(int txfd)
     (void)tree_remove(txfd, "upper");
     (void)tree_remove(txfd, "work");
     (void)unlinkat(txfd, "staged", 0); /* history: an undo's staging record */
+    (void)unlinkat(txfd, "intent", 0);  /* the journal's copy (journal.c, I8): done */
 }
 
 void tx_write_outcome(int txfd, const char *outcome)
@@ -507,11 +508,30 @@ void tx_write_outcome(int txfd, const char *outcome)
     close(fd);
 }
 
+/* A dead transaction without a journal (never committed, or rolled back
+ * from its pre-images) ends: its scratch goes, its outcome and the audit
+ * log say so. */
+static int roll_back_dead(txbox_ws *ws, uint64_t id, int txfd, const char *outcome,
+                          txbox_error *err)
+{
+    /* History: an undo puts back the pre-images it had staged. */
+    if (copy_recover_one(ws, txfd, err) < 0 || undo_unstage(ws, txfd, err) < 0)
+        return -1;
+    remove_scratch(txfd);
+    tx_write_outcome(txfd, outcome);
+    /* History: the audit log records it (a row the transaction wrote
+     * itself, e.g. a conflict, is kept). Best effort. */
+    if (store_log(ws, id, "rolled_back", NULL, NULL, txfd, NULL) < 0) {
+        /* the log is damaged or busy: recovery goes on */
+    }
+    return 0;
+}
+
 /* Step 1 of recovery, for each journal in jl whose owner died. (History,
  * issue 5: moved out of txbox_recover() so that a commit can run it under
  * its lock, see ws_roll_forward_locked() in store.h.) */
 static int roll_forward(txbox_ws *ws, const struct idlist *jl, bool wait, json_t *rolled_forward,
-                        json_t *failed, txbox_error *err)
+                        json_t *rolled_back, json_t *failed, txbox_error *err)
 {
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < jl->n; i++) {
@@ -539,13 +559,30 @@ static int roll_forward(txbox_ws *ws, const struct idlist *jl, bool wait, json_t
         if (faccessat(ws->jnld, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
             continue;
         txbox_error e = {0};
-        if (journal_recover_one(ws, id, &e) < 0) {
+        int r = journal_recover_one(ws, id, &e);
+        if (r < 0) {
             if (failed)
                 json_array_append_new(failed, json_pack("{s:s,s:s}", "tx", name, "error", e.msg));
             rc = tx_err(err, e.code, "transaction %s: %s", name, e.msg);
             continue;
         }
         _cleanup_close_ int txfd = openat(ws->txd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (r > 0) {
+            /* Rolled back from its pre-images (journal.c, I8): back in S1,
+             * ended as any dead transaction without a journal is. */
+            txbox_error be = {0};
+            if (txfd >= 0 && roll_back_dead(ws, id, txfd, "rolled_back (its commit could not be "
+                                            "completed: restored from the pre-images)", &be) < 0) {
+                if (failed)
+                    json_array_append_new(failed, json_pack("{s:s,s:s}", "tx", name, "error", be.msg));
+                rc = tx_err(err, be.code, "transaction %s: %s", name, be.msg);
+                continue;
+            }
+            if (rolled_back)
+                json_array_append_new(rolled_back, json_string(name));
+            ws_end_tx(ws, id, -1);
+            continue;
+        }
         if (txfd >= 0) {
             remove_scratch(txfd);
             (void)saga_recovered(txfd, NULL); /* best effort, as the outcome */
@@ -562,7 +599,7 @@ int ws_roll_forward_locked(txbox_ws *ws, json_t *done, json_t *failed, txbox_err
 {
     struct idlist jl;
     list_ids(ws->jnld, &jl);
-    int rc = roll_forward(ws, &jl, true, done, failed, err);
+    int rc = roll_forward(ws, &jl, true, done, NULL, failed, err);
     free(jl.v);
     return rc;
 }
@@ -604,7 +641,7 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
         rc = -1;
     /* 1. Journals: roll forward (the commit point was passed). */
     if (work && rc == 0)
-        rc = roll_forward(ws, &jl, false, rolled_forward, failed, err);
+        rc = roll_forward(ws, &jl, false, rolled_forward, rolled_back, failed, err);
     /* 2. Transactions in flight without a journal: roll back. */
     for (size_t i = 0; work && rc == 0 && i < al.n; i++) {
         uint64_t id = al.v[i];
@@ -634,18 +671,10 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
                 continue;
             }
             txbox_error e = {0};
-            /* History: an undo puts back the pre-images it had staged. */
-            if (copy_recover_one(ws, txfd, &e) < 0 || undo_unstage(ws, txfd, &e) < 0) {
+            if (roll_back_dead(ws, id, txfd, "rolled_back (its process died)", &e) < 0) {
                 json_array_append_new(failed, json_pack("{s:s,s:s}", "tx", name, "error", e.msg));
                 rc = tx_err(err, e.code, "transaction %s: %s", name, e.msg);
                 continue;
-            }
-            remove_scratch(txfd);
-            tx_write_outcome(txfd, "rolled_back (its process died)");
-            /* History: the audit log records it (a row the transaction
-             * wrote itself, e.g. a conflict, is kept). Best effort. */
-            if (store_log(ws, id, "rolled_back", NULL, NULL, txfd, NULL) < 0) {
-                /* the log is damaged or busy: recovery goes on */
             }
         }
         json_array_append_new(rolled_back, json_string(name));

@@ -50,8 +50,10 @@ int cmd_recover(int argc, char **argv)
         case 'h':
         case O_HELP:
             puts("usage: txbox recover [-C DIR] [--json]\n\n"
-                 "Rolls every interrupted commit forward (its journal was complete) and\n"
-                 "discards every transaction whose process died before its commit point.\n"
+                 "Rolls every interrupted commit forward (its journal was complete), or\n"
+                 "back from its pre-images when it cannot be finished or its journal is\n"
+                 "damaged, and discards every transaction whose process died before its\n"
+                 "commit point.\n"
                  "Every txbox command does this first; this command also reports it.");
             return 0;
         default:

@@ -89,6 +89,14 @@ static bool parse_size(const char *s, bool suffix, uint64_t *out)
 
 static bool parse_seconds(const char *s, double *out)
 {
+    /* plain decimal seconds only: strtod would also take " 5", "0x10",
+     * "1e3" */
+    size_t digits = strspn(s, "0123456789"), frac = 0;
+    if (s[digits] == '.')
+        frac = strspn(s + digits + 1, "0123456789");
+    if (s[digits + (s[digits] == '.' ? frac + 1 : 0)] || (!digits && !frac) ||
+        (s[digits] == '.' && !frac))
+        return false;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
@@ -206,6 +214,8 @@ int cmd_run(int argc, char **argv)
                 return cli_usage(argc, argv, "run: at most 64 %s options", c == O_KEEPENV ? "--keep-env" : "--hide");
             if (c == O_KEEPENV)
                 keep[nkeep++] = optarg;
+            else if (optarg[0] != '/' && strcmp(optarg, "~") && strncmp(optarg, "~/", 2))
+                return cli_usage(argc, argv, "run: --hide wants an absolute path or one under ~/, not '%s'", optarg);
             else
                 hide[nhide++] = optarg;
             break;

@@ -156,3 +156,21 @@ noovl_ws() {
     assert_tree noovl2 "$WS" --mtime
     rm -rf "$WS"
 }
+
+@test "--timeout takes plain decimal seconds only; --hide wants a path (issue 22)" {
+    new_ws
+    for t in ' 5' 0x10 1e3 5. inf nan -1 ''; do
+        run --separate-stderr txbox_bin run -C "$WS" --timeout "$t" -c true
+        [ "$status" = 125 ] || fail "--timeout '$t': status $status"
+        [[ "$stderr" == *"--timeout wants a number of seconds"* ]] || fail "--timeout '$t': $stderr"
+    done
+    for t in 5 1.5 .5; do
+        run --separate-stderr txbox_bin run -C "$WS" --timeout "$t" -c true
+        [ "$status" = 0 ] || fail "--timeout '$t': status $status; $stderr"
+    done
+    for h in '' rel ./x; do
+        run --separate-stderr txbox_bin run -C "$WS" --hide "$h" -c true
+        [ "$status" = 125 ] || fail "--hide '$h': status $status"
+        [[ "$stderr" == *"--hide wants an absolute path"* ]] || fail "--hide '$h': $stderr"
+    done
+}
