@@ -142,9 +142,15 @@ hf() { printf '%s' "$HOST" | python3 -c "import json,sys; v=json.load(sys.stdin)
 
 @test "hook: a safe command runs in the sandbox by default: secrets hidden, environment scrubbed" {
     export AWS_SECRET_ACCESS_KEY=s3cr3t-value
-    host claude-code Bash '{"command":"echo \"key=$AWS_SECRET_ACCESS_KEY\""}' ''
+    echo hello >"$WS/notes.txt"
+    host claude-code Bash '{"command":"cat notes.txt"}' ''
     [ "$(hf 'v["blocked"]')" = False ] || fail "$HOST"
     [[ "$(hf 'v["ran"]')" == *" run -C "*"--read-only"* ]] || fail "not routed through txbox run: $HOST"
+    [ "$(hf 'v["stdout"]')" = "hello" ] || fail "$HOST"
+    # a read of the environment is not safe (a secret read), and it runs
+    # in the sandbox too, where the variable is gone
+    host claude-code Bash '{"command":"echo \"key=$AWS_SECRET_ACCESS_KEY\""}' ''
+    [[ "$(hf 'v["ran"]')" == *" run -C "* ]] || fail "not routed through txbox run: $HOST"
     [ "$(hf 'v["stdout"]')" = "key=" ] || fail "the secret reached the command: $HOST"
     host gemini-cli run_shell_command '{"command":"echo \"key=$AWS_SECRET_ACCESS_KEY\""}' ''
     [ "$(hf 'v["stdout"]')" = "key=" ] || fail "gemini: the secret reached the command: $HOST"
