@@ -53,6 +53,9 @@ struct sb_spec {
     /* filled by sb_run: host unix sockets bound by path, masked in the view */
     char **host_socks;
     size_t n_host_socks;
+    /* filled by sb_run: the directories that hold host services' sockets
+     * (/run, the caller's XDG_RUNTIME_DIR...), masked whole (NULL-ended) */
+    const char *sock_dirs[6];
 };
 
 struct sb_status {

@@ -48,7 +48,9 @@ try append-etc-passwd sh -c 'echo "pwned:x:0:0::/:/bin/sh" >>/etc/passwd'
 try overwrite-etc-hosts sh -c 'cat /etc/hosts >/etc/hosts'
 try create-usr-bin sh -c 'echo pwned >"/usr/bin/$ESC_MARK"'
 try create-usr-local-bin sh -c 'echo pwned >"/usr/local/bin/$ESC_MARK"'
-try create-var-tmp sh -c 'echo pwned >"/var/tmp/$ESC_MARK"'
+# /var/tmp is private (a tmpfs of the sandbox's): the write works there and
+# the host check looks for the file in the host's /var/tmp
+echo pwned >"/var/tmp/$ESC_MARK" 2>/dev/null
 try create-base sh -c 'echo pwned >"$ESC_BASE/$ESC_MARK"'
 try dotdot-to-etc sh -c 'echo pwned >"src/../../../../../../../../../etc/$ESC_MARK"'
 try delete-etc-hostname rm -f /etc/hostname
@@ -448,5 +450,27 @@ EOF
             ESC_ERRS+=("[$b] the command could not read its stdin (want 'READ $first'): $(clip "$ATT_OUT")")
         esc_check "$b"
     done
+    esc_done
+}
+
+@test "/var/tmp is private like /tmp: the host's files there are not seen, the command's stay inside" {
+    local host="/var/tmp/txbox-vt-$$-$RANDOM"
+    printf 'TXBOX-SECRET-var-tmp\n' >"$host"
+    chmod 0644 "$host"
+    export ESC_VT="$host"
+    esc_snap pre
+    attempt <<'EOF'
+cat "$ESC_VT" 2>/dev/null
+ls -a /var/tmp | sed 's/^/LISTED /'
+echo mine >/var/tmp/own && grep -q mine /var/tmp/own && echo VAR-TMP-WRITABLE
+exit 3
+EOF
+    rm -f "$host"
+    ! grep -q TXBOX-SECRET-var-tmp <<<"$ATT_OUT" || ESC_ERRS+=("ESCAPE: the host's /var/tmp is shared: the command read $host")
+    ! grep -q "^LISTED txbox-vt-" <<<"$ATT_OUT" || ESC_ERRS+=("the host's /var/tmp is listed inside")
+    grep -q '^VAR-TMP-WRITABLE$' <<<"$ATT_OUT" || ESC_ERRS+=("the private /var/tmp is not writable: $(clip "$ATT_ERR")")
+    [ ! -e /var/tmp/own ] || ESC_ERRS+=("ESCAPE: the command's /var/tmp/own reached the host")
+    [ "$(jget protections.private_var_tmp 2>/dev/null)" = true ] || ESC_ERRS+=("protections.private_var_tmp is not true")
+    esc_check
     esc_done
 }
