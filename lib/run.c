@@ -16,6 +16,7 @@
 #include "safepath.h"
 #include "saga.h"
 #include "sandbox.h"
+#include "state.h"
 #include "store.h"
 #include "tx.h"
 
@@ -584,6 +585,11 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     _cleanup_free_ char **envp = confine_env(environ, opts->env_allow, scrubbed);
     private_tmpdir(envp, ws->path);
     char **hide = hidden_paths(opts->deny_read, opts->policy, ws->path);
+    /* txbox's state: this workspace known to those around it, theirs and
+     * its own out of the command's reach, its own its owner's only */
+    state_register_nested(ws);
+    state_tighten_modes(ws);
+    char **state_hide = state_hidden_paths(ws);
     struct statvfs vfs;
     uint64_t max_write = opts->max_write_bytes;
     if (!max_write && fstatvfs(ws->fd, &vfs) == 0)
@@ -675,6 +681,7 @@ retry:
         .memory_max = opts->memory_bytes ? opts->memory_bytes : 8ull << 30,
         .max_write = max_write,
         .hide = (const char *const *)hide,
+        .state_hide = (const char *const *)state_hide,
         .allow_degraded = opts->allow_degraded,
         .name = r->txs,
         .started = cleaner_start,
@@ -766,6 +773,7 @@ retry:
                 close(upperfd);
                 close(workfd);
                 free_strv(hide);
+                free_strv(state_hide);
                 json_decref(scrubbed);
                 result_free(r);
                 return -1;
@@ -807,6 +815,7 @@ retry:
     close(txfd);
     ws_end_tx(ws, r->id, activefd);
     free_strv(hide);
+    free_strv(state_hide);
     json_decref(scrubbed);
     if (r->outcome == TXBOX_OUTCOME_COMMITTED && r->logged)
         history_autogc(ws); /* history: retention bounds */
@@ -854,6 +863,7 @@ fail:
     if (r->id)
         ws_end_tx(ws, r->id, activefd);
     free_strv(hide);
+    free_strv(state_hide);
     json_decref(scrubbed);
     result_free(r);
     return -1;

@@ -393,10 +393,10 @@ static void loopback_up(void)
  * inside the workspace (the workspace is $HOME) is hidden in the view, and
  * the command cannot change or remove it (a mount point). Only a path that
  * holds the workspace itself cannot be hidden. */
-static void hide_paths(const struct sb_spec *s, int nullfd)
+static void hide_list(const struct sb_spec *s, const char *const *list, int nullfd)
 {
-    for (size_t i = 0; s->hide && s->hide[i]; i++) {
-        const char *p = s->hide[i];
+    for (size_t i = 0; list && list[i]; i++) {
+        const char *p = list[i];
         if (path_under(s->ws_path, p))
             continue;
         struct stat st;
@@ -412,6 +412,14 @@ static void hide_paths(const struct sb_spec *s, int nullfd)
                 setup_die("cannot hide %s", p);
         }
     }
+}
+
+/* The secrets, and txbox's state directories other than the workspace's
+ * own (nested workspaces', and the workspace's through other mounts). */
+static void hide_paths(const struct sb_spec *s, int nullfd)
+{
+    hide_list(s, s->hide, nullfd);
+    hide_list(s, s->state_hide, nullfd);
 }
 
 /* Host services listening on a unix socket in the file system (a
@@ -1237,7 +1245,14 @@ static json_t *protections(const struct sb_spec *s, bool userns, int abi, const 
     json_object_set_new(o, "minimal_dev", json_true());
     json_object_set_new(o, "proc", json_string("private, read-only"));
     json_object_set_new(o, "network", json_string(s->net ? "host" : "loopback only"));
-    json_object_set_new(o, "state_hidden", json_true());
+    json_t *state = json_array();
+    json_array_append_new(state, json_sprintf("%s/.txbox", s->ws_path));
+    for (size_t i = 0; s->state_hide && s->state_hide[i]; i++) {
+        struct stat st;
+        if (!path_under(s->ws_path, s->state_hide[i]) && stat(s->state_hide[i], &st) == 0)
+            json_array_append_new(state, json_string(s->state_hide[i]));
+    }
+    json_object_set_new(o, "state_hidden", state);
     json_object_set_new(o, "secrets_hidden", hidden);
     json_object_set_new(o, "host_sockets_masked", json_integer((json_int_t)s->n_host_socks));
     json_object_set_new(o, "host_sockets", socket_protections(s, abi));
