@@ -532,6 +532,29 @@ static void private_tmpdir(char **envp, const char *ws_path)
 
 static void early_cancelp(struct sb_early **e) { sb_early_cancel(*e); }
 
+/* A transaction that got an id and ends without its row in the audit log
+ * (txbox failed: a commit refused before its commit point, ENOSPC on its
+ * journal, a sandbox that could not be set up) gets one saying so, with
+ * the error: every id ends with a row. Best effort: the log itself may be
+ * what failed. */
+static void log_failed(txbox_ws *ws, const txbox_result *r, int txfd, const char *hctx,
+                       const txbox_error *err)
+{
+    if (!r->id || r->logged)
+        return;
+    _cleanup_free_ char *info = store_info(r, hctx);
+    json_t *o = info ? json_loads(info, 0, NULL) : NULL;
+    if (!o)
+        o = json_object();
+    json_object_set_new(o, "outcome", json_string("failed"));
+    json_object_set_new(o, "error", json_string(err && err->msg[0] ? err->msg : "txbox error"));
+    _cleanup_free_ char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    txbox_error le = {0};
+    if (s)
+        (void)!store_log(ws, r->id, "failed", s, NULL, txfd, &le);
+}
+
 int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbox_error *err)
 {
     *out = NULL;
@@ -848,6 +871,7 @@ fail:
         (void)tree_remove(txfd, "upper");
         (void)tree_remove(txfd, "work");
         tx_write_outcome(txfd, "failed");
+        log_failed(ws, r, txfd, hctx, err);
         close(txfd);
     }
     for (int i = 0; i < 2; i++) {

@@ -1231,6 +1231,9 @@ static json_t *protections(const struct sb_spec *s, bool userns, int abi, const 
     json_object_set_new(lim, "via", json_string(cg->kind ? cg->kind : "rlimits"));
     json_object_set_new(lim, "processes", json_integer((json_int_t)(cg->kind ? s->pids_max : s->limits.nproc)));
     json_object_set_new(lim, "memory_bytes", json_integer((json_int_t)(cg->kind ? s->memory_max : s->limits.memory)));
+    /* rlimits bound each process alone: four processes under the limit, or
+     * a shared mapping, hold more than it together */
+    json_object_set_new(lim, "memory_scope", json_string(cg->kind ? "per transaction" : "per process"));
     json_object_set_new(lim, "cpu_seconds", s->limits.cpu_s ? json_integer((json_int_t)s->limits.cpu_s) : json_null());
     json_object_set_new(lim, "write_bytes", json_integer((json_int_t)s->max_write));
     json_object_set_new(lim, "timeout_seconds", s->timeout_s > 0 ? json_real(s->timeout_s) : json_null());

@@ -35,7 +35,14 @@ static void usage(FILE *f)
             "125 txbox error.\n"
             "With --tx ID the command runs inside the open multi-command transaction ID\n"
             "(txbox begin): it sees the transaction's changes so far; if it succeeds its\n"
-            "own are added to them (outcome staged), else only they are rolled back.\n");
+            "own are added to them (outcome staged), else only they are rolled back.\n"
+            "--memory SIZE bounds the whole transaction through a cgroup (as root); as an\n"
+            "unprivileged user it is an rlimit per process: processes together, or a\n"
+            "shared mapping, may hold more (protections.limits.memory_scope says which).\n"
+            "The command's environment passes through an allowlist (the shell's, locale,\n"
+            "proxies, toolchains' variables without credentials); --keep-env PATTERN keeps\n"
+            "more. Other users' homes, the shadow files, credential stores and histories\n"
+            "are hidden; --hide PATH (and a policy's hide: list) hides more.\n");
 }
 
 /* A positive whole number, with an optional K/M/G/T suffix (powers of 1024)
