@@ -213,7 +213,7 @@ static bool upper_has(const char *s, size_t n, const char *word)
     size_t wl = strlen(word);
     for (size_t i = 0; i + wl <= n; i++) {
         size_t k = 0;
-        while (k < wl && (s[i + k] & ~0x20) == word[k])
+        while (k < wl && (s[i + k] >= 'a' && s[i + k] <= 'z' ? s[i + k] - 32 : s[i + k]) == word[k])
             k++;
         if (k == wl)
             return true;
