@@ -167,7 +167,7 @@ tty_attempt() {
     } >"$ESC_SCRIPT"
     PTYREP="$BATS_TEST_TMPDIR/pty.json"
     run --separate-stderr python3 "$ESC_TOOLS/ptyrun.py" "$PTYREP" "$TXBOX_DEADLINE" -- \
-        "$TXBOX" run -C "$WS" --json -- /bin/sh "$ESC_SCRIPT"
+        "$TXBOX" run -C "$WS" --json --keep-env 'ESC_*' --keep-env 'SENT_*' -- /bin/sh "$ESC_SCRIPT"
     esc_split_result
 }
 
