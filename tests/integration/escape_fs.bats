@@ -527,7 +527,7 @@ EOF
 }
 
 @test "the workspace through a second mount (a bind mount of a parent): its .txbox is hidden there too, and a nested one's" {
-    is_root || skip "a bind mount on the host needs root"
+    root_only "a bind mount on the host needs root"
     local alias="$BOX/alias"
     inner_ws "$WS/sub" TXBOX-SECRET-inner-alias
     txbox_bin run -C "$WS" -c 'echo TXBOX-SECRET-outer-log' >/dev/null 2>&1
