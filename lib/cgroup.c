@@ -138,9 +138,20 @@ bool cg_oom(const struct cgroup *cg)
             return k && strtoull(k + 9, NULL, 10) > 0;
         }
     } else if (cg->v1_mem[0]) {
-        snprintf(p, sizeof p, "%s/memory.failcnt", cg->v1_mem);
-        if (read_file_at(AT_FDCWD, p, 64, &s, NULL, NULL) == 0)
-            return strtoull(s, NULL, 10) > 0;
+        /* The kill itself (oom_control's oom_kill, Linux 4.13+); else a
+         * charge refused, of memory or, with swap accounting, of
+         * memory+swap, which is checked first and so counts the failure
+         * alone when both limits are the same. */
+        static const char *const files[] = {"memory.oom_control", "memory.failcnt", "memory.memsw.failcnt"};
+        for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+            _cleanup_free_ char *t = NULL;
+            snprintf(p, sizeof p, "%s/%s", cg->v1_mem, files[i]);
+            if (read_file_at(AT_FDCWD, p, 4096, &t, NULL, NULL) < 0)
+                continue;
+            const char *k = i == 0 ? strstr(t, "oom_kill ") : t;
+            if (k && strtoull(k + (i == 0 ? 9 : 0), NULL, 10) > 0)
+                return true;
+        }
     }
     return false;
 }

@@ -15,8 +15,11 @@ extern const struct sock_filter txbox_seccomp_bpf[];
 extern const size_t txbox_seccomp_bpf_len;
 /* The Landlock ABI version the kernel offers (0: none). */
 int confine_landlock_abi(void);
-/* Restricts writes to the paths given (NULL-terminated) and below. */
+/* Restricts writes to the paths given (NULL-terminated) and below; from ABI
+ * 6 on, also connections to abstract unix sockets made outside the domain
+ * (confine_landlock_scopes_abstract). */
 MUST_CHECK int confine_landlock(const char *const *writable, int abi, txbox_error *err);
+static inline bool confine_landlock_scopes_abstract(int abi) { return abi >= 6; }
 
 struct confine_limits {
     uint64_t nproc;     /* processes of the command's user (0: unlimited) */
@@ -26,10 +29,14 @@ struct confine_limits {
 };
 MUST_CHECK int confine_rlimits(const struct confine_limits *l, txbox_error *err);
 
-/* Does an environment variable named name[0..n) look like a secret (and is
- * it not allowed by one of the fnmatch patterns in allow)? */
-bool confine_env_is_secret(const char *name, size_t n, const char *const *allow);
-/* env without secrets (the strings are shared with env; free only the
+/* Does the environment entry "NAME=value" pass into the command: on the
+ * allowlist (confine.c) with a value that embeds no credential, or kept by
+ * one of the fnmatch patterns in allow? */
+bool confine_env_passes(const char *entry, const char *const *allow);
+/* Does a value embed a credential (a URL with user info, a password in a
+ * connection string)? */
+bool confine_env_value_secret(const char *value);
+/* env through the allowlist (the strings are shared with env; free only the
  * array). The names removed are appended to `removed` (may be NULL). */
 char **confine_env(char *const *env, const char *const *allow, json_t *removed);
 

@@ -75,6 +75,7 @@
 #include "fsops.h"
 #include "result.h"
 #include "safepath.h"
+#include "state.h"
 #include "tx.h"
 
 #define MAX_DEPTH 4096
@@ -122,10 +123,12 @@ static int open_dir(int at, const char *name)
 }
 
 
-/* Names a walk passes over: . and .., and .txbox at the top. */
+/* Names a walk passes over: . and .., and .txbox at any depth (a nested
+ * workspace's state is neither copied nor changed by a merge). */
 static bool skipped(const char *n, unsigned depth)
 {
-    return !strcmp(n, ".") || !strcmp(n, "..") || (depth == 0 && !strcmp(n, TXBOX_STATE_DIR));
+    (void)depth;
+    return !strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, TXBOX_STATE_DIR);
 }
 
 /* After an operation in directory dfd failed with errno: if it was for want
@@ -928,6 +931,8 @@ static int prune(struct mg *m, int vd, int wd, const char *path, unsigned depth)
         if (fstatat(vd, n, &v, AT_SYMLINK_NOFOLLOW) < 0) {
             if (errno != ENOENT)
                 return tx_errno(m->err, errno, "cannot stat %s in the copy", p);
+            if (S_ISDIR(w.st_mode) && state_tree_holds_state(wd, n))
+                continue; /* a nested workspace's state is never deleted */
             if ((!m->ix.valid || ix_find(&m->ix, p, NULL)) && remove_entry(wd, n, &w) < 0)
                 return tx_errno(m->err, errno, "cannot delete %s", p);
             continue;
@@ -986,8 +991,12 @@ static int merge_dir(struct mg *m, int vd, int wd, const char *path, unsigned de
         }
         if (hw && untouched(m, p, &v))
             continue;
+        if (hw && S_ISDIR(w.st_mode) && state_tree_holds_state(wd, n))
+            continue; /* a nested workspace's state is never replaced */
         if (hw && remove_entry(wd, n, &w) < 0)
             return tx_errno(m->err, errno, "cannot replace %s", p);
+        if (S_ISDIR(v.st_mode))
+            state_strip(vd, n); /* a .txbox the command made there stays out */
         if (move_in(vd, n, wd) < 0)
             return tx_errno(m->err, errno, "cannot move %s into the workspace", p);
         if (S_ISDIR(v.st_mode) && restore_modes(m, wd, n, p) < 0)

@@ -378,8 +378,9 @@ static int merge_dir(struct merge *g, int ufd, int afd, int wfd, const char *pat
         while ((de = readdir(d))) {
             if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
                 continue;
-            if (!*path && !strcmp(de->d_name, TXBOX_STATE_DIR))
-                continue; /* the hidden state directory: the layer hides it itself */
+            if (!strcmp(de->d_name, TXBOX_STATE_DIR))
+                continue; /* a state directory, at any depth: the layer hides the
+                             workspace's itself, and no commit changes one */
             names = xrealloc(names, (n + 1) * sizeof *names);
             names[n++] = xstrdup(de->d_name);
         }

@@ -2,6 +2,8 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
+#include <glob.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
@@ -17,6 +19,7 @@
 #include "safepath.h"
 #include "saga.h"
 #include "sandbox.h"
+#include "state.h"
 #include "store.h"
 #include "tx.h"
 
@@ -148,14 +151,52 @@ static void shell_env(char **envp, json_t *removed)
     envp[k] = NULL;
 }
 
-/* Secrets hidden from every command by default, relative to $HOME. */
+/* Secrets hidden from every command by default, relative to each home
+ * that stays visible (the caller's; one that holds the workspace). Every
+ * other home is hidden whole (other_homes). Documented in README
+ * (Isolation); a policy's `hide:` list and --hide add more. */
 static const char *const default_hidden[] = {
     ".ssh", ".aws", ".gnupg", ".config/gh", ".config/hub", ".netrc", ".docker/config.json",
     ".kube", ".npmrc", ".yarnrc.yml", ".pypirc", ".git-credentials", ".config/gcloud", ".azure",
     ".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials", ".vault-token",
     ".pgpass", ".my.cnf", ".terraform.d/credentials.tfrc.json", ".config/op", ".password-store",
     ".local/share/keyrings", ".config/rclone", ".s3cfg", ".boto", ".oci",
+    /* agents' own credentials */
+    ".claude/.credentials.json", ".codex/auth.json", ".config/github-copilot",
+    ".gemini/oauth_creds.json", ".gemini/google_accounts.json", ".config/gemini",
+    ".aider.conf.yml", ".config/cursor", ".cursor/mcp.json",
+    /* credential helpers' stores and registries */
+    ".config/git/credentials", ".terraformrc", ".config/containers/auth.json",
+    ".config/doctl", ".config/hcloud", ".fly", ".config/configstore", ".local/share/gh",
+    ".m2/settings.xml", ".gradle/gradle.properties", ".nuget/NuGet/NuGet.Config",
+    ".composer/auth.json", ".config/composer/auth.json", ".bundle/config",
+    /* shell and REPL histories */
+    ".bash_history", ".zsh_history", ".zhistory", ".histfile", ".sh_history",
+    ".local/share/fish/fish_history", ".python_history", ".node_repl_history", ".psql_history",
+    ".mysql_history", ".sqlite_history", ".rediscli_history", ".irb_history", ".lesshst",
 };
+
+/* Hidden by default outside any home: the shadow files (root reads them in
+ * its identity-mapped namespace) and the host's ssh keys (glob patterns). */
+static const char *const system_hidden[] = {
+    "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
+    "/etc/ssh/ssh_host_*key", "/var/lib/sss/secrets",
+};
+
+/* Takes p: it, or each path its glob pattern matches. */
+static void push_glob(strvec *sv, char *p)
+{
+    if (!p || !strpbrk(p, "*?[")) {
+        strvec_add(sv, p);
+        return;
+    }
+    glob_t g;
+    if (glob(p, GLOB_NOSORT, NULL, &g) == 0)
+        for (size_t i = 0; i < g.gl_pathc; i++)
+            strvec_add(sv, xstrdup(g.gl_pathv[i]));
+    globfree(&g);
+    free(p);
+}
 
 static char *expand_home(const char *p, const char *home)
 {
@@ -164,20 +205,92 @@ static char *expand_home(const char *p, const char *home)
     return p[0] == '/' ? xstrdup(p) : NULL;
 }
 
-static char **hidden_paths(const char *const *extra)
+static bool under(const char *p, const char *dir)
+{
+    size_t n = strlen(dir);
+    return !strncmp(p, dir, n) && (p[n] == 0 || p[n] == '/' || (n == 1 && dir[0] == '/'));
+}
+
+static void push_home_secrets(strvec *sv, const char *home)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(default_hidden); i++)
+        strvec_add(sv, xasprintf("%s/%s", home, default_hidden[i]));
+}
+
+/* A home directory that is not the caller's: hidden whole, unless it holds
+ * the workspace (then its secrets are). The caller's homes (mine[]) keep
+ * their ordinary files. */
+static void other_home(strvec *sv, const char *dir, char *const *mine, const char *ws_path)
+{
+    _cleanup_free_ char *h = realpath(dir, NULL);
+    if (!h || !strcmp(h, "/"))
+        return;
+    for (size_t i = 0; mine[i]; i++)
+        if (under(mine[i], h))
+            return; /* the caller's own, or one of theirs lies in it */
+    if (under(ws_path, h))
+        push_home_secrets(sv, h);
+    else
+        strvec_add(sv, steal_pointer(&h));
+}
+
+/* Every home on the host but the caller's: the entries of /home, /root,
+ * and the home of each account in the user database that is a directory
+ * owned by that account (not /, /bin, /var/www, which belong to root). */
+static void other_homes(strvec *sv, char *const *mine, const char *ws_path)
+{
+    _cleanup_dir_ DIR *d = opendir_at(AT_FDCWD, "/home");
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
+            continue;
+        _cleanup_free_ char *p = xasprintf("/home/%s", de->d_name);
+        struct stat st;
+        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            other_home(sv, p, mine, ws_path);
+    }
+    other_home(sv, "/root", mine, ws_path);
+    setpwent();
+    struct passwd *pw;
+    while ((pw = getpwent())) {
+        struct stat st;
+        if (pw->pw_dir && pw->pw_dir[0] == '/' && stat(pw->pw_dir, &st) == 0 && S_ISDIR(st.st_mode) &&
+            st.st_uid == pw->pw_uid && pw->pw_uid != getuid())
+            other_home(sv, pw->pw_dir, mine, ws_path);
+    }
+    endpwent();
+}
+
+/* Everything hidden from the command: the caller's secrets, every other
+ * home, the system's secrets, the policy's `hide:` list and --hide. */
+static char **hidden_paths(const char *const *extra, const txbox_policy *pol, const char *ws_path)
 {
     const char *home = getenv("HOME");
-    size_t n = 0;
-    while (extra && extra[n])
-        n++;
-    char **v = xcalloc(ARRAY_SIZE(default_hidden) + n + 1, sizeof *v);
-    size_t k = 0;
-    for (size_t i = 0; home && *home == '/' && i < ARRAY_SIZE(default_hidden); i++)
-        v[k++] = xasprintf("%s/%s", home, default_hidden[i]);
-    for (size_t i = 0; i < n; i++)
-        if ((v[k] = expand_home(extra[i], home)))
-            k++;
-    return v;
+    if (home && *home != '/')
+        home = NULL;
+    struct passwd *pw = getpwuid(getuid());
+    char *mine[3] = {0};
+    size_t nm = 0;
+    if (home && (mine[nm] = realpath(home, NULL)))
+        nm++;
+    if (pw && pw->pw_dir && (mine[nm] = realpath(pw->pw_dir, NULL)))
+        nm++;
+    strvec sv = {.v = xcalloc(64, sizeof(char *)), .cap = 64};
+    if (home)
+        push_home_secrets(&sv, home);
+    for (size_t i = 0; i < nm; i++)
+        push_home_secrets(&sv, mine[i]);
+    other_homes(&sv, mine, ws_path);
+    for (size_t i = 0; i < ARRAY_SIZE(system_hidden); i++)
+        push_glob(&sv, xstrdup(system_hidden[i]));
+    const char *p;
+    for (size_t i = 0; pol && (p = txbox_policy_hidden(pol, i)); i++)
+        push_glob(&sv, expand_home(p, home));
+    for (size_t i = 0; extra && extra[i]; i++)
+        push_glob(&sv, expand_home(extra[i], home));
+    for (size_t i = 0; i < nm; i++)
+        free(mine[i]);
+    return sv.v;
 }
 
 static void free_strv(char **v)
@@ -759,6 +872,29 @@ static void private_tmpdir(char **envp, const char *ws_path)
 
 static void early_cancelp(struct sb_early **e) { sb_early_cancel(*e); }
 
+/* A transaction that got an id and ends without its row in the audit log
+ * (txbox failed: a commit refused before its commit point, ENOSPC on its
+ * journal, a sandbox that could not be set up) gets one saying so, with
+ * the error: every id ends with a row. Best effort: the log itself may be
+ * what failed. */
+static void log_failed(txbox_ws *ws, const txbox_result *r, int txfd, const char *hctx,
+                       const txbox_error *err)
+{
+    if (!r->id || r->logged)
+        return;
+    _cleanup_free_ char *info = store_info(r, hctx);
+    json_t *o = info ? json_loads(info, 0, NULL) : NULL;
+    if (!o)
+        o = json_object();
+    json_object_set_new(o, "outcome", json_string("failed"));
+    json_object_set_new(o, "error", json_string(err && err->msg[0] ? err->msg : "txbox error"));
+    _cleanup_free_ char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    txbox_error le = {0};
+    if (s)
+        (void)!store_log(ws, r->id, "failed", s, NULL, txfd, &le);
+}
+
 int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbox_error *err)
 {
     *out = NULL;
@@ -882,7 +1018,12 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
         allow = proxy_allowlist(opts, net_defaults, rule_domains, &n_allow);
         npc = (struct np_config){.allow = allow, .n_allow = n_allow};
     }
-    char **hide = hidden_paths(opts->deny_read);
+    char **hide = hidden_paths(opts->deny_read, opts->policy, ws->path);
+    /* txbox's state: this workspace known to those around it, theirs and
+     * its own out of the command's reach, its own its owner's only */
+    state_register_nested(ws);
+    state_tighten_modes(ws);
+    char **state_hide = state_hidden_paths(ws);
     struct statvfs vfs;
     uint64_t max_write = opts->max_write_bytes;
     if (!max_write && fstatvfs(ws->fd, &vfs) == 0)
@@ -975,6 +1116,7 @@ retry:
         .memory_max = opts->memory_bytes ? opts->memory_bytes : 8ull << 30,
         .max_write = max_write,
         .hide = (const char *const *)hide,
+        .state_hide = (const char *const *)state_hide,
         .allow_degraded = opts->allow_degraded,
         .name = r->txs,
         .started = cleaner_start,
@@ -1078,6 +1220,7 @@ retry:
                 close(upperfd);
                 close(workfd);
                 free_strv(hide);
+                free_strv(state_hide);
                 json_decref(scrubbed);
                 result_free(r);
                 return -1;
@@ -1119,6 +1262,7 @@ retry:
     close(txfd);
     ws_end_tx(ws, r->id, activefd);
     free_strv(hide);
+    free_strv(state_hide);
     json_decref(scrubbed);
     if (r->outcome == TXBOX_OUTCOME_COMMITTED && r->logged)
         history_autogc(ws); /* history: retention bounds */
@@ -1151,6 +1295,7 @@ fail:
         (void)tree_remove(txfd, "upper");
         (void)tree_remove(txfd, "work");
         tx_write_outcome(txfd, "failed");
+        log_failed(ws, r, txfd, hctx, err);
         close(txfd);
     }
     for (int i = 0; i < 2; i++) {
@@ -1166,6 +1311,7 @@ fail:
     if (r->id)
         ws_end_tx(ws, r->id, activefd);
     free_strv(hide);
+    free_strv(state_hide);
     json_decref(scrubbed);
     result_free(r);
     return -1;

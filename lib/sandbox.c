@@ -410,10 +410,10 @@ static int proxy_listen(void)
  * inside the workspace (the workspace is $HOME) is hidden in the view, and
  * the command cannot change or remove it (a mount point). Only a path that
  * holds the workspace itself cannot be hidden. */
-static void hide_paths(const struct sb_spec *s, int nullfd)
+static void hide_list(const struct sb_spec *s, const char *const *list, int nullfd)
 {
-    for (size_t i = 0; s->hide && s->hide[i]; i++) {
-        const char *p = s->hide[i];
+    for (size_t i = 0; list && list[i]; i++) {
+        const char *p = list[i];
         if (path_under(s->ws_path, p))
             continue;
         struct stat st;
@@ -429,6 +429,14 @@ static void hide_paths(const struct sb_spec *s, int nullfd)
                 setup_die("cannot hide %s", p);
         }
     }
+}
+
+/* The secrets, and txbox's state directories other than the workspace's
+ * own (nested workspaces', and the workspace's through other mounts). */
+static void hide_paths(const struct sb_spec *s, int nullfd)
+{
+    hide_list(s, s->hide, nullfd);
+    hide_list(s, s->state_hide, nullfd);
 }
 
 /* Host services listening on a unix socket in the file system (a
@@ -450,6 +458,71 @@ static void mask_host_sockets(const struct sb_spec *s, int nullfd)
         if (nullfd < 0 || mount(fdpath(nullfd, src), p, NULL, MS_BIND, NULL) < 0)
             setup_die("cannot mask the host socket %s", p);
     }
+}
+
+/* Is dir one of the socket directories masked whole (mask_socket_dirs)
+ * here, that is, a real directory that does not hold the workspace? */
+static bool sock_dir_masked(const struct sb_spec *s, const char *dir)
+{
+    struct stat st;
+    return !path_under(s->ws_path, dir) && lstat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The directories where host services keep their sockets (/run with
+ * docker.sock, D-Bus, systemd, the user runtime directories; the caller's
+ * XDG_RUNTIME_DIR wherever it is) get an empty read-only tmpfs over them:
+ * a socket there is unreachable whatever network namespace bound it and
+ * whenever, which masking the sockets listed in /proc/net/unix
+ * (mask_host_sockets) cannot promise. Not a directory that holds the
+ * workspace. A /etc/resolv.conf that lives there (systemd-resolved's) is
+ * bound back in, so that name resolution works where there is network. */
+static void mask_socket_dirs(const struct sb_spec *s)
+{
+    char rpath[PATH_MAX] = "", fp[32];
+    int rfd = open("/etc/resolv.conf", O_PATH | O_CLOEXEC);
+    if (rfd >= 0) {
+        ssize_t n = readlink(fdpath(rfd, fp), rpath, sizeof rpath - 1);
+        rpath[n > 0 ? n : 0] = 0;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(s->sock_dirs) && s->sock_dirs[i]; i++) {
+        const char *d = s->sock_dirs[i];
+        if (!sock_dir_masked(s, d))
+            continue;
+        if (mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755") < 0)
+            setup_die("cannot mask %s", d);
+        if (rfd >= 0 && rpath[0] && path_under(rpath, d) && strcmp(rpath, d) != 0) {
+            char parent[PATH_MAX];
+            snprintf(parent, sizeof parent, "%s", rpath);
+            *strrchr(parent, '/') = 0;
+            if (strcmp(parent, d) != 0)
+                mkdir_p(parent, 0755);
+            int f = open(rpath, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+            if (f < 0 || mount(fdpath(rfd, fp), rpath, NULL, MS_BIND, NULL) < 0)
+                setup_die("cannot keep %s in the masked %s", rpath, d);
+            close(f);
+        }
+        if (mount(NULL, d, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+            setup_die("cannot make the masked %s read-only", d);
+    }
+    if (rfd >= 0)
+        close(rfd);
+}
+
+/* /var/tmp private like /tmp (a real directory only: a link to /tmp is
+ * private already). Before the workspace view is attached: a workspace
+ * under /var/tmp is attached inside it. */
+static bool has_var_tmp(void)
+{
+    struct stat st;
+    return lstat("/var/tmp", &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static void private_var_tmp(const struct sb_spec *s)
+{
+    char o[64];
+    tmpfs_opts(s, o, sizeof o);
+    if (has_var_tmp() && mount("tmpfs", "/var/tmp", "tmpfs", MS_NOSUID | MS_NODEV, o) < 0)
+        setup_die("cannot mount a private /var/tmp");
 }
 
 /* ---- the command, in the nested user namespace ---- */
@@ -503,7 +576,7 @@ ON_COMMAND_STACK __attribute__((noreturn)) static void command_main(const struct
         setup_die("cannot set no_new_privs");
     txbox_error ce = {0};
     if (a->landlock_abi > 0) {
-        const char *writable[] = {s->ws_path, "/tmp", "/dev", NULL};
+        const char *writable[] = {s->ws_path, "/tmp", "/dev", "/var/tmp", NULL};
         if (confine_landlock(writable, a->landlock_abi, &ce) < 0) {
             errno = 0;
             setup_die("%s", ce.msg);
@@ -559,6 +632,7 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
     tmpfs_opts(s, tmpo, sizeof tmpo);
     if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmpo) < 0)
         setup_die("cannot mount a private /tmp");
+    private_var_tmp(s);
     mount_dev(s, devfd);
     int devfd_null = devfd[0];
     for (size_t i = 1; i < ARRAY_SIZE(devfd); i++)
@@ -573,6 +647,7 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
         loopback_up();
 
     hide_paths(s, devfd_null);
+    mask_socket_dirs(s);
     mask_host_sockets(s, devfd_null);
 
     /* The command, in a nested user namespace. */
@@ -1129,6 +1204,38 @@ static int read_host_sockets(char ***out, size_t *nout, txbox_error *err)
     return 0;
 }
 
+/* The directories masked whole in the sandbox for their sockets: /run
+ * (/var/run, when it is a directory of its own), and the caller's
+ * XDG_RUNTIME_DIR wherever it is. */
+static void fill_sock_dirs(struct sb_spec *s)
+{
+    size_t n = 0;
+    s->sock_dirs[n++] = "/run";
+    s->sock_dirs[n++] = "/var/run";
+    const char *x = getenv("XDG_RUNTIME_DIR");
+    if (x && x[0] == '/' && !path_under(x, "/run") && !path_under(x, "/var/run"))
+        s->sock_dirs[n++] = x;
+    s->sock_dirs[n] = NULL;
+}
+
+/* protections.host_sockets: which mechanism keeps each kind of host
+ * socket out of reach. */
+static json_t *socket_protections(const struct sb_spec *s, int abi)
+{
+    json_t *dirs = json_array();
+    for (size_t i = 0; i < ARRAY_SIZE(s->sock_dirs) && s->sock_dirs[i]; i++)
+        if (sock_dir_masked(s, s->sock_dirs[i]))
+            json_array_append_new(dirs, json_string(s->sock_dirs[i]));
+    bool scoped = abi > 0 && confine_landlock_scopes_abstract(abi);
+    const char *abstract = s->net ? (scoped ? "Landlock scope" : "reachable (the host's network namespace)")
+                                  : (scoped ? "own network namespace, Landlock scope" : "own network namespace");
+    return json_pack("{s:o,s:I,s:s,s:s}", "masked_dirs", dirs, "masked_sockets",
+                     (json_int_t)s->n_host_socks, "abstract", abstract, "elsewhere",
+                     "bound before the command starts: masked; bound later or in another network "
+                     "namespace, outside the masked directories: reachable (Landlock has no right over "
+                     "connections to unix sockets by path at this ABI)");
+}
+
 /* What is in force, as the result's `protections` object. */
 static json_t *protections(const struct sb_spec *s, bool userns, int abi, const struct cgroup *cg)
 {
@@ -1146,6 +1253,9 @@ static json_t *protections(const struct sb_spec *s, bool userns, int abi, const 
     json_object_set_new(lim, "via", json_string(cg->kind ? cg->kind : "rlimits"));
     json_object_set_new(lim, "processes", json_integer((json_int_t)(cg->kind ? s->pids_max : s->limits.nproc)));
     json_object_set_new(lim, "memory_bytes", json_integer((json_int_t)(cg->kind ? s->memory_max : s->limits.memory)));
+    /* rlimits bound each process alone: four processes under the limit, or
+     * a shared mapping, hold more than it together */
+    json_object_set_new(lim, "memory_scope", json_string(cg->kind ? "per transaction" : "per process"));
     json_object_set_new(lim, "cpu_seconds", s->limits.cpu_s ? json_integer((json_int_t)s->limits.cpu_s) : json_null());
     json_object_set_new(lim, "write_bytes", json_integer((json_int_t)s->max_write));
     json_object_set_new(lim, "timeout_seconds", s->timeout_s > 0 ? json_real(s->timeout_s) : json_null());
@@ -1156,14 +1266,23 @@ static json_t *protections(const struct sb_spec *s, bool userns, int abi, const 
     json_object_set_new(o, "workspace", json_string(view));
     json_object_set_new(o, "readonly_root", json_true());
     json_object_set_new(o, "private_tmp", json_true());
+    json_object_set_new(o, "private_var_tmp", json_boolean(has_var_tmp()));
     json_object_set_new(o, "minimal_dev", json_true());
     json_object_set_new(o, "proc", json_string("private, read-only"));
     json_object_set_new(o, "network", json_string(s->net     ? "host"
                                                   : s->proxy ? "proxy"
                                                              : "loopback only"));
-    json_object_set_new(o, "state_hidden", json_true());
+    json_t *state = json_array();
+    json_array_append_new(state, json_sprintf("%s/.txbox", s->ws_path));
+    for (size_t i = 0; s->state_hide && s->state_hide[i]; i++) {
+        struct stat st;
+        if (!path_under(s->ws_path, s->state_hide[i]) && stat(s->state_hide[i], &st) == 0)
+            json_array_append_new(state, json_string(s->state_hide[i]));
+    }
+    json_object_set_new(o, "state_hidden", state);
     json_object_set_new(o, "secrets_hidden", hidden);
     json_object_set_new(o, "host_sockets_masked", json_integer((json_int_t)s->n_host_socks));
+    json_object_set_new(o, "host_sockets", socket_protections(s, abi));
     json_object_set_new(o, "no_new_privs", json_true());
     json_object_set_new(o, "seccomp", json_true());
     json_object_set_new(o, "landlock", abi > 0 ? json_integer(abi) : json_false());
@@ -1215,6 +1334,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         !s->allow_degraded)
         return tx_err(err, ENOTSUP, "no usable cgroup for the process and memory limits; refusing to run as root without them (--allow-degraded accepts rlimits)");
     struct sb_spec spec = *s;
+    fill_sock_dirs(&spec);
     if (!cg.kind) {
         /* rlimits instead: per process for memory, per user for processes */
         if (!spec.limits.nproc)

@@ -46,6 +46,8 @@ struct sb_spec {
     uint64_t pids_max, memory_max; /* per-transaction cgroup limits (root) */
     uint64_t max_write;    /* bytes the command may take on the workspace's filesystem */
     const char *const *hide; /* absolute paths made unreadable (NULL-terminated) */
+    const char *const *state_hide; /* txbox state directories besides the workspace's
+                                      own: nested, or through other mounts (state.c) */
     bool allow_degraded;   /* run even where Landlock or a cgroup is missing */
     const char *name;      /* transaction id, names the cgroup */
     /* called in this process once the command has been let go, before the
@@ -58,6 +60,9 @@ struct sb_spec {
     /* filled by sb_run: host unix sockets bound by path, masked in the view */
     char **host_socks;
     size_t n_host_socks;
+    /* filled by sb_run: the directories that hold host services' sockets
+     * (/run, the caller's XDG_RUNTIME_DIR...), masked whole (NULL-ended) */
+    const char *sock_dirs[6];
 };
 
 struct sb_status {

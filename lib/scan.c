@@ -287,6 +287,13 @@ static int prepare_subtree(struct scan *s, int dirfd, const char *name, const ch
                 return tx_errno(s->err, errno, "cannot drop whiteout %s", cp);
             continue;
         }
+        if (!strcmp(de->d_name, TXBOX_STATE_DIR)) {
+            /* A state directory is never part of a transaction, at any
+             * depth: one made inside a new directory is dropped. */
+            if (tree_remove(dfd, de->d_name) < 0)
+                return tx_errno(s->err, errno, "cannot drop %s", cp);
+            continue;
+        }
         if (prepare_subtree(s, dfd, de->d_name, cp, NULL, NULL) < 0)
             return -1;
     }
@@ -395,8 +402,9 @@ static int scan_dir(struct scan *s, int ufd, int wfd, const char *path, mode_t u
         const char *name = de->d_name;
         if (!strcmp(name, ".") || !strcmp(name, ".."))
             continue;
-        if (!*path && !strcmp(name, TXBOX_STATE_DIR))
-            continue; /* hidden from the command; never part of a transaction */
+        if (!strcmp(name, TXBOX_STATE_DIR))
+            continue; /* hidden from the command; never part of a transaction,
+                         at any depth (a nested workspace's: state.c) */
         _cleanup_free_ char *p = join(path, name);
         struct stat ust, lst;
         if (fstatat(ufd, name, &ust, AT_SYMLINK_NOFOLLOW) < 0)

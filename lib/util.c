@@ -255,6 +255,29 @@ DIR *opendir_at(int at, const char *name)
     return d;
 }
 
+void strvec_add(strvec *s, char *p)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (!strcmp(s->v[i], p)) {
+            free(p);
+            return;
+        }
+    if (s->n + 2 > s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 16;
+        s->v = xrealloc(s->v, s->cap * sizeof *s->v);
+    }
+    s->v[s->n++] = p;
+    s->v[s->n] = NULL;
+}
+
+void strvec_free(strvec *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->v[i]);
+    free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
 int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *len,
                  txbox_error *err)
 {

@@ -92,6 +92,15 @@ void dbuf_free(dbuf *b);
 /* NUL-terminated view (always valid after init). */
 const char *dbuf_str(dbuf *b);
 
+/* ---- a set of strings, NULL-terminated once one is added ---- */
+typedef struct strvec {
+    char **v;
+    size_t n, cap;
+} strvec;
+/* Adds p (taking it; freed at once when it is there already). */
+void strvec_add(strvec *s, char *p);
+void strvec_free(strvec *s);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t now_ns(void);
 /* The TXBOX_TIMING probe: with that variable set, tx_mark(PHASE) notes the

@@ -59,7 +59,15 @@ static void usage(FILE *f)
             "or *.example.org for its subdomains); anything else gets HTTP 403, and no\n"
             "name that resolves to a loopback, link-local or private address is reached.\n"
             "--net=host gives the command the host's network namespace instead (reported\n"
-            "as protections.network \"host\").\n");
+            "as protections.network \"host\").\n"
+            "\n"
+            "--memory SIZE bounds the whole transaction through a cgroup (as root); as an\n"
+            "unprivileged user it is an rlimit per process: processes together, or a\n"
+            "shared mapping, may hold more (protections.limits.memory_scope says which).\n"
+            "The command's environment passes through an allowlist (the shell's, locale,\n"
+            "proxies, toolchains' variables without credentials); --keep-env PATTERN keeps\n"
+            "more. Other users' homes, the shadow files, credential stores and histories\n"
+            "are hidden; --hide PATH (and a policy's hide: list) hides more.\n");
 }
 
 /* A positive whole number, with an optional K/M/G/T suffix (powers of 1024)

@@ -877,6 +877,11 @@ static int run_check(const txbox_policy *cp, const char *cmd, size_t len, char *
     return rc;
 }
 
+const char *txbox_policy_hidden(const txbox_policy *p, size_t i)
+{
+    return p && i < p->hide.n ? p->hide.v[i] : NULL;
+}
+
 int txbox_policy_check(const txbox_policy *cp, const char *cmd, size_t len, txbox_verdict *out,
                        txbox_error *err)
 {

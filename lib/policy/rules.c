@@ -247,7 +247,7 @@ void policy_clear(txbox_policy *p)
         progspec_free(&p->progs[i]);
     free(p->progs);
     strlist *ls[] = {&p->fetchers,     &p->secrets,    &p->secret_programs,
-                     &p->harmless_env, &p->null_paths, &p->scratch_paths};
+                     &p->harmless_env, &p->null_paths, &p->scratch_paths, &p->hide};
     for (size_t i = 0; i < ARRAY_SIZE(ls); i++)
         strlist_free(ls[i]);
     free(p->workspace);
@@ -881,6 +881,8 @@ static int parse_doc(txbox_policy *p, yctx *y)
             rc = ylist(y, v, &p->null_paths, k);
         else if (!strcmp(k, "scratch_paths"))
             rc = ylist(y, v, &p->scratch_paths, k);
+        else if (!strcmp(k, "hide"))
+            rc = ylist(y, v, &p->hide, k);
         else if (!strcmp(k, "programs")) {
             if (v->type != YAML_MAPPING_NODE)
                 return yerr(y, v, "programs must be a mapping of program names");

@@ -48,7 +48,9 @@ try append-etc-passwd sh -c 'echo "pwned:x:0:0::/:/bin/sh" >>/etc/passwd'
 try overwrite-etc-hosts sh -c 'cat /etc/hosts >/etc/hosts'
 try create-usr-bin sh -c 'echo pwned >"/usr/bin/$ESC_MARK"'
 try create-usr-local-bin sh -c 'echo pwned >"/usr/local/bin/$ESC_MARK"'
-try create-var-tmp sh -c 'echo pwned >"/var/tmp/$ESC_MARK"'
+# /var/tmp is private (a tmpfs of the sandbox's): the write works there and
+# the host check looks for the file in the host's /var/tmp
+echo pwned >"/var/tmp/$ESC_MARK" 2>/dev/null
 try create-base sh -c 'echo pwned >"$ESC_BASE/$ESC_MARK"'
 try dotdot-to-etc sh -c 'echo pwned >"src/../../../../../../../../../etc/$ESC_MARK"'
 try delete-etc-hostname rm -f /etc/hostname
@@ -449,4 +451,119 @@ EOF
         esc_check "$b"
     done
     esc_done
+}
+
+@test "/var/tmp is private like /tmp: the host's files there are not seen, the command's stay inside" {
+    local host="/var/tmp/txbox-vt-$$-$RANDOM"
+    printf 'TXBOX-SECRET-var-tmp\n' >"$host"
+    chmod 0644 "$host"
+    export ESC_VT="$host"
+    esc_snap pre
+    attempt <<'EOF'
+cat "$ESC_VT" 2>/dev/null
+ls -a /var/tmp | sed 's/^/LISTED /'
+echo mine >/var/tmp/own && grep -q mine /var/tmp/own && echo VAR-TMP-WRITABLE
+exit 3
+EOF
+    rm -f "$host"
+    ! grep -q TXBOX-SECRET-var-tmp <<<"$ATT_OUT" || ESC_ERRS+=("ESCAPE: the host's /var/tmp is shared: the command read $host")
+    ! grep -q "^LISTED txbox-vt-" <<<"$ATT_OUT" || ESC_ERRS+=("the host's /var/tmp is listed inside")
+    grep -q '^VAR-TMP-WRITABLE$' <<<"$ATT_OUT" || ESC_ERRS+=("the private /var/tmp is not writable: $(clip "$ATT_ERR")")
+    [ ! -e /var/tmp/own ] || ESC_ERRS+=("ESCAPE: the command's /var/tmp/own reached the host")
+    [ "$(jget protections.private_var_tmp 2>/dev/null)" = true ] || ESC_ERRS+=("protections.private_var_tmp is not true")
+    esc_check
+    esc_done
+}
+
+# A workspace of its own inside $WS, with a command in its history whose
+# output names $2.
+inner_ws() {
+    mkdir -p "$1"
+    txbox_bin run -C "$1" -c "echo $2" >/dev/null 2>&1 || fail "cannot make the inner workspace $1"
+}
+
+@test "nested workspaces: an inner .txbox at any depth is hidden from the outer's commands and no commit changes it (both backends)" {
+    local b s h="" in1="$WS/sub" in2="$WS/deep/er/inner" sums
+    # one inner workspace made before the outer (found by the outer's first
+    # walk), one after (it records itself in the outer)
+    inner_ws "$in1" TXBOX-SECRET-inner-one
+    txbox_bin run -C "$WS" -- true >/dev/null 2>&1
+    inner_ws "$in2" TXBOX-SECRET-inner-two
+    esc_snap pre
+    for b in overlay copy; do
+        sums="$("$TREESUM" "$in1/.txbox/"; "$TREESUM" "$in2/.txbox/")"
+        attempt --backend "$b" <<'EOF'
+for d in sub deep/er/inner; do
+    cat "$d/.txbox/log.db" "$d/.txbox/log.db-wal" 2>/dev/null | strings | grep TXBOX-SECRET
+    ls -A "$d/.txbox" 2>/dev/null | sed "s|^|LISTED $d/.txbox/|"
+    cat "$ESC_WS/$d/.txbox/format" "/proc/self/root$ESC_WS/$d/.txbox/format" 2>/dev/null | sed "s|^|READ $d |"
+    rm -rf "$d/.txbox" 2>/dev/null
+    mkdir -p "$d/.txbox" 2>/dev/null && echo planted >"$d/.txbox/planted" 2>/dev/null
+    echo planted >"$d/.txbox/log.db" 2>/dev/null
+done
+mkdir -p newdir/.txbox && echo 2 >newdir/.txbox/format
+rm -rf deep 2>/dev/null
+mv sub sub-moved 2>/dev/null
+exit 0
+EOF
+        [ "$b" = copy ] || h="$(jget protections.state_hidden 2>/dev/null)"
+        s="$(printf '%s\n' "$ATT_OUT" | grep -e TXBOX-SECRET -e '^LISTED ' -e '^READ ')" &&
+            ESC_ERRS+=("[$b] ESCAPE: the inner state is visible: $s")
+        [ "$ATT_OUTCOME" = committed ] || ESC_ERRS+=("[$b] outcome '$ATT_OUTCOME', want committed: $(clip "$ATT_ERR")")
+        [ "$("$TREESUM" "$in1/.txbox/"; "$TREESUM" "$in2/.txbox/")" = "$sums" ] ||
+            ESC_ERRS+=("[$b] ESCAPE: a commit changed an inner .txbox")
+        [ ! -e "$WS/newdir/.txbox" ] || ESC_ERRS+=("[$b] a commit made a state directory newdir/.txbox")
+        for s in "$in1" "$in2"; do
+            run --separate-stderr txbox_bin log -C "$s"
+            [ "$status" = 0 ] || ESC_ERRS+=("[$b] txbox log of $s fails ($status) after the outer's command: $stderr")
+        done
+        # back to the start for the other backend
+        rm -rf "$WS/newdir" "$WS/sub-moved"
+        [ -d "$in1" ] || ESC_ERRS+=("[$b] the inner workspace sub is gone")
+    done
+    grep -qxF "$in2/.txbox" <<<"$h" && grep -qxF "$in1/.txbox" <<<"$h" ||
+        ESC_ERRS+=("protections.state_hidden does not name the inner workspaces' .txbox: $h")
+    esc_done
+}
+
+@test "the workspace through a second mount (a bind mount of a parent): its .txbox is hidden there too, and a nested one's" {
+    root_only "a bind mount on the host needs root"
+    local alias="$BOX/alias"
+    inner_ws "$WS/sub" TXBOX-SECRET-inner-alias
+    txbox_bin run -C "$WS" -c 'echo TXBOX-SECRET-outer-log' >/dev/null 2>&1
+    mkdir -p "$alias" "$BOX/statebind"
+    mount --bind "$BOX" "$alias"
+    mount --bind "$WS/.txbox" "$BOX/statebind"
+    export ESC_ALIAS="$alias/ws" ESC_STATEBIND="$BOX/statebind"
+    attempt <<'EOF'
+cat "$ESC_ALIAS/.txbox/log.db" "$ESC_ALIAS/.txbox/log.db-wal" "$ESC_ALIAS/sub/.txbox/log.db" "$ESC_ALIAS/sub/.txbox/log.db-wal" 2>/dev/null | strings | grep TXBOX-SECRET
+cat "$ESC_STATEBIND/log.db" "$ESC_STATEBIND/log.db-wal" 2>/dev/null | strings | grep TXBOX-SECRET
+ls -A "$ESC_ALIAS/.txbox" 2>/dev/null | sed 's/^/LISTED /'
+ls -A "$ESC_STATEBIND" 2>/dev/null | sed 's/^/LISTED /'
+grep -q . "$ESC_ALIAS/README" 2>/dev/null && echo ALIAS-READABLE
+exit 3
+EOF
+    umount "$BOX/statebind" "$alias"
+    ! grep -e TXBOX-SECRET -e '^LISTED ' <<<"$ATT_OUT" >/dev/null ||
+        ESC_ERRS+=("ESCAPE: the state is readable through another mount: $(grep -e TXBOX-SECRET -e '^LISTED ' <<<"$ATT_OUT" | head -5)")
+    local h
+    h="$(jget protections.state_hidden 2>/dev/null)"
+    grep -qxF "$alias/ws/.txbox" <<<"$h" && grep -qxF "$BOX/statebind" <<<"$h" ||
+        ESC_ERRS+=("protections.state_hidden does not name the alias paths: $h")
+    esc_done
+}
+
+@test "the audit log and the state directory are readable by their owner only" {
+    txbox_bin run -C "$WS" -c 'echo hello >made' >/dev/null 2>&1
+    [ -e "$WS/.txbox/log.db" ] || fail "no audit log after a commit"
+    chmod 0755 "$WS/.txbox"
+    chmod 0644 "$WS/.txbox/log.db"
+    txbox_bin run -C "$WS" -c 'echo again' >/dev/null 2>&1
+    local f m bad=""
+    for f in "$WS/.txbox" "$WS/.txbox"/log.db*; do
+        [ -e "$f" ] || continue
+        m="$(stat -c %a "$f")"
+        [ $((8#$m & 8#077)) = 0 ] || bad+=" $f=$m"
+    done
+    [ -z "$bad" ] || fail "readable by others:$bad"
 }

@@ -84,6 +84,16 @@ EOF
     [ -n "$most" ] || ESC_ERRS+=("the bomb allocated nothing: the test proves nothing ($(clip "$ATT_ERR"))")
     [ "${most:-0}" -le 256 ] || ESC_ERRS+=("ESCAPE: the bomb held $most MiB with --memory 256M")
     [ "$status" != 0 ] || ESC_ERRS+=("the bomb ended with status 0")
+    # what stopped it, and how far the limit reaches, said as it is
+    if [ "$(jget protections.limits.via 2>/dev/null)" = rlimits ]; then
+        [ "$(jget protections.limits.memory_scope 2>/dev/null)" = "per process" ] ||
+            ESC_ERRS+=("protections.limits.memory_scope is not 'per process' under rlimits")
+    else
+        [ "$(jget protections.limits.memory_scope 2>/dev/null)" = "per transaction" ] ||
+            ESC_ERRS+=("protections.limits.memory_scope is not 'per transaction' under a cgroup")
+        [ "$(jget stopped_by 2>/dev/null)" = "memory limit" ] ||
+            ESC_ERRS+=("stopped_by is '$(jget stopped_by 2>/dev/null)', not 'memory limit' ($(jget protections.limits.via 2>/dev/null))")
+    fi
     esc_check --status "$status"
     [ "$(jget protections.limits.memory_bytes 2>/dev/null)" = $((256 << 20)) ] ||
         ESC_ERRS+=("protections.limits.memory_bytes is not 256 MiB: $(jget protections.limits 2>&1)")
@@ -259,4 +269,22 @@ EOF
     [ -z "$(marked_procs)" ] || ESC_ERRS+=("ESCAPE: processes outlived the transaction: $(marked_procs | tr '\n' ' ')")
     esc_check --status 124 --outcome timed_out
     esc_done
+}
+
+@test "a commit that fails with ENOSPC on its journal: the workspace is unchanged and the audit log has the transaction, failed" {
+    run --separate-stderr env TXBOX_FAULT=write:1:ENOSPC "$TXBOX" run -C "$WS" -c 'echo new >enospc-file'
+    [ "$status" = 125 ] || fail "status $status, want 125: $stderr"
+    [[ "$stderr" == *"No space left on device"* ]] || fail "stderr does not say ENOSPC: $stderr"
+    [ ! -e "$WS/enospc-file" ] || fail "the workspace changed although the commit failed"
+    run --separate-stderr txbox_bin log -C "$WS" --json
+    [ "$status" = 0 ] || fail "txbox log fails ($status): $stderr"
+    printf '%s' "$output" | python3 -c '
+import json, sys
+rows = [r for r in json.load(sys.stdin) if r.get("command") == "echo new >enospc-file"]
+sys.exit(0 if len(rows) == 1 and rows[0]["outcome"] == "failed" else 1)' ||
+        fail "the failed transaction has no row saying it failed: $output"
+    local id
+    id="$(printf '%s' "$output" | python3 -c 'import json, sys; print([r["tx"] for r in json.load(sys.stdin) if r.get("command") == "echo new >enospc-file"][0])')"
+    run --separate-stderr txbox_bin show -C "$WS" "$id"
+    [ "$status" = 0 ] || fail "txbox show $id fails ($status): $stderr"
 }

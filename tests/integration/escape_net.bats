@@ -214,7 +214,7 @@ tty_attempt() {
     } >"$ESC_SCRIPT"
     PTYREP="$BATS_TEST_TMPDIR/pty.json"
     run --separate-stderr python3 "$ESC_TOOLS/ptyrun.py" "$PTYREP" "$TXBOX_DEADLINE" -- \
-        "$TXBOX" run -C "$WS" --json -- /bin/sh "$ESC_SCRIPT"
+        "$TXBOX" run -C "$WS" --json --keep-env 'ESC_*' --keep-env 'SENT_*' -- /bin/sh "$ESC_SCRIPT"
     esc_split_result
 }
 
@@ -268,4 +268,121 @@ EOF
         >"$BATS_TEST_TMPDIR/control.out" 2>&1 || true
     [ "$(ptyget fg_changed)" = True ] ||
         fail "control: without txbox the foreground group did not change, so the check proves nothing: $(cat "$BATS_TEST_TMPDIR/control.out") $(cat "$PTYREP")"
+}
+
+# A listener on a unix socket at $1, in a network namespace of its own
+# (absent from the host's /proc/net/unix), logging into $2; bound only once
+# the file $3 appears, when given (a socket made after the command
+# started). Sets NS_LISTENER_PID.
+start_ns_listener() {
+    local path="$1" log="$2" after="${3:-}" ns=(unshare --net)
+    is_root || ns=(unshare --user --map-current-user --net)
+    : >"$log"
+    "${ns[@]}" python3 -c '
+import os, socket, sys, time
+path, log, after = sys.argv[1], sys.argv[2], sys.argv[3]
+while after and not os.path.exists(after):
+    time.sleep(0.02)
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+os.chmod(path, 0o777)
+s.listen(8)
+open(log + ".ready", "w").close()
+s.settimeout(30)
+try:
+    while True:
+        c, _ = s.accept()
+        open(log, "a").write("unix-ns %r\n" % c.recv(64))
+except OSError:
+    pass
+' "$path" "$log" "$after" </dev/null >/dev/null 2>&1 3>&- &
+    NS_LISTENER_PID=$!
+}
+
+# The directory where host services keep sockets: /run as root; as a user,
+# a runtime directory of their own named by XDG_RUNTIME_DIR.
+sock_dir() {
+    if is_root; then
+        SOCKDIR="/run/txbox-esc-$ESC_MARK"
+    else
+        SOCKDIR="$BOX/xdg-runtime"
+        export XDG_RUNTIME_DIR="$SOCKDIR"
+    fi
+    mkdir -p "$SOCKDIR"
+    chmod 0700 "$SOCKDIR"
+    export ESC_SOCKDIR="$SOCKDIR"
+}
+
+@test "a unix socket bound in another network namespace, in /run or the runtime directory, is unreachable (control)" {
+    sock_dir
+    local log="$BATS_TEST_TMPDIR/nslog" i e=0 dirs
+    start_ns_listener "$SOCKDIR/svc.sock" "$log"
+    for i in $(seq 200); do [ -e "$log.ready" ] && break; sleep 0.02; done
+    [ -e "$log.ready" ] || fail "the listener in its own network namespace did not start"
+    ! grep -q "$SOCKDIR/svc.sock" /proc/net/unix || fail "the socket shows in the host's /proc/net/unix: the test proves nothing"
+    esc_snap pre
+    attempt <<'EOF'
+try ns-unix-connect python3 -c 'import os, socket; s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect(os.environ["ESC_SOCKDIR"] + "/svc.sock"); s.sendall(b"from-sandbox")'
+exit 3
+EOF
+    sleep 0.3
+    [ ! -s "$log" ] || ESC_ERRS+=("ESCAPE: the socket in another network namespace was reached: $(cat "$log")")
+    dirs="$(jget protections.host_sockets.masked_dirs 2>/dev/null)"
+    if is_root; then
+        grep -qx /run <<<"$dirs" || ESC_ERRS+=("protections.host_sockets.masked_dirs lacks /run: $dirs")
+    else
+        grep -qxF "$SOCKDIR" <<<"$dirs" || ESC_ERRS+=("protections.host_sockets.masked_dirs lacks XDG_RUNTIME_DIR: $dirs")
+    fi
+    esc_check
+    esc_done || e=1
+    control_run
+    sleep 0.3
+    kill "$NS_LISTENER_PID" 2>/dev/null || true
+    ! is_root || rm -rf "$SOCKDIR"
+    [ "$e" = 0 ] || return 1
+    grep -q from-sandbox "$log" || fail "control: the script does not reach the socket even without txbox: $(clip "$CONTROL_OUT")"
+}
+
+@test "a unix socket bound after the command started, in /run or the runtime directory, is unreachable" {
+    sock_dir
+    local log="$BATS_TEST_TMPDIR/latelog" go="$BATS_TEST_TMPDIR/late-go"
+    # bound once the command runs (it shows itself by a process name)
+    start_ns_listener "$SOCKDIR/late.sock" "$log" "$go"
+    (
+        for i in $(seq 1000); do
+            pgrep -f "txbox-late-$ESC_MARK" >/dev/null && break
+            sleep 0.02
+        done
+        : >"$go"
+    ) </dev/null >/dev/null 2>&1 3>&- &
+    esc_snap pre
+    attempt <<'EOF'
+sh -c 'for i in $(seq 100); do sleep 0.05; [ -S "$ESC_SOCKDIR/late.sock" ] && break; done' "txbox-late-$ESC_MARK"
+for i in 1 2 3 4 5 6 7 8 9 10; do
+    try late-unix-connect python3 -c 'import os, socket; s = socket.socket(socket.AF_UNIX); s.settimeout(1); s.connect(os.environ["ESC_SOCKDIR"] + "/late.sock"); s.sendall(b"late")'
+    sleep 0.2
+done | sort -u
+exit 3
+EOF
+    sleep 0.3
+    [ ! -s "$log" ] || ESC_ERRS+=("ESCAPE: the socket bound after the start was reached: $(cat "$log")")
+    [ -e "$log.ready" ] || ESC_ERRS+=("the socket was never bound (the command was not seen running)")
+    kill "$NS_LISTENER_PID" 2>/dev/null || true
+    ! is_root || rm -rf "$SOCKDIR"
+    esc_check
+    esc_done
+}
+
+@test "the host's abstract unix socket with the host's network (--net): refused by Landlock's scope" {
+    start_listener
+    attempt --net <<'EOF'
+try abstract-connect-host-net python3 -c 'import os, socket; s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect("\0" + os.environ["ESC_ABSTRACT"]); s.sendall(b"from-sandbox")'
+exit 3
+EOF
+    listener_untouched
+    local a
+    a="$(jget protections.host_sockets.abstract 2>/dev/null)"
+    [[ "$a" == *"Landlock scope"* ]] || ESC_ERRS+=("protections.host_sockets.abstract does not name Landlock's scope: $a")
+    esc_check
+    esc_done
 }

@@ -100,6 +100,47 @@ EOF
     esc_done
 }
 
+@test "other users' homes and the shadow files are hidden (as root the identity-mapped namespace reads them otherwise); the caller's HOME stays (control)" {
+    local other="" shadow_line=""
+    if is_root; then
+        # another user's home, mode 0700 as adduser makes it, and one 0755
+        # as older adduser did: root reads both without the hiding
+        other="/home/txbox-other-${ESC_BASE##*.}"
+        mkdir -p "$other/.ssh" "$other/project"
+        printf 'TXBOX-SECRET-other-home-key\n' >"$other/.ssh/id_rsa"
+        printf 'TXBOX-SECRET-other-home-file\n' >"$other/project/notes"
+        chmod 0700 "$other" "$other/.ssh"
+        shadow_line="$(head -n1 /etc/shadow)"
+    fi
+    export ESC_OTHER="$other"
+    esc_snap pre
+    attempt <<'EOF'
+cat /etc/shadow /etc/gshadow /etc/shadow- /etc/gshadow- 2>/dev/null | sed 's/^/SHADOW /'
+for h in /home/*; do
+    [ "$h" = "$ESC_HOME" ] && continue
+    ls -A "$h" 2>/dev/null | sed "s|^|LISTED $h/|"
+done
+[ -n "$ESC_OTHER" ] && cat "$ESC_OTHER/.ssh/id_rsa" "$ESC_OTHER/project/notes" "/proc/self/root$ESC_OTHER/.ssh/id_rsa" 2>/dev/null
+grep -q 'not a secret' "$ESC_HOME/notes.txt" && echo OWN-HOME-READABLE
+exit 3
+EOF
+    [ -z "$other" ] || rm -rf "$other"
+    no_secret_in_output
+    grep -q '^OWN-HOME-READABLE$' <<<"$ATT_OUT" || ESC_ERRS+=("the caller's own HOME is not readable inside")
+    if [ -n "$shadow_line" ] && grep -qxF "SHADOW $shadow_line" <<<"$ATT_OUT"; then
+        ESC_ERRS+=("ESCAPE: /etc/shadow read inside the sandbox")
+    fi
+    if grep '^LISTED ' <<<"$ATT_OUT" | grep -q .; then
+        ESC_ERRS+=("ESCAPE: other homes listed inside: $(grep '^LISTED ' <<<"$ATT_OUT" | head -5 | tr '\n' ' ')")
+    fi
+    local h
+    h="$(jget protections.secrets_hidden 2>/dev/null)"
+    grep -qxF /etc/shadow <<<"$h" || ESC_ERRS+=("protections.secrets_hidden does not name /etc/shadow")
+    [ -z "$other" ] || grep -qxF "$other" <<<"$h" || ESC_ERRS+=("protections.secrets_hidden does not name $other")
+    esc_check
+    esc_done
+}
+
 @test "--hide adds paths: a file and a directory outside HOME, and the ~/ form" {
     mkdir -p "$OUT/vault"
     printf 'TXBOX-SECRET-hide-dir\n' >"$OUT/vault/key"
@@ -123,7 +164,7 @@ EOF
     esc_done
 }
 
-@test "secret environment variables are removed: env, /proc/self/environ, /proc/1/environ, ps; --keep-env keeps only what it names (control)" {
+@test "the environment passes through an allowlist: secrets by any name, credentials in allowed names' values, env, /proc/*/environ, ps; --keep-env keeps only what it names (control)" {
     local v
     local -A secret=(
         [GITHUB_TOKEN]=ghp_x [GH_PAT]=pat_x [NPM_TOKEN]=npm_x [AWS_SECRET_ACCESS_KEY]=aws_x
@@ -132,9 +173,25 @@ EOF
         [SSH_PRIVATE_KEY]=priv_x [GOOGLE_APPLICATION_CREDENTIALS]=cred_x [STRIPE_KEY]=stripe_x
         [deploy_key]=lower_x [HF_TOKEN]=hf_x [AZURE_CLIENT_SECRET]=az_x [VAULT_TOKEN]=vault_x
         [SIGNING_KEYS]=keys_x
+        # names that look like nothing in particular (issue 21)
+        [MYSQL_PWD]=mysql_x [DB_PASS]=dbpass_x [SMTP_PASS]=smtp_x [CI_JOB_JWT]=jwt_x
+        [STRIPE_SK]=sk_live_x [SLACK_WEBHOOK_URL]=https://hooks.slack.com/services/T0/B0/slack_x
+        [DOCKER_AUTH_CONFIG]=docker_x [BASIC_AUTH]=basic_x [KEYBOARD]=kb_x [MY_SETTING]=ms_x
+        [DATABASE_URL]=postgres://app:db_x@db.internal/app [REDIS_URL]=redis://:redis_x@cache:6379/0
+        [AZURE_STORAGE_CONNECTION_STRING]='DefaultEndpointsProtocol=https;AccountName=a;AccountKey=azkey_x'
+        # allowed names whose value embeds a credential
+        [HTTPS_PROXY]=http://user:proxy_x@proxy.example:3128 [PIP_INDEX_URL]=https://__token__:pip_x@pypi.example/simple
+        [GOPROXY]=https://gotok_x@goproxy.example [npm_config__authToken]=npmauth_x
     )
-    local -A plain=([KEYBOARD]=kb [MONKEY]=mk [LIBRARY_PATH]=/lp [PATHS_FILE]=pf [MY_SETTING]=ms)
-    for v in "${!secret[@]}"; do export "$v=TXBOX-SECRET-env-${secret[$v]}"; done
+    # the toolchain's variables, which carry no credential, pass
+    local -A plain=([LIBRARY_PATH]=/lp [CFLAGS]=-O2 [GOPATH]=/gp [CARGO_HOME]=/ch [JAVA_HOME]=/jh
+        [VIRTUAL_ENV]=/venv [NODE_ENV]=production [LC_ALL]=C.UTF-8 [npm_config_cache]=/nc)
+    for v in "${!secret[@]}"; do
+        case "${secret[$v]}" in
+        *://* | *=*) export "$v=${secret[$v]/_x/_x-TXBOX-SECRET-env}" ;;
+        *) export "$v=TXBOX-SECRET-env-${secret[$v]}" ;;
+        esac
+    done
     for v in "${!plain[@]}"; do export "$v=${plain[$v]}"; done
     attempt <<'EOF'
 env
@@ -148,7 +205,7 @@ exit 3
 EOF
     no_secret_in_output
     for v in "${!plain[@]}"; do
-        grep -qx "$v=${plain[$v]}" <<<"$ATT_OUT" || ESC_ERRS+=("the ordinary variable $v was removed too")
+        grep -qx "$v=${plain[$v]}" <<<"$ATT_OUT" || ESC_ERRS+=("the toolchain variable $v was removed too")
     done
     local removed missing=""
     removed="$(jget protections.env_removed 2>/dev/null)"

@@ -22,8 +22,9 @@
 # and receive no signal. The workspace itself must be unchanged after the
 # rollback each attempt ends with (`exit 3`).
 #
-# Environment: TXBOX_ESCAPE_DIR, where the bases go (default /var/tmp; not
-# under /tmp).
+# Environment: TXBOX_ESCAPE_DIR, where the bases go (tests/run-integration
+# makes one under /var/lib; default /var/lib/txbox-escape; not under /tmp or
+# /var/tmp, which are private in the sandbox).
 
 ESC_SRC="$REPO_DIR/tests/escape"
 
@@ -40,14 +41,15 @@ teardown() { esc_teardown; }
 # Once per file.
 
 esc_setup_file() {
-    local parent="${TXBOX_ESCAPE_DIR:-/var/tmp}" real
+    local parent="${TXBOX_ESCAPE_DIR:-/var/lib/txbox-escape}" real
+    [ -n "${TXBOX_ESCAPE_DIR:-}" ] || [ -d "$parent" ] || mkdir -p -m 1777 "$parent" 2>/dev/null
     ESC_BASE="$(mktemp -d "$parent/txbox-escape.XXXXXX")" ||
         fail "cannot create a base directory in $parent (set TXBOX_ESCAPE_DIR)"
     real="$(realpath "$ESC_BASE")"
     case "$real/" in
-    /tmp/* | /dev/* | /proc/* | /run/*)
+    /tmp/* | /var/tmp/* | /dev/* | /proc/* | /run/*)
         rm -rf "$ESC_BASE"
-        fail "TXBOX_ESCAPE_DIR ($parent) must be a directory the sandbox shows as it is (not under /tmp, /dev, /proc or /run)"
+        fail "TXBOX_ESCAPE_DIR ($parent) must be a directory the sandbox shows as it is (not under /tmp, /var/tmp, /dev, /proc or /run)"
         return 1
         ;;
     esac
@@ -87,8 +89,9 @@ esc_default_hidden() {
 # Is a default_hidden entry a file (else a directory)?
 esc_is_file_secret() {
     case "$1" in
-    *.json | *.toml | *.yml | *.yaml | */credentials | .netrc | .npmrc | .pypirc | .git-credentials | \
-        .vault-token | .pgpass | .my.cnf | .s3cfg | .boto) return 0 ;;
+    *.json | *.toml | *.yml | *.yaml | *.xml | *.properties | *.Config | */credentials | .netrc | .npmrc | \
+        .pypirc | .git-credentials | .vault-token | .pgpass | .my.cnf | .s3cfg | .boto | .terraformrc | \
+        *history | .histfile | .lesshst | .bundle/config) return 0 ;;
     esac
     return 1
 }
@@ -317,7 +320,9 @@ attempt() {
         printf '. "$ESC_TOOLS/lib.sh"\n'
         cat
     } >"$ESC_SCRIPT"
-    run --separate-stderr txbox_bin run -C "$WS" --json "$@" -- /bin/sh "$ESC_SCRIPT" <"${ESC_STDIN:-/dev/null}"
+    # the box's variables are the caller's own: kept through the allowlist
+    run --separate-stderr txbox_bin run -C "$WS" --json --keep-env 'ESC_*' --keep-env 'SENT_*' "$@" \
+        -- /bin/sh "$ESC_SCRIPT" <"${ESC_STDIN:-/dev/null}"
     esc_split_result
 }
 

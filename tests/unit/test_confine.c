@@ -127,9 +127,43 @@ static void installed_filter_refuses_the_rules(void **state)
     assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* The environment's allowlist: names a build needs pass, any other name
+ * does not, a credential in an allowed name's value does not, and
+ * --keep-env's patterns keep anything. */
+static void env_allowlist(void **state)
+{
+    (void)state;
+    static const char *const pass[] = {
+        "PATH=/usr/bin", "HOME=/home/u", "LANG=C.UTF-8", "LC_ALL=C", "CC=gcc", "CFLAGS=-O2",
+        "GOPATH=/go", "CARGO_HOME=/c", "JAVA_HOME=/j", "VIRTUAL_ENV=/v", "NODE_ENV=production",
+        "HTTPS_PROXY=http://127.0.0.1:3128", "npm_config_cache=/n", "PIP_INDEX_URL=https://pypi.org/simple",
+    };
+    static const char *const drop[] = {
+        "MYSQL_PWD=x", "DB_PASS=x", "SMTP_PASS=x", "CI_JOB_JWT=x", "STRIPE_SK=x", "BASIC_AUTH=x",
+        "SLACK_WEBHOOK_URL=https://hooks.slack.com/services/T/B/x", "DOCKER_AUTH_CONFIG={}",
+        "DATABASE_URL=postgres://app:pw@db/app", "MY_SETTING=1", "SSH_AUTH_SOCK=/run/a",
+        "HTTPS_PROXY=http://u:pw@proxy:3128", "PIP_INDEX_URL=https://__token__:pw@pypi.example/simple",
+        "GOPROXY=https://tok@goproxy.example", "npm_config__authToken=x", "npm_config_//r/:_password=x",
+        "CFLAGS=-DX Password=hunter2", "PATH", "=x",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(pass); i++)
+        if (!confine_env_passes(pass[i], NULL))
+            fail_msg("dropped: %s", pass[i]);
+    for (size_t i = 0; i < ARRAY_SIZE(drop); i++)
+        if (confine_env_passes(drop[i], NULL))
+            fail_msg("passed: %s", drop[i]);
+    const char *const keep[] = {"DB_*", "DATABASE_URL", NULL};
+    assert_true(confine_env_passes("DB_PASS=x", keep));
+    assert_true(confine_env_passes("DATABASE_URL=postgres://app:pw@db/app", keep));
+    assert_false(confine_env_passes("MYSQL_PWD=x", keep));
+    assert_true(confine_env_value_secret("AccountName=a;AccountKey=k"));
+    assert_false(confine_env_value_secret("https://example.com/a@b")); /* @ in the path */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(env_allowlist),
         cmocka_unit_test(compiled_in_filter_is_libseccomps),
         cmocka_unit_test(installed_filter_refuses_the_rules),
     };
