@@ -65,6 +65,7 @@
 
 #include "effects.h"
 #include "fsops.h"
+#include "gitcfg.h"
 #include "multi.h"
 #include "result.h"
 #include "safepath.h"
@@ -1140,9 +1141,16 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
         if (rc == 0 && gen != base && ops.n)
             rc = conflicts(ws, base, gen, &ops, paths, err);
         json_t *ev = NULL; /* rules on effects */
-        if (rc == 0 && !json_array_size(paths))
+        if (rc == 0 && !json_array_size(paths)) {
+            char **hide = tx_hidden_paths(verify ? verify->deny_read : NULL);
+            struct gitcfg_ctx gc = {.ws = ws, .txfd = m->txfd, .txs = m->ids,
+                                    .hide = (const char *const *)hide,
+                                    .allow_degraded = verify ? verify->allow_degraded
+                                                             : getenv("TXBOX_ALLOW_DEGRADED") != NULL};
             rc = effects_judge(m->policy ? m->policy : verify ? verify->policy : NULL, upperfd,
-                               ws->fd, &ops, &ev, err);
+                               ws->fd, &ops, &gc, &ev, err);
+            tx_free_strv(hide);
+        }
         if (rc == 0) {
             changes = ops.n ? ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP)
                             : json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted",

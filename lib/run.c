@@ -9,6 +9,7 @@
 #include "confine.h"
 #include "effects.h"
 #include "fsops.h"
+#include "gitcfg.h"
 #include "multi.h"
 #include "result.h"
 #include "safepath.h"
@@ -47,7 +48,7 @@ static char *expand_home(const char *p, const char *home)
     return p[0] == '/' ? xstrdup(p) : NULL;
 }
 
-static char **hidden_paths(const char *const *extra)
+char **tx_hidden_paths(const char *const *extra)
 {
     const char *home = getenv("HOME");
     size_t n = 0;
@@ -63,7 +64,7 @@ static char **hidden_paths(const char *const *extra)
     return v;
 }
 
-static void free_strv(char **v)
+void tx_free_strv(char **v)
 {
     for (size_t i = 0; v && v[i]; i++)
         free(v[i]);
@@ -242,7 +243,7 @@ static bool discard_dir(txbox_ws *ws, int txfd, const char *name, const char *tx
 /* The overlay commit: scan, conflict check, journal, apply. */
 static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
                           uint64_t base_gen, const char *hctx, const txbox_policy *pol,
-                          txbox_error *err)
+                          const struct gitcfg_ctx *gc, txbox_error *err)
 {
     int lockfd = -1;
     if (ws_lock(ws, &lockfd, err) < 0)
@@ -282,7 +283,7 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
         }
     }
     if (rc == 0 && pol) { /* rules on effects: rejected or held, nothing applied */
-        int e = effects_gate_run(ws, pol, r, txfd, upperfd, base_gen, &ops, &durable, hctx, err);
+        int e = effects_gate_run(ws, pol, r, txfd, upperfd, base_gen, &ops, &durable, hctx, gc, err);
         if (e != 0) {
             rc = e < 0 ? -1 : 0;
             goto out;
@@ -471,7 +472,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     json_t *scrubbed = json_array();
     _cleanup_free_ char **envp = confine_env(environ, opts->env_allow, scrubbed);
     private_tmpdir(envp, ws->path);
-    char **hide = hidden_paths(opts->deny_read);
+    char **hide = tx_hidden_paths(opts->deny_read);
     struct statvfs vfs;
     uint64_t max_write = opts->max_write_bytes;
     if (!max_write && fstatvfs(ws->fd, &vfs) == 0)
@@ -642,7 +643,10 @@ retry:
         if ((rc = multi_absorb(opts->multi, txfd, r, err)) < 0)
             goto fail;
     } else if (ok) {
-        rc = overlay_commit(ws, r, txfd, upperfd, base_gen, hctx, opts->policy, err);
+        struct gitcfg_ctx gc = {.ws = ws, .txfd = txfd, .txs = r->txs,
+                                .hide = (const char *const *)hide,
+                                .allow_degraded = opts->allow_degraded};
+        rc = overlay_commit(ws, r, txfd, upperfd, base_gen, hctx, opts->policy, &gc, err);
         if (rc < 0) {
             if (r->commit_point_passed) {
                 /* Past the commit point: leave the journal to recovery
@@ -653,7 +657,7 @@ retry:
                 close(txfd);
                 close(upperfd);
                 close(workfd);
-                free_strv(hide);
+                tx_free_strv(hide);
                 json_decref(scrubbed);
                 result_free(r);
                 return -1;
@@ -694,7 +698,7 @@ retry:
         close(workfd);
     close(txfd);
     ws_end_tx(ws, r->id, activefd);
-    free_strv(hide);
+    tx_free_strv(hide);
     json_decref(scrubbed);
     if (r->outcome == TXBOX_OUTCOME_COMMITTED && r->logged)
         history_autogc(ws); /* history: retention bounds */
@@ -741,7 +745,7 @@ fail:
         close(workfd);
     if (r->id)
         ws_end_tx(ws, r->id, activefd);
-    free_strv(hide);
+    tx_free_strv(hide);
     json_decref(scrubbed);
     result_free(r);
     return -1;

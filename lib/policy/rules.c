@@ -622,9 +622,16 @@ static int parse_effect_match(yctx *y, const pnode *m, effect_rule *r)
             rc = yi64(y, v, &r->max_binary_added, k);
         else if (!strcmp(k, "max_made_executable"))
             rc = yi64(y, v, &r->max_made_executable, k);
-        else
+        else if (!strcmp(k, "git")) {
+            const char *s = yscalar(y, v);
+            r->git = s && !strcmp(s, "config") ? EFF_GIT_CONFIG : s && !strcmp(s, "hooks") ? EFF_GIT_HOOKS : -1;
+            if (r->git < 0)
+                rc = yerr(y, v, "effect rule %s: match.git must be config or hooks", r->id);
+        } else
             rc = yerr(y, k_node, "effect rule %s: match: unknown key '%s'", r->id, k);
     }
+    if (rc == 0 && r->git && n > 1)
+        rc = yerr(y, m, "effect rule %s: match.git is judged by git and takes no other matcher", r->id);
     if (rc == 0 && n == 0)
         rc = yerr(y, m, "effect rule %s: match is empty (it would match every write)", r->id);
     char msg[300];
@@ -690,6 +697,8 @@ static int parse_effect_rule(yctx *y, const pnode *m, effect_rule *r)
         return yerr(y, m, "effect rule %s: needs a match", r->id);
     if (parse_effect_match(y, match, r) < 0)
         return -1;
+    if (r->git && !examples)
+        return 0; /* git reads it: there is no write set to show */
     if (!examples || examples->type != YAML_MAPPING_NODE)
         return yerr(y, m, "effect rule %s: needs examples (match and no_match write sets)", r->id);
     bool has[2] = {false, false};
