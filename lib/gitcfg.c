@@ -530,7 +530,10 @@ static int read_states(const struct gitcfg_ctx *c, bool after, json_t *repos, js
         .limits = {.cpu_s = 10, .file_size = 1u << 20},
         .pids_max = 64,
         .memory_max = 512ull << 20,
-        .max_write = 1u << 20,
+        /* no cap on the filesystem's free space: it is shared, and a
+         * concurrent writer would stop git (git writes nothing; file_size
+         * caps any file anyway) */
+        .max_write = 0,
         .hide = c->hide,
         .allow_degraded = c->allow_degraded,
         .name = name,
@@ -557,8 +560,10 @@ static int read_states(const struct gitcfg_ctx *c, bool after, json_t *repos, js
         *why = xasprintf("git's listing of the configuration exceeds %u bytes", GIT_OUTPUT_CAP);
     } else if (!st.exited || !WIFEXITED(st.wstatus) || WEXITSTATUS(st.wstatus) != 0) {
         const char *e = dbuf_str(&b[1]);
-        *why = xasprintf("git could not list the configuration%s%.*s", *e ? ": " : "",
-                         (int)strcspn(e, "\n"), e);
+        *why = xasprintf("git could not list the configuration (%s %d)%s%.*s",
+                         !st.exited ? "not exited" : WIFEXITED(st.wstatus) ? "status" : "signal",
+                         !st.exited ? 0 : WIFEXITED(st.wstatus) ? WEXITSTATUS(st.wstatus) : WTERMSIG(st.wstatus),
+                         *e ? ": " : "", (int)strcspn(e, "\n"), e);
     } else if (!(*out = parse_output(c->ws->path, b[0].p ? b[0].p : "", b[0].len))) {
         *why = xstrdup("git's listing of the configuration could not be read");
     }
