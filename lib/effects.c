@@ -665,6 +665,7 @@ struct acc {
 
 struct judge {
     const txbox_policy *p;
+    json_t *attention; /* judge_end: the violated attention rules (NULL: none) */
     struct acc *acc;
     bool need_content;
     struct gitwatch *gw; /* the rules with git: (NULL: none active) */
@@ -844,6 +845,7 @@ static void judge_init(struct judge *j, const txbox_policy *p)
 {
     j->p = p;
     j->gw = NULL;
+    j->attention = NULL;
     j->acc = xcalloc(p->neffects + 1, sizeof *j->acc);
     j->need_content = false;
     for (size_t i = 0; i < p->neffects; i++) {
@@ -864,6 +866,14 @@ static json_t *judge_end(struct judge *j)
     for (size_t i = 0; i < j->p->neffects; i++) {
         const effect_rule *r = &j->p->effects[i];
         char why[700];
+        if (r->action == EFF_ATTENTION && violated(r, &j->acc[i], why, sizeof why)) {
+            if (!j->attention)
+                j->attention = json_array();
+            _cleanup_free_ char *reason = *why ? xasprintf("%s: %s", r->reason, why) : xstrdup(r->reason);
+            json_array_append_new(j->attention, json_pack("{s:s,s:s,s:O}", "effect_rule", r->id, "reason",
+                                                          reason, "paths", j->acc[i].paths));
+            continue;
+        }
         if (violated(r, &j->acc[i], why, sizeof why)) {
             json_t *v = json_pack("{s:s,s:s,s:O}", "effect_rule", r->id, "action",
                                   r->action == EFF_HOLD ? "hold" : "rollback", "paths", j->acc[i].paths);
@@ -898,6 +908,7 @@ static json_t *judge_end(struct judge *j)
 static void judge_end_free(struct judge *j)
 {
     json_decref(judge_end(j));
+    json_decref(j->attention);
 }
 
 /* ---- examples (checked at load) ---- */
@@ -929,8 +940,9 @@ static bool example_hits(const txbox_policy *p, size_t ri, const effect_example 
         judge_feed(&j, &e);
     }
     json_t *v = judge_end(&j);
-    bool hit = v != NULL;
+    bool hit = v != NULL || j.attention != NULL;
     json_decref(v);
+    json_decref(j.attention);
     return hit;
 }
 
@@ -1204,9 +1216,12 @@ static int judge_git(struct judge *j, txbox_error *err)
 }
 
 int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const struct tx_ops *ops,
-                  const struct gitcfg_ctx *gc, json_t **verdict, txbox_error *err)
+                  const struct gitcfg_ctx *gc, json_t **verdict, json_t **attention,
+                  txbox_error *err)
 {
     *verdict = NULL;
+    if (attention)
+        *attention = NULL;
     if (!p || !p->neffects || !ops->n)
         return 0;
     effects_compile(p);
@@ -1234,9 +1249,14 @@ int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const struct tx_
     json_t *v = judge_end(&j);
     if (rc < 0) {
         json_decref(v);
+        json_decref(j.attention);
         return -1;
     }
     *verdict = v;
+    if (attention)
+        *attention = j.attention;
+    else
+        json_decref(j.attention);
     return 0;
 }
 
@@ -1565,9 +1585,10 @@ int effects_gate_run(txbox_ws *ws, const txbox_policy *p, txbox_result *r, int t
                      uint64_t base_gen, const struct tx_ops *ops, struct fs_syncset *durable,
                      const char *hctx, const struct gitcfg_ctx *gc, txbox_error *err)
 {
-    json_t *v = NULL;
-    if (effects_judge(p, upperfd, ws->fd, ops, gc, &v, err) < 0)
+    json_t *v = NULL, *att = NULL;
+    if (effects_judge(p, upperfd, ws->fd, ops, gc, &v, &att, err) < 0)
         return -1;
+    r->attention = att; /* reported and logged, whatever the outcome */
     if (!v)
         return 0;
     bool hold = !strcmp(json_string_value(json_object_get(v, "action")), "hold");

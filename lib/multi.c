@@ -1140,7 +1140,7 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             rc = ws_read_gen(ws, &gen, err);
         if (rc == 0 && gen != base && ops.n)
             rc = conflicts(ws, base, gen, &ops, paths, err);
-        json_t *ev = NULL; /* rules on effects */
+        json_t *ev = NULL, *att = NULL; /* rules on effects */
         if (rc == 0 && !json_array_size(paths)) {
             char **hide = tx_hidden_paths(verify ? verify->deny_read : NULL);
             struct gitcfg_ctx gc = {.ws = ws, .txfd = m->txfd, .txs = m->ids,
@@ -1148,7 +1148,9 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
                                     .allow_degraded = verify ? verify->allow_degraded
                                                              : getenv("TXBOX_ALLOW_DEGRADED") != NULL};
             rc = effects_judge(m->policy ? m->policy : verify ? verify->policy : NULL, upperfd,
-                               ws->fd, &ops, &gc, &ev, err);
+                               ws->fd, &ops, &gc, &ev, &att, err);
+            if (att) /* reported in the result and logged with it */
+                json_object_set_new(res, "attention", att);
             tx_free_strv(hide);
         }
         if (rc == 0) {

@@ -30,6 +30,8 @@ struct txbox_result {
     bool tee; /* captured output is also written through to stdout/stderr */
     /* rules on effects (effects.c): the verdict that rejected or held it */
     json_t *effect_verdict;
+    /* attention rules on effects: [{effect_rule, reason, paths}], or NULL */
+    json_t *attention;
 };
 
 txbox_result *result_new(void);

@@ -670,8 +670,10 @@ static int parse_effect_rule(yctx *y, const pnode *m, effect_rule *r)
                 r->action = EFF_HOLD;
             else if (s && !strcmp(s, "off"))
                 r->action = EFF_OFF;
+            else if (s && !strcmp(s, "attention"))
+                r->action = EFF_ATTENTION;
             else
-                rc = yerr(y, v, "effect rule %s: action must be rollback, hold or off", r->id);
+                rc = yerr(y, v, "effect rule %s: action must be rollback, hold, attention or off", r->id);
         } else if (!strcmp(k, "reason"))
             rc = ystr(y, v, &r->reason, k);
         else if (!strcmp(k, "suggestion"))
@@ -686,7 +688,7 @@ static int parse_effect_rule(yctx *y, const pnode *m, effect_rule *r)
             return -1;
     }
     if (r->action < 0)
-        return yerr(y, m, "effect rule %s: no action (rollback, hold or off)", r->id);
+        return yerr(y, m, "effect rule %s: no action (rollback, hold, attention or off)", r->id);
     if (r->action == EFF_OFF)
         return 0; /* switches off the effect rule of that id */
     if (!r->reason || !*r->reason || strchr(r->reason, '\n'))

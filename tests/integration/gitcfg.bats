@@ -221,3 +221,55 @@ reject_and_use_git() {
     assert_outcome committed
     [ "$(hgit config --local --get user.name)" = bob ] || fail "user.name not committed"
 }
+
+# ---- files other tools run on the host ----
+
+@test "files run without asking (.envrc, mise.toml, .nvim.lua, .dir-locals.el): held, not applied" {
+    local f
+    for f in .envrc mise.toml sub/.nvim.lua .dir-locals.el .idea/runConfigurations/x.xml; do
+        txj -c "mkdir -p \"\$(dirname $f)\" && echo 'touch $MARK' >$f"
+        assert_held "without asking" host-autorun
+        jget paths | grep -qxF "$f" || fail "paths: $(jget paths)"
+        run --separate-stderr txbox_bin reject -C "$WS" "$(jget tx)"
+        assert_status 0
+        [ ! -e "$WS/$f" ] || fail "$f applied though held"
+    done
+}
+
+@test "VS Code: a task run on folderOpen or a tool path is held; an ordinary setting commits" {
+    txj -c "mkdir -p .vscode && printf '{\"version\":\"2.0.0\",\"tasks\":[{\"label\":\"x\",\"type\":\"shell\",\"command\":\"$EVIL\",\"runOptions\":{\"runOn\":\"folderOpen\"}}]}\\n' >.vscode/tasks.json"
+    assert_held folderOpen editor-autorun
+    txj -c "mkdir -p .vscode && printf '{\"python.defaultInterpreterPath\": \"$EVIL\"}\\n' >.vscode/settings.json"
+    assert_held "tool path" editor-autorun
+    txj -c "mkdir -p .vscode && printf '{\"editor.tabSize\": 4}\\n' >.vscode/settings.json"
+    assert_outcome committed
+}
+
+@test "files run when a person asks (Makefile, package.json): committed, named as attention in the result and the log" {
+    txj -c "printf 'all:\\n\\t$EVIL\\n' >Makefile && echo '{\"scripts\":{\"test\":\"x\"}}' >package.json && echo plain >>README"
+    assert_status 0
+    assert_outcome committed
+    jget attention.0.effect_rule | grep -qx runs-on-ask || fail "attention: $output"
+    jget attention.0.paths | grep -qxF Makefile || fail "attention paths: $(jget attention.0.paths)"
+    jget attention.0.paths | grep -qxF package.json || fail "attention paths: $(jget attention.0.paths)"
+    jget attention.0.paths | grep -qxF README && fail "README is no attention"
+    local tx
+    tx="$(jget tx)"
+    run --separate-stderr txbox_bin show -C "$WS" --json "$tx"
+    assert_status 0
+    jget info.attention.0.effect_rule | grep -qx runs-on-ask || fail "log lacks attention: $output"
+    txj -c 'echo plain >>main.c'
+    assert_outcome committed
+    [ -z "$(jget attention 2>/dev/null)" ] || fail "attention on an ordinary change: $output"
+}
+
+@test "attention is configurable: a policy may hold those files, or not report them" {
+    local pol="$BATS_TEST_TMPDIR/p.yaml"
+    printf 'version: 1\neffects:\n  - id: runs-on-ask\n    action: hold\n    reason: r\n    suggestion: s\n    match: {paths_written: [Makefile]}\n    examples: {match: [{written: [Makefile]}], no_match: [{written: [x]}]}\n' >"$pol"
+    txj --policy "$pol" -c 'echo "all:" >Makefile'
+    assert_held r runs-on-ask
+    printf 'version: 1\neffects:\n  - id: runs-on-ask\n    action: off\n' >"$pol"
+    txj --policy "$pol" -c 'echo "all:" >>main.c && echo "all:" >Makefile2 && echo x >Makefile'
+    assert_outcome committed
+    [ -z "$(jget attention 2>/dev/null)" ] || fail "attention though off: $output"
+}

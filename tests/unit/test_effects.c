@@ -107,7 +107,7 @@ static void judge(void **state)
     struct tx_ops ops = {0};
     op_add(&ops, OP_REPLACE, "a.bin");
     json_t *v = NULL;
-    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, &v, &err), 0);
+    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, &v, NULL, &err), 0);
     assert_non_null(v);
     assert_string_equal(json_string_value(json_object_get(v, "effect_rule")), "t-bytes");
     assert_string_equal(json_string_value(json_object_get(v, "action")), "hold");
@@ -118,7 +118,7 @@ static void judge(void **state)
     struct tx_op *o = op_add(&ops, OP_REPLACE, "run.sh");
     o->had_old = 1;
     o->old.mode = S_IFREG | 0644;
-    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, &v, &err), 0);
+    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, &v, NULL, &err), 0);
     assert_non_null(v);
     assert_string_equal(json_string_value(json_object_get(v, "effect_rule")), "t-exec");
     assert_string_equal(json_string_value(json_object_get(v, "action")), "rollback");
@@ -130,7 +130,7 @@ static void judge(void **state)
     o = op_add(&ops, OP_REPLACE, "run.sh");
     o->had_old = 1;
     o->old.mode = S_IFREG | 0700;
-    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, &v, &err), 0);
+    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, &v, NULL, &err), 0);
     assert_null(v);
     ops_free(&ops);
 
