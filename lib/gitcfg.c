@@ -740,6 +740,16 @@ void gitwatch_note(struct gitwatch *w, const char *path, bool deleted)
             w->triggered = true; /* more than can be read: held below */
     }
     json_t *c = w->cache;
+    if (w->config && !strcmp(base, "HEAD")) {
+        /* a HEAD makes a directory a repository: one the last reading did
+         * not know as one is read (a known one's HEAD counts only for an
+         * onbranch: include, in watch) */
+        _cleanup_free_ char *dir = slash ? xasprintf("%.*s", (int)(slash - path), path) : xstrdup(".");
+        json_t *st = json_object_get(json_object_get(c, "repos"), dir);
+        const char *s = json_string_value(json_object_get(st, "state"));
+        if ((!s || strcmp(s, "ok")) && json_object_size(w->candidates) < REPOS_MAX)
+            json_object_set_new(w->candidates, dir, json_null());
+    }
     size_t i;
     json_t *x;
     if (w->config)
@@ -820,7 +830,7 @@ int gitwatch_end(struct gitwatch *w, struct gitwatch_out *out, txbox_error *err)
     json_t *repos = json_object(), *newrepos = json_object();
     const char *g;
     json_t *v;
-    json_object_foreach(w->candidates, g, v) if (upperfd >= 0 && may_be_repo(w, upperfd, g))
+    json_object_foreach(w->candidates, g, v) if (may_be_repo(w, upperfd, g))
     {
         json_object_set_new(repos, g, json_null());
         if (!json_object_get(known, g))

@@ -209,6 +209,23 @@ reject_and_use_git() {
     assert_held "cannot read"
 }
 
+@test "multi-command transaction: git configuration set across its commands is held at commit" {
+    run --separate-stderr txbox_bin begin -C "$WS"
+    local tid="$output"
+    run --separate-stderr txbox_bin run -C "$WS" --tx "$tid" -c "git config include.path ../inc.cfg"
+    assert_status 0
+    run --separate-stderr txbox_bin run -C "$WS" --tx "$tid" -c "printf '[core]\\n\\tpager = $EVIL\\n' >inc.cfg"
+    assert_status 0
+    run --separate-stderr txbox_bin commit -C "$WS" --json "$tid"
+    assert_status 121
+    assert_json_field outcome held
+    assert_json_field effect_rule git-config-exec
+    [[ "$(jget reason)" == *core.pager* ]] || fail "reason: $(jget reason)"
+    run --separate-stderr txbox_bin reject -C "$WS" "$tid"
+    assert_status 0
+    [ ! -e "$WS/inc.cfg" ] || fail "applied though held"
+}
+
 @test "no hold: user.name, core.autocrlf, a remote, a branch, ordinary edits and git commits" {
     txj -c 'git config user.name bob && git config core.autocrlf false'
     assert_status 0
@@ -272,4 +289,11 @@ reject_and_use_git() {
     txj --policy "$pol" -c 'echo "all:" >>main.c && echo "all:" >Makefile2 && echo x >Makefile'
     assert_outcome committed
     [ -z "$(jget attention 2>/dev/null)" ] || fail "attention though off: $output"
+    # a rule of one's own with action attention
+    printf 'version: 1\neffects:\n  - id: lockfiles\n    action: attention\n    reason: changes a lock file\n    suggestion: s\n    match: {paths_written: ["*.lock"]}\n    examples: {match: [{written: [a.lock]}], no_match: [{written: [x]}]}\n' >"$pol"
+    txj --policy "$pol" -c 'echo x >deps.lock'
+    assert_status 0
+    assert_outcome committed
+    assert_json_field attention.0.effect_rule lockfiles
+    assert_json_field attention.0.reason "changes a lock file"
 }
