@@ -62,7 +62,6 @@
 static const char *const exec_keys[] = {
     /* what git reads, and which hooks */
     "include.*", "includeif.*", "extensions.worktreeconfig", "core.hookspath", "init.templatedir",
-    "core.worktree", "core.bare",
     /* programs git runs by itself or from ordinary commands */
     "core.fsmonitor", "core.sshcommand", "core.gitproxy", "core.askpass", "core.editor",
     "core.pager", "pager.*", "sequence.editor", "core.alternaterefscommand", "ssh.variant",
@@ -620,6 +619,39 @@ static void add_unique(json_t *arr, const char *s)
     json_array_append_new(arr, json_string(s));
 }
 
+/* A file git read through a symlink (its name as git printed it): the
+ * files the links lead to inside the workspace are watched too, or a
+ * write to the target would go unseen. */
+static void watch_link_targets(int wsfd, const char *ws, const char *o, json_t *watch, json_t *sig,
+                               json_t *seen)
+{
+    _cleanup_free_ char *cur = xstrdup(o);
+    for (int hop = 0; hop < 8; hop++) {
+        const char *base;
+        _cleanup_close_ int pfd = safe_open_parent(wsfd, cur, &base);
+        char t[4096];
+        ssize_t n = pfd >= 0 ? readlinkat(pfd, base, t, sizeof t - 1) : -1;
+        if (n <= 0)
+            return;
+        t[n] = 0;
+        const char *sl = strrchr(cur, '/');
+        _cleanup_free_ char *dir = sl ? xasprintf("%.*s", (int)(sl - cur), cur) : xstrdup("");
+        _cleanup_free_ char *p = t[0] == '/' ? xstrdup(t) : path_join(dir, t);
+        char *rel = ws_rel(ws, p);
+        if (!rel || !*rel) {
+            free(rel);
+            return;
+        }
+        add_unique(watch, rel);
+        if (!json_object_get(seen, rel)) {
+            json_object_set_new(seen, rel, json_true());
+            json_array_append_new(sig, sig_of(wsfd, rel));
+        }
+        free(cur);
+        cur = rel;
+    }
+}
+
 /* The cache of states (the before state of every repository in repos). */
 static json_t *cache_build(txbox_ws *ws, json_t *repos, json_t *states)
 {
@@ -642,7 +674,6 @@ static json_t *cache_build(txbox_ws *ws, json_t *repos, json_t *states)
         }
         size_t i;
         json_t *x;
-        _cleanup_free_ char *cfg = path_join(strcmp(g, ".") ? g : "", "config");
         json_array_foreach(json_object_get(st, "origins"), i, x)
         {
             const char *o = json_string_value(x);
@@ -651,6 +682,7 @@ static json_t *cache_build(txbox_ws *ws, json_t *repos, json_t *states)
                 json_array_append_new(sig, sig_of(ws->fd, o));
             }
             add_unique(watch, o);
+            watch_link_targets(ws->fd, ws->path, o, watch, sig, seen);
         }
         json_array_foreach(json_object_get(st, "hookdirs"), i, x) add_unique(hookdirs, json_string_value(x));
         if (json_is_true(json_object_get(st, "onbranch"))) {

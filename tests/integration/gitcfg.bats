@@ -209,6 +209,16 @@ reject_and_use_git() {
     assert_held "cannot read"
 }
 
+@test "a .git/config that is a symlink to a workspace file: writing that file is held" {
+    mv "$WS/.git/config" "$WS/real.cfg"
+    ln -s ../real.cfg "$WS/.git/config"
+    txj -c 'echo ordinary >>README'
+    assert_outcome committed
+    txj -c "printf '[core]\\n\\tpager = $EVIL\\n' >>real.cfg"
+    assert_held core.pager
+    reject_and_use_git
+}
+
 @test "multi-command transaction: git configuration set across its commands is held at commit" {
     run --separate-stderr txbox_bin begin -C "$WS"
     local tid="$output"
@@ -235,6 +245,12 @@ reject_and_use_git() {
     txj -c 'echo change >>README && git -c user.name=a -c user.email=a@b commit -qam change'
     assert_outcome committed
     txj -c 'echo again >>main.c'
+    assert_outcome committed
+    # new repositories: git init, a clone
+    # (the sandbox has a private /tmp: the source lies in the workspace)
+    gitrepo "$WS/src"
+    txj -c "git init -q fresh && git clone -q '$WS/src' cloned"
+    assert_status 0
     assert_outcome committed
     [ "$(hgit config --local --get user.name)" = bob ] || fail "user.name not committed"
 }
