@@ -578,9 +578,6 @@ static json_t *cache_load(txbox_ws *ws)
     _cleanup_free_ char *s = NULL;
     size_t len = 0;
     txbox_error e = {0};
-    _cleanup_close_ int fd = openat(ws->sfd, CACHE_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
     if (read_file_at(ws->sfd, CACHE_NAME, CACHE_MAX, &s, &len, &e) < 0)
         return NULL;
     json_t *c = json_loadb(s, len, 0, NULL);

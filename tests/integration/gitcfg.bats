@@ -249,7 +249,7 @@ reject_and_use_git() {
     # new repositories: git init, a clone
     # (the sandbox has a private /tmp: the source lies in the workspace)
     gitrepo "$WS/src"
-    txj -c "git init -q fresh && git clone -q '$WS/src' cloned"
+    txj -c "git init -q fresh && git clone -q --no-local '$WS/src' cloned"
     assert_status 0
     assert_outcome committed
     [ "$(hgit config --local --get user.name)" = bob ] || fail "user.name not committed"
