@@ -1236,14 +1236,18 @@ int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const struct tx_
         judge_end_free(&j);
         return tx_err(err, EINVAL, "rules on git configuration need a view of the transaction");
     }
-    if (gconfig || ghooks)
+    if (gconfig || ghooks) {
         j.gw = gitwatch_begin(gc, gconfig, ghooks);
+        tx_mark("effects:git-begin");
+    }
     struct walk w = {.j = &j, .upperfd = upperfd, .wsfd = wsfd, .budget = CONTENT_BUDGET, .err = err};
     int rc = walk_ops(&w, ops);
     free(w.buf[0]);
     free(w.buf[1]);
-    if (rc == 0 && j.gw)
+    if (rc == 0 && j.gw) {
+        tx_mark("effects:walk");
         rc = judge_git(&j, err);
+    }
     gitwatch_free(j.gw);
     j.gw = NULL;
     json_t *v = judge_end(&j);

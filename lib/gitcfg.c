@@ -256,10 +256,12 @@ static void enum_dir(int wsfd, const char *dir, unsigned depth, json_t *repos, u
 
 /* ---- identities of the files a reading depends on ---- */
 
+/* (A plain fstatat: a stat never blocks, and a symlink on the way only
+ * changes which identity is recorded, which any change still alters.) */
 static json_t *sig_of(int wsfd, const char *rel)
 {
     struct stat st;
-    if (!stat_rel(wsfd, rel, &st))
+    if (fstatat(wsfd, *rel ? rel : ".", &st, AT_SYMLINK_NOFOLLOW) < 0)
         return json_pack("[s]", rel);
     /* a directory: that it is one (its times change with every file git
      * writes in it; what matters in it has a sig of its own) */
