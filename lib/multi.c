@@ -1180,6 +1180,11 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             json_t *eff = saga_kept(m->txfd, false); /* external effects: they stay */
             if (eff)
                 json_object_set(res, "effects", json_object_get(eff, "effects"));
+            if (json_object_get(res, "attention")) { /* logged as for a single run */
+                if (!eff)
+                    eff = json_object();
+                json_object_set(eff, "attention", json_object_get(res, "attention"));
+            }
             _cleanup_free_ char *info = end_info(m, "committed", changes, eff);
             json_decref(eff);
             if (ops.n)

@@ -296,6 +296,20 @@ reject_and_use_git() {
     [ -z "$(jget attention 2>/dev/null)" ] || fail "attention on an ordinary change: $output"
 }
 
+@test "multi-command transaction: attention in the commit's result and its log" {
+    run --separate-stderr txbox_bin begin -C "$WS"
+    local tid="$output"
+    run --separate-stderr txbox_bin run -C "$WS" --tx "$tid" -c 'echo "all:" >Makefile'
+    assert_status 0
+    run --separate-stderr txbox_bin commit -C "$WS" --json "$tid"
+    assert_status 0
+    assert_json_field outcome committed
+    assert_json_field attention.0.effect_rule runs-on-ask
+    run --separate-stderr txbox_bin show -C "$WS" --json "$tid"
+    assert_status 0
+    assert_json_field info.attention.0.effect_rule runs-on-ask
+}
+
 @test "attention is configurable: a policy may hold those files, or not report them" {
     local pol="$BATS_TEST_TMPDIR/p.yaml"
     printf 'version: 1\neffects:\n  - id: runs-on-ask\n    action: hold\n    reason: r\n    suggestion: s\n    match: {paths_written: [Makefile]}\n    examples: {match: [{written: [Makefile]}], no_match: [{written: [x]}]}\n' >"$pol"
