@@ -41,6 +41,7 @@
 
 #include "effects.h"
 #include "fsops.h"
+#include "gitcfg.h"
 #include "result.h"
 #include "safepath.h"
 #include "store.h"
@@ -659,12 +660,15 @@ struct acc {
     size_t npaths;
     int64_t deleted, bytes, binary, exec;
     bool hit;
+    char *detail; /* a git rule: what git's reading found */
 };
 
 struct judge {
     const txbox_policy *p;
+    json_t *attention; /* judge_end: the violated attention rules (NULL: none) */
     struct acc *acc;
     bool need_content;
+    struct gitwatch *gw; /* the rules with git: (NULL: none active) */
 };
 
 static bool any_glob(const strlist *l, const char *path)
@@ -778,10 +782,12 @@ static bool entry_passes(const effect_rule *r, const struct entry *e)
 
 static void judge_feed(struct judge *j, const struct entry *e)
 {
+    if (j->gw)
+        gitwatch_note(j->gw, e->path, e->kind == E_DELETED);
     for (size_t i = 0; i < j->p->neffects; i++) {
         const effect_rule *r = &j->p->effects[i];
         struct acc *a = &j->acc[i];
-        if (r->action == EFF_OFF || !entry_passes(r, e))
+        if (r->action == EFF_OFF || r->git || !entry_passes(r, e))
             continue;
         bool counts = !has_limits(r);
         if (e->kind == E_DELETED && !e->dir && r->max_files_deleted >= 0) {
@@ -814,6 +820,10 @@ static bool violated(const effect_rule *r, const struct acc *a, char *why, size_
     *why = 0;
     if (r->action == EFF_OFF)
         return false;
+    if (r->git) {
+        snprintf(why, n, "%s", a->detail ? a->detail : "");
+        return a->hit;
+    }
     if (!has_limits(r))
         return a->hit;
     if (r->max_files_deleted >= 0 && a->deleted > r->max_files_deleted)
@@ -834,6 +844,8 @@ static bool violated(const effect_rule *r, const struct acc *a, char *why, size_
 static void judge_init(struct judge *j, const txbox_policy *p)
 {
     j->p = p;
+    j->gw = NULL;
+    j->attention = NULL;
     j->acc = xcalloc(p->neffects + 1, sizeof *j->acc);
     j->need_content = false;
     for (size_t i = 0; i < p->neffects; i++) {
@@ -850,15 +862,23 @@ static json_t *judge_end(struct judge *j)
     json_t *all = json_array();
     const effect_rule *decide = NULL;
     json_t *dpaths = NULL;
-    char dwhy[160] = "";
+    char dwhy[700] = "";
     for (size_t i = 0; i < j->p->neffects; i++) {
         const effect_rule *r = &j->p->effects[i];
-        char why[160];
+        char why[700];
+        if (r->action == EFF_ATTENTION && violated(r, &j->acc[i], why, sizeof why)) {
+            if (!j->attention)
+                j->attention = json_array();
+            _cleanup_free_ char *reason = *why ? xasprintf("%s: %s", r->reason, why) : xstrdup(r->reason);
+            json_array_append_new(j->attention, json_pack("{s:s,s:s,s:O}", "effect_rule", r->id, "reason",
+                                                          reason, "paths", j->acc[i].paths));
+            continue;
+        }
         if (violated(r, &j->acc[i], why, sizeof why)) {
             json_t *v = json_pack("{s:s,s:s,s:O}", "effect_rule", r->id, "action",
                                   r->action == EFF_HOLD ? "hold" : "rollback", "paths", j->acc[i].paths);
             if (*why)
-                json_object_set_new(v, "limit", json_string(why));
+                json_object_set_new(v, r->git ? "found" : "limit", json_string(why));
             json_array_append_new(all, v);
             if (!decide || (decide->action == EFF_HOLD && r->action == EFF_ROLLBACK)) {
                 decide = r;
@@ -876,11 +896,19 @@ static json_t *judge_end(struct judge *j)
     } else {
         json_decref(all);
     }
-    for (size_t i = 0; i < j->p->neffects; i++)
+    for (size_t i = 0; i < j->p->neffects; i++) {
         json_decref(j->acc[i].paths);
+        free(j->acc[i].detail);
+    }
     free(j->acc);
     j->acc = NULL;
     return out;
+}
+
+static void judge_end_free(struct judge *j)
+{
+    json_decref(judge_end(j));
+    json_decref(j->attention);
 }
 
 /* ---- examples (checked at load) ---- */
@@ -912,8 +940,9 @@ static bool example_hits(const txbox_policy *p, size_t ri, const effect_example 
         judge_feed(&j, &e);
     }
     json_t *v = judge_end(&j);
-    bool hit = v != NULL;
+    bool hit = v != NULL || j.attention != NULL;
     json_decref(v);
+    json_decref(j.attention);
     return hit;
 }
 
@@ -940,8 +969,8 @@ int effects_check_examples(const txbox_policy *p, txbox_error *err)
     effects_compile(p);
     for (size_t i = 0; i < p->neffects; i++) {
         const effect_rule *r = &p->effects[i];
-        if (r->action == EFF_OFF)
-            continue;
+        if (r->action == EFF_OFF || r->git)
+            continue; /* a git rule is judged by git: tests/integration/gitcfg.bats */
         for (size_t k = 0; k < r->nex; k++) {
             const effect_example *x = &r->ex[k];
             if (example_hits(p, i, x) != x->must_match)
@@ -1165,25 +1194,73 @@ static int walk_ops(struct walk *w, const struct tx_ops *ops)
     return 0;
 }
 
+/* The rules with git: after the walk, from git's reading. */
+static int judge_git(struct judge *j, txbox_error *err)
+{
+    struct gitwatch_out o;
+    if (gitwatch_end(j->gw, &o, err) < 0)
+        return -1;
+    for (size_t i = 0; i < j->p->neffects; i++) {
+        const effect_rule *r = &j->p->effects[i];
+        struct acc *a = &j->acc[i];
+        const char *why = r->git == EFF_GIT_CONFIG ? o.config_why : r->git == EFF_GIT_HOOKS ? o.hooks_why : NULL;
+        json_t *paths = r->git == EFF_GIT_CONFIG ? o.config_paths : o.hook_paths;
+        if (r->action == EFF_OFF || !why)
+            continue;
+        a->hit = true;
+        a->detail = xstrdup(why);
+        json_array_extend(a->paths, paths);
+    }
+    gitwatch_out_free(&o);
+    return 0;
+}
+
 int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const struct tx_ops *ops,
-                  json_t **verdict, txbox_error *err)
+                  const struct gitcfg_ctx *gc, json_t **verdict, json_t **attention,
+                  txbox_error *err)
 {
     *verdict = NULL;
+    if (attention)
+        *attention = NULL;
     if (!p || !p->neffects || !ops->n)
         return 0;
     effects_compile(p);
     struct judge j;
     judge_init(&j, p);
+    bool gconfig = false, ghooks = false;
+    for (size_t i = 0; i < p->neffects; i++) {
+        gconfig |= p->effects[i].action != EFF_OFF && p->effects[i].git == EFF_GIT_CONFIG;
+        ghooks |= p->effects[i].action != EFF_OFF && p->effects[i].git == EFF_GIT_HOOKS;
+    }
+    if ((gconfig || ghooks) && !gc) {
+        judge_end_free(&j);
+        return tx_err(err, EINVAL, "rules on git configuration need a view of the transaction");
+    }
+    if (gconfig || ghooks) {
+        j.gw = gitwatch_begin(gc, gconfig, ghooks);
+        tx_mark("effects:git-begin");
+    }
     struct walk w = {.j = &j, .upperfd = upperfd, .wsfd = wsfd, .budget = CONTENT_BUDGET, .err = err};
     int rc = walk_ops(&w, ops);
     free(w.buf[0]);
     free(w.buf[1]);
+    if (rc == 0 && j.gw) {
+        tx_mark("effects:walk");
+        rc = judge_git(&j, err);
+    }
+    gitwatch_free(j.gw);
+    j.gw = NULL;
     json_t *v = judge_end(&j);
     if (rc < 0) {
         json_decref(v);
+        json_decref(j.attention);
         return -1;
     }
     *verdict = v;
+    if (attention)
+        *attention = j.attention;
+    else
+        json_decref(j.attention);
     return 0;
 }
 
@@ -1510,11 +1587,12 @@ int effects_reject(txbox_ws *ws, const char *id, char **json, txbox_error *err)
 
 int effects_gate_run(txbox_ws *ws, const txbox_policy *p, txbox_result *r, int txfd, int upperfd,
                      uint64_t base_gen, const struct tx_ops *ops, struct fs_syncset *durable,
-                     const char *hctx, txbox_error *err)
+                     const char *hctx, const struct gitcfg_ctx *gc, txbox_error *err)
 {
-    json_t *v = NULL;
-    if (effects_judge(p, upperfd, ws->fd, ops, &v, err) < 0)
+    json_t *v = NULL, *att = NULL;
+    if (effects_judge(p, upperfd, ws->fd, ops, gc, &v, &att, err) < 0)
         return -1;
+    r->attention = att; /* reported and logged, whatever the outcome */
     if (!v)
         return 0;
     bool hold = !strcmp(json_string_value(json_object_get(v, "action")), "hold");

@@ -12,7 +12,12 @@
 #include "policy/pol.h"
 #include "tx.h"
 
-enum { EFF_ROLLBACK = 0, EFF_HOLD = 1, EFF_OFF = 2 };
+/* EFF_ATTENTION: commits, and the result and the audit log say so */
+enum { EFF_ROLLBACK = 0, EFF_HOLD = 1, EFF_OFF = 2, EFF_ATTENTION = 3 };
+/* effect_rule.git: judged by git's reading (gitcfg.c), not by entries */
+enum { EFF_GIT_NONE = 0, EFF_GIT_CONFIG = 1, EFF_GIT_HOOKS = 2 };
+
+struct gitcfg_ctx;
 
 /* One example write set of an effect rule (checked at load). */
 typedef struct effect_example {
@@ -31,7 +36,8 @@ typedef struct effect_rule {
     bool borrowed; /* its strings are the built-in document's (rules.c) */
     char *id, *reason, *suggestion, *file;
     int line;
-    int action; /* EFF_ROLLBACK, EFF_HOLD, EFF_OFF */
+    int action; /* EFF_ROLLBACK, EFF_HOLD, EFF_OFF, EFF_ATTENTION */
+    int git;    /* EFF_GIT_*: match {git: config|hooks}, alone */
     /* matchers: every one given must hold for an entry to count */
     strlist paths_any, paths_written, paths_deleted; /* globs (see effect_glob) */
     strlist paths_none;   /* ... and an entry matching one of these never counts */
@@ -86,10 +92,16 @@ int effects_check_examples(const txbox_policy *p, txbox_error *err);
 /* The verdict on a write set: NULL, or a JSON object {effect_rule, action
  * ("rollback"|"hold"), reason, suggestion, paths, violations:[...]}.
  * upperfd: the scanned upper (the new contents); wsfd: the workspace (the
- * old ones). The rule that decides is the first violated rollback rule,
- * else the first violated hold rule. */
+ * old ones); gc: where git can read the after state, for the rules with
+ * `git:` (NULL: those rules count as violated whenever the write set
+ * holds a file git may read as configuration: fail closed). The rule that
+ * decides is the first violated rollback rule, else the first violated
+ * hold rule. *attention (when not NULL): NULL, or an array of
+ * {effect_rule, reason, paths} of the violated attention rules, which
+ * never stop a commit. */
 MUST_CHECK int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const struct tx_ops *ops,
-                             json_t **verdict, txbox_error *err);
+                             const struct gitcfg_ctx *gc, json_t **verdict, json_t **attention,
+                             txbox_error *err);
 
 /* Holds transaction id: its scanned upper stays in tx/ID/upper, and
  * tx/ID/held records what approve needs (base generation, write set,
@@ -106,7 +118,8 @@ MUST_CHECK int effects_hold(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_g
 struct fs_syncset;
 MUST_CHECK int effects_gate_run(txbox_ws *ws, const txbox_policy *p, struct txbox_result *r, int txfd,
                                 int upperfd, uint64_t base_gen, const struct tx_ops *ops,
-                                struct fs_syncset *durable, const char *hctx, txbox_error *err);
+                                struct fs_syncset *durable, const char *hctx,
+                                const struct gitcfg_ctx *gc, txbox_error *err);
 
 /* txbox review / approve / reject. *json: the result object (caller frees);
  * *status: the CLI exit status. review with id NULL lists every held

@@ -65,6 +65,7 @@
 
 #include "effects.h"
 #include "fsops.h"
+#include "gitcfg.h"
 #include "multi.h"
 #include "result.h"
 #include "safepath.h"
@@ -1140,10 +1141,21 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             rc = ws_read_gen(ws, &gen, err);
         if (rc == 0 && gen != base && ops.n)
             rc = conflicts(ws, base, gen, &ops, paths, err);
-        json_t *ev = NULL; /* rules on effects */
-        if (rc == 0 && !json_array_size(paths))
+        json_t *ev = NULL, *att = NULL; /* rules on effects */
+        if (rc == 0 && !json_array_size(paths)) {
+            char **hide = tx_hidden_paths(verify ? verify->deny_read : NULL,
+                                          m->policy ? m->policy : verify ? verify->policy : NULL,
+                                          ws->path);
+            struct gitcfg_ctx gc = {.ws = ws, .txfd = m->txfd, .txs = m->ids,
+                                    .hide = (const char *const *)hide,
+                                    .allow_degraded = verify ? verify->allow_degraded
+                                                             : getenv("TXBOX_ALLOW_DEGRADED") != NULL};
             rc = effects_judge(m->policy ? m->policy : verify ? verify->policy : NULL, upperfd,
-                               ws->fd, &ops, &ev, err);
+                               ws->fd, &ops, &gc, &ev, &att, err);
+            if (att) /* reported in the result and logged with it */
+                json_object_set_new(res, "attention", att);
+            tx_free_strv(hide);
+        }
         if (rc == 0) {
             changes = ops.n ? ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP)
                             : json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted",
@@ -1171,6 +1183,11 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             json_t *eff = saga_kept(m->txfd, false); /* external effects: they stay */
             if (eff)
                 json_object_set(res, "effects", json_object_get(eff, "effects"));
+            if (json_object_get(res, "attention")) { /* logged as for a single run */
+                if (!eff)
+                    eff = json_object();
+                json_object_set(eff, "attention", json_object_get(res, "attention"));
+            }
             _cleanup_free_ char *info = end_info(m, "committed", changes, eff);
             json_decref(eff);
             if (ops.n)

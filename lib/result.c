@@ -36,6 +36,7 @@ void result_free(txbox_result *r)
     json_decref(r->effects);
     json_decref(r->effect_verdict);
     json_decref(r->network);
+    json_decref(r->attention);
     free(r->log_error);
     free(r->verdict);
     free(r->rule);
@@ -150,6 +151,8 @@ char *txbox_result_json(const txbox_result *rc)
         json_object_set(o, "effect_violations", json_object_get(r->effect_verdict, "violations"));
         json_object_del(o, "violations");
     }
+    if (r->attention)
+        json_object_set(o, "attention", r->attention);
     json_object_set_new(o, "exit_code", json_integer(r->exit_code));
     json_object_set_new(o, "signal", r->signal ? json_integer(r->signal) : json_null());
     json_object_set_new(o, "changes", r->changes ? json_incref(r->changes) : json_object());

@@ -35,6 +35,8 @@ struct txbox_result {
     /* the network in force: {"mode": "none"|"host"} or the proxy's report
      * (np_stop: mode, allowed, contacted, refused) */
     json_t *network;
+    /* attention rules on effects: [{effect_rule, reason, paths}], or NULL */
+    json_t *attention;
 };
 
 txbox_result *result_new(void);

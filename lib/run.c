@@ -14,6 +14,7 @@
 #include "confine.h"
 #include "effects.h"
 #include "fsops.h"
+#include "gitcfg.h"
 #include "multi.h"
 #include "result.h"
 #include "safepath.h"
@@ -263,7 +264,7 @@ static void other_homes(strvec *sv, char *const *mine, const char *ws_path)
 
 /* Everything hidden from the command: the caller's secrets, every other
  * home, the system's secrets, the policy's `hide:` list and --hide. */
-static char **hidden_paths(const char *const *extra, const txbox_policy *pol, const char *ws_path)
+char **tx_hidden_paths(const char *const *extra, const txbox_policy *pol, const char *ws_path)
 {
     const char *home = getenv("HOME");
     if (home && *home != '/')
@@ -293,7 +294,7 @@ static char **hidden_paths(const char *const *extra, const txbox_policy *pol, co
     return sv.v;
 }
 
-static void free_strv(char **v)
+void tx_free_strv(char **v)
 {
     for (size_t i = 0; v && v[i]; i++)
         free(v[i]);
@@ -610,7 +611,7 @@ static bool file_at_limit(int upperfd, const struct tx_ops *ops, uint64_t limit)
 
 static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
                           uint64_t base_gen, const char *hctx, const txbox_policy *pol,
-                          uint64_t file_limit, txbox_error *err)
+                          uint64_t file_limit, const struct gitcfg_ctx *gc, txbox_error *err)
 {
     int lockfd = -1;
     if (ws_lock(ws, &lockfd, err) < 0)
@@ -656,7 +657,7 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
         }
     }
     if (rc == 0 && pol) { /* rules on effects: rejected or held, nothing applied */
-        int e = effects_gate_run(ws, pol, r, txfd, upperfd, base_gen, &ops, &durable, hctx, err);
+        int e = effects_gate_run(ws, pol, r, txfd, upperfd, base_gen, &ops, &durable, hctx, gc, err);
         if (e != 0) {
             rc = e < 0 ? -1 : 0;
             goto out;
@@ -1018,7 +1019,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
         allow = proxy_allowlist(opts, net_defaults, rule_domains, &n_allow);
         npc = (struct np_config){.allow = allow, .n_allow = n_allow};
     }
-    char **hide = hidden_paths(opts->deny_read, opts->policy, ws->path);
+    char **hide = tx_hidden_paths(opts->deny_read, opts->policy, ws->path);
     /* txbox's state: this workspace known to those around it, theirs and
      * its own out of the command's reach, its own its owner's only */
     state_register_nested(ws);
@@ -1208,7 +1209,10 @@ retry:
         if ((rc = multi_absorb(opts->multi, txfd, r, err)) < 0)
             goto fail;
     } else if (ok) {
-        rc = overlay_commit(ws, r, txfd, upperfd, base_gen, hctx, opts->policy, max_write, err);
+        struct gitcfg_ctx gc = {.ws = ws, .txfd = txfd, .txs = r->txs,
+                                .hide = (const char *const *)hide,
+                                .allow_degraded = opts->allow_degraded};
+        rc = overlay_commit(ws, r, txfd, upperfd, base_gen, hctx, opts->policy, max_write, &gc, err);
         if (rc < 0) {
             if (r->commit_point_passed) {
                 /* Past the commit point: leave the journal to recovery
@@ -1219,8 +1223,8 @@ retry:
                 close(txfd);
                 close(upperfd);
                 close(workfd);
-                free_strv(hide);
-                free_strv(state_hide);
+                tx_free_strv(hide);
+                tx_free_strv(state_hide);
                 json_decref(scrubbed);
                 result_free(r);
                 return -1;
@@ -1261,8 +1265,8 @@ retry:
         close(workfd);
     close(txfd);
     ws_end_tx(ws, r->id, activefd);
-    free_strv(hide);
-    free_strv(state_hide);
+    tx_free_strv(hide);
+    tx_free_strv(state_hide);
     json_decref(scrubbed);
     if (r->outcome == TXBOX_OUTCOME_COMMITTED && r->logged)
         history_autogc(ws); /* history: retention bounds */
@@ -1310,8 +1314,8 @@ fail:
         close(workfd);
     if (r->id)
         ws_end_tx(ws, r->id, activefd);
-    free_strv(hide);
-    free_strv(state_hide);
+    tx_free_strv(hide);
+    tx_free_strv(state_hide);
     json_decref(scrubbed);
     result_free(r);
     return -1;

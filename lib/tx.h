@@ -158,6 +158,12 @@ json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
 
 /* Do the write sets overlap (same path, or one inside the other)? */
 bool ops_overlap(const struct tx_ops *a, const struct tx_ops *b, const char **which);
+/* The paths the sandbox hides from every command (the caller's secrets,
+ * every other home, the system's secrets, the policy's `hide:` list and
+ * extra, absolute or ~/...), NULL-terminated; freed with tx_free_strv.
+ * (run.c) */
+char **tx_hidden_paths(const char *const *extra, const struct txbox_policy *pol, const char *ws_path);
+void tx_free_strv(char **v);
 /* Did a transaction committed after base_gen (up to gen) write a path of
  * ops? 1: yes, *path (caller frees) names it; 0: no; <0: error. (run.c) */
 MUST_CHECK int tx_check_conflict(txbox_ws *ws, uint64_t base_gen, uint64_t gen,

@@ -677,9 +677,16 @@ static int parse_effect_match(yctx *y, const pnode *m, effect_rule *r)
             rc = yi64(y, v, &r->max_binary_added, k);
         else if (!strcmp(k, "max_made_executable"))
             rc = yi64(y, v, &r->max_made_executable, k);
-        else
+        else if (!strcmp(k, "git")) {
+            const char *s = yscalar(y, v);
+            r->git = s && !strcmp(s, "config") ? EFF_GIT_CONFIG : s && !strcmp(s, "hooks") ? EFF_GIT_HOOKS : -1;
+            if (r->git < 0)
+                rc = yerr(y, v, "effect rule %s: match.git must be config or hooks", r->id);
+        } else
             rc = yerr(y, k_node, "effect rule %s: match: unknown key '%s'", r->id, k);
     }
+    if (rc == 0 && r->git && n > 1)
+        rc = yerr(y, m, "effect rule %s: match.git is judged by git and takes no other matcher", r->id);
     if (rc == 0 && n == 0)
         rc = yerr(y, m, "effect rule %s: match is empty (it would match every write)", r->id);
     char msg[300];
@@ -718,8 +725,10 @@ static int parse_effect_rule(yctx *y, const pnode *m, effect_rule *r)
                 r->action = EFF_HOLD;
             else if (s && !strcmp(s, "off"))
                 r->action = EFF_OFF;
+            else if (s && !strcmp(s, "attention"))
+                r->action = EFF_ATTENTION;
             else
-                rc = yerr(y, v, "effect rule %s: action must be rollback, hold or off", r->id);
+                rc = yerr(y, v, "effect rule %s: action must be rollback, hold, attention or off", r->id);
         } else if (!strcmp(k, "reason"))
             rc = ystr(y, v, &r->reason, k);
         else if (!strcmp(k, "suggestion"))
@@ -734,7 +743,7 @@ static int parse_effect_rule(yctx *y, const pnode *m, effect_rule *r)
             return -1;
     }
     if (r->action < 0)
-        return yerr(y, m, "effect rule %s: no action (rollback, hold or off)", r->id);
+        return yerr(y, m, "effect rule %s: no action (rollback, hold, attention or off)", r->id);
     if (r->action == EFF_OFF)
         return 0; /* switches off the effect rule of that id */
     if (!r->reason || !*r->reason || strchr(r->reason, '\n'))
@@ -745,6 +754,8 @@ static int parse_effect_rule(yctx *y, const pnode *m, effect_rule *r)
         return yerr(y, m, "effect rule %s: needs a match", r->id);
     if (parse_effect_match(y, match, r) < 0)
         return -1;
+    if (r->git && !examples)
+        return 0; /* git reads it: there is no write set to show */
     if (!examples || examples->type != YAML_MAPPING_NODE)
         return yerr(y, m, "effect rule %s: needs examples (match and no_match write sets)", r->id);
     bool has[2] = {false, false};

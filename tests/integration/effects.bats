@@ -367,8 +367,8 @@ EOF
 }
 
 @test "git config: an ordinary setting commits; one that runs a program is held" {
-    mkdir -p "$WS/.git"
-    printf '[core]\n\tbare = false\n' >"$WS/.git/config"
+    # a repository as git makes it (a .git without HEAD is none: git looks further up)
+    git init -q "$WS"
     txj -c 'printf "[core]\n\tbare = false\n\tautocrlf = false\n[demo]\n\trun = yes\n" >.git/config'
     assert_status 0
     assert_outcome committed

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "effects.h"
+#include "gitcfg.h"
 #include "txbox_policy.h"
 
 static void globs(void **state)
@@ -62,6 +63,11 @@ static const char policy_text[] =
     "effects:\n"
     "  - id: git-hooks\n"
     "    action: off\n"
+    /* judged by git in a sandbox: tests/integration/gitcfg.bats */
+    "  - id: git-config-exec\n"
+    "    action: off\n"
+    "  - id: git-hooks-path\n"
+    "    action: off\n"
     "  - id: t-bytes\n"
     "    action: hold\n"
     "    reason: r\n"
@@ -74,6 +80,34 @@ static const char policy_text[] =
     "    suggestion: s\n"
     "    match: {max_made_executable: 0}\n"
     "    examples: {match: [{executable: true}], no_match: [{written: [x]}]}\n";
+
+/* The settings the git judge compares (gitcfg.c), as git prints them. */
+static void git_keys(void **state)
+{
+    (void)state;
+    static const char *const yes[] = {
+        "core.hookspath", "core.fsmonitor", "include.path", "includeif.gitdir:/x/.path",
+        "extensions.worktreeconfig", "gpg.program", "gpg.ssh.program", "commit.gpgsign",
+        "diff.external", "diff.Mine.textconv", "pager.log", "mergetool.a.b.cmd",
+        "merge.ours2.driver", "interactive.difffilter", "alias.st", "filter.lfs.process",
+        "credential.https://x.helper", "core.sshcommand", "sequence.editor", "core.editor",
+        "uploadpack.packobjectshook", "remote.o.uploadpack", "sendemail.smtpserver",
+        "browser.x.cmd", "man.x.cmd", "tar.tgz.command", "CORE.HOOKSPATH",
+    };
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
+        if (!gitcfg_exec_key(yes[i], "x"))
+            fail_msg("%s is a command setting", yes[i]);
+    static const char *const no[] = {"user.name", "core.autocrlf", "core.filemode", "branch.main.remote",
+                                     "remote.origin.fetch", "diff.renames", "merge.ff", "pull.rebase"};
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+        if (gitcfg_exec_key(no[i], "x"))
+            fail_msg("%s is no command setting", no[i]);
+    assert_false(gitcfg_exec_key("remote.origin.url", "https://example.com/r.git"));
+    assert_true(gitcfg_exec_key("remote.origin.url", "ext::sh -c x"));
+    assert_true(gitcfg_exec_key("remote.origin.pushurl", "FD::3"));
+    assert_true(gitcfg_exec_key("url.ext::sh -c x.insteadof", "https://"));
+    assert_false(gitcfg_exec_key("url.https://mirror/.insteadof", "https://"));
+}
 
 static void judge(void **state)
 {
@@ -102,7 +136,7 @@ static void judge(void **state)
     struct tx_ops ops = {0};
     op_add(&ops, OP_REPLACE, "a.bin");
     json_t *v = NULL;
-    assert_int_equal(effects_judge(p, up, ws, &ops, &v, &err), 0);
+    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, &v, NULL, &err), 0);
     assert_non_null(v);
     assert_string_equal(json_string_value(json_object_get(v, "effect_rule")), "t-bytes");
     assert_string_equal(json_string_value(json_object_get(v, "action")), "hold");
@@ -113,7 +147,7 @@ static void judge(void **state)
     struct tx_op *o = op_add(&ops, OP_REPLACE, "run.sh");
     o->had_old = 1;
     o->old.mode = S_IFREG | 0644;
-    assert_int_equal(effects_judge(p, up, ws, &ops, &v, &err), 0);
+    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, &v, NULL, &err), 0);
     assert_non_null(v);
     assert_string_equal(json_string_value(json_object_get(v, "effect_rule")), "t-exec");
     assert_string_equal(json_string_value(json_object_get(v, "action")), "rollback");
@@ -125,7 +159,7 @@ static void judge(void **state)
     o = op_add(&ops, OP_REPLACE, "run.sh");
     o->had_old = 1;
     o->old.mode = S_IFREG | 0700;
-    assert_int_equal(effects_judge(p, up, ws, &ops, &v, &err), 0);
+    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, &v, NULL, &err), 0);
     assert_null(v);
     ops_free(&ops);
 
@@ -392,6 +426,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(globs),
+        cmocka_unit_test(git_keys),
         cmocka_unit_test(judge),
         cmocka_unit_test(content_sets),
         cmocka_unit_test(literal_filter),
