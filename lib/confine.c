@@ -155,6 +155,8 @@ static const char *const env_names[] = {
     "CLICOLOR", "CLICOLOR_FORCE", "COLUMNS", "LINES", "TZ", "LANG", "LANGUAGE", "PWD", "OLDPWD",
     "SHLVL", "HOSTNAME", "EDITOR", "VISUAL", "PAGER", "LESS", "MANPATH", "INFOPATH", "TMPDIR", "TMP",
     "TEMP", "CI", "DEBIAN_FRONTEND", "SOURCE_DATE_EPOCH",
+    /* where a development server listens (the policy's harmless_env too) */
+    "PORT", "HOST",
     /* trust anchors (files of certificates, no key) */
     "SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
     "GIT_SSL_CAINFO", "PIP_CERT", "AWS_CA_BUNDLE", "NIX_SSL_CERT_FILE",

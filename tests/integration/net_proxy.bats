@@ -170,7 +170,12 @@ EOF
     # the explicit opt-in: the host's namespace, and it says so
     txj --net=host -- python3 probe.py "$REG_PORT" "$ABSTRACT"
     assert_status 0
-    [ "$(grep -c REACHED <<<"$(jget stdout)")" = 2 ] || fail "--net=host did not reach the host: $(jget stdout) $(jget stderr)"
+    grep -q "REACHED tcp" <<<"$(jget stdout)" || fail "--net=host did not reach the host: $(jget stdout) $(jget stderr)"
+    # the host's abstract sockets stay behind Landlock's scope where the
+    # kernel has it (ABI 6), even in the host's namespace
+    if grep -q "BLOCKED abstract" <<<"$(jget stdout)"; then
+        [ "$(jget protections.host_sockets.abstract)" = "Landlock scope" ] || fail "abstract blocked by what? $(jget protections.host_sockets)"
+    fi
     [ "$(jget protections.network)" = host ] || fail "protections.network: $(jget protections.network)"
     [ "$(jget network.mode)" = host ] || fail "network.mode: $(jget network.mode)"
     ! jget protections.namespaces | grep -qx net || fail "--net=host reported a network namespace"
