@@ -38,9 +38,11 @@ struct ruleset_attr_v6 {
 /* The filter's rules are in seccomp_rules.c; lib/gen_seccomp.c builds them
  * with libseccomp at build time into txbox_seccomp_bpf, and this installs
  * that program as seccomp_load() would with seccomp_init's attributes
- * (no flags: no TSYNC, no LOG; no_new_privs set first, as
- * SCMP_FLTATR_CTL_NNP does). */
-int confine_seccomp(txbox_error *err)
+ * (no TSYNC, no LOG; no_new_privs set first, as SCMP_FLTATR_CTL_NNP does),
+ * plus a listener for the calls it sends to a supervisor (connect(): see
+ * connguard.h). There is no fallback without the listener: those calls
+ * would fail with ENOSYS. */
+int confine_seccomp(int *listener, txbox_error *err)
 {
     struct sock_fprog prog = {
         .len = (unsigned short)txbox_seccomp_bpf_len,
@@ -48,11 +50,10 @@ int confine_seccomp(txbox_error *err)
     };
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return tx_errno(err, errno, "seccomp: cannot install the filter");
-    long rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
-    if (rc < 0 && errno == ENOSYS)
-        rc = prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+    long rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
     if (rc < 0)
-        return tx_errno(err, errno, "seccomp: cannot install the filter");
+        return tx_errno(err, errno, "seccomp: cannot install the filter with a supervisor (Linux 5.0 or later needed)");
+    *listener = (int)rc;
     return 0;
 }
 
@@ -76,6 +77,22 @@ static uint64_t write_rights(int abi)
     if (abi >= 3)
         r |= LANDLOCK_ACCESS_FS_TRUNCATE;
     return r;
+}
+
+/* A domain that only scopes abstract unix sockets (ABI 6): the sandbox's
+ * init, which connects on the command's behalf (connguard.h), reaches no
+ * abstract socket made outside the sandbox either. */
+int confine_landlock_scope_abstract(int abi, txbox_error *err)
+{
+    if (!confine_landlock_scopes_abstract(abi))
+        return tx_err(err, ENOTSUP, "Landlock: no scope for abstract unix sockets before ABI 6");
+    struct ruleset_attr_v6 attr = {.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET};
+    _cleanup_close_ int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+    if (rs < 0)
+        return tx_errno(err, errno, "Landlock: cannot create the scope");
+    if (syscall(SYS_landlock_restrict_self, rs, 0) < 0)
+        return tx_errno(err, errno, "Landlock: cannot scope the sandbox's init");
+    return 0;
 }
 
 int confine_landlock(const char *const *writable, int abi, txbox_error *err)

@@ -7,8 +7,10 @@
 
 #include "util.h"
 
-/* Sets no_new_privs and installs the syscall filter. */
-MUST_CHECK int confine_seccomp(txbox_error *err);
+/* Sets no_new_privs and installs the syscall filter; *listener gets the
+ * descriptor on which its connect() calls wait for a supervisor
+ * (connguard.h). */
+MUST_CHECK int confine_seccomp(int *listener, txbox_error *err);
 /* The filter's BPF program, generated at build time (lib/gen_seccomp.c,
  * from the rules in lib/seccomp_rules.c). */
 extern const struct sock_filter txbox_seccomp_bpf[];
@@ -20,6 +22,8 @@ int confine_landlock_abi(void);
  * (confine_landlock_scopes_abstract). */
 MUST_CHECK int confine_landlock(const char *const *writable, int abi, txbox_error *err);
 static inline bool confine_landlock_scopes_abstract(int abi) { return abi >= 6; }
+/* Only that scope, for the calling process (ABI 6 or later). */
+MUST_CHECK int confine_landlock_scope_abstract(int abi, txbox_error *err);
 
 struct confine_limits {
     uint64_t nproc;     /* processes of the command's user (0: unlimited) */

@@ -37,6 +37,7 @@
  * closed). What was in force goes back to the parent as `protections`. */
 #include "sandbox.h"
 #include "cgroup.h"
+#include "connguard.h"
 #include "netproxy.h"
 #include "safepath.h"
 
@@ -54,6 +55,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -439,27 +441,6 @@ static void hide_paths(const struct sb_spec *s, int nullfd)
     hide_list(s, s->state_hide, nullfd);
 }
 
-/* Host services listening on a unix socket in the file system (a
- * docker.sock, an ssh-agent, D-Bus) are reachable by path whatever the
- * mounts say: connect() needs no write access to the file system, and this
- * kernel's Landlock cannot refuse it. Every socket bound by path in the
- * host's network namespace when the sandbox starts (the parent read
- * /proc/net/unix) gets the null device mounted over it, so connect() finds
- * no socket there (ECONNREFUSED). Sockets under the private /tmp are gone
- * anyway; sockets the command makes itself are its own. */
-static void mask_host_sockets(const struct sb_spec *s, int nullfd)
-{
-    for (size_t i = 0; i < s->n_host_socks; i++) {
-        const char *p = s->host_socks[i];
-        struct stat st;
-        if (lstat(p, &st) < 0 || !S_ISSOCK(st.st_mode))
-            continue; /* gone, hidden, or under the private /tmp */
-        char src[32];
-        if (nullfd < 0 || mount(fdpath(nullfd, src), p, NULL, MS_BIND, NULL) < 0)
-            setup_die("cannot mask the host socket %s", p);
-    }
-}
-
 /* Is dir one of the socket directories masked whole (mask_socket_dirs)
  * here, that is, a real directory that does not hold the workspace? */
 static bool sock_dir_masked(const struct sb_spec *s, const char *dir)
@@ -472,8 +453,8 @@ static bool sock_dir_masked(const struct sb_spec *s, const char *dir)
  * docker.sock, D-Bus, systemd, the user runtime directories; the caller's
  * XDG_RUNTIME_DIR wherever it is) get an empty read-only tmpfs over them:
  * a socket there is unreachable whatever network namespace bound it and
- * whenever, which masking the sockets listed in /proc/net/unix
- * (mask_host_sockets) cannot promise. Not a directory that holds the
+ * whenever (the connection guard refuses the rest; this also keeps the
+ * host's runtime files out of sight). Not a directory that holds the
  * workspace. A /etc/resolv.conf that lives there (systemd-resolved's) is
  * bound back in, so that name resolution works where there is network. */
 static void mask_socket_dirs(const struct sb_spec *s)
@@ -533,8 +514,54 @@ struct child_args {
     int go_other; /* init's end of that pipe: closed in the command */
     int exec_fd;    /* closed by the execve (O_CLOEXEC): init then knows it happened */
     int exec_other; /* init's end of that pipe */
+    int guard_fd;    /* the command sends its seccomp listener to init on it */
+    int guard_other; /* init's end */
     int landlock_abi;
 };
+
+/* In the command: pass the filter's listener to init (SCM_RIGHTS; the
+ * message holds it once sent, so the command closes its own at once). */
+ON_COMMAND_STACK static void send_listener(int sock, int fd)
+{
+    char c = 'L';
+    struct iovec iov = {.iov_base = &c, .iov_len = 1};
+    union {
+        struct cmsghdr h;
+        char room[CMSG_SPACE(sizeof(int))];
+    } u;
+    memset(&u, 0, sizeof u);
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.room, .msg_controllen = sizeof u.room};
+    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(h), &fd, sizeof fd);
+    if (sendmsg(sock, &m, MSG_NOSIGNAL) != 1)
+        setup_die("cannot hand the connection guard to init");
+    close(fd);
+    close(sock);
+}
+
+/* In init: the listener the command sent, or -1 if it sent none (it died
+ * before its execve). */
+static int recv_listener(int sock)
+{
+    char c;
+    struct iovec iov = {.iov_base = &c, .iov_len = 1};
+    union {
+        struct cmsghdr h;
+        char room[CMSG_SPACE(sizeof(int))];
+    } u;
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.room, .msg_controllen = sizeof u.room};
+    if (recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
+        return -1;
+    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+    if (!h || h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS || h->cmsg_len != CMSG_LEN(sizeof(int)))
+        return -1;
+    int fd;
+    memcpy(&fd, CMSG_DATA(h), sizeof fd);
+    return fd;
+}
 
 /* The command, until its execve: cloned by init with CLONE_VM (see
  * init_main), so it runs in init's memory on a stack of its own, and
@@ -545,6 +572,7 @@ ON_COMMAND_STACK __attribute__((noreturn)) static void command_main(const struct
     char c;
     close(a->go_other);
     close(a->exec_other);
+    close(a->guard_other);
     if (read_all(a->go_fd, &c, 1) != 1)
         _exit(126);
     close(a->go_fd);
@@ -582,10 +610,12 @@ ON_COMMAND_STACK __attribute__((noreturn)) static void command_main(const struct
             setup_die("%s", ce.msg);
         }
     }
-    if (confine_seccomp(&ce) < 0) {
+    int listener;
+    if (confine_seccomp(&listener, &ce) < 0) {
         errno = 0;
         setup_die("%s", ce.msg);
     }
+    send_listener(a->guard_fd, listener);
     /* Limits last: txbox itself (its allocator, and ASan's when built with
      * it) must not run under the command's memory limit. Nothing below
      * allocates. */
@@ -609,6 +639,51 @@ ON_COMMAND_STACK __attribute__((noreturn)) static void command_main(const struct
 ON_COMMAND_STACK static int command_entry(void *arg)
 {
     command_main(arg);
+}
+
+/* init's last job: reap every process of the namespace, answer the
+ * command's connect() calls (connguard.h), and report the command's status
+ * when it exits. SIGCHLD through a signalfd, so that neither waits on the
+ * other. */
+__attribute__((noreturn)) static void supervise(pid_t cmd, int listener, struct connguard *guard)
+{
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    int sfd = -1;
+    if (listener >= 0 && (sigprocmask(SIG_BLOCK, &chld, NULL) < 0 ||
+                          (sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK)) < 0))
+        setup_die("cannot watch the sandbox's processes");
+    for (;;) {
+        int ws;
+        pid_t p = waitpid(-1, &ws, __WALL | (listener >= 0 ? WNOHANG : 0));
+        if (p == cmd) {
+            send_msg(report_fd, MSG_EXITED, ws, NULL);
+            /* Returning from pid 1 kills everything left in the namespace. */
+            _exit(0);
+        }
+        if (p > 0 || (p < 0 && errno == EINTR))
+            continue;
+        if (p < 0 && errno != ECHILD)
+            _exit(126);
+        if (listener < 0)
+            continue; /* blocking wait */
+        struct pollfd pf[2] = {{.fd = sfd, .events = POLLIN}, {.fd = listener, .events = POLLIN}};
+        if (poll(pf, 2, -1) < 0)
+            continue;
+        if (pf[0].revents) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) > 0)
+                ;
+        }
+        if (pf[1].revents & POLLIN) {
+            if (connguard_serve(guard, listener) < 0)
+                _exit(126);
+        } else if (pf[1].revents & (POLLHUP | POLLERR | POLLNVAL)) {
+            close(listener); /* no process is left to call it */
+            listener = -1;
+        }
+    }
 }
 
 __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool userns, int landlock_abi,
@@ -648,11 +723,33 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
 
     hide_paths(s, devfd_null);
     mask_socket_dirs(s);
-    mask_host_sockets(s, devfd_null);
+
+    /* The connection guard (connguard.h): sockets on the mounts made for
+     * the command may be reached, no other. init is scoped like the
+     * command for abstract sockets, before the command is made so that the
+     * command's domain nests in its own (and init reaches the command's
+     * abstract sockets); a scope alone leaves init's mounts alone. */
+    struct connguard guard;
+    if (connguard_init(&guard) < 0)
+        setup_die("the kernel cannot supervise the command's connections (seccomp user notification)");
+    const char *own[] = {"/tmp", "/dev/shm", has_var_tmp() ? "/var/tmp" : NULL,
+                         s->view != SB_VIEW_READONLY ? s->ws_path : NULL};
+    for (size_t i = 0; i < ARRAY_SIZE(own); i++)
+        if (own[i] && connguard_allow_mount(&guard, own[i]) < 0)
+            setup_die("cannot find the mount of %s", own[i]);
+    if (confine_landlock_scopes_abstract(landlock_abi)) {
+        txbox_error le = {0};
+        if (confine_landlock_scope_abstract(landlock_abi, &le) < 0) {
+            errno = 0;
+            setup_die("%s", le.msg);
+        }
+    }
 
     /* The command, in a nested user namespace. */
     int go[2], exec_fd[2]; /* exec_fd: end of file once the command has exec'd (or died) */
-    if (pipe2(go, O_CLOEXEC) < 0 || pipe2(exec_fd, O_CLOEXEC) < 0)
+    int gsock[2];          /* the command hands init its seccomp listener */
+    if (pipe2(go, O_CLOEXEC) < 0 || pipe2(exec_fd, O_CLOEXEC) < 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gsock) < 0)
         setup_die("pipe");
     if (exec_fd[1] < 3) { /* above stdio, which the command replaces */
         int w = fcntl(exec_fd[1], F_DUPFD_CLOEXEC, 3);
@@ -662,7 +759,8 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
         exec_fd[1] = w;
     }
     struct child_args ca = {.spec = s, .go_fd = go[0], .go_other = go[1], .exec_fd = exec_fd[1],
-                            .exec_other = exec_fd[0], .landlock_abi = landlock_abi};
+                            .exec_other = exec_fd[0], .guard_fd = gsock[1], .guard_other = gsock[0],
+                            .landlock_abi = landlock_abi};
     /* CLONE_VM: the command shares init's memory (which is txbox's, see
      * "starting init") until its execve, instead of a copy of it, on a
      * stack set aside in the launcher's (init_entry). Safe because neither
@@ -673,6 +771,7 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
         setup_die("cannot create the command's user namespace");
     close(go[0]);
     close(exec_fd[1]);
+    close(gsock[1]);
     char map[64];
     if (userns) {
         /* Identity for the caller's one uid and gid. */
@@ -722,21 +821,10 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
     if (write_all(oomfd, "1000", 4) < 0 && errno != ESRCH)
         setup_die("cannot make the command the OOM killer's first choice");
     close(oomfd);
-
-    for (;;) {
-        int ws;
-        pid_t p = waitpid(-1, &ws, __WALL);
-        if (p < 0) {
-            if (errno == EINTR)
-                continue;
-            _exit(126);
-        }
-        if (p == cmd) {
-            send_msg(report_fd, MSG_EXITED, ws, NULL);
-            /* Returning from pid 1 kills everything left in the namespace. */
-            _exit(0);
-        }
-    }
+    /* Sent before the execve, so here by now (none: the command died). */
+    int listener = recv_listener(gsock[0]);
+    close(gsock[0]);
+    supervise(cmd, listener, &guard);
 }
 
 /* ---- starting init ----
@@ -1038,7 +1126,6 @@ void sb_early_cancel(struct sb_early *e)
 
 bool sb_is_root(void) { return geteuid() == 0; }
 
-#define MAX_HOST_SOCKS 8192
 
 /* Does the caller's descriptor fd have to be relayed rather than handed to
  * the command? An inherited descriptor names a host file through a host
@@ -1126,84 +1213,6 @@ static ssize_t write_nosigpipe(int fd, const void *buf, size_t n)
     return r;
 }
 
-static void free_strv(char **v, size_t n);
-static void free_socks(struct sb_spec **sp)
-{
-    free_strv((*sp)->host_socks, (*sp)->n_host_socks);
-    (*sp)->host_socks = NULL;
-    (*sp)->n_host_socks = 0;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void free_strv(char **v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
-/* The paths of the unix sockets bound in this network namespace, sorted and
- * without duplicates (an accepted connection repeats its listener's path).
- * Abstract and unnamed sockets are left out: the sandbox's own network
- * namespace already separates those; relative paths cannot be placed. */
-static int read_host_sockets(char ***out, size_t *nout, txbox_error *err)
-{
-    *out = NULL;
-    *nout = 0;
-    _cleanup_file_ FILE *f = fopen("/proc/self/net/unix", "re");
-    if (!f)
-        return tx_errno(err, errno, "cannot list the host's unix sockets (/proc/self/net/unix)");
-    char line[512];
-    char **v = NULL;
-    size_t n = 0, cap = 0;
-    if (!fgets(line, sizeof line, f)) /* header */
-        return 0;
-    while (fgets(line, sizeof line, f)) {
-        int off = -1;
-        /* Num RefCount Protocol Flags Type St Inode Path */
-        if (sscanf(line, "%*s %*s %*s %*s %*s %*s %*s %n", &off) < 0 || off < 0)
-            continue;
-        char *path = line + off;
-        path[strcspn(path, "\n")] = 0;
-        if (path[0] != '/')
-            continue;
-        if (n == MAX_HOST_SOCKS) {
-            free_strv(v, n);
-            return tx_err(err, E2BIG, "more than %d unix sockets on the host to mask; refusing to run with host services reachable", MAX_HOST_SOCKS);
-        }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 32;
-            char **nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                free_strv(v, n);
-                return tx_errno(err, ENOMEM, "out of memory");
-            }
-            v = nv;
-        }
-        if (!(v[n] = strdup(path))) {
-            free_strv(v, n);
-            return tx_errno(err, ENOMEM, "out of memory");
-        }
-        n++;
-    }
-    if (n)
-        qsort(v, n, sizeof *v, cmp_str);
-    size_t u = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (u && strcmp(v[u - 1], v[i]) == 0)
-            free(v[i]);
-        else
-            v[u++] = v[i];
-    }
-    *out = v;
-    *nout = u;
-    return 0;
-}
-
 /* The directories masked whole in the sandbox for their sockets: /run
  * (/var/run, when it is a directory of its own), and the caller's
  * XDG_RUNTIME_DIR wherever it is. */
@@ -1229,11 +1238,12 @@ static json_t *socket_protections(const struct sb_spec *s, int abi)
     bool scoped = abi > 0 && confine_landlock_scopes_abstract(abi);
     const char *abstract = s->net ? (scoped ? "Landlock scope" : "reachable (the host's network namespace)")
                                   : (scoped ? "own network namespace, Landlock scope" : "own network namespace");
-    return json_pack("{s:o,s:I,s:s,s:s}", "masked_dirs", dirs, "masked_sockets",
-                     (json_int_t)s->n_host_socks, "abstract", abstract, "elsewhere",
-                     "bound before the command starts: masked; bound later or in another network "
-                     "namespace, outside the masked directories: reachable (Landlock has no right over "
-                     "connections to unix sockets by path at this ABI)");
+    const char *own = s->view == SB_VIEW_READONLY ? "the private /tmp, /var/tmp and /dev/shm"
+                                                  : "the private /tmp, /var/tmp and /dev/shm, and the workspace view";
+    return json_pack("{s:o,s:s,s:s,s:s,s:s}", "masked_dirs", dirs, "abstract", abstract, "elsewhere",
+                     "refused (EACCES): every connect() is made by the sandbox's init (seccomp user "
+                     "notification), to a socket by path only when it lives on a mount made for the command",
+                     "connect_allowed_on", own, "datagram", "unix datagram sockets refused (EPERM)");
 }
 
 /* What is in force, as the result's `protections` object. */
@@ -1281,7 +1291,6 @@ static json_t *protections(const struct sb_spec *s, bool userns, int abi, const 
     }
     json_object_set_new(o, "state_hidden", state);
     json_object_set_new(o, "secrets_hidden", hidden);
-    json_object_set_new(o, "host_sockets_masked", json_integer((json_int_t)s->n_host_socks));
     json_object_set_new(o, "host_sockets", socket_protections(s, abi));
     json_object_set_new(o, "no_new_privs", json_true());
     json_object_set_new(o, "seccomp", json_true());
@@ -1342,11 +1351,6 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         if (!spec.limits.memory)
             spec.limits.memory = s->memory_max;
     }
-    if (read_host_sockets(&spec.host_socks, &spec.n_host_socks, err) < 0) {
-        cg_destroy(&cg);
-        return -1;
-    }
-    __attribute__((cleanup(free_socks), unused)) struct sb_spec *socks_owner = &spec;
     s = &spec;
     struct statvfs vfs0;
     if (fstatvfs(s->ws_fd, &vfs0) < 0) {

@@ -57,9 +57,6 @@ struct sb_spec {
     /* init started ahead by sb_prestart (NULL: sb_run starts it); sb_run
      * takes it, whatever happens */
     struct sb_early *early;
-    /* filled by sb_run: host unix sockets bound by path, masked in the view */
-    char **host_socks;
-    size_t n_host_socks;
     /* filled by sb_run: the directories that hold host services' sockets
      * (/run, the caller's XDG_RUNTIME_DIR...), masked whole (NULL-ended) */
     const char *sock_dirs[6];

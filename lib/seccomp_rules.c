@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #ifndef TIOCLINUX
@@ -35,6 +36,8 @@ static const char *const denied_calls[] = {
     "name_to_handle_at", "nfsservctl",
     /* the kernel keyring */
     "keyctl", "add_key", "request_key",
+    /* io_uring: its operations (IORING_OP_CONNECT, ...) bypass this filter */
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
 };
 
 /* Calls refused only for some argument values: arg & mask == value. */
@@ -58,6 +61,13 @@ static const struct arg_rule {
     {SCMP_SYS(mknodat), 2, S_IFMT, S_IFBLK, EPERM},
 };
 
+/* Unix datagram sockets: a datagram names its destination in each
+ * sendto()/sendmsg(), in memory a filter cannot read, so a host socket by
+ * path would be reached past the connection guard. Refused for socket()
+ * and socketpair() (whose sockets may send to any address too); stream and
+ * seqpacket sockets connect once, through the guard. */
+static const int dgram_calls[] = {SCMP_SYS(socket), SCMP_SYS(socketpair)};
+
 int confine_seccomp_build(scmp_filter_ctx ctx)
 {
     int rc = 0;
@@ -72,6 +82,13 @@ int confine_seccomp_build(scmp_filter_ctx ctx)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(a->err), a->nr, 1,
                               SCMP_CMP64(a->arg, SCMP_CMP_MASKED_EQ, a->mask, a->value));
     }
+    for (size_t i = 0; i < N_OF(dgram_calls) && rc == 0; i++)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), dgram_calls[i], 2, SCMP_A0(SCMP_CMP_EQ, AF_UNIX),
+                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_DGRAM));
+    /* connect() goes to the sandbox's init, which connects on the
+     * command's behalf (connguard.h) */
+    if (rc == 0)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(connect), 0);
     /* clone3 passes its flags in memory a filter cannot read: make libc fall
      * back to clone, which a rule above sees. */
     if (rc == 0)

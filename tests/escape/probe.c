@@ -19,6 +19,8 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <linux/io_uring.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <linux/keyctl.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
@@ -674,6 +676,23 @@ static int do_euid(void)
     return 0;
 }
 
+/* uring-connect PATH: connect to a unix socket by path with io_uring
+ * (IORING_OP_CONNECT), past any filter on connect(2), and send a line. */
+static int do_uring_connect(const char *path)
+{
+    struct ring r;
+    if (info("io_uring_setup", ring_init(&r)) < 0)
+        return 0;
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    struct io_uring_sqe e = {.opcode = IORING_OP_CONNECT, .fd = s, .addr = (uint64_t)(uintptr_t)&a,
+                             .off = sizeof a};
+    if (report("io_uring-connect-unix", ring_do(&r, &e)) >= 0)
+        report("io_uring-connect-send", write(s, "via-uring\n", 10));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -708,11 +727,13 @@ int main(int argc, char **argv)
         return do_tty_pgrp(num(argv[2]));
     if (!strcmp(a, "euid"))
         return do_euid();
+    if (!strcmp(a, "uring-connect") && argc == 3)
+        return do_uring_connect(argv[2]);
     if (!strcmp(a, "forkbomb") && argc == 3)
         do_forkbomb();
 usage:
     fprintf(stderr, "usage: probe fdops FD... | openat WS OUT | mount WS OUT | userns | ptrace PID... |\n"
                     "       ptrace-child | signals PID PGID | kernel | mknod DIR... | devread DEV... |\n"
-                    "       tty FD TEXT | tty-pgrp FD | euid | forkbomb MARK\n");
+                    "       tty FD TEXT | tty-pgrp FD | euid | forkbomb MARK | uring-connect PATH\n");
     return 2;
 }

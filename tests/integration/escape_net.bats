@@ -277,33 +277,13 @@ EOF
         fail "control: without txbox the foreground group did not change, so the check proves nothing: $(cat "$BATS_TEST_TMPDIR/control.out") $(cat "$PTYREP")"
 }
 
-# A listener on a unix socket at $1, in a network namespace of its own
-# (absent from the host's /proc/net/unix), logging into $2; bound only once
-# the file $3 appears, when given (a socket made after the command
-# started). Sets NS_LISTENER_PID.
+# A listener on a unix socket at $1 (a path ending in .sock), in a network
+# namespace of its own (absent from the host's /proc/net/unix), logging into
+# $2; bound only once the file $3 appears, when given (a socket made after
+# the command started). Sets NS_LISTENER_PID. (start_any_listener, below.)
 start_ns_listener() {
-    local path="$1" log="$2" after="${3:-}" ns=(unshare --net)
-    is_root || ns=(unshare --user --map-current-user --net)
-    : >"$log"
-    "${ns[@]}" python3 -c '
-import os, socket, sys, time
-path, log, after = sys.argv[1], sys.argv[2], sys.argv[3]
-while after and not os.path.exists(after):
-    time.sleep(0.02)
-s = socket.socket(socket.AF_UNIX)
-s.bind(path)
-os.chmod(path, 0o777)
-s.listen(8)
-open(log + ".ready", "w").close()
-s.settimeout(30)
-try:
-    while True:
-        c, _ = s.accept()
-        open(log, "a").write("unix-ns %r\n" % c.recv(64))
-except OSError:
-    pass
-' "$path" "$log" "$after" </dev/null >/dev/null 2>&1 3>&- &
-    NS_LISTENER_PID=$!
+    start_any_listener "${1%.sock}" "$2" "${3:-}"
+    NS_LISTENER_PID=$ANY_LISTENER_PID
 }
 
 # The directory where host services keep sockets: /run as root; as a user,
@@ -392,4 +372,148 @@ EOF
     [[ "$a" == *"Landlock scope"* ]] || ESC_ERRS+=("protections.host_sockets.abstract does not name Landlock's scope: $a")
     esc_check
     esc_done
+}
+
+# A stream and a datagram socket at $1.sock and $1.dgram, in a network
+# namespace of their own, bound once the file $3 appears when given,
+# logging what reaches them into $2. Sets ANY_LISTENER_PID.
+start_any_listener() {
+    local base="$1" log="$2" after="${3:-}" ns=(unshare --net)
+    is_root || ns=(unshare --user --map-current-user --net)
+    : >"$log"
+    "${ns[@]}" python3 -c '
+import os, select, socket, sys, time
+base, log, after = sys.argv[1], sys.argv[2], sys.argv[3]
+while after and not os.path.exists(after):
+    time.sleep(0.02)
+s = socket.socket(socket.AF_UNIX)
+s.bind(base + ".sock")
+s.listen(8)
+d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+d.bind(base + ".dgram")
+for p in (base + ".sock", base + ".dgram"):
+    os.chmod(p, 0o777)
+open(log + ".ready", "w").close()
+end = time.time() + 40
+while time.time() < end:
+    r, _, _ = select.select([s, d], [], [], 0.5)
+    for x in r:
+        if x is s:
+            c, _ = s.accept()
+            c.settimeout(1)
+            try:
+                got = c.recv(64)
+            except OSError:
+                got = b""
+            open(log, "a").write("stream %r\n" % got)
+        else:
+            open(log, "a").write("dgram %r\n" % d.recv(64))
+' "$base" "$log" "$after" </dev/null >/dev/null 2>&1 3>&- &
+    ANY_LISTENER_PID=$!
+}
+
+# The attempts on a host socket at $ESC_SVC.sock / .dgram: by its path, a
+# relative path, a symlink the command makes in the workspace and in /tmp,
+# a hard link, datagrams, io_uring's connect.
+svc_attempt() {
+    attempt "$@" <<'EOF'
+for i in 1 2 3 4 5; do [ -S "$ESC_SVC.sock" ] && break; sleep 0.1; done
+conn='import socket, sys; s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect(sys.argv[1]); s.sendall(b"from-sandbox")'
+try svc-connect python3 -c "$conn" "$ESC_SVC.sock"
+try svc-connect-relative python3 -c "$conn" "../outside/$(basename "$ESC_SVC").sock"
+ln -s "$ESC_SVC.sock" ws-link.sock 2>/dev/null
+try svc-connect-ws-symlink python3 -c "$conn" ws-link.sock
+ln -s "$ESC_SVC.sock" /tmp/tmp-link.sock 2>/dev/null
+try svc-connect-tmp-symlink python3 -c "$conn" /tmp/tmp-link.sock
+try svc-hardlink-into-tmp ln "$ESC_SVC.sock" /tmp/hard.sock
+try svc-dgram python3 -c 'import socket, sys; d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); d.sendto(b"dgram", sys.argv[1])' "$ESC_SVC.dgram"
+try svc-dgram-socketpair python3 -c 'import socket, sys; a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); a.sendto(b"dgram", sys.argv[1])' "$ESC_SVC.dgram"
+[ -n "${ESC_CONTROL:-}" ] || "$PROBE" uring-connect "$ESC_SVC.sock"
+rm -f ws-link.sock
+exit 3
+EOF
+}
+
+@test "a unix socket anywhere on the host, bound in another network namespace, is unreachable in every network mode (control)" {
+    local log="$BATS_TEST_TMPDIR/anylog" mode e=0
+    export ESC_SVC="$OUT/svc-$BATS_TEST_NUMBER"
+    start_any_listener "$ESC_SVC" "$log"
+    for i in $(seq 200); do [ -e "$log.ready" ] && break; sleep 0.02; done
+    [ -e "$log.ready" ] || fail "the listener in its own network namespace did not start"
+    ! grep -q "$ESC_SVC" /proc/net/unix || fail "the socket shows in the host's /proc/net/unix: the test proves nothing"
+    esc_snap pre
+    for mode in "" --net --net=host; do
+        svc_attempt $mode
+        sleep 0.3
+        [ ! -s "$log" ] || ESC_ERRS+=("[${mode:-no network}] ESCAPE: the host socket was reached: $(cat "$log")")
+        : >"$log"
+        [[ "$(jget protections.host_sockets.elsewhere 2>/dev/null)" == refused* ]] ||
+            ESC_ERRS+=("[${mode:-no network}] protections.host_sockets.elsewhere: $(jget protections.host_sockets 2>/dev/null)")
+        esc_check "${mode:-no network}"
+    done
+    esc_done || e=1
+    control_run
+    sleep 0.3
+    kill "$ANY_LISTENER_PID" 2>/dev/null || true
+    [ "$e" = 0 ] || return 1
+    grep -q "^stream b'from-sandbox'" "$log" && grep -q "^dgram b'dgram'" "$log" ||
+        fail "control: the script reaches neither socket without txbox: $(cat "$log") $(clip "$CONTROL_OUT")"
+}
+
+@test "a unix socket anywhere on the host, bound after the command started, is unreachable" {
+    local log="$BATS_TEST_TMPDIR/anylate" go="$BATS_TEST_TMPDIR/any-go"
+    # (a directory of its own, out of the host snapshot's trees: the socket
+    # comes and goes during the attempt)
+    mkdir "$BOX/late-svc"
+    chmod 0777 "$BOX/late-svc"
+    export ESC_SVC="$BOX/late-svc/late"
+    esc_snap pre
+    start_any_listener "$ESC_SVC" "$log" "$go"
+    (
+        for i in $(seq 1000); do
+            pgrep -f "txbox-late-any-$ESC_MARK" >/dev/null && break
+            sleep 0.02
+        done
+        : >"$go"
+    ) </dev/null >/dev/null 2>&1 3>&- &
+    attempt <<'EOF'
+sh -c 'for i in $(seq 100); do sleep 0.05; [ -S "$ESC_SVC.sock" ] && break; done' "txbox-late-any-$ESC_MARK"
+for i in 1 2 3 4 5; do
+    try late-any-connect python3 -c 'import os, socket; s = socket.socket(socket.AF_UNIX); s.settimeout(1); s.connect(os.environ["ESC_SVC"] + ".sock"); s.sendall(b"late")'
+    sleep 0.2
+done | sort -u
+exit 3
+EOF
+    sleep 0.3
+    [ -e "$log.ready" ] || ESC_ERRS+=("the socket was never bound (the command was not seen running)")
+    [ ! -s "$log" ] || ESC_ERRS+=("ESCAPE: the socket bound after the start was reached: $(cat "$log")")
+    kill "$ANY_LISTENER_PID" 2>/dev/null || true
+    esc_check
+    esc_done
+}
+
+@test "the command's own unix sockets work: in /tmp, /var/tmp, /dev/shm and the workspace, by relative path and abstract, in every network mode" {
+    local mode
+    for mode in "" --net --net=host; do
+        run --separate-stderr txbox_bin run -C "$WS" --json $mode -- python3 -c '
+import os, socket, threading
+def serve(s):
+    c, _ = s.accept(); c.sendall(c.recv(16).upper())
+addrs = ["/tmp/own.sock", "/var/tmp/own.sock", "/dev/shm/own.sock", "own.sock", "sub/rel.sock", "\0txbox-own-%d" % os.getpid()]
+os.mkdir("sub")
+for a in addrs:
+    s = socket.socket(socket.AF_UNIX); s.bind(a); s.listen(1)
+    t = threading.Thread(target=serve, args=(s,)); t.start()
+    c = socket.socket(socket.AF_UNIX)
+    c.connect(("./" + a) if a.startswith("sub") else a)
+    c.sendall(b"ping"); assert c.recv(16) == b"PING", a
+    t.join()
+    if a[0] != "\0": os.unlink(a)
+os.rmdir("sub")
+a, b = socket.socketpair(); a.sendall(b"x"); assert b.recv(1) == b"x"
+print("ALL-OWN-OK")
+'
+        [ "$status" = 0 ] || fail "[${mode:-no network}] status $status: $(clip "$output") $(clip "$stderr")"
+        [ "$(jget stdout)" = "ALL-OWN-OK" ] || fail "[${mode:-no network}] $(jget stdout) $(jget stderr)"
+    done
 }

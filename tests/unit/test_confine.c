@@ -21,7 +21,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include "confine.h"
+#include "connguard.h"
 #include "seccomp_rules.h"
 
 /* ctx's BPF program, exported through a memfd (gen_seccomp uses a
@@ -96,7 +102,8 @@ static int child_checks(void)
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return 0x80;
     txbox_error e = {0};
-    if (confine_seccomp(&e) < 0)
+    int listener = -1;
+    if (confine_seccomp(&listener, &e) < 0 || listener < 0)
         return 0x40;
     if (getppid() <= 0) /* allowed calls still work */
         bad |= 0x01;
@@ -111,6 +118,16 @@ static int child_checks(void)
         bad |= 0x10;
     if (!(syscall(SYS_ptrace, 0, 0, 0, 0) < 0 && errno == EPERM))
         bad |= 0x20;
+    /* unix datagrams (any address in every send), io_uring (bypasses the
+     * filter); unix streams and other datagrams are fine */
+    int sv[2];
+    if (!(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0) < 0 && errno == EPERM) ||
+        !(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, sv) < 0 && errno == EPERM) ||
+        !(syscall(SYS_io_uring_setup, 1, NULL) < 0 && errno == EPERM))
+        bad |= 0x100;
+    if (socket(AF_UNIX, SOCK_STREAM, 0) < 0 || socket(AF_INET, SOCK_DGRAM, 0) < 0 ||
+        socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) < 0)
+        bad |= 0x200;
     return bad;
 }
 
@@ -125,6 +142,160 @@ static void installed_filter_refuses_the_rules(void **state)
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* ---- the connection guard ---- */
+
+static int listen_unix(const char *path)
+{
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    unlink(path);
+    assert_true(s >= 0);
+    assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(s, 8), 0);
+    return s;
+}
+
+/* connect(2) to a unix path: 0 or errno */
+static int try_unix(const char *path)
+{
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    int r = connect(s, (struct sockaddr *)&a, sizeof a) < 0 ? errno : 0;
+    close(s);
+    return r;
+}
+
+struct guard_case {
+    char own[64], host[64]; /* directories: on the allowed mount, on another */
+    int tcp_port;
+};
+
+/* The child: under the filter, its listener sent to the parent, it tries
+ * each connection; one bit per result that is not the expected one. */
+static int guard_child(const struct guard_case *c, int sock)
+{
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return 0x80;
+    txbox_error e = {0};
+    int l = -1;
+    if (confine_seccomp(&l, &e) < 0)
+        return 0x40;
+    char ch = 'L';
+    struct iovec iov = {.iov_base = &ch, .iov_len = 1};
+    char room[CMSG_SPACE(sizeof(int))] = {0};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = room, .msg_controllen = sizeof room};
+    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(h), &l, sizeof l);
+    if (sendmsg(sock, &m, 0) != 1)
+        return 0x20;
+    close(l);
+    char p[160];
+    int bad = 0;
+    snprintf(p, sizeof p, "%s/s.sock", c->own);
+    if (try_unix(p) != 0)
+        bad |= 0x01; /* a socket on the allowed mount */
+    snprintf(p, sizeof p, "%s/s.sock", c->host);
+    if (try_unix(p) != EACCES)
+        bad |= 0x02; /* a socket elsewhere */
+    snprintf(p, sizeof p, "%s/link.sock", c->own);
+    if (try_unix(p) != EACCES)
+        bad |= 0x04; /* a symlink on the allowed mount to a socket elsewhere */
+    snprintf(p, sizeof p, "%s/plain", c->own);
+    if (try_unix(p) != ECONNREFUSED)
+        bad |= 0x08; /* not a socket */
+    if (chdir(c->own) < 0 || try_unix("s.sock") != 0 || chdir(c->host) < 0 || try_unix("s.sock") != EACCES ||
+        try_unix("../nonexistent-dir/x.sock") != ENOENT)
+        bad |= 0x10; /* relative to the working directory */
+    int t = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons((uint16_t)c->tcp_port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(t, (struct sockaddr *)&in, sizeof in) < 0)
+        bad |= 0x100; /* another family: connected by the guard */
+    if (connect(t, (struct sockaddr *)1, sizeof in) == 0 || errno != EFAULT)
+        bad |= 0x200; /* a bad address */
+    if (connect(12345, (struct sockaddr *)&in, sizeof in) == 0 || errno != EBADF)
+        bad |= 0x400; /* a bad descriptor */
+    return bad;
+}
+
+static void guard_connects_only_to_own_sockets(void **state)
+{
+    (void)state;
+    struct guard_case c = {0};
+    snprintf(c.own, sizeof c.own, "/dev/shm/txbox-guard-XXXXXX");
+    snprintf(c.host, sizeof c.host, "/var/tmp/txbox-guard-XXXXXX");
+    assert_non_null(mkdtemp(c.own));
+    assert_non_null(mkdtemp(c.host));
+    char p[200], q[200];
+    snprintf(p, sizeof p, "%s/s.sock", c.own);
+    int own = listen_unix(p);
+    snprintf(p, sizeof p, "%s/s.sock", c.host);
+    int host = listen_unix(p);
+    snprintf(q, sizeof q, "%s/link.sock", c.own);
+    assert_int_equal(symlink(p, q), 0);
+    snprintf(p, sizeof p, "%s/plain", c.own);
+    close(open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+    int tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t il = sizeof in;
+    assert_int_equal(bind(tcp, (struct sockaddr *)&in, sizeof in), 0);
+    assert_int_equal(listen(tcp, 8), 0);
+    assert_int_equal(getsockname(tcp, (struct sockaddr *)&in, &il), 0);
+    c.tcp_port = ntohs(in.sin_port);
+
+    struct connguard g;
+    assert_int_equal(connguard_init(&g), 0);
+    assert_int_equal(connguard_allow_mount(&g, c.own), 0);
+    /* the test proves something only if the two are on different mounts */
+    struct connguard other;
+    assert_int_equal(connguard_init(&other), 0);
+    assert_int_equal(connguard_allow_mount(&other, c.host), 0);
+    assert_true(other.mounts[0] != g.mounts[0]);
+
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(sv[0]);
+        _exit(guard_child(&c, sv[1]));
+    }
+    close(sv[1]);
+    char ch;
+    char room[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {.iov_base = &ch, .iov_len = 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = room, .msg_controllen = sizeof room};
+    assert_int_equal(recvmsg(sv[0], &m, MSG_CMSG_CLOEXEC), 1);
+    int l;
+    memcpy(&l, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof l);
+    int st, served = 0;
+    for (;;) {
+        struct pollfd pf = {.fd = l, .events = POLLIN};
+        int r = poll(&pf, 1, 100);
+        if (r > 0 && (pf.revents & POLLIN)) {
+            assert_int_equal(connguard_serve(&g, l), 0);
+            served++;
+        } else if (waitpid(pid, &st, WNOHANG) == pid) {
+            break;
+        }
+    }
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(served, 10);
+    assert_int_equal(g.refused, 3);
+    close(l);
+    close(own);
+    close(host);
+    close(tcp);
+    snprintf(p, sizeof p, "rm -rf '%s' '%s'", c.own, c.host);
+    assert_int_equal(system(p), 0);
 }
 
 /* The environment's allowlist: names a build needs pass, any other name
@@ -166,6 +337,7 @@ int main(void)
         cmocka_unit_test(env_allowlist),
         cmocka_unit_test(compiled_in_filter_is_libseccomps),
         cmocka_unit_test(installed_filter_refuses_the_rules),
+        cmocka_unit_test(guard_connects_only_to_own_sockets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

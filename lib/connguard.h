@@ -1,0 +1,56 @@
+/* The connection guard: every connect() the command makes is done by the
+ * sandbox's init on its behalf, and one to a unix socket by path only when
+ * that socket was made inside the sandbox.
+ *
+ * Why: a unix socket is reached by its path whatever the mounts say
+ * (connect() needs no write access to the file system), the host's
+ * sockets can live anywhere (a docker.sock in /srv, an agent's socket in a
+ * home directory), can be bound in another network namespace (absent from
+ * /proc/net/unix) or after the command started, and Landlock has no right
+ * over such connections at the ABIs of today's kernels. So the syscall
+ * filter sends connect() to init (seccomp user notification) and init
+ * decides with the socket file in hand: the file must live on one of the
+ * mounts the sandbox made for the command (its private /tmp, /var/tmp,
+ * /dev/shm, the workspace view), which no host process can bind into.
+ *
+ * init does the connect() itself, on a duplicate of the command's socket
+ * (pidfd_getfd), with its own copy of the address: what it checked is what
+ * is connected, whatever another thread of the command rewrites
+ * meanwhile. A path is opened once (O_PATH), checked, and connected to
+ * through /proc/self/fd, so it cannot be swapped between the two either.
+ * Other families (TCP to the proxy, UDP) are connected the same way: the
+ * command's socket is shared, so its flags (O_NONBLOCK) and options hold.
+ *
+ * Allocation-free: init shares txbox's memory (sandbox.c) and must not
+ * allocate. */
+#ifndef TXBOX_CONNGUARD_H
+#define TXBOX_CONNGUARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONNGUARD_MAX_MOUNTS 8
+
+struct connguard {
+    uint64_t mounts[CONNGUARD_MAX_MOUNTS]; /* mount ids where sockets may be reached */
+    size_t n_mounts;
+    unsigned notif_size, resp_size; /* the kernel's (SECCOMP_GET_NOTIF_SIZES) */
+    uint64_t served, refused;       /* connections made, refused */
+};
+
+/* Reads the kernel's notification sizes: 0, or a negative errno. */
+int connguard_init(struct connguard *g);
+/* Sockets on the mount that holds path may be reached: 0, or a negative
+ * errno (path missing: -ENOENT; too many mounts: -E2BIG). */
+int connguard_allow_mount(struct connguard *g, const char *path);
+/* Receives one notification from the listener and answers it: 0 (also
+ * when its process died meanwhile), or a negative errno when the listener
+ * itself failed. */
+int connguard_serve(struct connguard *g, int listener);
+
+/* The decision alone, for a socket file open (O_PATH) as fd: 0 when it may
+ * be connected to, else the errno the command gets. */
+int connguard_check_socket(const struct connguard *g, int fd);
+
+#endif
