@@ -228,9 +228,15 @@ static char *summary_base(const txbox_result *r)
     }
     const char *what = txbox_outcome_name(r->outcome);
     switch (r->outcome) {
-    case TXBOX_OUTCOME_COMMITTED:
+    case TXBOX_OUTCOME_COMMITTED: {
+        json_t *sp = r->changes ? json_object_get(r->changes, "hard_links_split") : NULL;
+        if (json_array_size(sp))
+            return xasprintf("txbox: tx %s committed (%zu added, %zu modified, %zu deleted; %.1f ms overhead); "
+                             "%s has a hard link outside the workspace, which keeps the old content",
+                             r->txs, a, m, d, r->overhead_ms, json_string_value(json_array_get(sp, 0)));
         return xasprintf("txbox: tx %s committed (%zu added, %zu modified, %zu deleted; %.1f ms overhead)",
                          r->txs, a, m, d, r->overhead_ms);
+    }
     case TXBOX_OUTCOME_ROLLED_BACK:
         if (r->write_limit || r->oom)
             return xasprintf("txbox: tx %s stopped by the %s limit and rolled back (exit status "

@@ -62,6 +62,9 @@ void ops_free(struct tx_ops *ops)
     for (size_t i = 0; i < ops->n; i++)
         free(ops->v[i].path);
     free(ops->v);
+    for (size_t i = 0; i < ops->n_split; i++)
+        free(ops->split_links[i]);
+    free(ops->split_links);
     memset(ops, 0, sizeof *ops);
 }
 
@@ -167,7 +170,7 @@ static const char *const known_ovl[] = {"opaque", "whiteout", "whiteouts", "orig
                                         "nlink",  "upper",    "uuid",      "protattr"};
 
 struct ovl_attrs {
-    bool opaque, xwhiteout, any;
+    bool opaque, xwhiteout, origin, any;
 };
 
 /* Reads and validates the overlay xattrs of one upper entry. With strip
@@ -210,6 +213,8 @@ static int ovl_attrs(struct scan *s, int dirfd, const char *name, const char *pa
             a->opaque = l == 1 && v[0] == 'y';
         } else if (!strcmp(suf, "whiteout")) {
             a->xwhiteout = true;
+        } else if (!strcmp(suf, "origin")) {
+            a->origin = true; /* a copy-up: the old entry, changed */
         }
         if (strip && strip_attr(s, dirfd, name, k, strip, path) < 0)
             return -1;
@@ -438,6 +443,9 @@ static int scan_dir(struct scan *s, int ufd, int wfd, const char *path, mode_t u
                 return -1;
             continue;
         }
+        if ((S_ISCHR(ust.st_mode) || S_ISBLK(ust.st_mode)) && lower && a.origin)
+            return tx_err(s->err, EPERM, "the command changed the device node %s (its mode, owner or "
+                          "times); txbox commits no device node; commit refused", p);
         if (S_ISCHR(ust.st_mode) || S_ISBLK(ust.st_mode))
             return tx_err(s->err, EPERM, "the command created a device node %s; commit refused", p);
         struct tx_meta nw;
@@ -494,6 +502,8 @@ int scan_upper(int upperfd, int wsfd, bool userxattr, struct tx_ops *ops,
     if ((st.st_mode & S_IRWXU) != S_IRWXU && fchmod(upperfd, (st.st_mode & 07777) | S_IRWXU) < 0)
         return tx_errno(err, errno, "cannot give the owner access to the upper");
     int r = scan_dir(&s, upperfd, wsfd, "", umode);
+    if (r == 0)
+        r = links_complete(upperfd, wsfd, ops, &s.sync, err);
     if (r == 0 && durable) {
         *durable = s.sync; /* the caller's now */
         memset(&s.sync, 0, sizeof s.sync);
@@ -588,8 +598,16 @@ json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
                 chg_tree(&c, c.added, up, base, o->path, 0);
         }
     }
-    return json_pack("{s:o,s:o,s:o,s:b}", "added", c.added, "modified", c.modified, "deleted",
-                     c.deleted, "truncated", c.truncated);
+    json_t *r = json_pack("{s:o,s:o,s:o,s:b}", "added", c.added, "modified", c.modified, "deleted",
+                          c.deleted, "truncated", c.truncated);
+    /* changed files whose hard links the commit could not keep (links.c) */
+    if (ops->n_split) {
+        json_t *sp = json_array();
+        for (size_t i = 0; i < ops->n_split && i < cap; i++)
+            json_array_append_new(sp, json_text(ops->split_links[i], strlen(ops->split_links[i]), true));
+        json_object_set_new(r, "hard_links_split", sp);
+    }
+    return r;
 }
 
 /* Path order in which '/' sorts before every other byte, so that a

@@ -131,6 +131,10 @@ struct tx_op {
 struct tx_ops {
     struct tx_op *v;
     size_t n, cap;
+    /* files changed in place whose hard-link group the commit splits (a
+     * name outside the workspace): links.c */
+    char **split_links;
+    size_t n_split;
 };
 
 void ops_free(struct tx_ops *ops);
@@ -152,6 +156,13 @@ struct fs_syncset;
  * sync with the journal (journal_commit's pre) or before a hold. */
 MUST_CHECK int scan_upper(int upperfd, int wsfd, bool userxattr, struct tx_ops *ops,
                           struct fs_syncset *durable, txbox_error *err);
+
+/* Hard-link groups kept whole: for each file the command changed in place
+ * whose other names are all in the workspace, those names get the new file
+ * too (a link in the upper and a REPLACE each, synced with sync); the
+ * others are listed in ops->split_links. Before the commit point. */
+MUST_CHECK int links_complete(int upperfd, int wsfd, struct tx_ops *ops, struct fs_syncset *sync,
+                              txbox_error *err);
 
 /* The paths added, modified and deleted by ops (before they are applied). */
 json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap);

@@ -357,7 +357,7 @@ static bool op_clash(const struct tx_op *t, const struct tx_op *x)
     if (t->kind == OP_META && x->kind == OP_META)
         return !strcmp(t->path, x->path) &&
                ((changes_owner_or_mode(t) && changes_owner_or_mode(x)) || (t->had_old && x->had_old));
-    struct tx_ops a = {(struct tx_op *)t, 1, 1}, b = {(struct tx_op *)x, 1, 1};
+    struct tx_ops a = {.v = (struct tx_op *)t, .n = 1, .cap = 1}, b = {.v = (struct tx_op *)x, .n = 1, .cap = 1};
     const char *which;
     return ops_overlap(&a, &b, &which);
 }
