@@ -67,6 +67,11 @@ TXBOX_API TXBOX_MUST_CHECK int txbox_ws_open(const char *dir, unsigned flags, tx
                                              txbox_error *err);
 TXBOX_API void txbox_ws_close(txbox_ws *ws);
 TXBOX_API const char *txbox_ws_path(const txbox_ws *ws);
+/* The name of dir's filesystem when it is one that cannot hold an overlay's
+ * upper directory (the overlay backend keeps the transaction's upper in
+ * dir/.txbox/, on the workspace's filesystem): "overlayfs", "FUSE", "NFS"...
+ * NULL when it can, or is not known to be unable. Nothing is created. */
+TXBOX_API const char *txbox_fs_without_overlay(const char *dir);
 
 /* Crash recovery: rolls every half-applied commit forward and discards the
  * upper of every transaction whose process died. *report (may be NULL)

@@ -244,7 +244,8 @@ static const struct ixent *ix_find(const struct ix *x, const char *path, const u
 
 static int ix_write(int txfd, struct ix *x, txbox_error *err)
 {
-    qsort(x->v, x->n, sizeof *x->v, ix_cmp);
+    if (x->n)
+        qsort(x->v, x->n, sizeof *x->v, ix_cmp);
     struct ixhdr h = {.t_sec = x->t_end.tv_sec, .t_nsec = x->t_end.tv_nsec, .n = x->n};
     memcpy(h.magic, IX_MAGIC, sizeof h.magic);
     _cleanup_close_ int fd =

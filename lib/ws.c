@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 
 #include <jansson.h>
@@ -459,6 +460,32 @@ bool ws_tx_owner_dead(txbox_ws *ws, uint64_t id)
     if (fd < 0)
         return errno == ENOENT;
     return flock(fd, LOCK_EX | LOCK_NB) == 0;
+}
+
+/* Filesystems an overlay upper cannot live on (no trusted or user xattrs
+ * with the semantics overlayfs needs, no whiteouts, no d_type; overlayfs
+ * itself as an upper is refused by the kernel). statfs(2) magic numbers. */
+static const struct {
+    unsigned long magic;
+    const char *name;
+} no_overlay_fs[] = {
+    {0x794c7630UL, "overlayfs"}, {0x65735546UL, "FUSE"},      {0x6969UL, "NFS"},
+    {0xff534d42UL, "CIFS"},      {0xfe534d42UL, "SMB2"},      {0x517bUL, "SMB"},
+    {0x4d44UL, "FAT"},           {0x2011bab0UL, "exFAT"},     {0x5346544eUL, "NTFS"},
+    {0x7366746eUL, "NTFS"},      {0x01021997UL, "9p"},        {0xf15fUL, "eCryptfs"},
+    {0x73717368UL, "squashfs"},  {0x9660UL, "ISO 9660"},      {0x15013346UL, "UDF"},
+    {0x6165676cUL, "pstore"},    {0x62656572UL, "sysfs"},     {0x9fa0UL, "procfs"},
+};
+
+const char *txbox_fs_without_overlay(const char *dir)
+{
+    struct statfs sf;
+    if (!dir || statfs(dir, &sf) < 0)
+        return NULL; /* the open that follows says what is wrong */
+    for (size_t i = 0; i < ARRAY_SIZE(no_overlay_fs); i++)
+        if ((unsigned long)(uint32_t)sf.f_type == no_overlay_fs[i].magic)
+            return no_overlay_fs[i].name;
+    return NULL;
 }
 
 /* ---- recovery ---- */

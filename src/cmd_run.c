@@ -282,6 +282,19 @@ int cmd_run(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 
+    /* A filesystem the overlay backend cannot use: said before anything is
+     * made there (no .txbox left behind), with the option that works. */
+    const char *nofs = ro.backend == TXBOX_BACKEND_COPY || ro.allow_copy_fallback
+                           ? NULL
+                           : txbox_fs_without_overlay(dir ? dir : ".");
+    if (nofs) {
+        err.code = EXDEV;
+        snprintf(err.msg, sizeof err.msg,
+                 "the workspace %s is on %s, where the overlay backend cannot keep a transaction's "
+                 "changes; run it with --backend copy (or --allow-copy-fallback)",
+                 dir ? dir : ".", nofs);
+        return json ? cli_fail_json(&err) : cli_fail(&err);
+    }
     txbox_ws *ws = NULL;
     if (txbox_ws_open(dir, TXBOX_WS_CREATE, &ws, &err) < 0)
         return json ? cli_fail_json(&err) : cli_fail(&err);

@@ -258,3 +258,27 @@ faults_ws() {
     [ "$now" = "$pre" ] || fail "the workspace changed"
     [ "$st3" = 0 ] && [ "$content" = z ] || fail "the next run did not commit (status $st3)"
 }
+
+@test "a workspace on a filesystem overlay cannot use (overlayfs) is refused by name, with the option that works, and nothing is left there" {
+    is_root || skip "mounting an overlayfs workspace needs root"
+    local o="$BATS_TEST_TMPDIR/ovl"
+    mkdir -p "$o/l" "$o/u" "$o/w" "$o/m"
+    mount -t overlay overlay -o "lowerdir=$o/l,upperdir=$o/u,workdir=$o/w" "$o/m" || need "cannot mount overlayfs here"
+    echo a >"$o/m/a"
+    run --separate-stderr txbox_bin run -C "$o/m" -c 'echo b >a'
+    local st=$status err=$stderr
+    local left=no
+    [ -e "$o/m/.txbox" ] && left=yes
+    run --separate-stderr txbox_bin run -C "$o/m" --json -c 'echo b >a'
+    local jst=$status jout=$output
+    run --separate-stderr txbox_bin run -C "$o/m" --backend copy -c 'echo c >a'
+    local cst=$status content
+    content="$(cat "$o/m/a")"
+    umount "$o/m"
+    [ "$st" = 125 ] || fail "status $st; stderr: $err"
+    [[ "$err" == "txbox: the workspace $o/m is on overlayfs"*"--backend copy"* ]] || fail "stderr: $err"
+    [ "$(printf '%s\n' "$err" | wc -l)" = 1 ] || fail "more than one line: $err"
+    [ "$left" = no ] || fail "a .txbox was left behind"
+    [ "$jst" = 125 ] && [[ "$jout" == '{"error":'*overlayfs* ]] || fail "--json: status $jst, $jout"
+    [ "$cst" = 0 ] && [ "$content" = c ] || fail "--backend copy did not commit (status $cst, a: $content)"
+}
