@@ -156,6 +156,21 @@ bool cg_oom(const struct cgroup *cg)
     return false;
 }
 
+bool cg_pids_hit(const struct cgroup *cg)
+{
+    /* pids.events counts the forks refused at pids.max (v1 and v2) */
+    const char *dir = cg->v2[0] ? cg->v2 : cg->v1_pids[0] ? cg->v1_pids : NULL;
+    if (!dir)
+        return false;
+    char p[PATH_MAX];
+    _cleanup_free_ char *s = NULL;
+    snprintf(p, sizeof p, "%s/pids.events", dir);
+    if (read_file_at(AT_FDCWD, p, 4096, &s, NULL, NULL) < 0)
+        return false;
+    const char *k = strstr(s, "max ");
+    return k && (k == s || k[-1] == '\n') && strtoull(k + 4, NULL, 10) > 0;
+}
+
 void cg_destroy(struct cgroup *cg)
 {
     /* The pid namespace is gone when this runs, so the groups are empty. */

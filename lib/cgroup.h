@@ -18,6 +18,8 @@ int cg_create(struct cgroup *cg, const char *name, uint64_t pids, uint64_t memor
 int cg_attach(const struct cgroup *cg, pid_t pid);
 /* Did the memory limit bite? */
 bool cg_oom(const struct cgroup *cg);
+/* Was a fork refused at the process limit? */
+bool cg_pids_hit(const struct cgroup *cg);
 void cg_destroy(struct cgroup *cg);
 
 #endif

@@ -160,6 +160,8 @@ char *txbox_result_json(const txbox_result *rc)
         json_object_set_new(o, "stopped_by", json_string("write limit"));
     else if (r->oom)
         json_object_set_new(o, "stopped_by", json_string("memory limit"));
+    else if (r->pids_limit)
+        json_object_set_new(o, "stopped_by", json_string("process limit"));
     if (r->conflict_path)
         json_object_set_new(o, "conflict_path", json_string(r->conflict_path));
     json_object_set_new(o, "stdout", text(&r->out));
@@ -238,10 +240,10 @@ static char *summary_base(const txbox_result *r)
                          r->txs, a, m, d, r->overhead_ms);
     }
     case TXBOX_OUTCOME_ROLLED_BACK:
-        if (r->write_limit || r->oom)
+        if (r->write_limit || r->oom || r->pids_limit)
             return xasprintf("txbox: tx %s stopped by the %s limit and rolled back (exit status "
                              "%d): the workspace is unchanged",
-                             r->txs, r->write_limit ? "write" : "memory", r->exit_code);
+                             r->txs, r->write_limit ? "write" : r->oom ? "memory" : "process", r->exit_code);
         return xasprintf("txbox: tx %s rolled back (exit status %d): the workspace is unchanged",
                          r->txs, r->exit_code);
     case TXBOX_OUTCOME_TIMED_OUT:

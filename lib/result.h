@@ -13,6 +13,7 @@ struct txbox_result {
     int exit_code, signal;
     bool timed_out;
     bool write_limit, oom; /* stopped by the write-set cap / memory limit */
+    bool pids_limit;       /* a fork refused at the process limit: never committed */
     bool commit_point_passed;
     bool logged;           /* the commit protocol wrote the audit log row */
     char *log_error;       /* the audit log could not be written (the outcome stands) */

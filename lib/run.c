@@ -1165,6 +1165,7 @@ retry:
                                                  : "enforced at commit"));
     r->write_limit = st.write_limit;
     r->oom = st.oom;
+    r->pids_limit = st.pids_limit;
     r->cmd_ms = (double)st.cmd_ns / 1e6;
     r->timed_out = st.timed_out;
     if (st.exited) {
@@ -1187,6 +1188,13 @@ retry:
          * it failed. */
         ok = false;
         r->exit_code = 128 + (st.oom ? SIGKILL : SIGXFSZ);
+    }
+    if (ok && st.pids_limit) {
+        /* A fork was refused at the process limit and the command went on
+         * to succeed: what it did is not what it would have done. Never
+         * committed; the status says it failed. */
+        ok = false;
+        r->exit_code = 1;
     }
     /* external effects: recorded; undone now if the command failed */
     if (saga && (rc = saga_after(ws, effd, saga, r, ok, opts->multi != NULL, err)) < 0)

@@ -1707,6 +1707,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     free(E);
     st->t_reaped = now_ns();
     st->oom = cg_oom(&cg);
+    st->pids_limit = cg_pids_hit(&cg);
     cg_destroy(&cg);
     /* The write budget once more, now that everything has ended: a command
      * that wrote past it between two looks above is stopped all the same

@@ -70,6 +70,7 @@ struct sb_status {
     bool overlay_failed;   /* setup failed because overlayfs could not be mounted */
     bool write_limit;      /* killed: it wrote more than max_write */
     bool oom;              /* the memory limit was hit */
+    bool pids_limit;       /* a fork was refused at the process limit (cgroup) */
     uint64_t cmd_ns;       /* time the command itself ran */
     uint64_t t_clone, t_go, t_started, t_exited, t_reaped; /* phase clock (now_ns) */
     json_t *protections;   /* what was in force (caller owns) */

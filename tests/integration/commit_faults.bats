@@ -282,3 +282,20 @@ faults_ws() {
     [ "$jst" = 125 ] && [[ "$jout" == '{"error":'*overlayfs* ]] || fail "--json: status $jst, $jout"
     [ "$cst" = 0 ] && [ "$content" = c ] || fail "--backend copy did not commit (status $cst, a: $content)"
 }
+
+@test "a command that hit the process limit and exited 0 is rolled back, stopped_by 'process limit'" {
+    # Forks refused at --pids are counted by the transaction's cgroup (root);
+    # an unprivileged run's RLIMIT_NPROC leaves no such count.
+    is_root || skip "the process limit is a cgroup only as root"
+    WS="$BATS_TEST_TMPDIR/pl"
+    populate_faults "$WS"
+    pre="$(digest "$WS")"
+    txj --pids 24 -c 'for i in $(seq 60); do (sleep 2 &) 2>/dev/null; done 2>/dev/null; echo done > f; exit 0'
+    [ "$(jget outcome)" = rolled_back ] || fail "outcome $(jget outcome); stopped_by $(jget stopped_by)"
+    [ "$(jget stopped_by)" = "process limit" ] || fail "stopped_by: $(jget stopped_by)"
+    [ "$status" != 0 ] || fail "status 0"
+    [ "$(digest "$WS")" = "$pre" ] || fail "the workspace changed"
+    tx --pids 24 -c 'echo fine > g'
+    assert_status 0
+    [ -e "$WS/g" ] || fail "a run under the limit did not commit"
+}
