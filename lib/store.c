@@ -58,6 +58,7 @@
 #include <pthread.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <nettle/sha2.h>
 #include <sqlite3.h>
@@ -485,8 +486,41 @@ static bool header_says_wal(txbox_ws *ws)
 }
 
 static void pending_import(txbox_ws *ws, sqlite3 *db);
+static void pending_import_mode(txbox_ws *ws, sqlite3 *db, bool reader);
+
+/* A full disk. The WAL index lives in a shared-memory file (log.db-shm)
+ * that SQLite maps and extends: on a full filesystem the extension fails
+ * ("disk I/O error", and the history is out of sight), and on btrfs a write
+ * to a mapped page that needs a new block (copy on write) kills the process
+ * with SIGBUS. With less than LOW_SPACE free, a connection takes EXCLUSIVE
+ * locking before its first access: SQLite then keeps the index in its heap
+ * and never maps the file (it holds the database's lock until it closes;
+ * other txbox processes wait, within the busy timeout). The same is the way
+ * out when the shared memory cannot be had at all (an I/O error on the
+ * first read). */
+#define LOW_SPACE (64ull << 20)
+
+static bool low_space(txbox_ws *ws)
+{
+    struct statvfs v;
+    return fstatvfs(ws->sfd, &v) == 0 && (uint64_t)v.f_bavail * v.f_frsize < LOW_SPACE;
+}
+
+static int store_open_mode(txbox_ws *ws, bool write, bool exclusive, sqlite3 **out, txbox_error *err);
+static int empty_log_lost(txbox_ws *ws, txbox_error *err);
 
 int store_open(txbox_ws *ws, bool write, sqlite3 **out, txbox_error *err)
+{
+    bool exclusive = low_space(ws);
+    int r = store_open_mode(ws, write, exclusive, out, err);
+    if (r == -2) /* no shared memory for the WAL index: without it */
+        r = store_open_mode(ws, write, true, out, err);
+    return r < 0 ? -1 : 0;
+}
+
+/* store_open, with EXCLUSIVE locking or not: -2 when the first read failed
+ * for want of the shared memory. */
+static int store_open_mode(txbox_ws *ws, bool write, bool exclusive, sqlite3 **out, txbox_error *err)
 {
     *out = NULL;
     struct stat st;
@@ -496,6 +530,9 @@ int store_open(txbox_ws *ws, bool write, sqlite3 **out, txbox_error *err)
     if (fstatat(ws->sfd, DB_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
         return tx_err(err, EBADMSG, "the audit log %s/%s is not a regular file", TXBOX_STATE_DIR,
                       DB_NAME);
+    if (fstatat(ws->sfd, DB_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_size == 0 &&
+        empty_log_lost(ws, err) < 0)
+        return -1;
     _cleanup_free_ char *path = xasprintf("%s/%s/%s", ws->path, TXBOX_STATE_DIR, DB_NAME);
     sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(path, &db,
@@ -514,9 +551,17 @@ int store_open(txbox_ws *ws, bool write, sqlite3 **out, txbox_error *err)
     int persist = 1;
     sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
     sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
-    int v;
-    if (user_version(db, &v, err) < 0)
+    if (exclusive && exec(db, "PRAGMA locking_mode=EXCLUSIVE", err) < 0)
         goto fail;
+    int v;
+    if (user_version(db, &v, err) < 0) {
+        int x = sqlite3_extended_errcode(db);
+        if (!exclusive && ((x & 0xff) == SQLITE_IOERR || (x & 0xff) == SQLITE_FULL)) {
+            store_close(db);
+            return -2;
+        }
+        goto fail;
+    }
     if (v > STORE_SCHEMA_VERSION) {
         tx_err(err, EPROTO,
                "the audit log %s/%s has schema version %d; this txbox reads up to %d (it was "
@@ -558,7 +603,7 @@ int store_open(txbox_ws *ws, bool write, sqlite3 **out, txbox_error *err)
      * mostly found here, before a commit point. */
     if (exec(db, "SELECT max(id) FROM tx; SELECT count(*) FROM setting", err) < 0)
         goto fail;
-    pending_import(ws, db);
+    pending_import_mode(ws, db, !write); /* a reader sees them even on a full disk */
     *out = db;
     return 0;
 fail:
@@ -572,6 +617,24 @@ int store_shared(txbox_ws *ws, sqlite3 **db, txbox_error *err)
         return -1;
     *db = ws->db;
     return 0;
+}
+
+/* An empty log.db is a new log, unless transactions were committed here
+ * (the generation counter says so) and no WAL holds the log's pages: then
+ * the file was truncated, and a new log on top would silently lose the
+ * history. Said, and nothing changed: the transactions' directories keep
+ * what they know until a person moves the file aside. */
+static int empty_log_lost(txbox_ws *ws, txbox_error *err)
+{
+    struct stat wst;
+    bool wal = fstatat(ws->sfd, DB_NAME "-wal", &wst, AT_SYMLINK_NOFOLLOW) == 0 && wst.st_size > 32;
+    uint64_t gen = ws_gen_cache(ws);
+    if (wal || gen == 0)
+        return 0;
+    return tx_err(err, EBADMSG,
+                  "the audit log %s/%s is empty although %llu commits were recorded (it was "
+                  "truncated); nothing was changed. Move it aside to start a new log",
+                  TXBOX_STATE_DIR, DB_NAME, (unsigned long long)gen);
 }
 
 /* The log's file as it is now, without SQLite: absent or empty (a new
@@ -590,7 +653,7 @@ static int header_check(txbox_ws *ws, txbox_error *err)
         return tx_err(err, EBADMSG, "the audit log %s/%s is not a regular file", TXBOX_STATE_DIR,
                       DB_NAME);
     if (st.st_size == 0)
-        return 0;
+        return empty_log_lost(ws, err);
     unsigned char h[100];
     const char *bad = NULL;
     if (pread(fd, h, sizeof h, 0) != (ssize_t)sizeof h || memcmp(h, "SQLite format 3", 16))
@@ -1470,7 +1533,46 @@ static json_t *row_file_load(txbox_ws *ws, json_int_t id)
 
 /* Moves the pending rows into the log (db, a fresh connection). Its
  * failures leave them pending: the open goes on. */
-static void pending_import(txbox_ws *ws, sqlite3 *db)
+/* The log's tables again in the connection's temp schema (in memory), with
+ * their rows and indices: unqualified names then mean these (SQLite looks
+ * in temp first), so rows written here are seen by every query of this
+ * connection and never reach the file. */
+static bool shadow_tables(sqlite3 *db)
+{
+    if (exec(db, "PRAGMA temp_store=MEMORY", NULL) < 0)
+        return false;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT type, name, sql FROM main.sqlite_master WHERE sql NOT NULL AND "
+                           "name NOT LIKE 'sqlite_%' ORDER BY type = 'index'",
+                           -1, &st, NULL) != SQLITE_OK)
+        return false;
+    bool ok = true;
+    while (ok && sqlite3_step(st) == SQLITE_ROW) {
+        const char *type = (const char *)sqlite3_column_text(st, 0);
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        const char *sql = (const char *)sqlite3_column_text(st, 2);
+        _cleanup_free_ char *q = NULL;
+        if (!strcmp(type, "table") && !strncmp(sql, "CREATE TABLE ", 13))
+            q = xasprintf("CREATE TEMP TABLE %s; INSERT INTO temp.\"%s\" SELECT * FROM main.\"%s\"", sql + 13,
+                          name, name);
+        else if (!strcmp(type, "index") && !strncmp(sql, "CREATE INDEX ", 13))
+            q = xasprintf("CREATE INDEX temp.%s", sql + 13);
+        else if (!strcmp(type, "index") && !strncmp(sql, "CREATE UNIQUE INDEX ", 20))
+            q = xasprintf("CREATE UNIQUE INDEX temp.%s", sql + 20);
+        ok = !q || exec(db, q, NULL) == 0;
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
+/* The rows of log.pending into the log, as one transaction, then the file
+ * emptied. When they cannot go in (a full disk: the log cannot grow), a
+ * reader (shadow) still shows them: they go into shadows of the tables
+ * (shadow_tables), and the file keeps them for a later import. */
+static bool pending_rows_into(txbox_ws *ws, sqlite3 *db, const char *buf, size_t len);
+
+static void pending_import_mode(txbox_ws *ws, sqlite3 *db, bool reader)
 {
     _cleanup_close_ int fd = openat(ws->sfd, PENDING_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
@@ -1487,6 +1589,18 @@ static void pending_import(txbox_ws *ws, sqlite3 *db)
     bool durable = memmem(buf, len, "\"outcome\":\"committed\"", 21) != NULL;
     if (!durable && exec(db, "PRAGMA synchronous=NORMAL", NULL) < 0)
         return;
+    bool ok = pending_rows_into(ws, db, buf, len);
+    if (ok)
+        (void)ftruncate(fd, 0);
+    if (!durable)
+        (void)sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
+    if (!ok && reader && shadow_tables(db))
+        (void)pending_rows_into(ws, db, buf, len);
+}
+
+static bool pending_rows_into(txbox_ws *ws, sqlite3 *db, const char *cbuf, size_t len)
+{
+    char *buf = (char *)cbuf;
     sqlite3_stmt *ins = NULL;
     bool ok = exec(db, "BEGIN IMMEDIATE", NULL) == 0 &&
               sqlite3_prepare_v2(db, TX_INSERT, -1, &ins, NULL) == SQLITE_OK;
@@ -1523,12 +1637,12 @@ static void pending_import(txbox_ws *ws, sqlite3 *db)
     }
     sqlite3_finalize(ins);
     if (ok && exec(db, "COMMIT", NULL) == 0)
-        (void)ftruncate(fd, 0);
-    else
-        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-    if (!durable)
-        (void)sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
+        return true;
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return false;
 }
+
+static void pending_import(txbox_ws *ws, sqlite3 *db) { pending_import_mode(ws, db, false); }
 
 void store_import_pending(txbox_ws *ws)
 {

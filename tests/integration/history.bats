@@ -238,18 +238,20 @@ printf "\000\001\002" >bin.dat; setfattr -n user.new -v v xattr.txt; rm fifo'
     assert_txbox_error
 }
 
-@test "a damaged audit log (garbage, truncated): a clear error, nothing changed, not even by run" {
+@test "a damaged audit log (garbage, truncated, emptied): a clear error, nothing changed, not even by run" {
     commit 'printf "one\n" >>README'
     commit 'printf "two\n" >>README'
     snap s "$WS" --mtime
     sq 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null # everything in the main file
     [ "$(stat -c %s "$DB")" -gt 20000 ] || fail "the log is too small to damage: $(stat -c %s "$DB")"
     cp "$DB" "$BATS_TEST_TMPDIR/good.db"
-    for damage in garbage truncated; do
+    for damage in garbage truncated empty; do
         cp "$BATS_TEST_TMPDIR/good.db" "$DB"
         rm -f "$DB-wal" "$DB-shm"
         if [ $damage = garbage ]; then
             head -c 20000 /dev/urandom >"$DB"
+        elif [ $damage = empty ]; then
+            : >"$DB" # a new log would silently drop the history
         else
             truncate -s 9000 "$DB"
         fi
