@@ -42,6 +42,7 @@ void result_free(txbox_result *r)
     free(r->rule);
     free(r->reason);
     free(r->suggestion);
+    free(r->hint);
     free(r->shell);
     free(r);
 }
@@ -143,6 +144,8 @@ char *txbox_result_json(const txbox_result *rc)
     json_object_set_new(o, "reason", str_or_null(r->reason));
     if (r->suggestion)
         json_object_set_new(o, "suggestion", json_string(r->suggestion));
+    if (r->hint)
+        json_object_set_new(o, "hint", json_string(r->hint));
     json_object_set_new(o, "outcome", json_string(txbox_outcome_name(r->outcome)));
     if (r->effect_verdict) { /* effects.c: effect_rule, reason, suggestion, paths */
         json_object_update(o, r->effect_verdict);

@@ -26,6 +26,7 @@ struct txbox_result {
     double started, duration_ms, cmd_ms, overhead_ms;
     /* policy */
     char *verdict, *rule, *reason, *suggestion;
+    char *hint;            /* why a command failed where it would not plainly (a sandbox limit) */
     /* external effects (saga.c): {effects: [...], needs_attention: N}, or NULL */
     json_t *effects;
     bool tee; /* captured output is also written through to stdout/stderr */

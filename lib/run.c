@@ -1196,6 +1196,15 @@ retry:
         ok = false;
         r->exit_code = 1;
     }
+    /* As an unprivileged user a file owned by another user (root, say) is
+     * owned by an unmapped id in the sandbox's user namespace: overlayfs
+     * cannot copy it up, so changing, moving or removing it fails with
+     * EOVERFLOW where a plain run (a directory the user may write) would
+     * not. No way around it without that id; the result says why. */
+    if (!ok && !ws->root && r->err.len && memmem(r->err.p, r->err.len, "Value too large for defined data type", 37))
+        r->hint = xstrdup("a file in the workspace owned by another user (root, say) cannot be changed, moved "
+                          "or removed in the sandbox of an unprivileged user (EOVERFLOW: that owner has no id "
+                          "in its user namespace); chown it to yourself, or run txbox as its owner");
     /* external effects: recorded; undone now if the command failed */
     if (saga && (rc = saga_after(ws, effd, saga, r, ok, opts->multi != NULL, err)) < 0)
         goto fail;

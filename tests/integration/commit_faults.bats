@@ -299,3 +299,26 @@ faults_ws() {
     assert_status 0
     [ -e "$WS/g" ] || fail "a run under the limit did not commit"
 }
+
+@test "as an unprivileged user, moving a root-owned file fails inside (EOVERFLOW) and the result says why" {
+    # root sets the scene; the run is the unprivileged test user's
+    is_root || skip "only root can give the workspace a root-owned file"
+    local u="${TXBOX_TEST_USER:-txbox-test}" d
+    id "$u" >/dev/null 2>&1 || need "no test user $u"
+    # (a directory the user can reach: bats' own is root's)
+    d="$(mktemp -d "${TXBOX_ESCAPE_DIR:-/var/tmp}/txbox-eoverflow.XXXXXX")"
+    mkdir -p "$d/ws"
+    echo mine >"$d/ws/mine"
+    echo root >"$d/ws/rootfile"
+    chown -R "$u:$u" "$d"
+    chown root:root "$d/ws/rootfile"
+    cp "$TXBOX" "$d/txbox" # (the checkout may be out of the user's reach)
+    chmod 0755 "$d" "$d/txbox"
+    run --separate-stderr runuser -u "$u" -- "$d/txbox" run -C "$d/ws" --json -c 'mv rootfile moved'
+    local kept=no
+    [ -e "$d/ws/rootfile" ] && [ ! -e "$d/ws/moved" ] && kept=yes
+    rm -rf "$d"
+    [ "$status" != 0 ] || fail "the move committed? $output"
+    [ "$kept" = yes ] || fail "the workspace changed"
+    [[ "$(jget hint)" == *"owned by another user"*EOVERFLOW* ]] || fail "no hint: $output"
+}
