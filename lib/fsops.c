@@ -21,6 +21,9 @@ static void fault_parse(void)
     if (F.parsed)
         return;
     F.parsed = true;
+#ifndef TXBOX_TEST_HOOKS
+    return; /* fault injection is for test builds (meson -Dtests=true) only */
+#endif
     const char *s = getenv("TXBOX_FAULT");
     if (!s || !*s)
         return;

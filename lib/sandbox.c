@@ -1102,7 +1102,6 @@ int sb_prestart(bool net, struct sb_early **out, txbox_error *err)
     return 0;
 }
 
-bool sb_early_net(const struct sb_early *e) { return e->net; }
 
 void sb_early_cancel(struct sb_early *e)
 {

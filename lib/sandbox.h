@@ -95,7 +95,6 @@ MUST_CHECK int sb_run(const struct sb_spec *spec, int out_pipe, int err_pipe, sb
  * it if its network choice is the spec's (net: the host's network). */
 struct sb_early;
 MUST_CHECK int sb_prestart(bool net, struct sb_early **out, txbox_error *err);
-bool sb_early_net(const struct sb_early *e);
 /* End one that sb_run will not take (NULL: nothing). */
 void sb_early_cancel(struct sb_early *e);
 

@@ -134,14 +134,17 @@ void hash_bytes_hex(const void *p, size_t n, char hex[65])
         snprintf(hex + 2 * i, 3, "%02x", md[i]);
 }
 
-/* ---- a fault-injecting VFS shim (only with TXBOX_FAULT) ---- */
+/* ---- a fault-injecting VFS shim (only with TXBOX_FAULT, in test builds) ---- */
 
+static sqlite3_vfs *real_vfs;
+
+#ifdef TXBOX_TEST_HOOKS
 struct shim_file {
     sqlite3_file base;
     sqlite3_file *real; /* follows this struct in the same allocation */
 };
 
-static sqlite3_vfs shim_vfs, *real_vfs;
+static sqlite3_vfs shim_vfs;
 
 /* A fault point of fsops.c without a real operation: fs_fsync(-1) and
  * fs_write(-1, "", 0) only count (and maybe fail or kill); the real
@@ -221,6 +224,8 @@ static const sqlite3_io_methods shim_io = {
     .xShmUnmap = sh_shmunmap,
 };
 
+#endif /* TXBOX_TEST_HOOKS */
+
 /* Opening a journal or WAL without a directory fsync when it already
  * exists.
  *
@@ -286,6 +291,7 @@ static int plain_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int f
     return real_open(name, f, flags, out);
 }
 
+#ifdef TXBOX_TEST_HOOKS
 static int shim_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *out)
 {
     (void)vfs;
@@ -296,6 +302,7 @@ static int shim_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int fl
     f->pMethods = rc == SQLITE_OK && sf->real->pMethods ? &shim_io : NULL;
     return rc;
 }
+#endif
 
 /* The VFS the log is opened with: "txbox" (the default VFS, but for
  * real_open), or "txbox-fault" under TXBOX_FAULT (also every write and
@@ -313,13 +320,15 @@ static void register_vfs(void)
     plain_vfs.zName = "txbox";
     plain_vfs.xOpen = plain_open;
     plain_vfs.pNext = NULL;
+    vfs_ok = sqlite3_vfs_register(&plain_vfs, 0) == SQLITE_OK;
+#ifdef TXBOX_TEST_HOOKS
     shim_vfs = *r;
     shim_vfs.zName = "txbox-fault";
     shim_vfs.szOsFile = (int)sizeof(struct shim_file) + r->szOsFile;
     shim_vfs.xOpen = shim_open;
     shim_vfs.pNext = NULL;
-    vfs_ok = sqlite3_vfs_register(&plain_vfs, 0) == SQLITE_OK &&
-             sqlite3_vfs_register(&shim_vfs, 0) == SQLITE_OK;
+    vfs_ok = vfs_ok && sqlite3_vfs_register(&shim_vfs, 0) == SQLITE_OK;
+#endif
 }
 
 static const char *shim_name(void)
@@ -328,7 +337,11 @@ static const char *shim_name(void)
     pthread_once(&once, register_vfs);
     if (!vfs_ok)
         return NULL;
-    return getenv("TXBOX_FAULT") ? "txbox-fault" : "txbox";
+#ifdef TXBOX_TEST_HOOKS
+    if (getenv("TXBOX_FAULT"))
+        return "txbox-fault";
+#endif
+    return "txbox";
 }
 
 /* ---- opening, schema, migrations ---- */

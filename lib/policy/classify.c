@@ -795,15 +795,6 @@ int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
     return 0;
 }
 
-int classify_string(const txbox_policy *p, void *parser, arena *ar, const char *cmd, size_t len,
-                    txbox_verdict *out, const rule **winner)
-{
-    pcmds cmds;
-    arena_reset(ar);
-    shell_walk(p, parser, ar, cmd, len, &cmds);
-    return classify_cmds(p, &cmds, out, winner);
-}
-
 /* ---- public API (loading: load.c) ---- */
 #define ARENA_CAP POLICY_ARENA_CAP
 

@@ -311,9 +311,6 @@ bool shell_builtin(const char *name);
 unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w);
 int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
                   const rule **winner_out);
-/* Classify with a private parser/arena (used at load for the examples). */
-int classify_string(const txbox_policy *p, void *parser, arena *ar, const char *cmd, size_t len,
-                    txbox_verdict *out, const rule **winner);
 /* Does rule r match simple command c? */
 bool rule_matches(const txbox_policy *p, const rule *r, const pcmd *c);
 const char *basename_of(const char *s);

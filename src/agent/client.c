@@ -217,7 +217,7 @@ static int one_attempt(llm_client *c, const char *body, chat_reply *reply, llm_c
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->errbuf);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, c->headers);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "txbox-agent/0.1.0");
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "txbox-agent/" TXBOX_VERSION);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(cfg->connect_timeout_s * 1000));

@@ -536,7 +536,7 @@ static void do_initialize(server *s, const json_t *id, json_t *params)
     reply(s, id,
           json_pack("{s:s,s:{s:{s:b}},s:{s:s,s:s,s:s},s:s}", "protocolVersion", s->version, "capabilities",
                     "tools", "listChanged", 0, "serverInfo", "name", "txbox", "title",
-                    "txbox: every command a transaction", "version", "0.1.0", "instructions",
+                    "txbox: every command a transaction", "version", TXBOX_VERSION, "instructions",
                     mcp_instructions));
 }
 
