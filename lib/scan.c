@@ -57,50 +57,9 @@ struct scan {
     struct fs_syncset sync;
 };
 
-void ops_free(struct tx_ops *ops)
-{
-    for (size_t i = 0; i < ops->n; i++)
-        free(ops->v[i].path);
-    free(ops->v);
-    for (size_t i = 0; i < ops->n_split; i++)
-        free(ops->split_links[i]);
-    free(ops->split_links);
-    memset(ops, 0, sizeof *ops);
-}
-
-struct tx_op *op_add(struct tx_ops *ops, uint8_t kind, const char *path)
-{
-    if (ops->n == ops->cap) {
-        ops->cap = ops->cap ? ops->cap * 2 : 32;
-        ops->v = xrealloc(ops->v, ops->cap * sizeof *ops->v);
-    }
-    struct tx_op *o = &ops->v[ops->n++];
-    memset(o, 0, sizeof *o);
-    o->kind = kind;
-    o->path = xstrdup(path);
-    return o;
-}
-
 static char *join(const char *dir, const char *name)
 {
     return *dir ? xasprintf("%s/%s", dir, name) : xstrdup(name);
-}
-
-void meta_of(const struct stat *st, struct tx_meta *m)
-{
-    m->mode = st->st_mode & 07777;
-    m->uid = st->st_uid;
-    m->gid = st->st_gid;
-    m->atime_s = st->st_atim.tv_sec;
-    m->atime_ns = st->st_atim.tv_nsec;
-    m->mtime_s = st->st_mtim.tv_sec;
-    m->mtime_ns = st->st_mtim.tv_nsec;
-}
-
-void meta_entry(const struct stat *st, struct tx_meta *m)
-{
-    meta_of(st, m);
-    m->mode |= st->st_mode & S_IFMT;
 }
 
 /* The permission bits a commit gives an entry the command made. */
