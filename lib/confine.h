@@ -33,13 +33,8 @@ struct confine_limits {
 };
 MUST_CHECK int confine_rlimits(const struct confine_limits *l, txbox_error *err);
 
-/* Does the environment entry "NAME=value" pass into the command: on the
- * allowlist (confine.c) with a value that embeds no credential, or kept by
- * one of the fnmatch patterns in allow? */
-bool confine_env_passes(const char *entry, const char *const *allow);
-/* Does a value embed a credential (a URL with user info, a password in a
- * connection string)? */
-bool confine_env_value_secret(const char *value);
+#include "envlist.h"
+
 /* env through the allowlist (the strings are shared with env; free only the
  * array). The names removed are appended to `removed` (may be NULL). */
 char **confine_env(char *const *env, const char *const *allow, json_t *removed);

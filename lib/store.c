@@ -628,6 +628,7 @@ int store_shared(txbox_ws *ws, sqlite3 **db, txbox_error *err)
 {
     if (!ws->db && store_open(ws, true, &ws->db, err) < 0)
         return -1;
+    ws->db_close = store_close;
     *db = ws->db;
     return 0;
 }

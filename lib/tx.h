@@ -24,6 +24,7 @@ struct txbox_ws {
     dev_t dev;
     bool root;
     struct sqlite3 *db; /* the audit log, kept open for this handle (store_shared) */
+    void (*db_close)(struct sqlite3 *db); /* set with db by the store: closes it */
 };
 
 #define TXBOX_STATE_DIR ".txbox"
@@ -34,6 +35,8 @@ struct txbox_ws {
 
 /* flock(2) on .txbox/lock: serializes id allocation and commits. Released
  * by the kernel when the holder dies, so a lock is never stale. */
+/* txbox_ws_open without the crash recovery (recover.c adds it). */
+MUST_CHECK int ws_open(const char *dir, unsigned flags, txbox_ws **out, txbox_error *err);
 MUST_CHECK int ws_lock(txbox_ws *ws, int *lockfd, txbox_error *err);
 /* ws_lock, or -1 (EWOULDBLOCK) at once if another process holds it. */
 MUST_CHECK int ws_trylock(txbox_ws *ws, int *lockfd, txbox_error *err);

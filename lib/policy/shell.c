@@ -15,7 +15,7 @@
 #include <ctype.h>
 #include <tree_sitter/api.h>
 
-#include "confine.h"
+#include "envlist.h"
 #include "pol.h"
 
 const TSLanguage *tree_sitter_bash(void);
