@@ -21,6 +21,9 @@
 #ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
 #define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
 #endif
+#ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+#define SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (1UL << 5)
+#endif
 #ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 #define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
 #endif
@@ -49,7 +52,14 @@ int confine_seccomp(int *listener, txbox_error *err)
     };
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return tx_errno(err, errno, "seccomp: cannot install the filter");
-    long rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+    /* WAIT_KILLABLE_RECV (Linux 5.19): once the supervisor has a call, the
+     * caller waits for its answer through any signal but a fatal one, so a
+     * connect() the supervisor made is never restarted (EISCONN) after a
+     * signal (Go's runtime sends SIGURG often). Without it on older kernels. */
+    long rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                      SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, &prog);
+    if (rc < 0 && errno == EINVAL)
+        rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
     if (rc < 0)
         return tx_errno(err, errno, "seccomp: cannot install the filter with a supervisor (Linux 5.0 or later needed)");
     *listener = (int)rc;

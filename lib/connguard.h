@@ -49,6 +49,11 @@ int connguard_allow_mount(struct connguard *g, const char *path);
  * itself failed. */
 int connguard_serve(struct connguard *g, int listener);
 
+/* Asks the kernel (Linux 6.6+) to switch between the command and init on
+ * one CPU for each call, as a synchronous call would, instead of waking
+ * init on another: best effort. */
+void connguard_fast_wakeup(int listener);
+
 /* The decision alone, for a socket file open (O_PATH) as fd: 0 when it may
  * be connected to, else the errno the command gets. */
 int connguard_check_socket(const struct connguard *g, int fd);

@@ -824,6 +824,7 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
     /* Sent before the execve, so here by now (none: the command died). */
     int listener = recv_listener(gsock[0]);
     close(gsock[0]);
+    connguard_fast_wakeup(listener);
     supervise(cmd, listener, &guard);
 }
 
