@@ -12,7 +12,7 @@ static struct {
     bool parsed, armed;
     int op;        /* which operation counts; -1: none configured */
     unsigned long n;
-    int action;    /* 0 = kill, else errno */
+    int action;    /* 0 = kill, -1 = stop, else errno */
     unsigned long count[OP_N];
 } F = {.op = -1};
 
@@ -38,6 +38,8 @@ static void fault_parse(void)
             F.op = i;
     if (!strcmp(act, "kill"))
         F.action = 0;
+    else if (!strcmp(act, "stop"))
+        F.action = -1;
     else if (!strcmp(act, "EIO"))
         F.action = EIO;
     else if (!strcmp(act, "ENOSPC"))
@@ -73,6 +75,11 @@ static int fault_point(int op)
         kill(getpid(), SIGKILL);
         for (;;)
             pause();
+    }
+    if (F.action < 0) {
+        fflush(NULL);
+        kill(getpid(), SIGSTOP); /* until the test's SIGCONT */
+        return 0;
     }
     errno = F.action;
     return -1;

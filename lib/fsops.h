@@ -5,8 +5,10 @@
  * TXBOX_FAULT=OP:N:ACTION
  *   OP     any | rename | fsync | write | mkdir | unlink
  *   N      1-based count of calls of OP since fs_fault_arm()
- *   ACTION kill (SIGKILL this process right before the call) or an errno
- *          name: EIO, ENOSPC, EDQUOT (the call fails with it, not performed)
+ *   ACTION kill (SIGKILL this process right before the call), stop (SIGSTOP
+ *          it there: a test changes the world, then sends SIGCONT, and the
+ *          call goes on), or an errno name: EIO, ENOSPC, EDQUOT (the call
+ *          fails with it, not performed)
  * Only the protocol's own operations count, between fs_fault_arm() and
  * fs_fault_disarm(); nothing else in txbox is affected. */
 #ifndef TXBOX_FSOPS_H

@@ -724,6 +724,16 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
         /* its fds go first: the audit log's pending file among them holds
          * the lock the rollback's row takes */
         fs_syncset_free(&sync);
+        struct stat sst;
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        if (fstat(ws->sfd, &sst) == 0 && sst.st_nlink == 0)
+            return tx_err(err, ENOENT,
+                          "the state directory %s was removed while transaction %llu was being "
+                          "applied: the changes applied so far stay and cannot be rolled back "
+                          "(their pre-images and the journal were in it); the workspace holds part "
+                          "of the transaction (%s)",
+                          TXBOX_STATE_DIR, (unsigned long long)id, why);
         if (journal_rollback(ws, txfd, &j, &re) == 0)
             return tx_err_ctx(err, "the commit was rolled back; nothing was changed");
         return tx_err_ctx(err, "commit interrupted, and its rollback too (%s): run 'txbox "

@@ -322,3 +322,30 @@ faults_ws() {
     [ "$kept" = yes ] || fail "the workspace changed"
     [[ "$(jget hint)" == *"owned by another user"*EOVERFLOW* ]] || fail "no hint: $output"
 }
+
+@test "the state directory removed during the apply: the error says what happened and what is lost; later runs work" {
+    faults_ws
+    TXBOX_FAULT=rename:4:stop "$TXBOX" run -C "$WS" -c "$CHANGE" >"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/err" &
+    local pid=$! i st=
+    for i in $(seq 300); do
+        st="$(awk '/^State:/ {print $2}' /proc/$pid/status 2>/dev/null)"
+        [ "$st" = T ] && break
+        sleep 0.05
+    done
+    [ "$st" = T ] || { kill -CONT "$pid" 2>/dev/null; wait "$pid"; fail "txbox never stopped at the fault point: $(cat "$BATS_TEST_TMPDIR/err")"; }
+    # (as a user, overlay's work/work has mode 000: wipe gives it back)
+    wipe "$WS/.txbox"
+    local gone=yes
+    [ -e "$WS/.txbox" ] && gone=no
+    kill -CONT "$pid"
+    local rc=0
+    wait "$pid" || rc=$?
+    [ "$gone" = yes ] || fail "the test could not remove .txbox"
+    [ "$rc" = 125 ] || fail "status $rc: $(cat "$BATS_TEST_TMPDIR/err")"
+    grep -qE "state directory .txbox was removed while transaction [0-9]+ was being applied" "$BATS_TEST_TMPDIR/err" ||
+        fail "stderr: $(cat "$BATS_TEST_TMPDIR/err")"
+    [ "$(wc -l <"$BATS_TEST_TMPDIR/err")" = 1 ] || fail "more than one line: $(cat "$BATS_TEST_TMPDIR/err")"
+    tx -c 'echo later > later'
+    assert_status 0
+    [ "$(cat "$WS/later")" = later ] || fail "the next run did not commit"
+}
