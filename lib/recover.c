@@ -38,14 +38,9 @@ struct idlist {
 static void list_ids(int dirfd, struct idlist *l)
 {
     memset(l, 0, sizeof *l);
-    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
+    _cleanup_dir_ DIR *d = opendir_at(dirfd, ".");
+    if (!d)
         return;
-    _cleanup_dir_ DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
-    }
     struct dirent *de;
     while ((de = readdir(d))) {
         uint64_t id;
