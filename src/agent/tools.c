@@ -1,9 +1,9 @@
 /* Child txbox processes and the summaries of their results; see tools.h. */
 #include "tools.h"
+#include "../spawn.h"
 
 #include <fcntl.h>
 #include <poll.h>
-#include <spawn.h>
 #include <sys/wait.h>
 
 #define CHILD_OUT_CAP (8 * 1024 * 1024)
@@ -37,46 +37,12 @@ int run_self(char *const argv[], char *const envp[], const char *dir, double dea
     memset(res, 0, sizeof *res);
     dbuf_init(&res->out, CHILD_OUT_CAP);
     dbuf_init(&res->err, CHILD_ERR_CAP);
-    int po[2], pe[2];
-    if (pipe2(po, O_CLOEXEC) < 0)
-        return tx_errno(err, errno, "pipe");
-    if (pipe2(pe, O_CLOEXEC) < 0) {
-        int e = errno;
-        close(po[0]);
-        close(po[1]);
-        return tx_errno(err, e, "pipe");
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, po[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
-    if (dir)
-        posix_spawn_file_actions_addchdir_np(&fa, dir);
-    posix_spawnattr_t at;
-    posix_spawnattr_init(&at);
-    sigset_t none;
-    sigemptyset(&none);
-    posix_spawnattr_setsigmask(&at, &none);
-    sigset_t def;
-    sigemptyset(&def);
-    sigaddset(&def, SIGPIPE);
-    sigaddset(&def, SIGINT);
-    sigaddset(&def, SIGTERM);
-    posix_spawnattr_setsigdefault(&at, &def);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    pid_t pid;
-    int rc = posix_spawn(&pid, "/proc/self/exe", &fa, &at, argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
-    close(po[1]);
-    close(pe[1]);
-    if (rc != 0) {
-        close(po[0]);
-        close(pe[0]);
-        return tx_errno(err, rc, "cannot start txbox %s", argv[1]);
-    }
-    struct pollfd fds[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
+    struct self_child ch;
+    if (self_spawn(argv, envp, -1, dir, -1, &ch, err) < 0)
+        return -1;
+    pid_t pid = ch.pid;
+    close(ch.pidfd); /* reaped with waitpid below */
+    struct pollfd fds[2] = {{.fd = ch.out_fd, .events = POLLIN}, {.fd = ch.err_fd, .events = POLLIN}};
     dbuf *bufs[2] = {&res->out, &res->err};
     uint64_t t0 = now_ns(), term_at = 0;
     int open_fds = 2;

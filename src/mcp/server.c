@@ -47,6 +47,7 @@
 #include "../cmds.h"
 #include "jsonrpc.h"
 #include "mcp.h"
+#include "../spawn.h"
 #include "multi.h"
 #include "txbox_policy.h"
 
@@ -174,11 +175,6 @@ static void flush_some(server *s)
 
 /* ---- children ---- */
 
-static int pidfd_open_(pid_t pid)
-{
-    return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
 static void call_free(call *c)
 {
     json_decref(c->id);
@@ -210,85 +206,28 @@ static void unlink_call(server *s, call *c)
         s->queued--;
 }
 
-/* fork + exec of /proc/self/exe with the call's argv; stdout and stderr to
- * pipes, stdin from /dev/null, started in the call's directory. */
+/* The call's `txbox run` as a child (spawn.c): stdout and stderr to
+ * pipes, stdin from /dev/null, started in the call's directory; with a
+ * progress token, the output's copy (--tee-fd) on a third pipe. */
 static int spawn(server *s, call *c)
 {
-    int outp[2] = {-1, -1}, errp[2] = {-1, -1}, teep[2] = {-1, -1};
+    (void)s;
     bool tee = c->progress_token && c->inv.tee;
-    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (devnull < 0 || pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
-        (tee && pipe2(teep, O_CLOEXEC) < 0)) {
-        int e = errno;
-        if (devnull >= 0)
-            close(devnull);
-        for (int i = 0; i < 2; i++) {
-            if (outp[i] >= 0)
-                close(outp[i]);
-            if (errp[i] >= 0)
-                close(errp[i]);
-            if (teep[i] >= 0)
-                close(teep[i]);
-        }
-        errno = e;
+    struct self_child ch;
+    txbox_error e = {0};
+    if (self_spawn(c->inv.argv, NULL, c->inv.cwd_fd, NULL, tee ? TEE_FD : -1, &ch, &e) < 0) {
+        logmsg("%s", e.msg);
+        errno = e.code;
         return -1;
-    }
-    pid_t parent = getpid();
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        close(devnull);
-        close(outp[0]), close(outp[1]), close(errp[0]), close(errp[1]);
-        if (tee)
-            close(teep[0]), close(teep[1]);
-        errno = e;
-        return -1;
-    }
-    if (pid == 0) {
-        /* The child: default signals, nothing blocked, dies with the server. */
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        signal(SIGPIPE, SIG_DFL);
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent)
-            _exit(TXBOX_EXIT_ERROR);
-        /* the tee's end first out of the way of 0-3, then onto TEE_FD */
-        int teew = tee ? fcntl(teep[1], F_DUPFD_CLOEXEC, 10) : -1;
-        if (dup2(devnull, 0) < 0 || dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0 ||
-            (tee && (teew < 0 || dup2(teew, TEE_FD) < 0)))
-            _exit(TXBOX_EXIT_ERROR);
-        if (fchdir(c->inv.cwd_fd) < 0) {
-            dprintf(2, "txbox: cannot enter the working directory: %s\n", strerror(errno));
-            _exit(TXBOX_EXIT_ERROR);
-        }
-        execv("/proc/self/exe", c->inv.argv);
-        dprintf(2, "txbox: cannot execute /proc/self/exe: %s\n", strerror(errno));
-        _exit(TXBOX_EXIT_ERROR);
-    }
-    close(devnull);
-    close(outp[1]);
-    close(errp[1]);
-    if (tee) {
-        close(teep[1]);
-        c->tee_fd = teep[0];
-        fcntl(c->tee_fd, F_SETFL, O_NONBLOCK);
     }
     c->started_ns = now_ns();
     c->next_progress_ns = c->started_ns + PROGRESS_EVERY_NS;
-    c->pid = pid;
-    c->out_fd = outp[0];
-    c->err_fd = errp[0];
-    fcntl(c->out_fd, F_SETFL, O_NONBLOCK);
-    fcntl(c->err_fd, F_SETFL, O_NONBLOCK);
-    c->pidfd = pidfd_open_(pid);
-    if (c->pidfd < 0) {
-        logmsg("pidfd_open: %s", strerror(errno));
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        return -1;
-    }
+    c->pid = ch.pid;
+    c->pidfd = ch.pidfd;
+    c->out_fd = ch.out_fd;
+    c->err_fd = ch.err_fd;
+    if (tee)
+        c->tee_fd = ch.tee_fd;
     return 0;
 }
 
