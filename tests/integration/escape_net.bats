@@ -517,3 +517,31 @@ print("ALL-OWN-OK")
         [ "$(jget stdout)" = "ALL-OWN-OK" ] || fail "[${mode:-no network}] $(jget stdout) $(jget stderr)"
     done
 }
+
+@test "a host service's unix socket inside the workspace itself is unreachable through the workspace view (the guard allows that mount) (control)" {
+    local log="$BATS_TEST_TMPDIR/wslog"
+    export ESC_SVC="$WS/svc-in-ws"
+    start_any_listener "$ESC_SVC" "$log"
+    for i in $(seq 200); do [ -e "$log.ready" ] && break; sleep 0.02; done
+    [ -e "$log.ready" ] || fail "the listener did not start"
+    esc_snap pre
+    for backend in overlay copy; do
+        attempt --backend "$backend" <<'EOF'
+try ws-svc-connect python3 -c 'import os, socket; s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect("svc-in-ws.sock"); s.sendall(b"from-sandbox")'
+try ws-svc-connect-abs python3 -c 'import os, socket; s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect(os.environ["ESC_SVC"] + ".sock"); s.sendall(b"from-sandbox")'
+exit 3
+EOF
+        sleep 0.3
+        [ ! -s "$log" ] || ESC_ERRS+=("[$backend] ESCAPE: the host's socket in the workspace was reached: $(cat "$log")")
+        : >"$log"
+        esc_check "$backend"
+    done
+    local e=0
+    esc_done || e=1
+    control_run
+    sleep 0.3
+    kill "$ANY_LISTENER_PID" 2>/dev/null || true
+    [ "$e" = 0 ] || return 1
+    grep -q "^stream b'from-sandbox'" "$log" ||
+        fail "control: the script does not reach the socket even without txbox: $(cat "$log") $(clip "$CONTROL_OUT")"
+}
