@@ -114,6 +114,22 @@ static bool parse_seconds(const char *s, double *out)
     return true;
 }
 
+/* Would the command get an overlay? Only an uncertain one does: a safe one
+ * runs in a read-only view, an unsafe one never runs. On any doubt (the
+ * policy cannot be read: the run itself says why), yes. */
+static bool needs_overlay(const char *policy_file, const char *dir, const char *shell, char *const *prog)
+{
+    _cleanup_free_ char *real = realpath(dir, NULL);
+    txbox_policy *p = NULL;
+    txbox_error e = {0};
+    if (!real || txbox_policy_load(policy_file, real, &p, &e) < 0)
+        return true;
+    txbox_verdict v;
+    int rc = shell ? txbox_policy_check(p, shell, strlen(shell), &v, &e) : txbox_policy_check_argv(p, prog, &v, &e);
+    txbox_policy_free(p);
+    return rc < 0 || v.verdict == TXBOX_VERDICT_UNCERTAIN;
+}
+
 int cmd_run(int argc, char **argv)
 {
     enum { O_JSON = 256, O_TIMEOUT, O_BACKEND, O_FALLBACK, O_NET, O_POLICY, O_HELP, O_DEGRADED,
@@ -282,17 +298,18 @@ int cmd_run(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 
-    /* A filesystem the overlay backend cannot use: said before anything is
-     * made there (no .txbox left behind), with the option that works. */
-    const char *nofs = ro.backend == TXBOX_BACKEND_COPY || ro.allow_copy_fallback
+    /* A filesystem the overlay backend cannot use, for a command that
+     * would need it: said before anything is made there (no .txbox left
+     * behind), with the option that works. */
+    const char *nofs = ro.backend == TXBOX_BACKEND_COPY || ro.allow_copy_fallback || ro.read_only
                            ? NULL
-                           : txbox_fs_without_overlay(dir ? dir : ".");
-    if (nofs) {
+                           : txbox_fs_without_overlay(dir);
+    if (nofs && (tx || needs_overlay(policy_file, dir, shell, prog))) {
         err.code = EXDEV;
         snprintf(err.msg, sizeof err.msg,
                  "the workspace %s is on %s, where the overlay backend cannot keep a transaction's "
                  "changes; run it with --backend copy (or --allow-copy-fallback)",
-                 dir ? dir : ".", nofs);
+                 dir, nofs);
         return json ? cli_fail_json(&err) : cli_fail(&err);
     }
     txbox_ws *ws = NULL;

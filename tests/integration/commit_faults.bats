@@ -271,6 +271,9 @@ faults_ws() {
     [ -e "$o/m/.txbox" ] && left=yes
     run --separate-stderr txbox_bin run -C "$o/m" --json -c 'echo b >a'
     local jst=$status jout=$output
+    # a read-only command needs no overlay: it runs as anywhere
+    run --separate-stderr txbox_bin run -C "$o/m" -c 'cat a'
+    local rst=$status rout=$output
     run --separate-stderr txbox_bin run -C "$o/m" --backend copy -c 'echo c >a'
     local cst=$status content
     content="$(cat "$o/m/a")"
@@ -280,6 +283,7 @@ faults_ws() {
     [ "$(printf '%s\n' "$err" | wc -l)" = 1 ] || fail "more than one line: $err"
     [ "$left" = no ] || fail "a .txbox was left behind"
     [ "$jst" = 125 ] && [[ "$jout" == '{"error":'*overlayfs* ]] || fail "--json: status $jst, $jout"
+    [ "$rst" = 0 ] && [ "$rout" = a ] || fail "a read-only command was refused too: status $rst, $rout"
     [ "$cst" = 0 ] && [ "$content" = c ] || fail "--backend copy did not commit (status $cst, a: $content)"
 }
 
