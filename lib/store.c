@@ -540,11 +540,11 @@ static int store_open_mode(txbox_ws *ws, bool write, bool exclusive, sqlite3 **o
     if (!write && fstatat(ws->sfd, DB_NAME, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
         !(fstatat(ws->sfd, PENDING_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_size > 0))
         return tx_err(err, ENOENT, "the audit log is empty: no transaction was recorded yet");
-    if (fstatat(ws->sfd, DB_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+    bool have = fstatat(ws->sfd, DB_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (have && !S_ISREG(st.st_mode))
         return tx_err(err, EBADMSG, "the audit log %s/%s is not a regular file", TXBOX_STATE_DIR,
                       DB_NAME);
-    if (fstatat(ws->sfd, DB_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_size == 0 &&
-        empty_log_lost(ws, err) < 0)
+    if (have && st.st_size == 0 && empty_log_lost(ws, err) < 0)
         return -1;
     _cleanup_free_ char *path = xasprintf("%s/%s/%s", ws->path, TXBOX_STATE_DIR, DB_NAME);
     sqlite3 *db = NULL;
@@ -1545,8 +1545,6 @@ static json_t *row_file_load(txbox_ws *ws, json_int_t id)
     return rec;
 }
 
-/* Moves the pending rows into the log (db, a fresh connection). Its
- * failures leave them pending: the open goes on. */
 /* The log's tables again in the connection's temp schema (in memory), with
  * their rows and indices: unqualified names then mean these (SQLite looks
  * in temp first), so rows written here are seen by every query of this
@@ -1580,10 +1578,13 @@ static bool shadow_tables(sqlite3 *db)
     return ok;
 }
 
-/* The rows of log.pending into the log, as one transaction, then the file
- * emptied. When they cannot go in (a full disk: the log cannot grow), a
- * reader (shadow) still shows them: they go into shadows of the tables
- * (shadow_tables), and the file keeps them for a later import. */
+/* Moves the pending rows into the log (db, a fresh connection), as one
+ * transaction, then empties the file. Its failures leave them pending: the
+ * open goes on. When they cannot go in because the disk is full (the log
+ * cannot grow), a reader still shows them: they go into shadows of the
+ * tables (shadow_tables), and the file keeps them for a later import. Not
+ * on any other failure (a writer holding the log a moment): the shadows
+ * are a copy of the whole log. */
 static bool pending_rows_into(txbox_ws *ws, sqlite3 *db, const char *buf, size_t len);
 
 static void pending_import_mode(txbox_ws *ws, sqlite3 *db, bool reader)
@@ -1608,17 +1609,16 @@ static void pending_import_mode(txbox_ws *ws, sqlite3 *db, bool reader)
         (void)ftruncate(fd, 0);
     if (!durable)
         (void)sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
-    if (!ok && reader && shadow_tables(db))
+    if (!ok && reader && low_space(ws) && shadow_tables(db))
         (void)pending_rows_into(ws, db, buf, len);
 }
 
-static bool pending_rows_into(txbox_ws *ws, sqlite3 *db, const char *cbuf, size_t len)
+static bool pending_rows_into(txbox_ws *ws, sqlite3 *db, const char *buf, size_t len)
 {
-    char *buf = (char *)cbuf;
     sqlite3_stmt *ins = NULL;
     bool ok = exec(db, "BEGIN IMMEDIATE", NULL) == 0 &&
               sqlite3_prepare_v2(db, TX_INSERT, -1, &ins, NULL) == SQLITE_OK;
-    for (char *p = buf, *e; ok && p < buf + len; p = e + 1) {
+    for (const char *p = buf, *e; ok && p < buf + len; p = e + 1) {
         e = memchr(p, '\n', (size_t)(buf + len - p));
         if (!e)
             break; /* a line cut short by a crash */
