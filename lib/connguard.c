@@ -121,7 +121,7 @@ static int guard_connect(struct connguard *g, int listener, const struct seccomp
     }
     sock = (int)syscall(SYS_pidfd_getfd, pidfd, tfd, 0);
     if (sock < 0) {
-        e = errno == EBADF ? EBADF : errno;
+        e = errno;
         goto out;
     }
     if (len) {
@@ -180,8 +180,6 @@ static int guard_connect(struct connguard *g, int listener, const struct seccomp
          * own network namespace and (init's) Landlock scope decide */
         e = errno;
     }
-    if (!e)
-        g->served++;
 out:
     close_if(file);
     close_if(base);

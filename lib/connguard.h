@@ -36,7 +36,7 @@ struct connguard {
     uint64_t mounts[CONNGUARD_MAX_MOUNTS]; /* mount ids where sockets may be reached */
     size_t n_mounts;
     unsigned notif_size, resp_size; /* the kernel's (SECCOMP_GET_NOTIF_SIZES) */
-    uint64_t served, refused;       /* connections made, refused */
+    uint64_t refused;               /* connections refused (EACCES) */
 };
 
 /* Reads the kernel's notification sizes: 0, or a negative errno. */

@@ -664,10 +664,9 @@ __attribute__((noreturn)) static void supervise(pid_t cmd, int listener, struct 
         }
         if (p > 0 || (p < 0 && errno == EINTR))
             continue;
-        if (p < 0 && errno != ECHILD)
-            _exit(126);
-        if (listener < 0)
-            continue; /* blocking wait */
+        if (p < 0)
+            _exit(126); /* no child at all: the command is gone unreaped */
+        /* p == 0: children, none ended (WNOHANG, with a listener only) */
         struct pollfd pf[2] = {{.fd = sfd, .events = POLLIN}, {.fd = listener, .events = POLLIN}};
         if (poll(pf, 2, -1) < 0)
             continue;
