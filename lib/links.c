@@ -177,13 +177,13 @@ static void split(struct tx_ops *ops, const char *path)
 
 int links_complete(int upperfd, int wsfd, struct tx_ops *ops, struct fs_syncset *sync, txbox_error *err)
 {
-    /* the groups: changed in place (flagged by the scan), with other names */
+    /* the groups: a regular file replaced by a regular file, whose old
+     * inode the scan saw with other names (no stat for any other file) */
     struct group *gs = NULL;
     size_t ng = 0, missing = 0;
     for (size_t i = 0; i < ops->n; i++) {
         const struct tx_op *o = &ops->v[i];
-        if (o->kind != OP_REPLACE || !o->had_old || o->old_dir || o->new_dir || !S_ISREG(o->nw.mode) ||
-            !S_ISREG(o->old.mode))
+        if (o->kind != OP_REPLACE || !o->linked || o->new_dir || !S_ISREG(o->nw.mode))
             continue;
         struct stat st;
         if (fstatat(wsfd, o->path, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) || st.st_nlink < 2)

@@ -414,6 +414,7 @@ static int scan_dir(struct scan *s, int ufd, int wfd, const char *path, mode_t u
         o->had_old = lower;
         o->old_dir = lower && S_ISDIR(lst.st_mode);
         o->new_dir = S_ISDIR(ust.st_mode);
+        o->linked = lower && S_ISREG(lst.st_mode) && lst.st_nlink > 1;
         o->nw = nw;
         if (lower)
             meta_entry(&lst, &o->old);

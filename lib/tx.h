@@ -123,6 +123,8 @@ struct tx_op {
                          directory's extended attributes changed */
     uint8_t new_dir;  /* REPLACE: the new entry is a directory (whole subtree) */
     uint8_t old_dir;  /* the old entry was a directory */
+    uint8_t linked;   /* REPLACE, from the scan (not journaled): the old entry is a
+                         regular file with other hard links (links.c) */
     char *path;       /* relative to the workspace root; "" = the root */
     struct tx_meta nw, old; /* META: new and old metadata of the directory.
                                REPLACE: the new entry and the old one (if
