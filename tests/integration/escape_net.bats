@@ -286,6 +286,18 @@ start_ns_listener() {
     NS_LISTENER_PID=$ANY_LISTENER_PID
 }
 
+# go_when_running NAME FILE: in the background, create FILE once a process
+# whose command line holds NAME runs (the attempt shows itself so).
+go_when_running() {
+    (
+        for i in $(seq 1000); do
+            pgrep -f "$1" >/dev/null && break
+            sleep 0.02
+        done
+        : >"$2"
+    ) </dev/null >/dev/null 2>&1 3>&- &
+}
+
 # The directory where host services keep sockets: /run as root; as a user,
 # a runtime directory of their own named by XDG_RUNTIME_DIR.
 sock_dir() {
@@ -335,13 +347,7 @@ EOF
     local log="$BATS_TEST_TMPDIR/latelog" go="$BATS_TEST_TMPDIR/late-go"
     # bound once the command runs (it shows itself by a process name)
     start_ns_listener "$SOCKDIR/late.sock" "$log" "$go"
-    (
-        for i in $(seq 1000); do
-            pgrep -f "txbox-late-$ESC_MARK" >/dev/null && break
-            sleep 0.02
-        done
-        : >"$go"
-    ) </dev/null >/dev/null 2>&1 3>&- &
+    go_when_running "txbox-late-$ESC_MARK" "$go"
     esc_snap pre
     attempt <<'EOF'
 sh -c 'for i in $(seq 100); do sleep 0.05; [ -S "$ESC_SOCKDIR/late.sock" ] && break; done' "txbox-late-$ESC_MARK"
@@ -469,13 +475,7 @@ EOF
     export ESC_SVC="$BOX/late-svc/late"
     esc_snap pre
     start_any_listener "$ESC_SVC" "$log" "$go"
-    (
-        for i in $(seq 1000); do
-            pgrep -f "txbox-late-any-$ESC_MARK" >/dev/null && break
-            sleep 0.02
-        done
-        : >"$go"
-    ) </dev/null >/dev/null 2>&1 3>&- &
+    go_when_running "txbox-late-any-$ESC_MARK" "$go"
     attempt <<'EOF'
 sh -c 'for i in $(seq 100); do sleep 0.05; [ -S "$ESC_SVC.sock" ] && break; done' "txbox-late-any-$ESC_MARK"
 for i in 1 2 3 4 5; do
