@@ -88,7 +88,16 @@
  *       refused before the commit point (run.c), so a rollback is the
  *       exception; one that fails too leaves journal/ID and an error that
  *       names what a person must fix.
+ *   I9. A transaction that recovery can neither finish nor roll back is
+ *       stuck (journal_hold): journal/ID stays, and with it every path its
+ *       operations name is held: a commit that writes one of them is
+ *       refused before its commit point (journal_held; a journal that
+ *       cannot be read at all holds every path), one on other paths goes
+ *       on. It holds no generation meanwhile (a record of its own is
+ *       withdrawn), so those commits number in order; when it is finished
+ *       at last, it takes the next free generation (settle_gen).
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <zlib.h>
@@ -613,14 +622,17 @@ static int journal_rollback(txbox_ws *ws, int txfd, const struct tx_journal *j, 
     if (rollback_ops(ws, txfd, &j->ops, &sync, err) < 0)
         return -1;
     ssize_t n = readlinkat(ws->cmtd, genn, l, sizeof l - 1);
+    bool mine = n < 0; /* no record: none of another transaction either */
     if (n >= 0) {
         l[n] = 0;
-        if (!strcmp(l, idn) && fs_unlinkat(ws->cmtd, genn, 0) < 0)
+        mine = !strcmp(l, idn);
+        if (mine && fs_unlinkat(ws->cmtd, genn, 0) < 0)
             return tx_errno(err, errno, "cannot withdraw commit record %s", genn);
     }
     fs_syncset_add(&sync, ws->cmtd);
-    /* the cache may lag, never lead */
-    if (ws_gen_cache(ws) >= j->gen && ws_write_gen(ws, j->gen - 1, err) < 0)
+    /* the cache may lag, never lead; a generation another transaction took
+     * while this one was stuck (journal_hold) stays counted */
+    if (mine && ws_gen_cache(ws) >= j->gen && ws_write_gen(ws, j->gen - 1, err) < 0)
         return -1;
     if (fs_syncset_sync(&sync, ws->fd) < 0)
         return tx_errno(err, errno, "cannot make the rollback durable");
@@ -696,6 +708,17 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
     if (store_check(ws, ops->n, err) < 0)
         return -1;
     tx_mark("store_check");
+    /* Paths a stuck transaction holds (journal_hold): its callers check
+     * first and report a conflict; this is the protocol's own guard. */
+    _cleanup_free_ char *held = NULL;
+    uint64_t by = 0;
+    int h = journal_held(ws, ops, &held, &by, err);
+    if (h < 0)
+        return -1;
+    if (h > 0)
+        return tx_err(err, EBUSY, "%s is held by transaction %llu, which could not be finished: "
+                      "see 'txbox recover'; nothing was changed",
+                      held, (unsigned long long)by);
     if (write_journal(ws, txfd, &j, pre, err) < 0) {
         /* Renamed into place, but not known to be durable (I6): nothing is
          * applied yet, so it is withdrawn now rather than left for the
@@ -744,6 +767,90 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
     return 0;
 }
 
+/* A journal left stuck (journal_hold) while later transactions committed on
+ * other paths: its generation was taken meanwhile. It takes the next free
+ * one, written into its journal (and the journal's copy) before finalize()
+ * records anything, so that a crash meanwhile finds one number or the
+ * other, each consistent; a record of its own at its generation (finalize
+ * began) keeps it. */
+static int settle_gen(txbox_ws *ws, int txfd, struct tx_journal *j, txbox_error *err)
+{
+    char idn[32], genn[32], l[32];
+    jnl_name(idn, j->id, "");
+    jnl_name(genn, j->gen, "");
+    ssize_t n = readlinkat(ws->cmtd, genn, l, sizeof l - 1);
+    if (n >= 0) {
+        l[n] = 0;
+        if (!strcmp(l, idn))
+            return 0;
+    } else if (errno != ENOENT) {
+        return tx_errno(err, errno, "cannot read commit record %s", genn);
+    }
+    uint64_t cur;
+    if (ws_read_gen(ws, &cur, err) < 0)
+        return -1;
+    if (n < 0 && cur < j->gen)
+        return 0; /* its generation is still free: the usual case */
+    j->gen = cur + 1;
+    return write_journal(ws, txfd, j, NULL, err);
+}
+
+int journal_hold(txbox_ws *ws, uint64_t id, txbox_error *err)
+{
+    /* Nothing committed since its own attempt (every commit recovers
+     * first): a record of its, if finalize() made one, is the latest. */
+    uint64_t cur;
+    if (ws_read_gen(ws, &cur, err) < 0)
+        return -1;
+    char idn[32], gn[32], l[32];
+    jnl_name(idn, id, "");
+    jnl_name(gn, cur, "");
+    ssize_t n = cur ? readlinkat(ws->cmtd, gn, l, sizeof l - 1) : -1;
+    if (n < 0 || (l[n] = 0, strcmp(l, idn)))
+        return 0;
+    if (fs_unlinkat(ws->cmtd, gn, 0) < 0 || fs_fsync(ws->cmtd) < 0)
+        return tx_errno(err, errno, "cannot withdraw commit record %s", gn);
+    if (ws_gen_cache(ws) >= cur && ws_write_gen(ws, cur - 1, err) < 0)
+        return -1;
+    return 0;
+}
+
+int journal_held(txbox_ws *ws, const struct tx_ops *ops, char **path, uint64_t *by,
+                 txbox_error *err)
+{
+    _cleanup_dir_ DIR *d = opendir_at(ws->jnld, ".");
+    if (!d)
+        return tx_errno(err, errno, "cannot list the journals");
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        uint64_t id;
+        if (!parse_u64(de->d_name, &id))
+            continue;
+        struct tx_journal j;
+        txbox_error le = {0};
+        if (journal_load(ws->jnld, de->d_name, &j, &le) < 0) {
+            _cleanup_close_ int txfd =
+                openat(ws->txd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (txfd < 0 || journal_load(txfd, JNL_COPY, &j, &le) < 0) {
+                /* which paths it changed is unknown: all of them */
+                *path = xstrdup("(every path: its journal cannot be read)");
+                *by = id;
+                return 1;
+            }
+        }
+        const char *which = NULL;
+        bool hit = ops_overlap(ops, &j.ops, &which);
+        if (hit)
+            *path = xstrdup(*which ? which : ".");
+        journal_free(&j);
+        if (hit) {
+            *by = id;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err)
 {
     char jn[32];
@@ -764,7 +871,8 @@ int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err)
                           "%s, and its copy .txbox/tx/%s/%s cannot be read either: the workspace "
                           "may be partly changed. A person must restore it: the old entries are "
                           "in .txbox/tx/%s/undo, the new ones not yet moved in .txbox/tx/%s/upper; "
-                          "then remove .txbox/journal/%s and run 'txbox recover'",
+                          "then remove .txbox/journal/%s and run 'txbox recover'. Until then no "
+                          "transaction commits: which paths it holds is unknown",
                           le.msg, jn, JNL_COPY, jn, jn, jn);
         }
     } else if (j.id != id) {
@@ -777,7 +885,8 @@ int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err)
     txbox_error fe = {0};
     if (txfd < 0) {
         rc = tx_errno(err, errno, "transaction %s has a journal but no directory", jn);
-    } else if (!damaged && apply_ops(ws, txfd, &j.ops, &sync, &fe) == 0 &&
+    } else if (!damaged && settle_gen(ws, txfd, &j, &fe) == 0 &&
+               apply_ops(ws, txfd, &j.ops, &sync, &fe) == 0 &&
                finalize(ws, &j, txfd, &sync, &fe) == 0) {
         rc = 0;
     } else {
@@ -791,7 +900,8 @@ int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err)
             rc = tx_err(err, re.code,
                         "it can neither be finished (%s) nor rolled back (%s). Fix what the "
                         "errors name (a file attribute: lsattr/chattr; a full disk: free space), "
-                        "then run 'txbox recover'",
+                        "then run 'txbox recover'; until then it holds its paths, and "
+                        "transactions on others go on",
                         damaged ? le.msg : fe.msg, re.msg);
         }
     }

@@ -1141,6 +1141,15 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             rc = ws_read_gen(ws, &gen, err);
         if (rc == 0 && gen != base && ops.n)
             rc = conflicts(ws, base, gen, &ops, paths, err);
+        uint64_t held_by = 0; /* a stuck transaction holds our paths (journal.c, I9) */
+        if (rc == 0 && ops.n && !json_array_size(paths)) {
+            _cleanup_free_ char *held = NULL;
+            int h = journal_held(ws, &ops, &held, &held_by, err);
+            if (h < 0)
+                rc = -1;
+            else if (h > 0)
+                json_array_append_new(paths, json_string(held));
+        }
         json_t *ev = NULL, *att = NULL; /* rules on effects */
         if (rc == 0 && !json_array_size(paths)) {
             char **hide = tx_hidden_paths(verify ? verify->deny_read : NULL,
@@ -1169,9 +1178,19 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             json_object_set(res, "conflict_path", json_array_get(paths, 0));
             size_t more = json_array_size(paths) - 1;
             _cleanup_free_ char *and = more ? xasprintf(" (and %zu more paths)", more) : xstrdup("");
-            first = xasprintf("txbox: tx %s conflict: %s%s changed by another transaction since "
-                              "begin; its changes are kept in .txbox/tx/%s/upper, not applied",
-                              m->ids, json_string_value(json_array_get(paths, 0)), and, m->ids);
+            if (held_by) {
+                json_object_set_new(res, "held_by", json_sprintf("%llu", (unsigned long long)held_by));
+                first = xasprintf("txbox: tx %s conflict: %s is held by transaction %llu, which "
+                                  "could not be finished (see 'txbox recover'); its changes are "
+                                  "kept in .txbox/tx/%s/upper, not applied",
+                                  m->ids, json_string_value(json_array_get(paths, 0)),
+                                  (unsigned long long)held_by, m->ids);
+            } else {
+                first = xasprintf("txbox: tx %s conflict: %s%s changed by another transaction "
+                                  "since begin; its changes are kept in .txbox/tx/%s/upper, not "
+                                  "applied",
+                                  m->ids, json_string_value(json_array_get(paths, 0)), and, m->ids);
+            }
             tx_write_outcome(m->txfd, "conflict");
             _cleanup_free_ char *info = end_info(m, "conflict", changes, NULL);
             txbox_error le = {0};

@@ -51,23 +51,40 @@ static void list_ids(int dirfd, struct idlist *l)
     }
 }
 
+/* tx/ID/stuck: recovery could neither finish nor roll back transaction ID
+ * (journal.c, I9); what it said. Recovery on opening a workspace leaves
+ * such a transaction alone (it holds its paths), an explicit 'txbox
+ * recover' tries it again. */
+#define STUCK "stuck"
+
 static void remove_scratch(int txfd)
 {
     (void)tree_remove(txfd, "upper");
     (void)tree_remove(txfd, "work");
     (void)unlinkat(txfd, "staged", 0); /* history: an undo's staging record */
     (void)unlinkat(txfd, "intent", 0);  /* the journal's copy (journal.c, I8): done */
+    (void)unlinkat(txfd, STUCK, 0);
 }
 
-void tx_write_outcome(int txfd, const char *outcome)
+/* A line in tx/ID/name (informational; not part of the protocol). */
+static void write_note(int txfd, const char *name, const char *text)
 {
-    int fd = openat(txfd, "outcome", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int fd = openat(txfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return;
-    if (write_all(fd, outcome, strlen(outcome)) == 0 && write_all(fd, "\n", 1) < 0) {
+    if (write_all(fd, text, strlen(text)) == 0 && write_all(fd, "\n", 1) < 0) {
         /* informational only */
     }
     close(fd);
+}
+
+void tx_write_outcome(int txfd, const char *outcome) { write_note(txfd, "outcome", outcome); }
+
+static bool is_stuck(txbox_ws *ws, uint64_t id)
+{
+    char p[48];
+    snprintf(p, sizeof p, "%llu/" STUCK, (unsigned long long)id);
+    return faccessat(ws->txd, p, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 /* A dead transaction without a journal (never committed, or rolled back
@@ -91,9 +108,14 @@ static int roll_back_dead(txbox_ws *ws, uint64_t id, int txfd, const char *outco
 
 /* Step 1 of recovery, for each journal in jl whose owner died. (History,
  * issue 5: moved out of txbox_recover() so that a commit can run it under
- * its lock, see ws_roll_forward_locked() in store.h.) */
-static int roll_forward(txbox_ws *ws, const struct idlist *jl, bool wait, json_t *rolled_forward,
-                        json_t *rolled_back, json_t *failed, txbox_error *err)
+ * its lock, see ws_roll_forward_locked() in store.h.) A journal that can be
+ * neither finished nor rolled back is held (journal.c, I9) and listed in
+ * failed. retry (an explicit recovery): try the held ones again too, and
+ * put the first one's error in *held; without it, held ones are left alone.
+ * Either way the others go on. */
+static int roll_forward(txbox_ws *ws, const struct idlist *jl, bool wait, bool retry,
+                        json_t *rolled_forward, json_t *rolled_back, json_t *failed,
+                        txbox_error *held, txbox_error *err)
 {
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < jl->n; i++) {
@@ -120,15 +142,25 @@ static int roll_forward(txbox_ws *ws, const struct idlist *jl, bool wait, json_t
          * finished it meanwhile. */
         if (faccessat(ws->jnld, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
             continue;
+        if (!retry && is_stuck(ws, id))
+            continue; /* tried and held: for 'txbox recover' */
         txbox_error e = {0};
         int r = journal_recover_one(ws, id, &e);
+        _cleanup_close_ int txfd = openat(ws->txd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (r < 0) {
             if (failed)
                 json_array_append_new(failed, json_pack("{s:s,s:s}", "tx", name, "error", e.msg));
-            rc = tx_err(err, e.code, "transaction %s: %s", name, e.msg);
+            /* held: the journal stays, its paths wait; the rest goes on */
+            txbox_error he = {0};
+            if (journal_hold(ws, id, &he) < 0)
+                rc = tx_err(err, he.code, "transaction %s: %s; and it cannot be held apart: %s",
+                            name, e.msg, he.msg);
+            else if (held && !held->code)
+                tx_err(held, e.code, "transaction %s: %s", name, e.msg);
+            if (txfd >= 0)
+                write_note(txfd, STUCK, e.msg);
             continue;
         }
-        _cleanup_close_ int txfd = openat(ws->txd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (r > 0) {
             /* Rolled back from its pre-images (journal.c, I8): back in S1,
              * ended as any dead transaction without a journal is. */
@@ -161,7 +193,7 @@ int ws_roll_forward_locked(txbox_ws *ws, json_t *done, json_t *failed, txbox_err
 {
     struct idlist jl;
     list_ids(ws->jnld, &jl);
-    int rc = roll_forward(ws, &jl, true, done, NULL, failed, err);
+    int rc = roll_forward(ws, &jl, true, false, done, NULL, failed, NULL, err);
     free(jl.v);
     return rc;
 }
@@ -193,17 +225,27 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
     list_ids(ws->actd, &al);
     json_t *rolled_forward = json_array(), *rolled_back = json_array(), *failed = json_array();
     int lockfd = -1, rc = 0;
+    /* An explicit recovery (one that wants the report) tries the held
+     * transactions again; the one every command runs first leaves them. */
+    bool retry = report != NULL;
     /* Fast path: nothing in flight whose owner died. */
     bool work = false;
-    for (size_t i = 0; i < al.n && !work; i++)
-        work = ws_tx_owner_dead(ws, al.v[i]);
     for (size_t i = 0; i < jl.n && !work; i++)
-        work = ws_tx_owner_dead(ws, jl.v[i]);
+        work = ws_tx_owner_dead(ws, jl.v[i]) && (retry || !is_stuck(ws, jl.v[i]));
+    for (size_t i = 0; i < al.n && !work; i++) {
+        char name[32];
+        struct stat st;
+        snprintf(name, sizeof name, "%llu", (unsigned long long)al.v[i]);
+        /* one with a journal: above */
+        work = ws_tx_owner_dead(ws, al.v[i]) && fstatat(ws->jnld, name, &st, 0) < 0;
+    }
     if (work && ws_lock(ws, &lockfd, err) < 0)
         rc = -1;
     /* 1. Journals: roll forward (the commit point was passed). */
+    txbox_error held = {0};
     if (work && rc == 0)
-        rc = roll_forward(ws, &jl, false, rolled_forward, rolled_back, failed, err);
+        rc = roll_forward(ws, &jl, false, retry, rolled_forward, rolled_back, failed,
+                          retry ? &held : NULL, err);
     /* 2. Transactions in flight without a journal: roll back. */
     for (size_t i = 0; work && rc == 0 && i < al.n; i++) {
         uint64_t id = al.v[i];
@@ -265,6 +307,11 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
     ws_unlock(lockfd);
     free(jl.v);
     free(al.v);
+    if (rc == 0 && held.code) { /* all else done: what a person must do */
+        if (err)
+            *err = held;
+        rc = -1;
+    }
     if (report) {
         json_t *o = json_pack("{s:o,s:o,s:o}", "rolled_forward", rolled_forward, "rolled_back",
                               rolled_back, "failed", failed);

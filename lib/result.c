@@ -167,6 +167,8 @@ char *txbox_result_json(const txbox_result *rc)
         json_object_set_new(o, "stopped_by", json_string("process limit"));
     if (r->conflict_path)
         json_object_set_new(o, "conflict_path", json_string(r->conflict_path));
+    if (r->held_by)
+        json_object_set_new(o, "held_by", json_sprintf("%llu", (unsigned long long)r->held_by));
     json_object_set_new(o, "stdout", text(&r->out));
     json_object_set_new(o, "stdout_truncated", json_boolean(r->out.dropped > 0));
     json_object_set_new(o, "stdout_dropped_bytes", json_integer((json_int_t)r->out.dropped));
@@ -255,6 +257,12 @@ static char *summary_base(const txbox_result *r)
         return xasprintf("txbox: tx %s timed out and was rolled back: the workspace is unchanged",
                          r->txs);
     case TXBOX_OUTCOME_CONFLICT:
+        if (r->held_by)
+            return xasprintf("txbox: tx %s conflict: %s is held by transaction %llu, which could "
+                             "not be finished (see 'txbox recover'); its changes are kept in "
+                             ".txbox/tx/%s/upper, not applied",
+                             r->txs, r->conflict_path ? r->conflict_path : "a path",
+                             (unsigned long long)r->held_by, r->txs);
         return xasprintf("txbox: tx %s conflict: %s was changed by another transaction meanwhile; "
                          "its changes are kept in .txbox/tx/%s/upper, not applied",
                          r->txs, r->conflict_path ? r->conflict_path : "a path", r->txs);

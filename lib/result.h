@@ -19,7 +19,8 @@ struct txbox_result {
     char *log_error;       /* the audit log could not be written (the outcome stands) */
     const char *backend;
     char *fallback;        /* why another backend was used, or NULL */
-    char *conflict_path;   /* a path a concurrent commit also wrote */
+    char *conflict_path;   /* a path a concurrent commit also wrote, */
+    uint64_t held_by;      /* or that this stuck transaction holds (journal.c, I9) */
     json_t *changes;       /* {added, modified, deleted, truncated} */
     json_t *protections;
     dbuf out, err;         /* captured output (capped) */

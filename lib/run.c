@@ -644,9 +644,13 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
                                "truncated", 0);
         goto out;
     }
-    if (rc == 0 && gen != base_gen) {
+    if (rc == 0) {
+        /* another commit since ours began wrote our paths, or a stuck
+         * transaction holds them (journal.c, I9) */
         _cleanup_free_ char *clash = NULL;
-        int c = tx_check_conflict(ws, base_gen, gen, &ops, &clash, err);
+        int c = gen != base_gen ? tx_check_conflict(ws, base_gen, gen, &ops, &clash, err) : 0;
+        if (c == 0)
+            c = journal_held(ws, &ops, &clash, &r->held_by, err);
         if (c < 0) {
             rc = -1;
         } else if (c > 0) {

@@ -228,6 +228,16 @@ MUST_CHECK int journal_load_gen(txbox_ws *ws, uint64_t gen, struct tx_journal *j
                                 txbox_error *err);
 /* Rolls forward the journal of transaction id (lock held). */
 MUST_CHECK int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err);
+/* Transaction id can be neither finished nor rolled back (recovery failed,
+ * lock held): its journal stays for a person to act on, and it holds no
+ * generation meanwhile (a commit record it made is withdrawn; it is
+ * numbered anew when it is finished). */
+MUST_CHECK int journal_hold(txbox_ws *ws, uint64_t id, txbox_error *err);
+/* Does a journal still in journal/ (a stuck transaction's, once recovery
+ * ran under the lock) hold a path of ops? 1: *path (to free) and *by, its
+ * id; a journal that cannot be read holds every path. 0: none; <0: error. */
+MUST_CHECK int journal_held(txbox_ws *ws, const struct tx_ops *ops, char **path, uint64_t *by,
+                            txbox_error *err);
 
 /* Records an outcome in tx/ID/outcome (informational; not part of the
  * protocol). */

@@ -938,6 +938,8 @@ static void list_held(txbox_ws *ws, sqlite3 *db, struct held **out, size_t *n)
             (void)tree_remove(tfd, "undo.pruned"); /* an interrupted gc */
         if (exists_at(tfd, "held"))
             continue; /* held for review (effects.c): its upper is the pending change */
+        if (exists_at(ws->jnld, idn))
+            continue; /* recovery's: stuck (journal.c, I9), its upper still to apply */
         const char *what = exists_at(tfd, "journal") && exists_at(tfd, "undo") ? "undo"
                            : !exists_at(tfd, "journal") && exists_at(tfd, "upper") ? "upper" : NULL;
         if (!what)

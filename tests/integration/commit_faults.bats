@@ -12,11 +12,14 @@ setup() {
 }
 
 teardown() {
-    wipe "$BATS_TEST_TMPDIR/w"
     # immutable or append-only leftovers would keep bats from cleaning up
-    if is_root && [ -n "${WS:-}" ] && [ -d "$WS" ]; then
-        chattr -R -i -a "$WS" 2>/dev/null || true
+    if is_root; then
+        for d in "${WS:-}" "$BATS_TEST_TMPDIR/w"; do
+            [ -n "$d" ] && [ -d "$d" ] && { chattr -R -i -a "$d" 2>/dev/null || true; }
+        done
     fi
+    wipe "$BATS_TEST_TMPDIR/w"
+    wipe "$BATS_TEST_TMPDIR/last"
 }
 
 populate_faults() {
@@ -205,6 +208,93 @@ faults_ws() {
     run --separate-stderr "$TXBOX" run -C "$w" -c 'echo on-top >f1'
     [ "$status" -ne 0 ] || fail "a run committed on top of a mixed workspace"
     [ "$(digest "$w")" = "$mixed" ] || fail "the workspace changed"
+}
+
+# Killed past the commit point, then a directory it changes made immutable:
+# the journal can be neither finished nor rolled back. It holds its paths
+# (a run that writes one gets a conflict naming it), every other run goes
+# on, gc leaves what it needs, and once the attribute is gone `txbox
+# recover` finishes it, numbered after the runs that committed meanwhile.
+# At every kill point of the apply where that happens.
+@test "a transaction neither finished nor rolled back holds only its paths; recover finishes it later" {
+    is_root || skip "chattr +i needs CAP_LINUX_IMMUTABLE (root)"
+    faults_ws base
+    tx -c 'mkdir other; echo o >other/o'
+    [ "$status" = 0 ] || fail "setup: status $status; stderr: $stderr"
+    make_ref "$WS" "$BATS_TEST_TMPDIR/ref" "$CHANGE; echo z >other/o"
+    post="$(pdigest "$BATS_TEST_TMPDIR/ref")"
+    make_ref "$WS" "$BATS_TEST_TMPDIR/ref" "echo z >other/o"
+    mid="$(pdigest "$BATS_TEST_TMPDIR/ref")"
+    gen_of() { "$TXBOX" log -C "$w" --json | jq -r --arg t "$1" '.[] | select(.tx == $t) | .gen'; }
+    w="$BATS_TEST_TMPDIR/w"
+    local held=0 j t
+    errs=()
+    for n in $(seq 4 2 80); do
+        wipe "$w"
+        cp -a "$WS" "$w"
+        run env TXBOX_FAULT="any:$n:kill" "$TXBOX" run -C "$w" -c "$CHANGE"
+        [ "$status" = 0 ] && break
+        j="$(ls "$w/.txbox/journal" | grep -E '^[0-9]+$' || true)"
+        [ -n "$j" ] || continue
+        chattr +i "$w/sub" || need "chattr +i not supported here"
+        run --separate-stderr "$TXBOX" recover -C "$w"
+        if [ "$status" = 0 ]; then # rolled forward or back: not this case
+            chattr -i "$w/sub"
+            continue
+        fi
+        held=$((held + 1))
+        [[ "$stderr" == *"transaction $j: it can neither be finished"*"chattr"*"holds its paths"* ]] ||
+            errs+=("$n: recover: stderr: $stderr")
+        # every command's own recovery leaves it alone
+        run --separate-stderr "$TXBOX" log -C "$w"
+        [ "$status" = 0 ] || errs+=("$n: log: status $status; stderr: $stderr")
+        # a path it does not touch: committed
+        run --separate-stderr "$TXBOX" run -C "$w" --json -c 'echo z >other/o'
+        [ "$status" = 0 ] && [ "$(cat "$w/other/o")" = z ] ||
+            errs+=("$n: an unrelated path: status $status; stderr: $stderr")
+        t="$(jq -r .tx <<<"$output")"
+        # one it touches: a conflict that names it; nothing applied
+        for cmd in 'echo q >f1' 'rm f9' 'mkdir -p nd; echo q >nd/y'; do
+            run --separate-stderr "$TXBOX" run -C "$w" --json -c "$cmd"
+            [ "$status" = 123 ] && [ "$(jq -r .outcome <<<"$output")" = conflict ] &&
+                [ "$(jq -r .held_by <<<"$output")" = "$j" ] ||
+                errs+=("$n: $cmd: status $status; stdout: $(clip "$output"); stderr: $stderr")
+        done
+        run --separate-stderr "$TXBOX" run -C "$w" -c 'echo q >f2'
+        [ "$status" = 123 ] && [[ "$stderr" == *"f2 is held by transaction $j"*"txbox recover"* ]] ||
+            errs+=("$n: the conflict's message: status $status; stderr: $stderr")
+        if [ "$held" = 1 ]; then # a multi-command transaction: the same
+            m="$("$TXBOX" begin -C "$w")" || errs+=("$n: begin failed")
+            "$TXBOX" run -C "$w" --tx "$m" -c 'echo q >f3' >/dev/null 2>&1 || errs+=("$n: run --tx failed")
+            run --separate-stderr "$TXBOX" commit -C "$w" --json "$m"
+            [ "$status" = 123 ] && [ "$(jq -r .held_by <<<"$output")" = "$j" ] &&
+                [ "$(jq -r '.conflict_paths[0]' <<<"$output")" = f3 ] ||
+                errs+=("$n: commit of a multi-command transaction: status $status; $output; $stderr")
+        fi
+        # gc prunes kept-aside changes, never what the held one still needs
+        run --separate-stderr "$TXBOX" gc -C "$w" --keep 0
+        [ "$status" = 0 ] || errs+=("$n: gc: status $status; stderr: $stderr")
+        chattr -i "$w/sub"
+        run --separate-stderr "$TXBOX" recover -C "$w"
+        [ "$status" = 0 ] || { errs+=("$n: recover after chattr -i: status $status; stderr: $stderr"); continue; }
+        [ "$(pdigest "$w")" = "$post" ] || errs+=("$n: after recovery: not the post-state")
+        # numbered after the one committed while it was held
+        [ "$(gen_of "$j")" = $(($(gen_of "$t") + 1)) ] ||
+            errs+=("$n: generations: held $j: $(gen_of "$j"), meanwhile $t: $(gen_of "$t")")
+        wipe "$BATS_TEST_TMPDIR/last"
+        cp -a "$w" "$BATS_TEST_TMPDIR/last"
+    done
+    echo "# $held kill points left a transaction that could be neither finished nor rolled back" >&3
+    [ "${#errs[@]}" = 0 ] || fail "${errs[@]}"
+    [ "$held" -ge 3 ] || fail "only $held kill points left a stuck transaction"
+    # the last one: undo takes back the finished one (its pre-images came
+    # after that gc); then the rest works as ever
+    w="$BATS_TEST_TMPDIR/last"
+    run --separate-stderr "$TXBOX" undo -C "$w"
+    [ "$status" = 0 ] || fail "undo of the finished one: status $status; stderr: $stderr"
+    [ "$(pdigest "$w")" = "$mid" ] || fail "after the first undo: not the state before it"
+    run --separate-stderr "$TXBOX" run -C "$w" -c 'echo next >f1'
+    [ "$status" = 0 ] && [ "$(cat "$w/f1")" = next ] || fail "next run: status $status; stderr: $stderr"
 }
 
 @test "a command stopped by the write limit is never committed, even when it exits 0" {
