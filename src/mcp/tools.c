@@ -685,6 +685,11 @@ static json_t *run_result(json_t *o, const char *mtx)
         for (size_t i = 0; i < ARRAY_SIZE(meanings); i++)
             if (!strcmp(outcome, meanings[i].outcome))
                 meaning = meanings[i].meaning;
+        if (!strcmp(outcome, "conflict") && *str(o, "held_by"))
+            meaning = "it succeeded, but a transaction txbox could neither finish nor roll back "
+                      "(held_by) holds a path it changed (conflict_path): its changes were kept "
+                      "aside, not applied. A person must fix what `txbox recover` reports; until "
+                      "then, change other files only";
         char in_tx[160] = "";
         if (mtx) {
             json_object_set_new(o, "transaction", json_string(mtx));
@@ -786,11 +791,20 @@ static json_t *tx_result(const mcp_tool *t, json_t *o, int code)
             add_output(&b, v, "verify ");
         } else if (!strcmp(outcome, "conflict")) {
             is_error = true;
-            snprintf(line, sizeof line,
-                     "conflict: another transaction changed the same paths since `begin`, so nothing of "
-                     "transaction %s was applied and it is closed (its changes are kept aside in "
-                     ".txbox/tx/%s/upper). Begin a new transaction and redo the work on the current files.",
-                     id, id);
+            if (*str(o, "held_by"))
+                snprintf(line, sizeof line,
+                         "conflict: transaction %s, which txbox could neither finish nor roll back, "
+                         "holds a path of transaction %s, so nothing of it was applied and it is "
+                         "closed (its changes are kept aside in .txbox/tx/%s/upper). A person must "
+                         "fix what `txbox recover` reports; until then, change other files only.",
+                         str(o, "held_by"), id, id);
+            else
+                snprintf(line, sizeof line,
+                         "conflict: another transaction changed the same paths since `begin`, so "
+                         "nothing of transaction %s was applied and it is closed (its changes are "
+                         "kept aside in .txbox/tx/%s/upper). Begin a new transaction and redo the "
+                         "work on the current files.",
+                         id, id);
             dbuf_addstr(&b, line);
             size_t n = json_array_size(json_object_get(o, "conflict_paths"));
             for (size_t i = 0; i < n && i < 20; i++) {
