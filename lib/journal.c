@@ -124,6 +124,8 @@ struct jop {
     struct tx_meta nw, old;
 };
 
+static void prep_freep(struct store_prep **p) { store_prep_free(*p); }
+
 static bool exists_at(int dirfd, const char *name)
 {
     struct stat st;
@@ -658,7 +660,7 @@ static int journal_rollback(txbox_ws *ws, int txfd, const struct tx_journal *j, 
  * leaves journal/ID, so recovery applies and records again (I3: every step
  * idempotent, the row keyed by the id); only then is the journal closed. */
 static int finalize(txbox_ws *ws, const struct tx_journal *j, int txfd, struct fs_syncset *sync,
-                    txbox_error *err)
+                    struct store_prep *prep, txbox_error *err)
 {
     char idn[32], genn[32], jn[32];
     jnl_name(idn, j->id, "");
@@ -673,7 +675,7 @@ static int finalize(txbox_ws *ws, const struct tx_journal *j, int txfd, struct f
     if (ws_gen_cache(ws) < j->gen && ws_write_gen(ws, j->gen, err) < 0)
         return -1;
     tx_mark("fin:gen");
-    if (store_log_commit(ws, j->id, j->info, &j->ops, txfd, sync, err) < 0)
+    if (store_log_commit(ws, j->id, j->info, &j->ops, txfd, sync, prep, err) < 0)
         return tx_err_ctx(err, "cannot record the commit in the audit log");
     tx_mark("fin:log");
     if (fs_syncset_sync(sync, ws->fd) < 0)
@@ -719,6 +721,9 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
         return tx_err(err, EBUSY, "%s is held by transaction %llu, which could not be finished: "
                       "see 'txbox recover'; nothing was changed",
                       held, (unsigned long long)by);
+    /* The audit log's rows hashed meanwhile, beside the journal's sync
+     * (which, with pre, carries the new data's too). */
+    __attribute__((cleanup(prep_freep))) struct store_prep *prep = store_prep_begin(ws, txfd, &j.ops);
     if (write_journal(ws, txfd, &j, pre, err) < 0) {
         /* Renamed into place, but not known to be durable (I6): nothing is
          * applied yet, so it is withdrawn now rather than left for the
@@ -735,10 +740,12 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
     /* ── commit point ── from here on the transaction will be applied, by
      * this process or by recovery. */
     _cleanup_syncset_ struct fs_syncset sync = {0};
+    store_prep_wait(prep); /* before the apply moves what it reads */
+    tx_mark("hash");
     int rc = apply_ops(ws, txfd, ops, &sync, err);
     tx_mark("apply");
     if (rc == 0)
-        rc = finalize(ws, &j, txfd, &sync, err);
+        rc = finalize(ws, &j, txfd, &sync, prep, err);
     if (rc < 0) {
         /* Whatever failed after the commit point (the filesystem refused a
          * rename, ran out of space...) fails the same way for recovery:
@@ -887,7 +894,7 @@ int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err)
         rc = tx_errno(err, errno, "transaction %s has a journal but no directory", jn);
     } else if (!damaged && settle_gen(ws, txfd, &j, &fe) == 0 &&
                apply_ops(ws, txfd, &j.ops, &sync, &fe) == 0 &&
-               finalize(ws, &j, txfd, &sync, &fe) == 0) {
+               finalize(ws, &j, txfd, &sync, NULL, &fe) == 0) {
         rc = 0;
     } else {
         /* Cannot be finished (the damaged journal, or the same refusal

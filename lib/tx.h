@@ -262,6 +262,7 @@ MUST_CHECK int copy_rollback(txbox_ws *ws, int txfd, txbox_error *err);
 MUST_CHECK int copy_recover_one(txbox_ws *ws, int txfd, txbox_error *err);
 
 /* ---- audit log (store.c) ---- */
+struct store_prep;
 /* Records transaction id in the audit log with its outcome; idempotent
  * (recovery calls it again). info: the JSON object described at
  * struct tx_journal; ops: the applied write set (NULL unless committed; a
@@ -274,7 +275,18 @@ MUST_CHECK int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const c
  * the workspace's changes) before it closes the journal. */
 MUST_CHECK int store_log_commit(txbox_ws *ws, uint64_t id, const char *info,
                                 const struct tx_ops *ops, int txfd, struct fs_syncset *sync,
-                                txbox_error *err);
+                                struct store_prep *prep, txbox_error *err);
+/* The commit's write set (its rows, each file's size and SHA-256 before
+ * and after) computed in a thread before the apply: the old entries from
+ * the workspace, the new ones from tx/ID/upper, while the journal and the
+ * new data are made durable. ops must stay as they are until
+ * store_prep_wait, which must come before the apply moves anything (the
+ * entries are read at their paths). store_log_commit with a waited prep
+ * of the same ops takes its rows; with NULL (recovery) it hashes after the
+ * apply. NULL when there is no upper. store_prep_free waits first. */
+struct store_prep *store_prep_begin(txbox_ws *ws, int txfd, const struct tx_ops *ops);
+void store_prep_wait(struct store_prep *p);
+void store_prep_free(struct store_prep *p);
 
 /* ---- trees (tree.c) ---- */
 /* Removes name (file or whole tree) under dirfd; missing is fine. */
