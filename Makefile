@@ -86,6 +86,7 @@ demo: release
 bench: release
 	./bench/run $(RELEASE) --sizes $(BENCH_SIZES) --reps 10 --copy-reps 5,3,1
 	./bench/sweep $(RELEASE)
+	./bench/targets $(RELEASE) $(if $(BENCH_BASELINE),--baseline $(BENCH_BASELINE))
 	@[ -f $(NETBENCH)/build.ninja ] || meson setup $(NETBENCH) --buildtype=release -Dtests=true
 	ninja -C $(NETBENCH) txbox
 	./bench/net $(NETBENCH)
