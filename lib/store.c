@@ -100,8 +100,10 @@ int hash_file_at(int dirfd, const char *name, char hex[65], uint64_t *size)
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     struct sha256_ctx ctx;
     sha256_init(&ctx);
-    /* per thread: the write set may be hashed beside the commit (store_prep) */
-    static _Thread_local uint8_t buf[1 << 18];
+    /* on the stack: the write set may be hashed beside the commit, in a
+     * thread (store_prep); a thread-local buffer would be in every thread's
+     * static TLS, the proxy's small-stacked threads' too */
+    uint8_t buf[1 << 17];
     uint64_t total = 0;
     int rc = 0;
     for (;;) {
