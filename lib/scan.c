@@ -212,6 +212,14 @@ static int prepare_subtree(struct scan *s, int dirfd, const char *name, const ch
     struct ovl_attrs a;
     if (ovl_attrs(s, dirfd, name, path, &st, &a) < 0)
         return -1;
+    if (S_ISREG(st.st_mode) && s->sync.all) {
+        /* The set already syncs the whole filesystem (past FS_SYNC_MAX
+         * entries): no descriptor to keep, only the mode to set (a
+         * regular file, as just stat'ed: the command is gone). */
+        if ((st.st_mode & 07777) != want && fchmodat(dirfd, name, want, 0) < 0)
+            return tx_errno(s->err, errno, "cannot set the mode of %s in the upper", path);
+        return 0;
+    }
     if (S_ISREG(st.st_mode)) {
         int fl = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY;
         _cleanup_close_ int fd = openat(dirfd, name, fl);
