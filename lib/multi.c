@@ -1275,12 +1275,23 @@ int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err)
     if (ws_tx_ids(ws, &ids, &nids, err) < 0)
         return -1;
     json_t *arr = json_array(), *att = json_array(); /* att: saga.c */
+    json_t *stuck = json_array();
     for (size_t t = 0; t < nids; t++) { /* oldest first */
         char idn[32];
         snprintf(idn, sizeof idn, "%llu", (unsigned long long)ids[t]);
         _cleanup_close_ int tfd = openat(ws->txd, idn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (tfd >= 0) /* external effects that need attention (saga.c), open or closed */
             saga_attention_add(att, tfd, idn);
+        if (tfd >= 0 && exists_at(ws->jnld, idn) && exists_at(tfd, TX_STUCK)) {
+            /* recovery could neither finish nor roll it back (journal.c, I9) */
+            char why[1024] = "";
+            _cleanup_close_ int wf = openat(tfd, TX_STUCK, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            ssize_t n = wf >= 0 ? read(wf, why, sizeof why - 1) : -1;
+            why[n > 0 ? n : 0] = 0;
+            why[strcspn(why, "\n")] = 0;
+            json_array_append_new(stuck, json_pack("{s:s,s:s}", "tx", idn, "error", why));
+            continue;
+        }
         if (tfd < 0 || exists_at(tfd, "outcome") || exists_at(tfd, "journal"))
             continue; /* closed (a commit record: committed) */
         json_t *st = read_state(tfd);
@@ -1307,7 +1318,8 @@ int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err)
         json_decref(st);
     }
     free(ids);
-    json_t *o = json_pack("{s:o,s:o}", "transactions", arr, "attention", att); /* saga.c */
+    json_t *o = json_pack("{s:o,s:o,s:o}", "transactions", arr, "attention", att, /* saga.c */
+                          "stuck", stuck);
     *json = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return 0;

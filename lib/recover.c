@@ -51,11 +51,6 @@ static void list_ids(int dirfd, struct idlist *l)
     }
 }
 
-/* tx/ID/stuck: recovery could neither finish nor roll back transaction ID
- * (journal.c, I9); what it said. Recovery on opening a workspace leaves
- * such a transaction alone (it holds its paths), an explicit 'txbox
- * recover' tries it again. */
-#define STUCK "stuck"
 
 static void remove_scratch(int txfd)
 {
@@ -63,7 +58,7 @@ static void remove_scratch(int txfd)
     (void)tree_remove(txfd, "work");
     (void)unlinkat(txfd, "staged", 0); /* history: an undo's staging record */
     (void)unlinkat(txfd, "intent", 0);  /* the journal's copy (journal.c, I8): done */
-    (void)unlinkat(txfd, STUCK, 0);
+    (void)unlinkat(txfd, TX_STUCK, 0);
 }
 
 /* A line in tx/ID/name (informational; not part of the protocol). */
@@ -83,7 +78,7 @@ void tx_write_outcome(int txfd, const char *outcome) { write_note(txfd, "outcome
 static bool is_stuck(txbox_ws *ws, uint64_t id)
 {
     char p[48];
-    snprintf(p, sizeof p, "%llu/" STUCK, (unsigned long long)id);
+    snprintf(p, sizeof p, "%llu/" TX_STUCK, (unsigned long long)id);
     return faccessat(ws->txd, p, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
@@ -158,7 +153,7 @@ static int roll_forward(txbox_ws *ws, const struct idlist *jl, bool wait, bool r
             else if (held && !held->code)
                 tx_err(held, e.code, "transaction %s: %s", name, e.msg);
             if (txfd >= 0)
-                write_note(txfd, STUCK, e.msg);
+                write_note(txfd, TX_STUCK, e.msg);
             continue;
         }
         if (r > 0) {

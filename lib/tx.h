@@ -239,6 +239,12 @@ MUST_CHECK int journal_hold(txbox_ws *ws, uint64_t id, txbox_error *err);
 MUST_CHECK int journal_held(txbox_ws *ws, const struct tx_ops *ops, char **path, uint64_t *by,
                             txbox_error *err);
 
+/* tx/ID/stuck: recovery could neither finish nor roll back transaction ID
+ * (journal.c, I9); what it said, one line. Recovery on opening a workspace
+ * leaves such a transaction alone (it holds its paths), an explicit 'txbox
+ * recover' tries it again; 'txbox status' lists it. */
+#define TX_STUCK "stuck"
+
 /* Records an outcome in tx/ID/outcome (informational; not part of the
  * protocol). */
 void tx_write_outcome(int txfd, const char *outcome);

@@ -285,6 +285,13 @@ static int do_status(const struct txargs *a)
         if (!json_array_size(arr))
             printf("no open transactions\n");
         json_t *att = json_object_get(all, "attention"), *e;
+        json_array_foreach(json_object_get(all, "stuck"), i, e) {
+            printf("STUCK: tx %s could be neither finished nor rolled back; it holds its paths "
+                   "until you fix this and run 'txbox recover': ",
+                   json_string_value(json_object_get(e, "tx")));
+            cli_print_clean(stdout, json_string_value(json_object_get(e, "error")) ?: "", 0);
+            putchar('\n');
+        }
         json_array_foreach(att, i, e) {
             printf("NEEDS ATTENTION: tx %s effect %lld (%s) %s: ", json_string_value(json_object_get(e, "tx")),
                    (long long)json_integer_value(json_object_get(e, "n")),

@@ -263,6 +263,14 @@ faults_ws() {
         run --separate-stderr "$TXBOX" run -C "$w" -c 'echo q >f2'
         [ "$status" = 123 ] && [[ "$stderr" == *"f2 is held by transaction $j"*"txbox recover"* ]] ||
             errs+=("$n: the conflict's message: status $status; stderr: $stderr")
+        if [ "$held" = 1 ]; then # txbox status lists it, with what to fix
+            run --separate-stderr "$TXBOX" status -C "$w" --json
+            [ "$status" = 0 ] && [ "$(jq -r '.stuck[0].tx' <<<"$output")" = "$j" ] &&
+                [[ "$(jq -r '.stuck[0].error' <<<"$output")" == *"neither be finished"*"chattr"* ]] ||
+                errs+=("$n: status --json: $status; $output; $stderr")
+            run --separate-stderr "$TXBOX" status -C "$w"
+            [[ "$output" == *"STUCK: tx $j "*"txbox recover"* ]] || errs+=("$n: status: $output")
+        fi
         if [ "$held" = 1 ]; then # a multi-command transaction: the same
             m="$("$TXBOX" begin -C "$w")" || errs+=("$n: begin failed")
             "$TXBOX" run -C "$w" --tx "$m" -c 'echo q >f3' >/dev/null 2>&1 || errs+=("$n: run --tx failed")
