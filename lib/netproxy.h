@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "hostpat.h"
 #include "util.h"
 
 /* The port the proxy listens on inside the sandbox's own network namespace
@@ -35,12 +36,6 @@ struct np_req {
  * or too long (why: a short reason). Pure: the fuzz target's entry. */
 int np_parse_request(const char *buf, size_t len, struct np_req *out, const char **why);
 
-/* Is `pattern` a valid allowlist entry: a host name ("registry.npmjs.org"),
- * "*." and a name of at least two labels ("*.npmjs.org": its subdomains),
- * or an IP address? */
-bool np_pattern_valid(const char *pattern);
-/* Does host (normalised, as np_parse_request leaves it) match a pattern? */
-bool np_domain_allowed(const char *const *patterns, size_t n, const char *host);
 /* Is this address one the proxy may connect to: not loopback, link-local,
  * private, shared, multicast, reserved or unspecified (IPv4, IPv6, and
  * IPv4 mapped into IPv6)? */

@@ -8,7 +8,7 @@
 #include <strings.h>
 
 #include "effects.h"
-#include "netproxy.h"
+#include "hostpat.h"
 #include "pdoc.h"
 #include "pol.h"
 #include "saga.h"
