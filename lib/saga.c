@@ -8,19 +8,14 @@
  * failing command of a multi-command transaction, `txbox rollback` past the
  * command, `txbox abort`) it runs the compensations, newest first.
  *
- * The template language (docs/policy.md, "Compensations"): text is kept as
- * is; `{N}` is the command's Nth operand (non-option argument, as the
- * matchers count them; `{0}` the program as written), `{opt:-X}` /
- * `{opt:--name}` the value of an option, `{capture.N}` group N of the first
- * match of the capture regex (POSIX ERE) in the command's standard output;
- * `{{` and `}}` are literal braces. Every value is inserted shell-quoted
- * ('...'), so that no value can add shell syntax. A value that is unknown
- * (a word only known at run time, a missing operand or option, a capture
- * that did not match) leaves the effect without a compensation:
- * irreversible, with the reason. Rendering happens in two stages: the
- * operands and options when the command is classified (stage 1: the
- * resolved words live in the policy's arena only then), the captures after
- * the command ran (stage 2).
+ * The template language (docs/policy.md, "Compensations") is policy work,
+ * in policy/compensate.c, which also checks a rule's template when the
+ * policy loads. A value that is unknown (a word only known at run time, a
+ * missing operand or option, a capture that did not match) leaves the
+ * effect without a compensation: irreversible, with the reason. Rendering
+ * happens in two stages: the operands and options when the command is
+ * classified (stage 1: the resolved words live in the policy's arena only
+ * then), the captures after the command ran (stage 2).
  *
  * The effect list lives in the transaction's directory, .txbox/tx/ID/effects
  * (JSON, replaced atomically and fsync'd at each change): for a single run
@@ -58,270 +53,17 @@
 #include <sys/file.h>
 
 #include "fsops.h"
+#include "policy/compensate.h"
 #include "policy/pol.h"
 #include "result.h"
 #include "saga.h"
 #include "store.h"
 #include "tx.h"
 
-#define MAX_RENDERED (64u << 10)
-#define MAX_OPERAND 64
 #define OUTPUT_KEEP 4096
 #define COMP_TIMEOUT_S 120.0
 #define EFFECTS_FILE "effects"
 #define EFFECTS_CAP (16u << 20)
-
-/* ---- templates ---- */
-
-enum { ST_CHECK, ST_WORDS, ST_CAPTURE };
-
-struct tctx {
-    int stage;
-    size_t ngroups;       /* ST_CHECK: groups of the capture regex */
-    bool has_capture;     /* ST_CHECK: the rule has a capture regex */
-    const txbox_policy *p; /* ST_WORDS */
-    const pcmd *c;
-    const char *out;      /* ST_CAPTURE: the command's standard output */
-    regmatch_t *m;
-    size_t nm;
-};
-
-static void quote(dbuf *b, const char *s, size_t n, bool brace)
-{
-    dbuf_add(b, "'", 1);
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '\'')
-            dbuf_addstr(b, "'\\''");
-        else if (brace && (s[i] == '{' || s[i] == '}'))
-            dbuf_add(b, s + i, 1), dbuf_add(b, s + i, 1);
-        else
-            dbuf_add(b, s + i, 1);
-    }
-    dbuf_add(b, "'", 1);
-}
-
-static bool all_digits(const char *s, size_t n)
-{
-    if (!n || n > 3)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-    return true;
-}
-
-static bool word_static(const pword *w) { return !(w->flags & (W_DYN | W_GLOB | W_TILDE)); }
-
-/* Operand k (1-based; 0: the program) of c, or NULL (why says why). */
-static const pword *operand(const txbox_policy *p, const pcmd *c, size_t k, const char **why)
-{
-    if (!c->argc) {
-        *why = "the command has no words";
-        return NULL;
-    }
-    if (k == 0)
-        return word_static(&c->argv[0]) ? &c->argv[0] : (*why = "the program is only known at run time", NULL);
-    const progspec *ps = word_static(&c->argv[0]) ? policy_prog(p, basename_of(c->argv[0].s)) : NULL;
-    bool after_dd = false;
-    size_t seen = 0;
-    for (size_t i = 1; i < c->argc; i++) {
-        const pword *a = &c->argv[i];
-        if (!word_static(a)) {
-            *why = "an argument is only known at run time";
-            return NULL;
-        }
-        if (!after_dd && !strcmp(a->s, "--")) {
-            after_dd = true;
-            continue;
-        }
-        if (!after_dd && a->s[0] == '-' && a->len > 1) {
-            if (ps && strlist_has(&ps->options_with_value, a->s))
-                i++;
-            continue;
-        }
-        if (++seen == k)
-            return a;
-    }
-    *why = "the command has fewer operands";
-    return NULL;
-}
-
-/* The value of option name in c (--name=V, --name V, -X V, -XV). */
-static bool option_value(const pcmd *c, const char *name, size_t nl, const char **v, size_t *vl,
-                         const char **why)
-{
-    for (size_t i = 1; i < c->argc; i++) {
-        const pword *a = &c->argv[i];
-        if (!word_static(a)) {
-            *why = "an argument is only known at run time";
-            return false;
-        }
-        if (!strcmp(a->s, "--"))
-            break;
-        if (strncmp(a->s, name, nl) != 0)
-            continue;
-        const char *rest = a->s + nl;
-        bool lng = nl > 2 && name[1] == '-';
-        if (*rest == 0) {
-            if (i + 1 >= c->argc || !word_static(&c->argv[i + 1])) {
-                *why = "the option's value is missing or only known at run time";
-                return false;
-            }
-            *v = c->argv[i + 1].s;
-            *vl = c->argv[i + 1].len;
-            return true;
-        }
-        if (lng && *rest != '=')
-            continue;
-        if (lng)
-            rest++;
-        *v = rest;
-        *vl = strlen(rest);
-        return true;
-    }
-    *why = "the command does not give the option";
-    return false;
-}
-
-/* Renders one {name}; returns -1 with why on an unknown value. */
-static int subst(struct tctx *t, const char *name, size_t nl, dbuf *b, char *why, size_t wn)
-{
-    const char *reason = NULL;
-    if (all_digits(name, nl)) {
-        size_t k = (size_t)strtoul(name, NULL, 10);
-        if (k > MAX_OPERAND) {
-            snprintf(why, wn, "{%.*s}: operands up to %d", (int)nl, name, MAX_OPERAND);
-            return -1;
-        }
-        if (t->stage == ST_CHECK)
-            return 0;
-        if (t->stage == ST_CAPTURE)
-            goto keep;
-        const pword *w = operand(t->p, t->c, k, &reason);
-        if (!w) {
-            snprintf(why, wn, "{%.*s}: %s", (int)nl, name, reason);
-            return -1;
-        }
-        quote(b, w->s, w->len, true);
-        return 0;
-    }
-    if (nl > 5 && !strncmp(name, "opt:", 4) && name[4] == '-') {
-        if (t->stage == ST_CHECK)
-            return 0;
-        if (t->stage == ST_CAPTURE)
-            goto keep;
-        const char *v;
-        size_t vl;
-        _cleanup_free_ char *on = xasprintf("%.*s", (int)(nl - 4), name + 4);
-        if (!option_value(t->c, on, nl - 4, &v, &vl, &reason)) {
-            snprintf(why, wn, "{%.*s}: %s", (int)nl, name, reason);
-            return -1;
-        }
-        quote(b, v, vl, true);
-        return 0;
-    }
-    if (nl > 8 && !strncmp(name, "capture.", 8) && all_digits(name + 8, nl - 8)) {
-        size_t g = (size_t)strtoul(name + 8, NULL, 10);
-        if (t->stage == ST_CHECK) {
-            if (!t->has_capture) {
-                snprintf(why, wn, "{%.*s} needs a capture regex (capture:)", (int)nl, name);
-                return -1;
-            }
-            if (g > t->ngroups) {
-                snprintf(why, wn, "{%.*s}: the capture regex has %zu groups", (int)nl, name, t->ngroups);
-                return -1;
-            }
-            return 0;
-        }
-        if (t->stage == ST_WORDS)
-            goto keep;
-        if (g >= t->nm || t->m[g].rm_so < 0) {
-            snprintf(why, wn, "{%.*s}: the capture regex did not match the command's output", (int)nl, name);
-            return -1;
-        }
-        quote(b, t->out + t->m[g].rm_so, (size_t)(t->m[g].rm_eo - t->m[g].rm_so), false);
-        return 0;
-    }
-    snprintf(why, wn, "unknown substitution {%.*s} (use {N}, {opt:-X}, {capture.N}; {{ and }} for braces)",
-             (int)nl, name);
-    return -1;
-keep:
-    dbuf_add(b, "{", 1);
-    dbuf_add(b, name, nl);
-    dbuf_add(b, "}", 1);
-    return 0;
-}
-
-/* Renders tpl into b for t->stage. Literal braces: written doubled at
- * ST_WORDS (stage 2 reads the template again), single at ST_CAPTURE. */
-static int render(struct tctx *t, const char *tpl, dbuf *b, char *why, size_t wn)
-{
-    for (const char *s = tpl; *s;) {
-        if ((s[0] == '{' && s[1] == '{') || (s[0] == '}' && s[1] == '}')) {
-            dbuf_add(b, s, t->stage == ST_CAPTURE ? 1 : 2);
-            s += 2;
-            continue;
-        }
-        if (*s == '}') {
-            snprintf(why, wn, "a lone '}' (write }} for a literal brace)");
-            return -1;
-        }
-        if (*s != '{') {
-            size_t n = strcspn(s, "{}");
-            dbuf_add(b, s, n);
-            s += n;
-            continue;
-        }
-        const char *e = strchr(s + 1, '}');
-        if (!e || memchr(s + 1, '{', (size_t)(e - s - 1))) {
-            snprintf(why, wn, "an unclosed '{' (write {{ for a literal brace)");
-            return -1;
-        }
-        if (subst(t, s + 1, (size_t)(e - s - 1), b, why, wn) < 0)
-            return -1;
-        s = e + 1;
-    }
-    if (b->dropped) {
-        snprintf(why, wn, "the compensation is longer than %u bytes", MAX_RENDERED);
-        return -1;
-    }
-    return 0;
-}
-
-int saga_rule_check(const char *compensate, const char *capture, char *why, size_t n)
-{
-    struct tctx t = {.stage = ST_CHECK, .has_capture = capture != NULL};
-    if (capture) {
-        regex_t re;
-        int rc = regcomp(&re, capture, REG_EXTENDED);
-        if (rc) {
-            char m[200];
-            regerror(rc, &re, m, sizeof m);
-            snprintf(why, n, "capture: not a POSIX extended regex: %s", m);
-            return -1;
-        }
-        t.ngroups = re.re_nsub;
-        regfree(&re);
-        if (!compensate) {
-            snprintf(why, n, "capture: without compensate: (nothing would use it)");
-            return -1;
-        }
-    }
-    if (!compensate)
-        return 0;
-    if (!*compensate || strchr(compensate, '\n')) {
-        snprintf(why, n, "compensate: must be one non-empty line");
-        return -1;
-    }
-    dbuf b;
-    dbuf_init(&b, MAX_RENDERED);
-    char w[300] = "";
-    int rc = render(&t, compensate, &b, w, sizeof w);
-    dbuf_free(&b);
-    if (rc < 0)
-        snprintf(why, n, "compensate: %s", w);
-    return rc;
-}
 
 /* ---- the plan ---- */
 
@@ -378,11 +120,11 @@ json_t *saga_plan(const txbox_policy *p, const char *shell, char *const *argv, b
             json_object_set_new(e, "domains", doms);
         }
         if (r->compensate) {
-            struct tctx t = {.stage = ST_WORDS, .p = p, .c = c};
+            struct comp_ctx t = {.stage = COMP_WORDS, .p = p, .c = c};
             dbuf b;
-            dbuf_init(&b, MAX_RENDERED);
+            dbuf_init(&b, COMP_MAX_RENDERED);
             char why[300] = "";
-            if (render(&t, r->compensate, &b, why, sizeof why) == 0)
+            if (comp_render(&t, r->compensate, &b, why, sizeof why) == 0)
                 json_object_set_new(e, "template", json_text(dbuf_str(&b), b.len, false));
             else
                 json_object_set_new(e, "why", json_string(why));
@@ -580,7 +322,7 @@ int saga_after(txbox_ws *ws, int effd, json_t *plan, struct txbox_result *r, boo
         const char *tpl = json_string_value(json_object_get(e, "template"));
         const char *cap = json_string_value(json_object_get(e, "capture"));
         if (tpl) {
-            struct tctx t = {.stage = ST_CAPTURE, .out = out, .m = m};
+            struct comp_ctx t = {.stage = COMP_CAPTURE, .out = out, .m = m};
             if (cap) {
                 regex_t re;
                 if (regcomp(&re, cap, REG_EXTENDED) == 0) {
@@ -589,9 +331,9 @@ int saga_after(txbox_ws *ws, int effd, json_t *plan, struct txbox_result *r, boo
                 }
             }
             dbuf b;
-            dbuf_init(&b, MAX_RENDERED);
+            dbuf_init(&b, COMP_MAX_RENDERED);
             char why[300] = "";
-            if (render(&t, tpl, &b, why, sizeof why) == 0)
+            if (comp_render(&t, tpl, &b, why, sizeof why) == 0)
                 json_object_set_new(e, "compensate", json_text(dbuf_str(&b), b.len, false));
             else
                 json_object_set_new(e, "why", json_string(why));

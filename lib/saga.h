@@ -13,11 +13,6 @@
 
 struct txbox_result;
 
-/* ---- the policy side (rules.c) ---- */
-/* Checks a rule's compensate template and capture regex (either may be
- * NULL) when the policy loads; on error writes one line into why. */
-int saga_rule_check(const char *compensate, const char *capture, char *why, size_t n);
-
 /* ---- the run side (run.c, multi.c) ---- */
 /* The external effects the command would have (one entry per simple command
  * that a rule with `external: true` or a `compensate:` matches: the first

@@ -9,9 +9,9 @@
 
 #include "effects.h"
 #include "hostpat.h"
+#include "compensate.h"
 #include "pdoc.h"
 #include "pol.h"
-#include "saga.h"
 
 const char *const detector_names[D_COUNT] = {
     "parse-error", "dynamic-program", "dynamic-code", "remote-code", "fork-bomb",
@@ -426,7 +426,7 @@ static int check_saga(yctx *y, const pnode *m, rule *r)
     if (r->decision != DEC_UNCERTAIN)
         return yerr(y, m, "rule %s: only uncertain rules can declare external effects", r->id);
     char why[400];
-    if (saga_rule_check(r->compensate, r->capture, why, sizeof why) < 0)
+    if (comp_rule_check(r->compensate, r->capture, why, sizeof why) < 0)
         return yerr(y, m, "rule %s: %s", r->id, why);
     if (r->compensate)
         r->external = true;
