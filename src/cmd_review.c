@@ -1,5 +1,5 @@
 /* txbox review, approve, reject: transactions held by a rule on effects
- * (lib/effects.c); txbox resolve: external effects that needed attention
+ * (lib/held.c); txbox resolve: external effects that needed attention
  * (lib/saga.c), dealt with by a person. Headless: nothing prompts. */
 #include <getopt.h>
 #include <stdio.h>

@@ -30,7 +30,7 @@
 #include <unistd.h>
 #include <yaml.h>
 
-#include "effects.h"
+#include "effect_rules.h"
 #include "pdoc.h"
 #include "pol.h"
 

@@ -214,7 +214,7 @@ struct txbox_policy {
     size_t nprogs, aprogs;
     strlist fetchers, secrets, secret_programs, harmless_env, null_paths, scratch_paths;
     strlist hide; /* paths hidden from every command (absolute, or ~/ for $HOME) */
-    struct effect_rule *effects; /* rules on effects (lib/effects.h), in file order */
+    struct effect_rule *effects; /* rules on effects (effect_rules.h), in file order */
     size_t neffects;
     char *workspace; /* absolute, no trailing slash; NULL: unknown */
     /* The workspace's own policy file (load.c). Untrusted, it is read as a

@@ -7,9 +7,9 @@
 #include <fnmatch.h>
 #include <strings.h>
 
-#include "effects.h"
-#include "hostpat.h"
 #include "compensate.h"
+#include "effect_rules.h"
+#include "hostpat.h"
 #include "pdoc.h"
 #include "pol.h"
 

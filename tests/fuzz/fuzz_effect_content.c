@@ -1,4 +1,4 @@
-/* libFuzzer target for the effect rules' literal filter (lib/effects.c,
+/* libFuzzer target for the effect rules' literal filter (lib/policy/effect_lit.c,
  * effect_lit_build): a content_any pattern comes from a policy file, and a
  * workspace's .txbox-policy.yaml is a file a command can write. Replayed
  * over tests/fuzz/corpus/effect_content by the meson test
@@ -7,7 +7,7 @@
  * Input: a pattern, a NUL byte, a text (no NUL: the pattern alone, and an
  * empty text). Invariants, checked with abort():
  *   - the reader ends, within its bounds, on any pattern (ASan, UBSan);
- *   - wherever glibc's regexec (as effects.c compiles the pattern) finds a
+ *   - wherever glibc's regexec (as effect_rules.c compiles the pattern) finds a
  *     match in the text, the literal filter does not say "cannot match".
  *   - with too many strings or any part the reader refuses, the pattern has
  *     no filter (lit_ok false; checked by tests/unit/test_effects.c). */

@@ -1,5 +1,6 @@
-/* Rules on effects (lib/effects.c): glob matching, and the judge on a
- * hand-made write set (an upper, a workspace and their operations). */
+/* Rules on effects (lib/policy/effect_rules.c, lib/effects.c): glob
+ * matching, and the judge on a hand-made write set (an upper, a workspace
+ * and their operations). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
