@@ -119,36 +119,6 @@ static void program_matches(const txbox_policy *p, const pcmd *c, uint8_t *prog_
 
 /* ---- paths ---- */
 
-/* Lexically normalize an absolute path into out (size >= strlen(in)+2). */
-void norm_abs(const char *in, char *out)
-{
-    size_t ol = 0;
-    const char *s = in;
-    while (*s) {
-        while (*s == '/')
-            s++;
-        if (!*s)
-            break;
-        const char *e = strchr(s, '/');
-        size_t n = e ? (size_t)(e - s) : strlen(s);
-        if (n == 1 && s[0] == '.') {
-        } else if (n == 2 && s[0] == '.' && s[1] == '.') {
-            while (ol && out[ol - 1] != '/')
-                ol--;
-            if (ol)
-                ol--;
-        } else {
-            out[ol++] = '/';
-            memcpy(out + ol, s, n);
-            ol += n;
-        }
-        s += n;
-    }
-    if (!ol)
-        out[ol++] = '/';
-    out[ol] = 0;
-}
-
 /* Does the relative path rel (under base, also relative) leave base? */
 static bool rel_escapes(const char *base, const char *rel)
 {
@@ -229,20 +199,6 @@ unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w)
 }
 
 /* ---- programs ---- */
-
-/* The shell builtins the default rules name. */
-bool shell_builtin(const char *name)
-{
-    static const char *const v[] = {
-        "echo", "printf", "pwd", "true", "false", "test", "[", "cd", "pushd", "popd", "dirs",
-        "exit", "return", "shift", "set", "unset", "read", "wait", "alias", "unalias", ":",
-        "getopts", "hash", "jobs", "break", "continue", "shopt", "umask", "ulimit", "type",
-        "command", "help", "builtin", "eval", "exec", "trap", "kill"};
-    for (size_t i = 0; i < ARRAY_SIZE(v); i++)
-        if (!strcmp(name, v[i]))
-            return true;
-    return false;
-}
 
 /* A program named with a '/' runs that file, not the one the rules know by
  * name: ./ls, bin/cat, ../x/cat, /proc/self/cwd/cat are whatever the
@@ -357,25 +313,6 @@ static void make_view(const txbox_policy *p, const pcmd *c, view *v)
         memmove(v->ops, v->ops + 1, (v->nops - 1) * sizeof v->ops[0]);
         v->nops--;
     }
-}
-
-const char *long_option(const char *arg, const char *const *opts)
-{
-    size_t n = strcspn(arg, "=");
-    const char *hit = NULL;
-    bool ambiguous = false;
-    for (size_t i = 0; opts[i]; i++) {
-        size_t l = strcspn(opts[i], "=");
-        if (strncmp(opts[i], arg, n))
-            continue;
-        if (l == n)
-            return opts[i];
-        if (n > 2 && l > n) {
-            ambiguous = hit != NULL;
-            hit = opts[i];
-        }
-    }
-    return ambiguous ? NULL : hit;
 }
 
 /* May long option a ("--name" or "--name=value") be the option whose

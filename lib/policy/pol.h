@@ -257,11 +257,13 @@ struct pdoc;
 int policy_parse_doc(txbox_policy *p, const struct pdoc *doc, const char *file,
                      txbox_error *err);
 void policy_clear(txbox_policy *p);
-const progspec *policy_prog(const txbox_policy *p, const char *name);
+/* examples.c: the examples of every rule (command rules, effect rules). */
 int policy_check_examples(const txbox_policy *p, txbox_error *err);
 void policy_build_index(txbox_policy *p);
 /* Has search path `path` an empty, relative or in-workspace entry? */
 bool path_reaches_workspace(const char *path, const char *ws);
+/* examples.c: checks every example; with f, reports every failure there
+ * (and goes on). */
 int policy_examples_report(const txbox_policy *p, FILE *f, txbox_error *err);
 /* The examples of the rules from index `from` on (a layer's own rules). */
 int policy_check_examples_from(const txbox_policy *p, size_t from, txbox_error *err);
@@ -297,7 +299,10 @@ typedef struct sed_effect {
  * the script is not understood (or has more than max). */
 int sed_effects(const char *s, size_t n, sed_effect *out, size_t max);
 
-/* classify.c */
+/* words.c: what the reader and the classifier both know of words */
+/* The spec of program name (exact, else the first glob that matches), or
+ * NULL. */
+const progspec *policy_prog(const txbox_policy *p, const char *name);
 /* getopt_long's reading of arg ("--name" or "--name=value") against opts
  * (NULL-terminated, each "--name", "--name=" when it takes a value): the
  * option it names (its exact spelling, else the only one it is a prefix
@@ -308,6 +313,8 @@ void norm_abs(const char *in, char *out);
 /* Is name a shell builtin (never looked up in $PATH)? Those the default
  * rules name. */
 bool shell_builtin(const char *name);
+
+/* classify.c */
 unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w);
 int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
                   const rule **winner_out);

@@ -4,7 +4,6 @@
  * untrusted workspace's file is read as a layer (policy_parse_layer): only
  * what can raise a verdict or hold more is taken, the rest is noted as
  * refused. Unknown keys are errors: a typo must not silently drop a matcher. */
-#include <fnmatch.h>
 #include <strings.h>
 
 #include "compensate.h"
@@ -997,74 +996,4 @@ int policy_parse_doc(txbox_policy *p, const pdoc *doc, const char *file, txbox_e
 {
     yctx y = {.doc = doc, .file = file, .err = err, .builtin = true};
     return parse_doc(p, &y);
-}
-
-const progspec *policy_prog(const txbox_policy *p, const char *name)
-{
-    const progspec *glob = NULL;
-    for (size_t i = 0; i < p->nprogs; i++) {
-        const progspec *s = &p->progs[i];
-        if (!strcmp(s->name, name))
-            return s;
-        if (!glob && strpbrk(s->name, "*?[") && fnmatch(s->name, name, 0) == 0)
-            glob = s;
-    }
-    return glob;
-}
-
-int policy_check_examples(const txbox_policy *p, txbox_error *err)
-{
-    if (policy_examples_report(p, NULL, err) < 0)
-        return -1;
-    return effects_check_examples(p, err);
-}
-
-static int examples_report(const txbox_policy *p, size_t from, FILE *f, txbox_error *err);
-
-int policy_check_examples_from(const txbox_policy *p, size_t from, txbox_error *err)
-{
-    return examples_report(p, from, NULL, err);
-}
-
-/* Checks every example; with f, reports every failure there (and goes on). */
-int policy_examples_report(const txbox_policy *p, FILE *f, txbox_error *err)
-{
-    return examples_report(p, 0, f, err);
-}
-
-static int examples_report(const txbox_policy *p, size_t from, FILE *f, txbox_error *err)
-{
-    void *parser = shell_parser_new();
-    if (!parser)
-        return tx_err(err, EINVAL, "tree-sitter-bash: language version mismatch");
-    arena ar;
-    arena_init(&ar, 64u << 20);
-    int rc = 0;
-    for (size_t i = from; i < p->nrules && (rc == 0 || f); i++) {
-        const rule *r = &p->rules[i];
-        if (r->decision == DEC_OFF)
-            continue;
-        for (size_t j = 0; j < r->nex && (rc == 0 || f); j++) {
-            const example *e = &r->ex[j];
-            pcmds cmds;
-            arena_reset(&ar);
-            shell_walk(p, parser, &ar, e->cmd, strlen(e->cmd), &cmds);
-            bool hit = false;
-            for (size_t k = 0; k < cmds.n && !hit; k++)
-                hit = rule_matches(p, r, &cmds.v[k]);
-            if (hit != e->must_match && f) {
-                fprintf(f, "policy %s:%d: rule %s: example '%s' %s\n", r->file, e->line, r->id,
-                        e->cmd, e->must_match ? "must match but does not" : "must not match but does");
-                policy_dump(p, e->cmd, strlen(e->cmd), f);
-                rc = -1;
-            } else if (hit != e->must_match)
-                rc = tx_err(err, EINVAL, "policy %s:%d: rule %s: example '%s' %s", r->file,
-                            e->line, r->id, e->cmd,
-                            e->must_match ? "must match but does not"
-                                          : "must not match but does");
-        }
-    }
-    arena_free(&ar);
-    shell_parser_free(parser);
-    return rc;
 }

@@ -1,0 +1,83 @@
+/* What the shell reader (shell.c) and the classifier (classify.c) both
+ * know of a command's words: a program's spec in the policy, the shell's
+ * builtins, getopt_long's reading of a long option, a normalised path. */
+#include <fnmatch.h>
+#include <string.h>
+
+#include "pol.h"
+
+const progspec *policy_prog(const txbox_policy *p, const char *name)
+{
+    const progspec *glob = NULL;
+    for (size_t i = 0; i < p->nprogs; i++) {
+        const progspec *s = &p->progs[i];
+        if (!strcmp(s->name, name))
+            return s;
+        if (!glob && strpbrk(s->name, "*?[") && fnmatch(s->name, name, 0) == 0)
+            glob = s;
+    }
+    return glob;
+}
+
+/* The shell builtins the default rules name. */
+bool shell_builtin(const char *name)
+{
+    static const char *const v[] = {
+        "echo", "printf", "pwd", "true", "false", "test", "[", "cd", "pushd", "popd", "dirs",
+        "exit", "return", "shift", "set", "unset", "read", "wait", "alias", "unalias", ":",
+        "getopts", "hash", "jobs", "break", "continue", "shopt", "umask", "ulimit", "type",
+        "command", "help", "builtin", "eval", "exec", "trap", "kill"};
+    for (size_t i = 0; i < ARRAY_SIZE(v); i++)
+        if (!strcmp(name, v[i]))
+            return true;
+    return false;
+}
+
+const char *long_option(const char *arg, const char *const *opts)
+{
+    size_t n = strcspn(arg, "=");
+    const char *hit = NULL;
+    bool ambiguous = false;
+    for (size_t i = 0; opts[i]; i++) {
+        size_t l = strcspn(opts[i], "=");
+        if (strncmp(opts[i], arg, n))
+            continue;
+        if (l == n)
+            return opts[i];
+        if (n > 2 && l > n) {
+            ambiguous = hit != NULL;
+            hit = opts[i];
+        }
+    }
+    return ambiguous ? NULL : hit;
+}
+
+/* Lexically normalize an absolute path into out (size >= strlen(in)+2). */
+void norm_abs(const char *in, char *out)
+{
+    size_t ol = 0;
+    const char *s = in;
+    while (*s) {
+        while (*s == '/')
+            s++;
+        if (!*s)
+            break;
+        const char *e = strchr(s, '/');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        if (n == 1 && s[0] == '.') {
+        } else if (n == 2 && s[0] == '.' && s[1] == '.') {
+            while (ol && out[ol - 1] != '/')
+                ol--;
+            if (ol)
+                ol--;
+        } else {
+            out[ol++] = '/';
+            memcpy(out + ol, s, n);
+            ol += n;
+        }
+        s += n;
+    }
+    if (!ol)
+        out[ol++] = '/';
+    out[ol] = 0;
+}
