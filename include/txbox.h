@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #ifdef __cplusplus
@@ -153,6 +154,47 @@ TXBOX_API char *txbox_result_json(const txbox_result *r);
 /* A short human status line (no newline). */
 TXBOX_API char *txbox_result_summary(const txbox_result *r);
 TXBOX_API void txbox_result_free(txbox_result *r);
+
+/* ---- history: log, show, diff, undo, gc ---- */
+
+/* The newest `limit` transactions (0: all), newest first: a JSON array. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_log_json(txbox_ws *ws, long limit, char **json,
+                                              txbox_error *err);
+/* Everything recorded about transaction tx: a JSON object. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_show_json(txbox_ws *ws, const char *tx, char **json,
+                                               txbox_error *err);
+/* diff -u of two texts (NULL: absent, shown as /dev/null) labelled la and
+ * lb, written to out (txbox setup --dry-run). */
+TXBOX_API TXBOX_MUST_CHECK int txbox_diff_text(FILE *out, const char *a, size_t alen, const char *b,
+                                               size_t blen, const char *la, const char *lb,
+                                               txbox_error *err);
+/* A unified diff of transaction tx's text files (a summary for others) on
+ * out. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_diff(txbox_ws *ws, const char *tx, FILE *out,
+                                          txbox_error *err);
+
+typedef struct txbox_undo_opts {
+    const char *tx; /* NULL: the latest committed transaction not undone */
+    int force;      /* undo although later transactions changed the same paths */
+} txbox_undo_opts;
+
+/* Undoes a committed transaction as a new transaction. Returns 0 (undone;
+ * *json describes the undo), 1 (refused: a conflict; *json names the paths
+ * and transactions), or -1 (error; nothing changed). */
+TXBOX_API TXBOX_MUST_CHECK int txbox_undo(txbox_ws *ws, const txbox_undo_opts *o, char **json,
+                                          txbox_error *err);
+
+typedef struct txbox_gc_opts {
+    long keep;          /* keep the pre-images of this many newest commits; <0: setting */
+    long long max_bytes;/* and at most this many bytes of them; <0: setting */
+    int dry_run;        /* say what would be freed, free nothing */
+    int save;           /* store keep/max_bytes as the workspace's settings */
+} txbox_gc_opts;
+
+/* Prunes retained pre-images, oldest first, down to the bounds. *json:
+ * what was freed (and kept). */
+TXBOX_API TXBOX_MUST_CHECK int txbox_gc(txbox_ws *ws, const txbox_gc_opts *o, char **json,
+                                        txbox_error *err);
 
 #ifdef __cplusplus
 }

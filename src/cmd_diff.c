@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "cmds.h"
-#include "store.h"
 
 int cmd_diff(int argc, char **argv)
 {

@@ -7,7 +7,6 @@
 #include <jansson.h>
 
 #include "cmds.h"
-#include "store.h"
 
 /* A size: bytes, or with a K/M/G/T suffix (powers of 1024). */
 static bool parse_bytes(const char *s, long long *out)

@@ -8,7 +8,6 @@
 #include <jansson.h>
 
 #include "cmds.h"
-#include "store.h"
 
 void cli_time(char out[32], double t)
 {

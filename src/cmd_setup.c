@@ -36,7 +36,6 @@
 #include "fsops.h"
 #include "safepath.h"
 #include "setup.h"
-#include "store.h"
 
 #define SETTINGS_CAP (16u << 20) /* ~/.claude.json keeps history: generous */
 #define HOOK_TIMEOUT_S 30

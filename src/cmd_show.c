@@ -7,7 +7,6 @@
 #include <jansson.h>
 
 #include "cmds.h"
-#include "store.h"
 
 static void field(const char *k, const char *v)
 {

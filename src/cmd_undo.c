@@ -7,7 +7,6 @@
 #include <jansson.h>
 
 #include "cmds.h"
-#include "store.h"
 
 int cmd_undo(int argc, char **argv)
 {
