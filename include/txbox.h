@@ -90,7 +90,7 @@ enum {
 };
 
 struct txbox_policy; /* txbox_policy.h */
-struct txbox_multi;  /* multi.h: a multi-command transaction */
+typedef struct txbox_multi txbox_multi; /* a multi-command transaction (below) */
 
 typedef struct txbox_run_opts {
     const char *shell;         /* handed unchanged to SHELL -c (shell_path); or NULL and argv */
@@ -154,6 +154,60 @@ TXBOX_API char *txbox_result_json(const txbox_result *r);
 /* A short human status line (no newline). */
 TXBOX_API char *txbox_result_summary(const txbox_result *r);
 TXBOX_API void txbox_result_free(txbox_result *r);
+
+/* ---- multi-command transactions: begin, run in it, savepoint, rollback,
+ * commit, abort, status ---- */
+
+/* An open multi-command transaction, locked by this process (the handle of
+ * txbox_run_opts.multi); txbox_multi_close releases it (the transaction
+ * stays open in the workspace until committed or aborted). Strings
+ * returned (ids, JSON, summaries) are the caller's, freed with free(3). */
+
+/* Opens a new multi-command transaction on ws; *id: its id (caller frees).
+ * name: a label shown by status (may be NULL). */
+TXBOX_API TXBOX_MUST_CHECK int txbox_multi_begin(txbox_ws *ws, const char *name, char **id,
+                                                 txbox_error *err);
+/* Opens the open transaction id and locks it for this process (a second
+ * process on the same transaction waits). Finishes any step a crash cut
+ * short (a merge, a rollback). */
+TXBOX_API TXBOX_MUST_CHECK int txbox_multi_open(txbox_ws *ws, const char *id, txbox_multi **out,
+                                                txbox_error *err);
+TXBOX_API void txbox_multi_close(txbox_multi *m);
+TXBOX_API const char *txbox_multi_id(const txbox_multi *m);
+
+/* Marks the current state as savepoint name (an existing one of that name
+ * is replaced). */
+TXBOX_API TXBOX_MUST_CHECK int txbox_multi_savepoint(txbox_multi *m, const char *name,
+                                                     txbox_error *err);
+/* Back to savepoint name (kept; later ones are dropped), or with name NULL
+ * to the start (every savepoint dropped). The transaction stays open. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_multi_rollback(txbox_multi *m, const char *name,
+                                                    txbox_error *err);
+/* Drops the transaction: nothing of it is ever applied. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_multi_abort(txbox_multi *m, txbox_error *err);
+/* The same; first runs the compensations of its external effects, newest
+ * first. *report (may be NULL): {"effects": [...],
+ * "needs_attention": N}. Cut short by a crash, it is finished by aborting
+ * again (the transaction stays open, refusing everything but abort). */
+TXBOX_API TXBOX_MUST_CHECK int txbox_multi_abort_report(txbox_multi *m, char **report,
+                                                        txbox_error *err);
+
+/* Commits: with verify (a command, run in the transaction's final view,
+ * its own writes dropped) only if it succeeds. *json: the result object;
+ * *status: the exit status (0 committed, 123 conflict, the verify
+ * command's own when it failed); *summary: one status line. Returns <0
+ * when txbox itself failed (nothing applied unless the commit point was
+ * passed, which recovery then completes). */
+TXBOX_API TXBOX_MUST_CHECK int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify,
+                                                  char **json, int *status, char **summary,
+                                                  txbox_error *err);
+
+/* The policy whose rules on effects judge the commit (NULL: the
+ * verify command's, if any). p must outlive m. */
+TXBOX_API void txbox_multi_set_policy(txbox_multi *m, const struct txbox_policy *p);
+
+/* The open multi-command transactions: a JSON object {"transactions": [...]}. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err);
 
 /* ---- history: log, show, diff, undo, gc ---- */
 

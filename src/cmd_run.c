@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "cmds.h"
-#include "multi.h"
 #include "txbox_policy.h"
 
 static volatile int cancelled;

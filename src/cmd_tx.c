@@ -8,7 +8,6 @@
 #include <jansson.h>
 
 #include "cmds.h"
-#include "multi.h"
 #include "txbox_policy.h"
 
 static void usage(FILE *f, const char *cmd)

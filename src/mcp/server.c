@@ -48,7 +48,6 @@
 #include "jsonrpc.h"
 #include "mcp.h"
 #include "../spawn.h"
-#include "multi.h"
 #include "txbox_policy.h"
 
 #define MAX_CALLS_DEFAULT 8     /* children at once; more calls wait in a queue */
