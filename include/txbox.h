@@ -209,6 +209,29 @@ TXBOX_API void txbox_multi_set_policy(txbox_multi *m, const struct txbox_policy 
 /* The open multi-command transactions: a JSON object {"transactions": [...]}. */
 TXBOX_API TXBOX_MUST_CHECK int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err);
 
+/* ---- review: transactions held by a rule on effects, effects that need
+ * attention ---- */
+
+/* The held transaction id (NULL: every held transaction): *json, the
+ * caller's (free(3)), describes the write set and the rule that held it. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_review(txbox_ws *ws, const char *id, char **json,
+                                            txbox_error *err);
+/* Commits held transaction id, unless a commit since its base touched the
+ * same paths (then it stays held: *status is TXBOX_EXIT_CONFLICT). *json:
+ * the result object (caller frees); *status: the CLI's exit status. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_approve(txbox_ws *ws, const char *id, char **json,
+                                             int *status, txbox_error *err);
+/* Discards held transaction id (outcome rejected). *json: the caller's. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_reject(txbox_ws *ws, const char *id, char **json,
+                                            txbox_error *err);
+/* A person says that the external effects of transaction id that need
+ * attention (all, or the one numbered which >= 0) are dealt with: each is
+ * marked `resolved` (`resolved_from`, `resolved_at`, `note`), durably, and
+ * `txbox status` lists it no more. *json (the caller's): {"tx",
+ * "resolved": [the entries]}. An error when none needs attention. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_resolve(txbox_ws *ws, const char *id, long which,
+                                             const char *note, char **json, txbox_error *err);
+
 /* ---- history: log, show, diff, undo, gc ---- */
 
 /* The newest `limit` transactions (0: all), newest first: a JSON array. */

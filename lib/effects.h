@@ -49,13 +49,7 @@ MUST_CHECK int effects_gate_run(txbox_ws *ws, const txbox_policy *p, struct txbo
                                 struct fs_syncset *durable, const char *hctx,
                                 const struct gitcfg_ctx *gc, txbox_error *err);
 
-/* txbox review / approve / reject. *json: the result object (caller frees);
- * *status: the CLI exit status. review with id NULL lists every held
- * transaction. */
-MUST_CHECK int effects_review(txbox_ws *ws, const char *id, char **json, txbox_error *err);
-MUST_CHECK int effects_approve(txbox_ws *ws, const char *id, char **json, int *status,
-                               txbox_error *err);
-MUST_CHECK int effects_reject(txbox_ws *ws, const char *id, char **json, txbox_error *err);
+/* txbox_review, txbox_approve, txbox_reject: include/txbox.h (held.c). */
 
 /* Is tx/ID (txfd) a held transaction, still waiting? */
 bool effects_is_held(txbox_ws *ws, int txfd, const char *id);

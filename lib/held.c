@@ -186,7 +186,7 @@ static json_t *review_one(txbox_ws *ws, int txfd, const char *idn, bool full)
     return o;
 }
 
-int effects_review(txbox_ws *ws, const char *id, char **json, txbox_error *err)
+int txbox_review(txbox_ws *ws, const char *id, char **json, txbox_error *err)
 {
     *json = NULL;
     json_t *res;
@@ -233,7 +233,7 @@ static char *decided_info(const struct heldrec *hr, const char *outcome, const c
     return s;
 }
 
-int effects_approve(txbox_ws *ws, const char *id, char **json, int *status, txbox_error *err)
+int txbox_approve(txbox_ws *ws, const char *id, char **json, int *status, txbox_error *err)
 {
     *json = NULL;
     *status = 0;
@@ -307,7 +307,7 @@ int effects_approve(txbox_ws *ws, const char *id, char **json, int *status, txbo
     return 0;
 }
 
-int effects_reject(txbox_ws *ws, const char *id, char **json, txbox_error *err)
+int txbox_reject(txbox_ws *ws, const char *id, char **json, txbox_error *err)
 {
     *json = NULL;
     int lockfd = -1;

@@ -422,7 +422,7 @@ int saga_recovered(int txfd, txbox_error *err)
     return rc < 0 ? -1 : (int)n;
 }
 
-int saga_resolve(txbox_ws *ws, const char *id, long which, const char *note, char **json,
+int txbox_resolve(txbox_ws *ws, const char *id, long which, const char *note, char **json,
                  txbox_error *err)
 {
     *json = NULL;

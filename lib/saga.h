@@ -57,12 +57,6 @@ void saga_attention_add(json_t *arr, int txfd, const char *tx);
  * its effects still `started` or `running` is marked `interrupted` (needs
  * attention; never run again). Returns how many, or -1. */
 int saga_recovered(int txfd, txbox_error *err);
-/* txbox resolve: a person says that the effects of transaction id that
- * need attention (all, or the one numbered which >= 0) are dealt with:
- * each is marked `resolved` (`resolved_from`, `resolved_at`, `note`),
- * durably, and `txbox status` lists it no more. *json: {"tx", "resolved":
- * [the entries]}. An error when none needs attention. */
-MUST_CHECK int saga_resolve(txbox_ws *ws, const char *id, long which, const char *note,
-                            char **json, txbox_error *err);
+/* txbox_resolve: include/txbox.h. */
 
 #endif

@@ -9,8 +9,6 @@
 #include <jansson.h>
 
 #include "cmds.h"
-#include "effects.h"
-#include "saga.h"
 
 static void usage(FILE *f, const char *cmd)
 {
@@ -145,13 +143,13 @@ int cmd_review(int argc, char **argv)
     char *out = NULL;
     int status = 0, rc;
     if (is_review)
-        rc = effects_review(ws, id, &out, &err);
+        rc = txbox_review(ws, id, &out, &err);
     else if (is_resolve)
-        rc = saga_resolve(ws, id, which, note, &out, &err);
+        rc = txbox_resolve(ws, id, which, note, &out, &err);
     else if (!strcmp(cmd, "approve"))
-        rc = effects_approve(ws, id, &out, &status, &err);
+        rc = txbox_approve(ws, id, &out, &status, &err);
     else
-        rc = effects_reject(ws, id, &out, &err);
+        rc = txbox_reject(ws, id, &out, &err);
     txbox_ws_close(ws);
     if (rc < 0)
         return json ? cli_fail_json(&err) : cli_fail(&err);
