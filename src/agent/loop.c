@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../answer.h"
 #include "../cmds.h"
 #include "agent.h"
 #include "textproto.h"
@@ -239,14 +240,9 @@ static json_t *tool_error(const char *fmt, ...)
 /* A one-line reason from a failed child: its JSON error, else its stderr. */
 static char *child_failure(child_result *cr, json_t *out)
 {
-    json_t *m = json_object_get(json_object_get(out, "error"), "message");
-    if (json_is_string(m))
-        return xstrdup(json_string_value(m));
-    const char *e = dbuf_str(&cr->err);
-    size_t n = strcspn(e, "\n");
-    if (n)
-        return xasprintf("%.*s", (int)(n > 300 ? 300 : n), e);
-    return xasprintf("exit status %d, no message", cr->status);
+    char line[301];
+    const char *why = answer_why(out, dbuf_str(&cr->err), line, sizeof line);
+    return *why ? xstrdup(why) : xasprintf("exit status %d, no message", cr->status);
 }
 
 static void stubborn_check(agent *a, const char *cmd, json_t *run, json_t *result)
@@ -356,9 +352,9 @@ static json_t *do_run(agent *a, const char *cmd, json_t *action)
         free(c1);
         return tool_error("txbox could not run the command: %s", err.msg);
     }
-    json_t *run = json_loadb(cr.out.p ? cr.out.p : "", cr.out.len, 0, NULL);
+    json_t *run = answer_parse(cr.out.p ? cr.out.p : "", cr.out.len);
     json_t *result;
-    if (!json_is_object(run) || !json_is_string(json_object_get(run, "outcome"))) {
+    if (!answer_is_run(run)) {
         char *why = child_failure(&cr, run);
         count(a->by_outcome, "error");
         a->errors++;
@@ -426,7 +422,7 @@ static json_t *do_undo(agent *a, const char *tx, json_t *action)
         progress(a, "undo -> error: %s", err.msg);
         return tool_error("undo failed: %s", err.msg);
     }
-    json_t *out = json_loadb(cr.out.p ? cr.out.p : "", cr.out.len, 0, NULL);
+    json_t *out = answer_parse(cr.out.p ? cr.out.p : "", cr.out.len);
     json_t *result;
     const char *of = json_string_value(json_object_get(out, "undo_of"));
     if (json_is_object(out) && !json_object_get(out, "error") && cr.status == 0) {
@@ -504,7 +500,7 @@ static int tx_child(agent *a, const char *sub, const char *const *extra, const c
     if (run_self((char *const *)argv, a->env, c->ws, c->command_timeout_s + 60, cancellable ? &cancelled : NULL,
                  cr, err) < 0)
         return -1;
-    *out = json_loadb(cr->out.p ? cr->out.p : "", cr->out.len, 0, NULL);
+    *out = answer_parse(cr->out.p ? cr->out.p : "", cr->out.len);
     return cr->status;
 }
 

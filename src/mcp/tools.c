@@ -2,6 +2,7 @@
  * become a txbox CLI invocation, and how the CLI's JSON becomes a
  * CallToolResult (structuredContent plus a readable text part). */
 #include "mcp.h"
+#include "../answer.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -862,38 +863,6 @@ static json_t *check_result(json_t *o)
     return result_of(o, line, false);
 }
 
-/* Every JSON value in text (one, or one a line), or NULL if it is not JSON. */
-static json_t *parse_values(const char *text, size_t len)
-{
-    json_error_t je;
-    json_t *one = json_loadb(text, len, 0, &je);
-    if (one)
-        return one;
-    json_t *arr = json_array();
-    const char *p = text, *end = text + len;
-    while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        bool blank = true;
-        for (size_t i = 0; i < n && blank; i++)
-            blank = p[i] == ' ' || p[i] == '\t' || p[i] == '\r';
-        if (!blank) {
-            json_t *v = json_loadb(p, n, 0, &je);
-            if (!v) {
-                json_decref(arr);
-                return NULL;
-            }
-            json_array_append_new(arr, v);
-        }
-        p += n + 1;
-    }
-    if (!json_array_size(arr)) {
-        json_decref(arr);
-        return NULL;
-    }
-    return arr;
-}
-
 /* One line per transaction of a `txbox log --json` array; false when the
  * value is not such an array. */
 static bool log_lines(dbuf *b, json_t *arr)
@@ -922,16 +891,6 @@ static bool log_lines(dbuf *b, json_t *arr)
     return true;
 }
 
-static const char *first_line(const char *s, char *buf, size_t cap)
-{
-    size_t n = strcspn(s, "\n");
-    if (n >= cap)
-        n = cap - 1;
-    memcpy(buf, s, n);
-    buf[n] = 0;
-    return buf;
-}
-
 json_t *mcp_tool_result(const mcp_tool *t, const mcp_invocation *inv, int wstatus, const char *out,
                         size_t outlen, const char *errtext, size_t errlen)
 {
@@ -939,19 +898,18 @@ json_t *mcp_tool_result(const mcp_tool *t, const mcp_invocation *inv, int wstatu
     char eline[512];
     if (WIFSIGNALED(wstatus))
         return mcp_error_result("txbox %s was killed by signal %d%s%s", t->subcommand, WTERMSIG(wstatus),
-                                *errtext ? ": " : "", first_line(errtext, eline, sizeof eline));
+                                *errtext ? ": " : "", answer_first_line(errtext, eline, sizeof eline));
     int code = WEXITSTATUS(wstatus);
-    json_t *v = parse_values(out, outlen);
+    json_t *v = answer_parse(out, outlen);
     json_t *error = json_is_object(v) ? json_object_get(v, "error") : NULL;
     if (error && code != 0) {
-        const char *msg = json_string_value(json_object_get(error, "message"));
-        json_t *r = mcp_error_result("txbox %s: %s", t->subcommand, msg ? msg : first_line(errtext, eline, sizeof eline));
+        json_t *r = mcp_error_result("txbox %s: %s", t->subcommand, answer_why(v, errtext, eline, sizeof eline));
         json_decref(v);
         return r;
     }
     switch (t->kind) {
     case K_RUN:
-        if (json_is_object(v) && json_is_string(json_object_get(v, "outcome")))
+        if (answer_is_run(v))
             return run_result(v, inv ? inv->multi_tx : NULL);
         break;
     case K_TX:
@@ -993,5 +951,5 @@ json_t *mcp_tool_result(const mcp_tool *t, const mcp_invocation *inv, int wstatu
     }
     json_decref(v);
     return mcp_error_result("txbox %s failed (exit status %d)%s%s", t->subcommand, code,
-                            *errtext ? ": " : "", first_line(errtext, eline, sizeof eline));
+                            *errtext ? ": " : "", answer_first_line(errtext, eline, sizeof eline));
 }
