@@ -2512,6 +2512,461 @@ static bool changes_lookup(const char *prog, const pword *argv, size_t argc)
     return false;
 }
 
+/* A function or alias defined earlier in the string: its body walked with
+ * the arguments as positional parameters (an alias: the arguments appended). */
+static void emit_function(W *w, const func *fn, pword *argv, size_t argc, unsigned det,
+                          const ctx *c)
+{
+    if (inlining(w, fn->name)) {
+        /* recursion: in a pipeline or the background, a fork bomb */
+        push(w, argv, argc, det | (c->concurrent ? D_FORK_BOMB : 0) | D_WRAPPER, c);
+        return;
+    }
+    size_t saved_n = w->ninlining;
+    push_inlining(w, fn->name);
+    if (fn->alias) {
+        bool dyn = false;
+        unsigned wf = 0;
+        const char *rest = join_words(w, argv + 1, argc - 1, &dyn, &wf);
+        char *src = xasprintf("%s %s", fn->body, rest);
+        walk_source(w, src, strlen(src), c, via_add(w, c, "alias"), NULL);
+        free(src);
+    } else {
+        wstate saved = w->st;
+        w->st.pos = argv + 1;
+        w->st.npos = argc - 1;
+        walk_source(w, fn->body, strlen(fn->body), c, via_add(w, c, fn->name), NULL);
+        w->st.pos = saved.pos;
+        w->st.npos = saved.npos;
+    }
+    w->ninlining = saved_n;
+}
+
+/* alias NAME=VALUE...: each alias remembered, and its value walked as code. */
+static void emit_alias(W *w, pword *argv, size_t argc, unsigned det, const ctx *c)
+{
+    for (size_t i = 1; i < argc; i++) {
+        const char *eq = strchr(argv[i].s, '=');
+        if (!eq || argv[i].flags & W_DYN) {
+            if (eq)
+                det |= D_DYN_CODE;
+            continue;
+        }
+        char nb[128];
+        size_t nl = (size_t)(eq - argv[i].s);
+        if (nl >= sizeof nb)
+            continue;
+        memcpy(nb, argv[i].s, nl);
+        nb[nl] = 0;
+        add_func(w, nb, eq + 1, strlen(eq + 1), true);
+        pword code = mkword(w, eq + 1, strlen(eq + 1), 0);
+        run_code(w, &code, c, via_add(w, c, "alias"), NULL, 0, NULL);
+    }
+    push(w, argv, argc, det, c);
+}
+
+/* What a network fetcher saves (-o FILE, --output FILE, a URL). */
+static void note_fetched(W *w, pword *argv, size_t argc)
+{
+    for (size_t i = 1; i < argc; i++) {
+        const char *a = argv[i].s;
+        if ((!strcmp(a, "-o") || !strcmp(a, "-O") || !strcmp(a, "--output") ||
+             !strcmp(a, "--output-document")) &&
+            i + 1 < argc)
+            note_download(w, argv[i + 1].s);
+        else if (strstr(a, "://"))
+            note_download(w, a);
+    }
+}
+
+/* A shell: sh [-flags] [-c STRING [NAME ARGS...] | FILE | (stdin)]. */
+static void emit_shell(W *w, const progspec *ps, const char *prog, pword *argv, size_t argc,
+                       unsigned det, const ctx *c)
+{
+    bool cflag = false, sflag = false;
+    size_t i = 1;
+    while (i < argc && !(argv[i].flags & W_DYN)) {
+        const char *a = argv[i].s;
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if ((a[0] != '-' && a[0] != '+') || !a[1])
+            break;
+        if (a[1] != '-' && strchr(a + 1, 'c') && a[0] == '-')
+            cflag = true;
+        if (a[1] != '-' && strchr(a + 1, 's') && a[0] == '-')
+            sflag = true;
+        if (opt_has(&ps->options_with_value, a))
+            i++;
+        i++;
+    }
+    pcmd *pc = push(w, argv, i < argc ? i : argc, det | D_WRAPPER, c);
+    char vb[64];
+    snprintf(vb, sizeof vb, "%s%s", prog, cflag ? " -c" : "");
+    const char *via = via_add(w, c, vb);
+    if (cflag) {
+        if (i >= argc)
+            return;
+        run_code(w, &argv[i], c, via, argv + i + 1 < argv + argc ? argv + i + 2 : NULL,
+                 i + 2 < argc ? argc - i - 2 : 0, pc);
+        return;
+    }
+    if (i < argc && !sflag) {
+        if (pc) {
+            pc->argc = argc;
+            pc->det = (pc->det & ~(unsigned)D_WRAPPER) | D_SCRIPT;
+            if ((argv[i].flags & W_FETCH) || downloaded(w, &argv[i]))
+                pc->det |= D_REMOTE_CODE;
+        }
+        return;
+    }
+    /* commands from stdin */
+    if (c->stdin_det & D_FETCH_IN) {
+        if (pc)
+            pc->det |= D_REMOTE_CODE;
+    } else if (c->stdin_text) {
+        pword code = mkword(w, c->stdin_text, c->stdin_len, 0);
+        run_code(w, &code, c, via, NULL, 0, pc);
+    } else if (pc) {
+        pc->det = (pc->det & ~(unsigned)D_WRAPPER) | D_SCRIPT;
+    }
+}
+
+/* An interpreter (python, perl, node...): its inline code read, or its
+ * script or standard input noted. */
+static void emit_interpreter(W *w, const progspec *ps, const char *prog, pword *argv, size_t argc,
+                             unsigned det, const ctx *c)
+{
+    bool stop = false;
+    size_t i = 1;
+    const pword *code = NULL;
+    while (i < argc && !(argv[i].flags & W_DYN)) {
+        const char *a = argv[i].s;
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (a[0] != '-' || !a[1])
+            break;
+        if (opt_has(&ps->code_option, a) && i + 1 < argc) {
+            code = &argv[i + 1];
+            i += 2;
+            continue;
+        }
+        /* clustered: perl -pe CODE, python3 -Sc CODE */
+        if (a[1] != '-' && i + 1 < argc) {
+            char last[3] = {'-', a[strlen(a) - 1], 0};
+            if (strlen(a) > 2 && strlist_has(&ps->code_option, last)) {
+                code = &argv[i + 1];
+                i += 2;
+                continue;
+            }
+        }
+        if (!strncmp(a, "--", 2) && strchr(a, '=')) {
+            char opt[64];
+            size_t ol = (size_t)(strchr(a, '=') - a);
+            if (ol < sizeof opt) {
+                memcpy(opt, a, ol);
+                opt[ol] = 0;
+                if (opt_has(&ps->code_option, opt)) {
+                    code = &argv[i]; /* whole arg; the walker reads literals anyway */
+                    i++;
+                    continue;
+                }
+            }
+        }
+        if (opt_has(&ps->stop_flags, a))
+            stop = true;
+        if (opt_has(&ps->options_with_value, a))
+            i++;
+        i++;
+    }
+    if (!code && ps->code_operand && i < argc && !stop)
+        code = &argv[i];
+    pcmd *pc = push(w, argv, argc, det, c);
+    if (!pc)
+        return;
+    if (code) {
+        pc->det |= D_INLINE_CODE;
+        if (code->flags & W_DYN)
+            pc->det |= (code->flags & W_FETCH) ? D_REMOTE_CODE : D_DYN_CODE;
+        else
+            inline_code(w, code->s, code->len, c, prog);
+    } else if (stop) {
+        /* -m module, --version ...: no code of its own */
+    } else if (i < argc) {
+        pc->det |= D_SCRIPT;
+        if ((argv[i].flags & W_FETCH) || downloaded(w, &argv[i]))
+            pc->det |= D_REMOTE_CODE;
+        if (!strcmp(argv[i].s, "-")) {
+            if (c->stdin_det & D_FETCH_IN)
+                pc->det |= D_REMOTE_CODE;
+            else if (c->stdin_text)
+                inline_code(w, c->stdin_text, c->stdin_len, c, prog);
+        }
+    } else {
+        pc->det |= D_SCRIPT;
+        if (c->stdin_det & D_FETCH_IN)
+            pc->det |= D_REMOTE_CODE;
+        else if (c->stdin_text) {
+            pc->det |= D_INLINE_CODE;
+            inline_code(w, c->stdin_text, c->stdin_len, c, prog);
+        }
+    }
+}
+
+/* A wrapper (env, sudo, xargs, timeout, ssh...): its own options, then the
+ * command it runs, walked as a command of its own. */
+static void emit_wrapper(W *w, const progspec *ps, const char *prog, pword *argv, size_t argc,
+                         unsigned det, const ctx *c)
+{
+    bool stop = false;
+    size_t i = 1;
+    const pword *cmdopt = NULL;
+    const pword *splitopt = NULL;
+    /* options, with the ones whose value is a command or a directory */
+    while (i < argc && !(argv[i].flags & W_DYN)) {
+        const char *a = argv[i].s;
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (a[0] != '-' || !a[1])
+            break;
+        if (opt_has(&ps->stop_flags, a))
+            stop = true;
+        if (opt_has(&ps->command_option, a) && i + 1 < argc)
+            cmdopt = &argv[i + 1];
+        if (opt_has(&ps->split_option, a) && i + 1 < argc)
+            splitopt = &argv[i + 1];
+        if (!strncmp(a, "--", 2) && strchr(a, '=')) {
+            char opt[64];
+            size_t ol = (size_t)(strchr(a, '=') - a);
+            if (ol < sizeof opt) {
+                memcpy(opt, a, ol);
+                opt[ol] = 0;
+                if (opt_has(&ps->split_option, opt)) {
+                    /* env --split-string=STRING: the string after '=' */
+                    pword *v = ar_alloc(w->ar, sizeof *v);
+                    if (v) {
+                        *v = argv[i];
+                        v->s += ol + 1;
+                        v->len -= ol + 1;
+                        v->dynpos = v->dynpos > ol + 1 ? v->dynpos - ol - 1 : 0;
+                        splitopt = v;
+                    }
+                }
+            }
+        }
+        if (opt_has(&ps->chdir_option, a) && i + 1 < argc) {
+            pword cdv[2] = {argv[0], argv[i + 1]};
+            do_cd(w, cdv, 2);
+        }
+        if (opt_has(&ps->options_with_value, a))
+            i++;
+        i++;
+    }
+    /* su USER -c CMD, flock FILE -c CMD: the command option may follow operands */
+    for (size_t j = i; !cmdopt && j + 1 < argc && ps->command_option.n; j++)
+        if (!(argv[j].flags & W_DYN) && opt_has(&ps->command_option, argv[j].s))
+            cmdopt = &argv[j + 1];
+    if (ps->assignments)
+        while (i < argc && !(argv[i].flags & W_DYN) && strchr(argv[i].s, '=') &&
+               argv[i].s[0] != '=' && argv[i].s[0] != '-') {
+            char nb[128];
+            size_t nl = (size_t)(strchr(argv[i].s, '=') - argv[i].s);
+            if (nl < sizeof nb) {
+                memcpy(nb, argv[i].s, nl);
+                nb[nl] = 0;
+                if (!strcmp(nb, "PATH"))
+                    det |= D_PATH_CHANGED;
+                else if (!strlist_glob(&w->p->harmless_env, nb))
+                    det |= D_EXEC_ENV;
+            }
+            i++;
+        }
+    for (int s = 0; s < ps->skip && i < argc; s++)
+        i++;
+    size_t end = argc;
+    if (ps->until)
+        for (size_t j = i; j < argc; j++)
+            if (!strcmp(argv[j].s, ps->until)) {
+                end = j;
+                break;
+            }
+    ctx sc = *c;
+    sc.via = via_add(w, c, prog);
+    if (ps->remote) {
+        sc.remote = true;
+    }
+    pcmd *self = push(w, argv, cmdopt || splitopt || stop || i >= end ? argc : i,
+                      det | ((stop || (i >= end && !cmdopt && !splitopt)) ? 0 : D_WRAPPER),
+                      c);
+    if (stop)
+        return;
+    if (cmdopt) {
+        wstate saved = w->st;
+        if (ps->remote)
+            w->st.cwd_kind = CWD_OUTSIDE, w->st.cwd = "~";
+        run_code(w, cmdopt, &sc, sc.via, NULL, 0, self);
+        w->st = saved;
+        return;
+    }
+    if (splitopt) {
+        run_code(w, splitopt, &sc, sc.via, NULL, 0, self);
+        return;
+    }
+    if (i >= end)
+        return;
+    if (ps->until && end < argc) {
+        /* parallel CMD ::: A B: CMD runs once with each argument appended */
+        bool dyn = false;
+        unsigned wf = 0;
+        const char *s = join_words(w, argv + i, end - i, &dyn, &wf);
+        for (size_t j = end + 1; j < argc && j <= end + MAX_FOR_VALUES; j++) {
+            char *src = xasprintf("%s %s", s, argv[j].s);
+            pword code = mkword(w, src, strlen(src),
+                                (dyn || (argv[j].flags & W_DYN) ? W_DYN : 0) | (wf & W_FETCH));
+            free(src);
+            run_code(w, &code, &sc, sc.via, NULL, 0, self);
+        }
+        return;
+    }
+    if (ps->join || ps->remote) {
+        bool dyn = false;
+        unsigned wf = 0;
+        const char *s = join_words(w, argv + i, end - i, &dyn, &wf);
+        pword code = mkword(w, s, strlen(s), (dyn ? W_DYN : 0) | (wf & W_FETCH));
+        wstate saved = w->st;
+        if (ps->remote)
+            w->st.cwd_kind = CWD_OUTSIDE, w->st.cwd = "~";
+        run_code(w, &code, &sc, sc.via, NULL, 0, self);
+        w->st = saved;
+        return;
+    }
+    /* the wrapped command, with more arguments at run time for xargs */
+    size_t n = end - i;
+    pword *inner = argv + i;
+    if (ps->append_args) {
+        pword *v = ar_alloc(w->ar, (n + 1) * sizeof *v);
+        if (!v)
+            return;
+        memcpy(v, argv + i, n * sizeof *v);
+        for (size_t m = 0; m < n; m++)
+            if (strstr(v[m].s, "{}") && !(v[m].flags & W_DYN)) {
+                v[m].flags |= W_DYN;
+                v[m].dynpos = (size_t)(strstr(v[m].s, "{}") - v[m].s);
+            }
+        v[n] = mkword(w, "{args}", 6, W_DYN);
+        v[n].dynpos = 0;
+        inner = v;
+        n++;
+    }
+    w->depth++;
+    size_t ol2 = 0;
+    emit(w, inner, n, ps->append_args ? D_DYN_ARGS : 0, &sc, &ol2);
+    w->depth--;
+}
+
+/* find: -exec CMD {} ; and friends: the command runs once per file under
+ * the start paths. */
+static void emit_find(W *w, pword *argv, size_t argc, unsigned det, const ctx *c)
+{
+    const pword *start = NULL;
+    for (size_t i = 1; i < argc; i++) {
+        const char *a = argv[i].s;
+        if (a[0] == '-' || a[0] == '(' || a[0] == '!')
+            break;
+        if (!start)
+            start = &argv[i];
+    }
+    pword *keep = ar_alloc(w->ar, argc * sizeof *keep);
+    if (!keep)
+        return;
+    size_t nk = 0;
+    for (size_t i = 0; i < argc; i++) {
+        const char *a = argv[i].s;
+        if (i > 0 && (!strcmp(a, "-exec") || !strcmp(a, "-execdir") || !strcmp(a, "-ok") ||
+                      !strcmp(a, "-okdir"))) {
+            keep[nk++] = argv[i];
+            size_t j = i + 1;
+            while (j < argc && strcmp(argv[j].s, ";") && strcmp(argv[j].s, "+"))
+                j++;
+            size_t n = j - i - 1;
+            if (n) {
+                pword *inner = ar_alloc(w->ar, n * sizeof *inner);
+                if (!inner)
+                    return;
+                for (size_t m = 0; m < n; m++) {
+                    inner[m] = argv[i + 1 + m];
+                    const char *br = strstr(inner[m].s, "{}");
+                    if (br) {
+                        const char *base = start ? start->s : ".";
+                        char *s = xasprintf("%s/%s", base, inner[m].s);
+                        size_t dp = strlen(base) + 1 + (size_t)(br - inner[m].s);
+                        inner[m] = mkword(w, s, strlen(s),
+                                          W_DYN | W_SYNTH |
+                                              (start ? start->flags & (W_TILDE | W_DYN) : 0));
+                        inner[m].dynpos = start && (start->flags & W_DYN) ? start->dynpos : dp;
+                        free(s);
+                    }
+                }
+                ctx sc = *c;
+                sc.via = via_add(w, c, "find");
+                w->depth++;
+                size_t ol2 = 0;
+                emit(w, inner, n, 0, &sc, &ol2);
+                w->depth--;
+            }
+            i = j;
+            continue;
+        }
+        keep[nk++] = argv[i];
+    }
+    push(w, keep, nk, det, c);
+}
+
+/* git -c alias.NAME=VALUE: a `!cmd` alias is shell code, walked; another is
+ * expanded where the command uses it. The command itself is emitted after. */
+static void git_aliases(W *w, const progspec *ps, pword *argv, size_t argc, unsigned det,
+                        const ctx *c)
+{
+    size_t i = 1;
+    const char *alias_name = NULL, *alias_val = NULL;
+    const progspec *gs = ps;
+    while (i < argc && argv[i].s[0] == '-' && !(argv[i].flags & W_DYN)) {
+        const char *a = argv[i].s;
+        const char *kv = NULL;
+        if (!strcmp(a, "-c") && i + 1 < argc)
+            kv = argv[i + 1].s;
+        else if (!strncmp(a, "-c", 2) && a[2])
+            kv = a + 2;
+        if (kv && !strncasecmp(kv, "alias.", 6) && strchr(kv, '=')) {
+            const char *eq = strchr(kv, '=');
+            alias_name = ar_strndup(w->ar, kv + 6, (size_t)(eq - kv - 6));
+            alias_val = eq + 1;
+            if (alias_val[0] == '!') {
+                pword code = mkword(w, alias_val + 1, strlen(alias_val + 1),
+                                    argv[i + 1].flags & (W_DYN | W_FETCH));
+                run_code(w, &code, c, via_add(w, c, "git alias"), NULL, 0, NULL);
+            }
+        }
+        if (gs && strlist_has(&gs->options_with_value, a))
+            i++;
+        i++;
+    }
+    if (alias_name && alias_val && alias_val[0] != '!' && i < argc &&
+        !strcmp(argv[i].s, alias_name)) {
+        /* git -c alias.x='push --force' x: expand */
+        char *src = xasprintf("git %s", alias_val);
+        pcmd *marker = push(w, argv, 1, det | D_WRAPPER, c);
+        (void)marker;
+        walk_source(w, src, strlen(src), c, via_add(w, c, "git alias"), NULL);
+        free(src);
+    }
+}
+
 static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx *c, size_t *olen)
 {
     *olen = 0;
@@ -2540,29 +2995,7 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
     /* a function or alias defined earlier in this string */
     const func *fn = strchr(name, '/') ? NULL : get_func(w, name);
     if (fn) {
-        if (inlining(w, fn->name)) {
-            /* recursion: in a pipeline or the background, a fork bomb */
-            push(w, argv, argc, det | (c->concurrent ? D_FORK_BOMB : 0) | D_WRAPPER, c);
-            return NULL;
-        }
-        size_t saved_n = w->ninlining;
-        push_inlining(w, fn->name);
-        if (fn->alias) {
-            bool dyn = false;
-            unsigned wf = 0;
-            const char *rest = join_words(w, argv + 1, argc - 1, &dyn, &wf);
-            char *src = xasprintf("%s %s", fn->body, rest);
-            walk_source(w, src, strlen(src), c, via_add(w, c, "alias"), NULL);
-            free(src);
-        } else {
-            wstate saved = w->st;
-            w->st.pos = argv + 1;
-            w->st.npos = argc - 1;
-            walk_source(w, fn->body, strlen(fn->body), c, via_add(w, c, fn->name), NULL);
-            w->st.pos = saved.pos;
-            w->st.npos = saved.npos;
-        }
-        w->ninlining = saved_n;
+        emit_function(w, fn, argv, argc, det, c);
         return NULL;
     }
     if (downloaded(w, &argv[0]) && strchr(name, '/'))
@@ -2584,24 +3017,7 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
         det |= D_PATH_CHANGED;
     }
     if (!strcmp(prog, "alias")) {
-        for (size_t i = 1; i < argc; i++) {
-            const char *eq = strchr(argv[i].s, '=');
-            if (!eq || argv[i].flags & W_DYN) {
-                if (eq)
-                    det |= D_DYN_CODE;
-                continue;
-            }
-            char nb[128];
-            size_t nl = (size_t)(eq - argv[i].s);
-            if (nl >= sizeof nb)
-                continue;
-            memcpy(nb, argv[i].s, nl);
-            nb[nl] = 0;
-            add_func(w, nb, eq + 1, strlen(eq + 1), true);
-            pword code = mkword(w, eq + 1, strlen(eq + 1), 0);
-            run_code(w, &code, c, via_add(w, c, "alias"), NULL, 0, NULL);
-        }
-        push(w, argv, argc, det, c);
+        emit_alias(w, argv, argc, det, c);
         return NULL;
     }
     if (!strcmp(prog, "set") && argc >= 2 && !strcmp(argv[1].s, "--")) {
@@ -2633,395 +3049,31 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
         return NULL;
     }
     /* network fetchers: remember what they save, to catch running it later */
-    if (strlist_has(&w->p->fetchers, prog)) {
-        for (size_t i = 1; i < argc; i++) {
-            const char *a = argv[i].s;
-            if ((!strcmp(a, "-o") || !strcmp(a, "-O") || !strcmp(a, "--output") ||
-                 !strcmp(a, "--output-document")) &&
-                i + 1 < argc)
-                note_download(w, argv[i + 1].s);
-            else if (strstr(a, "://"))
-                note_download(w, a);
-        }
-    }
+    if (strlist_has(&w->p->fetchers, prog))
+        note_fetched(w, argv, argc);
 
     if (ps && ps->shell) {
-        /* sh [-flags] [-c STRING [NAME ARGS...] | FILE | (stdin)] */
-        bool cflag = false, sflag = false;
-        size_t i = 1;
-        while (i < argc && !(argv[i].flags & W_DYN)) {
-            const char *a = argv[i].s;
-            if (!strcmp(a, "--")) {
-                i++;
-                break;
-            }
-            if ((a[0] != '-' && a[0] != '+') || !a[1])
-                break;
-            if (a[1] != '-' && strchr(a + 1, 'c') && a[0] == '-')
-                cflag = true;
-            if (a[1] != '-' && strchr(a + 1, 's') && a[0] == '-')
-                sflag = true;
-            if (opt_has(&ps->options_with_value, a))
-                i++;
-            i++;
-        }
-        pcmd *pc = push(w, argv, i < argc ? i : argc, det | D_WRAPPER, c);
-        char vb[64];
-        snprintf(vb, sizeof vb, "%s%s", prog, cflag ? " -c" : "");
-        const char *via = via_add(w, c, vb);
-        if (cflag) {
-            if (i >= argc)
-                return NULL;
-            run_code(w, &argv[i], c, via, argv + i + 1 < argv + argc ? argv + i + 2 : NULL,
-                     i + 2 < argc ? argc - i - 2 : 0, pc);
-            return NULL;
-        }
-        if (i < argc && !sflag) {
-            if (pc) {
-                pc->argc = argc;
-                pc->det = (pc->det & ~(unsigned)D_WRAPPER) | D_SCRIPT;
-                if ((argv[i].flags & W_FETCH) || downloaded(w, &argv[i]))
-                    pc->det |= D_REMOTE_CODE;
-            }
-            return NULL;
-        }
-        /* commands from stdin */
-        if (c->stdin_det & D_FETCH_IN) {
-            if (pc)
-                pc->det |= D_REMOTE_CODE;
-        } else if (c->stdin_text) {
-            pword code = mkword(w, c->stdin_text, c->stdin_len, 0);
-            run_code(w, &code, c, via, NULL, 0, pc);
-        } else if (pc) {
-            pc->det = (pc->det & ~(unsigned)D_WRAPPER) | D_SCRIPT;
-        }
+        emit_shell(w, ps, prog, argv, argc, det, c);
         return NULL;
     }
 
     if (ps && ps->interpreter) {
-        bool stop = false;
-        size_t i = 1;
-        const pword *code = NULL;
-        while (i < argc && !(argv[i].flags & W_DYN)) {
-            const char *a = argv[i].s;
-            if (!strcmp(a, "--")) {
-                i++;
-                break;
-            }
-            if (a[0] != '-' || !a[1])
-                break;
-            if (opt_has(&ps->code_option, a) && i + 1 < argc) {
-                code = &argv[i + 1];
-                i += 2;
-                continue;
-            }
-            /* clustered: perl -pe CODE, python3 -Sc CODE */
-            if (a[1] != '-' && i + 1 < argc) {
-                char last[3] = {'-', a[strlen(a) - 1], 0};
-                if (strlen(a) > 2 && strlist_has(&ps->code_option, last)) {
-                    code = &argv[i + 1];
-                    i += 2;
-                    continue;
-                }
-            }
-            if (!strncmp(a, "--", 2) && strchr(a, '=')) {
-                char opt[64];
-                size_t ol = (size_t)(strchr(a, '=') - a);
-                if (ol < sizeof opt) {
-                    memcpy(opt, a, ol);
-                    opt[ol] = 0;
-                    if (opt_has(&ps->code_option, opt)) {
-                        code = &argv[i]; /* whole arg; the walker reads literals anyway */
-                        i++;
-                        continue;
-                    }
-                }
-            }
-            if (opt_has(&ps->stop_flags, a))
-                stop = true;
-            if (opt_has(&ps->options_with_value, a))
-                i++;
-            i++;
-        }
-        if (!code && ps->code_operand && i < argc && !stop)
-            code = &argv[i];
-        pcmd *pc = push(w, argv, argc, det, c);
-        if (!pc)
-            return NULL;
-        if (code) {
-            pc->det |= D_INLINE_CODE;
-            if (code->flags & W_DYN)
-                pc->det |= (code->flags & W_FETCH) ? D_REMOTE_CODE : D_DYN_CODE;
-            else
-                inline_code(w, code->s, code->len, c, prog);
-        } else if (stop) {
-            /* -m module, --version ...: no code of its own */
-        } else if (i < argc) {
-            pc->det |= D_SCRIPT;
-            if ((argv[i].flags & W_FETCH) || downloaded(w, &argv[i]))
-                pc->det |= D_REMOTE_CODE;
-            if (!strcmp(argv[i].s, "-")) {
-                if (c->stdin_det & D_FETCH_IN)
-                    pc->det |= D_REMOTE_CODE;
-                else if (c->stdin_text)
-                    inline_code(w, c->stdin_text, c->stdin_len, c, prog);
-            }
-        } else {
-            pc->det |= D_SCRIPT;
-            if (c->stdin_det & D_FETCH_IN)
-                pc->det |= D_REMOTE_CODE;
-            else if (c->stdin_text) {
-                pc->det |= D_INLINE_CODE;
-                inline_code(w, c->stdin_text, c->stdin_len, c, prog);
-            }
-        }
+        emit_interpreter(w, ps, prog, argv, argc, det, c);
         return NULL;
     }
 
     if (ps && ps->wrapper) {
-        bool stop = false;
-        size_t i = 1;
-        const pword *cmdopt = NULL;
-        const pword *splitopt = NULL;
-        /* options, with the ones whose value is a command or a directory */
-        while (i < argc && !(argv[i].flags & W_DYN)) {
-            const char *a = argv[i].s;
-            if (!strcmp(a, "--")) {
-                i++;
-                break;
-            }
-            if (a[0] != '-' || !a[1])
-                break;
-            if (opt_has(&ps->stop_flags, a))
-                stop = true;
-            if (opt_has(&ps->command_option, a) && i + 1 < argc)
-                cmdopt = &argv[i + 1];
-            if (opt_has(&ps->split_option, a) && i + 1 < argc)
-                splitopt = &argv[i + 1];
-            if (!strncmp(a, "--", 2) && strchr(a, '=')) {
-                char opt[64];
-                size_t ol = (size_t)(strchr(a, '=') - a);
-                if (ol < sizeof opt) {
-                    memcpy(opt, a, ol);
-                    opt[ol] = 0;
-                    if (opt_has(&ps->split_option, opt)) {
-                        /* env --split-string=STRING: the string after '=' */
-                        pword *v = ar_alloc(w->ar, sizeof *v);
-                        if (v) {
-                            *v = argv[i];
-                            v->s += ol + 1;
-                            v->len -= ol + 1;
-                            v->dynpos = v->dynpos > ol + 1 ? v->dynpos - ol - 1 : 0;
-                            splitopt = v;
-                        }
-                    }
-                }
-            }
-            if (opt_has(&ps->chdir_option, a) && i + 1 < argc) {
-                pword cdv[2] = {argv[0], argv[i + 1]};
-                do_cd(w, cdv, 2);
-            }
-            if (opt_has(&ps->options_with_value, a))
-                i++;
-            i++;
-        }
-        /* su USER -c CMD, flock FILE -c CMD: the command option may follow operands */
-        for (size_t j = i; !cmdopt && j + 1 < argc && ps->command_option.n; j++)
-            if (!(argv[j].flags & W_DYN) && opt_has(&ps->command_option, argv[j].s))
-                cmdopt = &argv[j + 1];
-        if (ps->assignments)
-            while (i < argc && !(argv[i].flags & W_DYN) && strchr(argv[i].s, '=') &&
-                   argv[i].s[0] != '=' && argv[i].s[0] != '-') {
-                char nb[128];
-                size_t nl = (size_t)(strchr(argv[i].s, '=') - argv[i].s);
-                if (nl < sizeof nb) {
-                    memcpy(nb, argv[i].s, nl);
-                    nb[nl] = 0;
-                    if (!strcmp(nb, "PATH"))
-                        det |= D_PATH_CHANGED;
-                    else if (!strlist_glob(&w->p->harmless_env, nb))
-                        det |= D_EXEC_ENV;
-                }
-                i++;
-            }
-        for (int s = 0; s < ps->skip && i < argc; s++)
-            i++;
-        size_t end = argc;
-        if (ps->until)
-            for (size_t j = i; j < argc; j++)
-                if (!strcmp(argv[j].s, ps->until)) {
-                    end = j;
-                    break;
-                }
-        ctx sc = *c;
-        sc.via = via_add(w, c, prog);
-        if (ps->remote) {
-            sc.remote = true;
-        }
-        pcmd *self = push(w, argv, cmdopt || splitopt || stop || i >= end ? argc : i,
-                          det | ((stop || (i >= end && !cmdopt && !splitopt)) ? 0 : D_WRAPPER),
-                          c);
-        if (stop)
-            return NULL;
-        if (cmdopt) {
-            wstate saved = w->st;
-            if (ps->remote)
-                w->st.cwd_kind = CWD_OUTSIDE, w->st.cwd = "~";
-            run_code(w, cmdopt, &sc, sc.via, NULL, 0, self);
-            w->st = saved;
-            return NULL;
-        }
-        if (splitopt) {
-            run_code(w, splitopt, &sc, sc.via, NULL, 0, self);
-            return NULL;
-        }
-        if (i >= end)
-            return NULL;
-        if (ps->until && end < argc) {
-            /* parallel CMD ::: A B: CMD runs once with each argument appended */
-            bool dyn = false;
-            unsigned wf = 0;
-            const char *s = join_words(w, argv + i, end - i, &dyn, &wf);
-            for (size_t j = end + 1; j < argc && j <= end + MAX_FOR_VALUES; j++) {
-                char *src = xasprintf("%s %s", s, argv[j].s);
-                pword code = mkword(w, src, strlen(src),
-                                    (dyn || (argv[j].flags & W_DYN) ? W_DYN : 0) | (wf & W_FETCH));
-                free(src);
-                run_code(w, &code, &sc, sc.via, NULL, 0, self);
-            }
-            return NULL;
-        }
-        if (ps->join || ps->remote) {
-            bool dyn = false;
-            unsigned wf = 0;
-            const char *s = join_words(w, argv + i, end - i, &dyn, &wf);
-            pword code = mkword(w, s, strlen(s), (dyn ? W_DYN : 0) | (wf & W_FETCH));
-            wstate saved = w->st;
-            if (ps->remote)
-                w->st.cwd_kind = CWD_OUTSIDE, w->st.cwd = "~";
-            run_code(w, &code, &sc, sc.via, NULL, 0, self);
-            w->st = saved;
-            return NULL;
-        }
-        /* the wrapped command, with more arguments at run time for xargs */
-        size_t n = end - i;
-        pword *inner = argv + i;
-        if (ps->append_args) {
-            pword *v = ar_alloc(w->ar, (n + 1) * sizeof *v);
-            if (!v)
-                return NULL;
-            memcpy(v, argv + i, n * sizeof *v);
-            for (size_t m = 0; m < n; m++)
-                if (strstr(v[m].s, "{}") && !(v[m].flags & W_DYN)) {
-                    v[m].flags |= W_DYN;
-                    v[m].dynpos = (size_t)(strstr(v[m].s, "{}") - v[m].s);
-                }
-            v[n] = mkword(w, "{args}", 6, W_DYN);
-            v[n].dynpos = 0;
-            inner = v;
-            n++;
-        }
-        w->depth++;
-        size_t ol2 = 0;
-        emit(w, inner, n, ps->append_args ? D_DYN_ARGS : 0, &sc, &ol2);
-        w->depth--;
+        emit_wrapper(w, ps, prog, argv, argc, det, c);
         return NULL;
     }
 
     if (!strcmp(prog, "find")) {
-        /* -exec CMD {} ; and friends: the command runs once per file under
-         * the start paths */
-        const pword *start = NULL;
-        for (size_t i = 1; i < argc; i++) {
-            const char *a = argv[i].s;
-            if (a[0] == '-' || a[0] == '(' || a[0] == '!')
-                break;
-            if (!start)
-                start = &argv[i];
-        }
-        pword *keep = ar_alloc(w->ar, argc * sizeof *keep);
-        if (!keep)
-            return NULL;
-        size_t nk = 0;
-        for (size_t i = 0; i < argc; i++) {
-            const char *a = argv[i].s;
-            if (i > 0 && (!strcmp(a, "-exec") || !strcmp(a, "-execdir") || !strcmp(a, "-ok") ||
-                          !strcmp(a, "-okdir"))) {
-                keep[nk++] = argv[i];
-                size_t j = i + 1;
-                while (j < argc && strcmp(argv[j].s, ";") && strcmp(argv[j].s, "+"))
-                    j++;
-                size_t n = j - i - 1;
-                if (n) {
-                    pword *inner = ar_alloc(w->ar, n * sizeof *inner);
-                    if (!inner)
-                        return NULL;
-                    for (size_t m = 0; m < n; m++) {
-                        inner[m] = argv[i + 1 + m];
-                        const char *br = strstr(inner[m].s, "{}");
-                        if (br) {
-                            const char *base = start ? start->s : ".";
-                            char *s = xasprintf("%s/%s", base, inner[m].s);
-                            size_t dp = strlen(base) + 1 + (size_t)(br - inner[m].s);
-                            inner[m] = mkword(w, s, strlen(s),
-                                              W_DYN | W_SYNTH |
-                                                  (start ? start->flags & (W_TILDE | W_DYN) : 0));
-                            inner[m].dynpos = start && (start->flags & W_DYN) ? start->dynpos : dp;
-                            free(s);
-                        }
-                    }
-                    ctx sc = *c;
-                    sc.via = via_add(w, c, "find");
-                    w->depth++;
-                    size_t ol2 = 0;
-                    emit(w, inner, n, 0, &sc, &ol2);
-                    w->depth--;
-                }
-                i = j;
-                continue;
-            }
-            keep[nk++] = argv[i];
-        }
-        push(w, keep, nk, det, c);
+        emit_find(w, argv, argc, det, c);
         return NULL;
     }
 
-    if (!strcmp(prog, "git")) {
-        /* -c alias.NAME=VALUE: `!cmd` aliases are shell code; others expand */
-        size_t i = 1;
-        const char *alias_name = NULL, *alias_val = NULL;
-        const progspec *gs = ps;
-        while (i < argc && argv[i].s[0] == '-' && !(argv[i].flags & W_DYN)) {
-            const char *a = argv[i].s;
-            const char *kv = NULL;
-            if (!strcmp(a, "-c") && i + 1 < argc)
-                kv = argv[i + 1].s;
-            else if (!strncmp(a, "-c", 2) && a[2])
-                kv = a + 2;
-            if (kv && !strncasecmp(kv, "alias.", 6) && strchr(kv, '=')) {
-                const char *eq = strchr(kv, '=');
-                alias_name = ar_strndup(w->ar, kv + 6, (size_t)(eq - kv - 6));
-                alias_val = eq + 1;
-                if (alias_val[0] == '!') {
-                    pword code = mkword(w, alias_val + 1, strlen(alias_val + 1),
-                                        argv[i + 1].flags & (W_DYN | W_FETCH));
-                    run_code(w, &code, c, via_add(w, c, "git alias"), NULL, 0, NULL);
-                }
-            }
-            if (gs && strlist_has(&gs->options_with_value, a))
-                i++;
-            i++;
-        }
-        if (alias_name && alias_val && alias_val[0] != '!' && i < argc &&
-            !strcmp(argv[i].s, alias_name)) {
-            /* git -c alias.x='push --force' x: expand */
-            char *src = xasprintf("git %s", alias_val);
-            pcmd *marker = push(w, argv, 1, det | D_WRAPPER, c);
-            (void)marker;
-            walk_source(w, src, strlen(src), c, via_add(w, c, "git alias"), NULL);
-            free(src);
-        }
-    }
+    if (!strcmp(prog, "git"))
+        git_aliases(w, ps, argv, argc, det, c);
 
     if (!strcmp(prog, "sed") || !strcmp(prog, "gsed"))
         return emit_sed(w, argv, argc, det, c);
