@@ -129,7 +129,19 @@ static bool needs_overlay(const char *policy_file, const char *dir, const char *
     return rc < 0 || v.verdict == TXBOX_VERDICT_UNCERTAIN;
 }
 
-int cmd_run(int argc, char **argv)
+/* What `txbox run`'s command line asks for. */
+struct run_args {
+    txbox_run_opts ro;
+    const char *keep[65], *hide[65], *domains[65]; /* NULL-terminated */
+    size_t nkeep, nhide, ndomains;
+    const char *dir, *shell, *policy_file, *tx, *shell_spec;
+    bool json;
+    char **prog; /* -- PROG ARGS... */
+};
+
+/* Reads the command line into a: -1 when the command is to run, else the
+ * exit status (a usage error; 0 after --help). */
+static int parse_run(int argc, char **argv, struct run_args *a)
 {
     enum { O_JSON = 256, O_TIMEOUT, O_BACKEND, O_FALLBACK, O_NET, O_POLICY, O_HELP, O_DEGRADED,
            O_MEMORY, O_PIDS, O_CPU, O_MAXWRITE, O_KEEPENV, O_HIDE, O_TX, O_DOMAIN, O_SHELL, O_READONLY,
@@ -156,62 +168,56 @@ int cmd_run(int argc, char **argv)
         {"tee-fd", required_argument, NULL, O_TEEFD},
         {0},
     };
-    const char *keep[65] = {0}, *hide[65] = {0}, *domains[65] = {0};
-    size_t nkeep = 0, nhide = 0, ndomains = 0;
-    const char *dir = ".", *shell = NULL, *policy_file = NULL, *tx = NULL, *shell_spec = NULL;
-    bool json = false;
-    txbox_run_opts ro = {0};
-    txbox_error err = {0};
     optind = 1;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "+C:c:h", opts, NULL)) != -1) {
         switch (c) {
         case 'C':
-            dir = optarg;
+            a->dir = optarg;
             break;
         case 'c':
-            shell = optarg;
+            a->shell = optarg;
             break;
         case O_JSON:
-            json = true;
+            a->json = true;
             break;
         case O_TIMEOUT:
-            if (!parse_seconds(optarg, &ro.timeout_s))
+            if (!parse_seconds(optarg, &a->ro.timeout_s))
                 return cli_usage(argc, argv, "run: --timeout wants a number of seconds (0 < S <= 604800), not '%s'", optarg);
             break;
         case O_BACKEND:
             if (!strcmp(optarg, "overlay"))
-                ro.backend = TXBOX_BACKEND_OVERLAY;
+                a->ro.backend = TXBOX_BACKEND_OVERLAY;
             else if (!strcmp(optarg, "copy"))
-                ro.backend = TXBOX_BACKEND_COPY;
+                a->ro.backend = TXBOX_BACKEND_COPY;
             else
                 return cli_usage(argc, argv, "run: --backend is overlay or copy, not '%s'", optarg);
             break;
         case O_FALLBACK:
-            ro.allow_copy_fallback = 1;
+            a->ro.allow_copy_fallback = 1;
             break;
         case O_NET:
             if (!optarg || !strcmp(optarg, "proxy"))
-                ro.net = TXBOX_NET_PROXY;
+                a->ro.net = TXBOX_NET_PROXY;
             else if (!strcmp(optarg, "host"))
-                ro.net = TXBOX_NET_HOST;
+                a->ro.net = TXBOX_NET_HOST;
             else
                 return cli_usage(argc, argv, "run: --net is --net (the proxy), --net=proxy or --net=host, not '--net=%s'", optarg);
             break;
         case O_DOMAIN:
-            if (ndomains >= 64)
+            if (a->ndomains >= 64)
                 return cli_usage(argc, argv, "run: at most 64 --allow-domain options");
             for (char *p = optarg; *p; p++) /* names are compared in lower case */
                 if (*p >= 'A' && *p <= 'Z')
                     *p = (char)(*p - 'A' + 'a');
-            domains[ndomains++] = optarg;
+            a->domains[a->ndomains++] = optarg;
             break;
         case O_POLICY:
-            policy_file = optarg;
+            a->policy_file = optarg;
             break;
         case O_DEGRADED:
-            ro.allow_degraded = 1;
+            a->ro.allow_degraded = 1;
             break;
         case O_MEMORY:
         case O_MAXWRITE:
@@ -222,40 +228,40 @@ int cmd_run(int argc, char **argv)
                 return cli_usage(argc, argv, "run: %s wants a positive %s, not '%s'", argv[optind - 1],
                                  c == O_MEMORY || c == O_MAXWRITE ? "size (bytes, or with K/M/G)" : "whole number", optarg);
             if (c == O_MEMORY)
-                ro.memory_bytes = v;
+                a->ro.memory_bytes = v;
             else if (c == O_MAXWRITE)
-                ro.max_write_bytes = v;
+                a->ro.max_write_bytes = v;
             else if (c == O_PIDS)
-                ro.max_processes = v;
+                a->ro.max_processes = v;
             else
-                ro.cpu_seconds = v;
+                a->ro.cpu_seconds = v;
             break;
         }
         case O_KEEPENV:
         case O_HIDE:
-            if ((c == O_KEEPENV ? nkeep : nhide) >= 64)
+            if ((c == O_KEEPENV ? a->nkeep : a->nhide) >= 64)
                 return cli_usage(argc, argv, "run: at most 64 %s options", c == O_KEEPENV ? "--keep-env" : "--hide");
             if (c == O_KEEPENV)
-                keep[nkeep++] = optarg;
+                a->keep[a->nkeep++] = optarg;
             else if (optarg[0] != '/' && strcmp(optarg, "~") && strncmp(optarg, "~/", 2))
                 return cli_usage(argc, argv, "run: --hide wants an absolute path or one under ~/, not '%s'", optarg);
             else
-                hide[nhide++] = optarg;
+                a->hide[a->nhide++] = optarg;
             break;
         case O_TX:
-            tx = optarg;
+            a->tx = optarg;
             break;
         case O_SHELL:
-            shell_spec = optarg;
+            a->shell_spec = optarg;
             break;
         case O_READONLY:
-            ro.read_only = 1;
+            a->ro.read_only = 1;
             break;
         case O_TEEFD: {
             uint64_t v;
             if (!parse_size(optarg, false, &v) || v < 3 || v > 65535 || fcntl((int)v, F_GETFD) < 0)
                 return cli_usage(argc, argv, "run: --tee-fd wants an open descriptor of 3 or more, not '%s'", optarg);
-            ro.tee_fd = (int)v;
+            a->ro.tee_fd = (int)v;
             break;
         }
         case 'h':
@@ -268,68 +274,68 @@ int cmd_run(int argc, char **argv)
             return cli_usage(argc, argv, "run: unknown option '%s' (see 'txbox run --help')", argv[optind - 1]);
         }
     }
-    char **prog = argv + optind;
-    if (shell && *prog)
+    a->prog = argv + optind;
+    if (a->shell && *a->prog)
         return cli_usage(argc, argv, "run: give either -c 'STRING' or -- PROG ARGS, not both");
-    if (!shell && !*prog)
+    if (!a->shell && !*a->prog)
         return cli_usage(argc, argv, "run: no command (use -c 'STRING' or -- PROG ARGS...)");
-    if (shell_spec && !shell)
+    if (a->shell_spec && !a->shell)
         return cli_usage(argc, argv, "run: --shell goes with -c 'STRING'");
-    if (ro.read_only && tx)
+    if (a->ro.read_only && a->tx)
         return cli_usage(argc, argv, "run: --read-only and --tx do not go together");
-    if (ro.tee_fd && !json)
+    if (a->ro.tee_fd && !a->json)
         return cli_usage(argc, argv, "run: --tee-fd goes with --json");
-    _cleanup_free_ char *shell_path = NULL;
-    if (shell && txbox_shell_resolve(shell_spec, &shell_path, &ro.shell_posix, &err) < 0)
-        return json ? cli_fail_json(&err) : cli_fail(&err);
-    ro.shell = shell;
-    ro.shell_path = shell_path;
-    ro.argv = shell ? NULL : prog;
-    ro.env_allow = keep;
-    ro.deny_read = hide;
-    ro.allow_domains = domains;
-    ro.capture = json;
-    ro.cancel = &cancelled;
+    return -1;
+}
 
+/* SIGINT, SIGTERM and SIGHUP cancel the command (its transaction rolls
+ * back). */
+static void catch_signals(void)
+{
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+}
 
+/* Opens the workspace, its policy and the multi-command transaction of
+ * --tx, and runs the command in them: txbox_run's return. */
+static int run_in_workspace(struct run_args *a, txbox_result **r, txbox_error *err)
+{
     /* A filesystem the overlay backend cannot use, for a command that
      * would need it: said before anything is made there (no .txbox left
      * behind), with the option that works. */
-    const char *nofs = ro.backend == TXBOX_BACKEND_COPY || ro.allow_copy_fallback || ro.read_only
+    const char *nofs = a->ro.backend == TXBOX_BACKEND_COPY || a->ro.allow_copy_fallback ||
+                               a->ro.read_only
                            ? NULL
-                           : txbox_fs_without_overlay(dir);
-    if (nofs && (tx || needs_overlay(policy_file, dir, shell, prog))) {
-        err.code = EXDEV;
-        snprintf(err.msg, sizeof err.msg,
+                           : txbox_fs_without_overlay(a->dir);
+    if (nofs && (a->tx || needs_overlay(a->policy_file, a->dir, a->shell, a->prog))) {
+        err->code = EXDEV;
+        snprintf(err->msg, sizeof err->msg,
                  "the workspace %s is on %s, where the overlay backend cannot keep a transaction's "
                  "changes; run it with --backend copy (or --allow-copy-fallback)",
-                 dir, nofs);
-        return json ? cli_fail_json(&err) : cli_fail(&err);
+                 a->dir, nofs);
+        return -1;
     }
     txbox_ws *ws = NULL;
-    if (txbox_ws_open(dir, TXBOX_WS_CREATE, &ws, &err) < 0)
-        return json ? cli_fail_json(&err) : cli_fail(&err);
+    if (txbox_ws_open(a->dir, TXBOX_WS_CREATE, &ws, err) < 0)
+        return -1;
     txbox_policy *pol = NULL;
-    if (txbox_policy_load(policy_file, txbox_ws_path(ws), &pol, &err) < 0) {
+    if (txbox_policy_load(a->policy_file, txbox_ws_path(ws), &pol, err) < 0) {
         txbox_ws_close(ws);
-        return json ? cli_fail_json(&err) : cli_fail(&err);
+        return -1;
     }
     cli_policy_notes(pol);
-    ro.policy = pol;
+    a->ro.policy = pol;
     txbox_multi *multi = NULL;
-    if (tx && txbox_multi_open(ws, tx, &multi, &err) < 0) {
+    if (a->tx && txbox_multi_open(ws, a->tx, &multi, err) < 0) {
         txbox_ws_close(ws);
         txbox_policy_free(pol);
-        return json ? cli_fail_json(&err) : cli_fail(&err);
+        return -1;
     }
-    ro.multi = multi;
-    txbox_result *r = NULL;
-    int rc = txbox_run(ws, &ro, &r, &err);
+    a->ro.multi = multi;
+    int rc = txbox_run(ws, &a->ro, r, err);
     txbox_multi_close(multi);
     txbox_ws_close(ws);
     /* The process ends here: freeing the policy's thousands of blocks would
@@ -339,9 +345,52 @@ int cmd_run(int argc, char **argv)
 #ifdef __SANITIZE_ADDRESS__
     txbox_policy_free(pol);
 #endif
-    if (rc < 0)
-        return json ? cli_fail_json(&err) : cli_fail(&err);
-    if (json) {
+    return rc;
+}
+
+/* The exit status of a run: txbox's own for an outcome that is not the
+ * command's (TXBOX_EXIT_*), else the command's. */
+static int run_status(const txbox_result *r)
+{
+    switch (txbox_result_outcome(r)) {
+    case TXBOX_OUTCOME_TIMED_OUT:
+        return TXBOX_EXIT_TIMEOUT;
+    case TXBOX_OUTCOME_CONFLICT:
+        return TXBOX_EXIT_CONFLICT;
+    case TXBOX_OUTCOME_BLOCKED:
+    case TXBOX_OUTCOME_REJECTED: /* an effect rule refused what it wrote */
+        return TXBOX_EXIT_BLOCKED;
+    case TXBOX_OUTCOME_HELD:
+        return TXBOX_EXIT_HELD;
+    default:
+        return txbox_result_exit_code(r);
+    }
+}
+
+int cmd_run(int argc, char **argv)
+{
+    struct run_args a = {.dir = "."};
+    int status = parse_run(argc, argv, &a);
+    if (status >= 0)
+        return status;
+    txbox_error err = {0};
+    _cleanup_free_ char *shell_path = NULL;
+    if (a.shell && txbox_shell_resolve(a.shell_spec, &shell_path, &a.ro.shell_posix, &err) < 0)
+        return a.json ? cli_fail_json(&err) : cli_fail(&err);
+    a.ro.shell = a.shell;
+    a.ro.shell_path = shell_path;
+    a.ro.argv = a.shell ? NULL : a.prog;
+    a.ro.env_allow = a.keep;
+    a.ro.deny_read = a.hide;
+    a.ro.allow_domains = a.domains;
+    a.ro.capture = a.json;
+    a.ro.cancel = &cancelled;
+
+    catch_signals();
+    txbox_result *r = NULL;
+    if (run_in_workspace(&a, &r, &err) < 0)
+        return a.json ? cli_fail_json(&err) : cli_fail(&err);
+    if (a.json) {
         char *s = txbox_result_json(r);
         if (s)
             printf("%s\n", s);
@@ -351,24 +400,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "%s\n", s);
         free(s);
     }
-    int status;
-    switch (txbox_result_outcome(r)) {
-    case TXBOX_OUTCOME_TIMED_OUT:
-        status = TXBOX_EXIT_TIMEOUT;
-        break;
-    case TXBOX_OUTCOME_CONFLICT:
-        status = TXBOX_EXIT_CONFLICT;
-        break;
-    case TXBOX_OUTCOME_BLOCKED:
-    case TXBOX_OUTCOME_REJECTED: /* an effect rule refused what it wrote */
-        status = TXBOX_EXIT_BLOCKED;
-        break;
-    case TXBOX_OUTCOME_HELD:
-        status = TXBOX_EXIT_HELD;
-        break;
-    default:
-        status = txbox_result_exit_code(r);
-    }
+    status = run_status(r);
     txbox_result_free(r);
     fflush(stdout);
     return status;
