@@ -93,7 +93,15 @@ static char *read_task_file(const char *path, txbox_error *err)
     return buf;
 }
 
-int cmd_agent(int argc, char **argv)
+/* The command line besides the configuration: the workspace, the task,
+ * the variable that holds the API key. */
+struct agent_args {
+    const char *dir, *task, *task_file, *key_env;
+};
+
+/* Reads the command line into cfg and a: -1 when the agent is to run,
+ * else the exit status (a usage error; 0 after --help). */
+static int parse_agent(int argc, char **argv, agent_cfg *cfg, struct agent_args *a)
 {
     enum {
         O_ENDPOINT = 256, O_MODEL, O_TASK, O_TASK_FILE, O_MAX_STEPS, O_TOKENS, O_KEY_ENV, O_JSON,
@@ -129,128 +137,116 @@ int cmd_agent(int argc, char **argv)
         {"no-transaction", no_argument, NULL, O_NO_TX},
         {0},
     };
-    agent_cfg cfg = {
-        .max_steps = 30,
-        .token_budget = 200000,
-        .command_timeout_s = 600,
-        .temperature = -1,
-        .result_bytes = 2000,
-        .llm = {.connect_timeout_s = 10, .timeout_s = 600, .idle_timeout_s = 120, .retries = 4,
-                .retry_delay_s = 1, .max_bytes = 8 << 20, .content_cap = 256 << 10,
-                .args_cap = 64 << 10},
-    };
-    const char *dir = ".", *task = NULL, *task_file = NULL, *key_env = NULL;
     uint64_t u;
     double d;
-    txbox_error err = {0};
     optind = 1;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "+C:h", opts, NULL)) != -1) {
         switch (c) {
         case 'C':
-            dir = optarg;
+            a->dir = optarg;
             break;
         case O_ENDPOINT:
-            cfg.endpoint = optarg;
+            cfg->endpoint = optarg;
             break;
         case O_MODEL:
-            cfg.model = optarg;
+            cfg->model = optarg;
             break;
         case O_TASK:
-            task = optarg;
+            a->task = optarg;
             break;
         case O_TASK_FILE:
-            task_file = optarg;
+            a->task_file = optarg;
             break;
         case O_MAX_STEPS:
             if (!integer(optarg, 1, 10000, &u))
                 return cli_failf("agent: --max-steps wants a whole number 1..10000, not '%s'", optarg);
-            cfg.max_steps = (int)u;
+            cfg->max_steps = (int)u;
             break;
         case O_TOKENS:
             if (!integer(optarg, 1, 1000000000000ull, &u))
                 return cli_failf("agent: --token-budget wants a positive whole number, not '%s'", optarg);
-            cfg.token_budget = (long long)u;
+            cfg->token_budget = (long long)u;
             break;
         case O_KEY_ENV:
-            key_env = optarg;
+            a->key_env = optarg;
             break;
         case O_JSON:
-            cfg.json = true;
+            cfg->json = true;
             break;
         case O_QUIET:
-            cfg.quiet = true;
+            cfg->quiet = true;
             break;
         case O_STREAM:
-            cfg.stream = true;
+            cfg->stream = true;
             break;
         case O_PROTOCOL:
             if (!strcmp(optarg, "auto"))
-                cfg.protocol = PROTO_AUTO;
+                cfg->protocol = PROTO_AUTO;
             else if (!strcmp(optarg, "tools"))
-                cfg.protocol = PROTO_TOOLS;
+                cfg->protocol = PROTO_TOOLS;
             else if (!strcmp(optarg, "text"))
-                cfg.protocol = PROTO_TEXT;
+                cfg->protocol = PROTO_TEXT;
             else
                 return cli_failf("agent: --protocol is auto, tools or text, not '%s'", optarg);
             break;
         case O_TIMEOUT:
-            if (!num(optarg, 0.1, 86400, &cfg.llm.timeout_s))
+            if (!num(optarg, 0.1, 86400, &cfg->llm.timeout_s))
                 return cli_failf("agent: --timeout wants seconds (0.1..86400), not '%s'", optarg);
             break;
         case O_CONNECT:
-            if (!num(optarg, 0.1, 3600, &cfg.llm.connect_timeout_s))
+            if (!num(optarg, 0.1, 3600, &cfg->llm.connect_timeout_s))
                 return cli_failf("agent: --connect-timeout wants seconds (0.1..3600), not '%s'", optarg);
             break;
         case O_IDLE:
-            if (!num(optarg, 1, 86400, &cfg.llm.idle_timeout_s))
+            if (!num(optarg, 1, 86400, &cfg->llm.idle_timeout_s))
                 return cli_failf("agent: --idle-timeout wants seconds (1..86400), not '%s'", optarg);
             break;
         case O_RETRIES:
             if (!integer(optarg, 0, 20, &u))
                 return cli_failf("agent: --retries wants a whole number 0..20, not '%s'", optarg);
-            cfg.llm.retries = (int)u;
+            cfg->llm.retries = (int)u;
             break;
         case O_RETRY_DELAY:
-            if (!num(optarg, 0, 60, &cfg.llm.retry_delay_s))
+            if (!num(optarg, 0, 60, &cfg->llm.retry_delay_s))
                 return cli_failf("agent: --retry-delay wants seconds (0..60), not '%s'", optarg);
             break;
         case O_MAX_BYTES:
             if (!integer(optarg, 1024, 1ull << 30, &u))
                 return cli_failf("agent: --max-response-bytes wants 1024..1073741824, not '%s'", optarg);
-            cfg.llm.max_bytes = (size_t)u;
+            cfg->llm.max_bytes = (size_t)u;
             break;
         case O_CMD_TIMEOUT:
-            if (!num(optarg, 0.1, 604800, &cfg.command_timeout_s))
+            if (!num(optarg, 0.1, 604800, &cfg->command_timeout_s))
                 return cli_failf("agent: --command-timeout wants seconds (0.1..604800), not '%s'", optarg);
             break;
         case O_POLICY:
-            cfg.policy = optarg;
+            cfg->policy = optarg;
             break;
         case O_TEMP:
             if (!num(optarg, 0, 2, &d))
                 return cli_failf("agent: --temperature wants a number 0..2, not '%s'", optarg);
-            cfg.temperature = d;
+            cfg->temperature = d;
             break;
         case O_MAX_COMPLETION:
             if (!integer(optarg, 1, 10000000, &u))
                 return cli_failf("agent: --max-completion-tokens wants a positive whole number, not '%s'",
                                  optarg);
-            cfg.max_completion_tokens = (long)u;
+            cfg->max_completion_tokens = (long)u;
             break;
         case O_RESULT_BYTES:
             if (!integer(optarg, 256, 1 << 20, &u))
                 return cli_failf("agent: --result-bytes wants 256..1048576, not '%s'", optarg);
-            cfg.result_bytes = (size_t)u;
+            cfg->result_bytes = (size_t)u;
             break;
         case O_VERIFY:
             if (!*optarg || strlen(optarg) > 65536)
                 return cli_failf("agent: --verify wants a command of 1 to 65536 bytes");
-            cfg.verify = optarg;
+            cfg->verify = optarg;
             break;
         case O_NO_TX:
-            cfg.per_command = true;
+            cfg->per_command = true;
             break;
         case 'h':
         case O_HELP:
@@ -265,48 +261,85 @@ int cmd_agent(int argc, char **argv)
     }
     if (optind < argc)
         return cli_failf("agent: unexpected argument '%s' (the task goes in --task)", argv[optind]);
-    if (!cfg.endpoint)
+    if (!cfg->endpoint)
         return cli_failf("agent: --endpoint URL is required");
-    if (!cfg.model || !*cfg.model)
+    if (!cfg->model || !*cfg->model)
         return cli_failf("agent: --model NAME is required");
-    if (cfg.verify && cfg.per_command)
+    if (cfg->verify && cfg->per_command)
         return cli_failf("agent: --verify gates the commit of the task's transaction; it does not go "
                          "with --no-transaction");
-    if (!!task == !!task_file)
+    if (!!a->task == !!a->task_file)
         return cli_failf("agent: give the task with exactly one of --task TEXT or --task-file F");
-    _cleanup_free_ char *task_buf = NULL;
-    if (task_file) {
-        task_buf = read_task_file(task_file, &err);
-        if (!task_buf)
+    return -1;
+}
+
+/* The task, from --task or read from --task-file (*task_buf holds it):
+ * -1 when it is one, else the exit status. */
+static int take_task(agent_cfg *cfg, struct agent_args *a, char **task_buf)
+{
+    txbox_error err = {0};
+    if (a->task_file) {
+        *task_buf = read_task_file(a->task_file, &err);
+        if (!*task_buf)
             return cli_fail(&err);
-        task = task_buf;
+        a->task = *task_buf;
     }
-    if (!*task || strspn(task, " \t\r\n") == strlen(task))
+    if (!*a->task || strspn(a->task, " \t\r\n") == strlen(a->task))
         return cli_failf("agent: the task is empty");
-    json_t *jt = json_string(task);
+    json_t *jt = json_string(a->task);
     if (!jt)
         return cli_failf("agent: the task is not valid UTF-8");
     json_decref(jt);
-    cfg.task = task;
-    if (key_env) {
-        const char *k = getenv(key_env);
-        if (!k || !*k)
-            return cli_failf("agent: --api-key-env %s: that environment variable is not set or empty",
+    cfg->task = a->task;
+    return -1;
+}
+
+/* The API key from the variable key_env: -1 when it is usable, else the
+ * exit status. */
+static int take_api_key(agent_cfg *cfg, const char *key_env)
+{
+    const char *k = getenv(key_env);
+    if (!k || !*k)
+        return cli_failf("agent: --api-key-env %s: that environment variable is not set or empty",
+                         key_env);
+    for (const char *p = k; *p; p++)
+        if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
+            return cli_failf("agent: the key in %s contains a blank or unprintable character",
                              key_env);
-        for (const char *p = k; *p; p++)
-            if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
-                return cli_failf("agent: the key in %s contains a blank or unprintable character",
-                                 key_env);
-        cfg.llm.api_key = k;
-        cfg.api_key_env = key_env;
-    }
+    cfg->llm.api_key = k;
+    cfg->api_key_env = key_env;
+    return -1;
+}
+
+int cmd_agent(int argc, char **argv)
+{
+    agent_cfg cfg = {
+        .max_steps = 30,
+        .token_budget = 200000,
+        .command_timeout_s = 600,
+        .temperature = -1,
+        .result_bytes = 2000,
+        .llm = {.connect_timeout_s = 10, .timeout_s = 600, .idle_timeout_s = 120, .retries = 4,
+                .retry_delay_s = 1, .max_bytes = 8 << 20, .content_cap = 256 << 10,
+                .args_cap = 64 << 10},
+    };
+    struct agent_args a = {.dir = "."};
+    int status = parse_agent(argc, argv, &cfg, &a);
+    if (status >= 0)
+        return status;
+    _cleanup_free_ char *task_buf = NULL;
+    if ((status = take_task(&cfg, &a, &task_buf)) >= 0)
+        return status;
+    if (a.key_env && (status = take_api_key(&cfg, a.key_env)) >= 0)
+        return status;
+    txbox_error err = {0};
     _cleanup_free_ char *url = llm_endpoint_url(cfg.endpoint, &err);
     if (!url)
         return cli_fail(&err);
     cfg.llm.url = url;
-    _cleanup_free_ char *ws = realpath(dir, NULL);
+    _cleanup_free_ char *ws = realpath(a.dir, NULL);
     if (!ws)
-        return cli_failf("agent: workspace %s: %s", dir, strerror(errno));
+        return cli_failf("agent: workspace %s: %s", a.dir, strerror(errno));
     cfg.ws = ws;
     if (cfg.policy && access(cfg.policy, R_OK) < 0)
         return cli_failf("agent: --policy %s: %s", cfg.policy, strerror(errno));
