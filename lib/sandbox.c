@@ -1321,6 +1321,346 @@ static void close_ours(int *fds, int *n)
     *n = 0;
 }
 
+/* The command's stdio as sb_run made it (setup_stdio). */
+struct sb_io {
+    int relay_in;        /* the caller's stdin goes in here (-1: no relay) */
+    bool relay_out[3];   /* [1], [2]: stdout, stderr relayed through a pipe of ours */
+    bool own_in;         /* spec.in_fd is a pipe made here */
+    int ptm, pts;        /* the command's terminal (pty_open), -1: none */
+    int tty_out;         /* the caller's stream the terminal is copied to */
+    struct termios tty_saved;
+    bool tty_raw;        /* the caller's terminal is in raw mode (tty_saved: as it was) */
+};
+
+/* The command's stdio, made before the clone: a pipe of txbox's own for
+ * each stream that needs a relay, or a terminal of its own (spec's
+ * in_fd, out_fd, err_fd, *out_pipe and *err_pipe are filled in; io says
+ * what was made, for the relays and for close_stdio). */
+static int setup_stdio(struct sb_spec *spec, int *out_pipe, int *err_pipe, struct sb_io *io,
+                       txbox_error *err)
+{
+    /* stdio that is not a pipe or socket goes through pipes of txbox's own
+     * (needs_relay). A terminal is read only by a foreground txbox: in the
+     * background the command gets an empty stdin rather than txbox being
+     * stopped for reading it. */
+    if (spec->in_fd < 0 && needs_relay(0)) {
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+            return tx_errno(err, errno, "pipe");
+        io->own_in = true;
+        spec->in_fd = p[0];
+        io->relay_in = p[1];
+        if (isatty(0) && tcgetpgrp(0) != getpgrp()) {
+            close(io->relay_in);
+            io->relay_in = -1;
+        } else {
+            fcntl(io->relay_in, F_SETFL, O_NONBLOCK);
+        }
+    }
+    for (int k = 1; k <= 2; k++) {
+        int *pipe_rd = k == 1 ? out_pipe : err_pipe;
+        int *cfd = k == 1 ? &spec->out_fd : &spec->err_fd;
+        int p[2];
+        if (*pipe_rd >= 0 || *cfd >= 0 || !needs_relay(k))
+            continue;
+        if (pipe2(p, O_CLOEXEC) < 0)
+            return tx_errno(err, errno, "pipe");
+        *pipe_rd = p[0];
+        *cfd = p[1];
+        io->relay_out[k] = true;
+    }
+    /* A terminal among the caller's stdio: the command gets a terminal of
+     * its own, a new pseudo-terminal that is its controlling terminal in its
+     * own session, and txbox relays between it and the caller's, as ssh and
+     * script(1) do. The command reads and writes "the terminal", runs stty,
+     * takes its foreground, without ever holding the caller's terminal. The
+     * caller's is put in raw mode meanwhile (the inner one edits lines),
+     * and read only while txbox is in its foreground: in the background the
+     * command's stdin is empty rather than txbox stopped for reading. */
+    for (int k = 0; k <= 2 && io->ptm < 0; k++) {
+        int cfd = k == 0 ? spec->in_fd : k == 1 ? spec->out_fd : spec->err_fd;
+        if (cfd >= 0 || !isatty(k))
+            continue;
+        if (pty_open(k, &io->ptm, &io->pts) < 0)
+            return tx_errno(err, errno, "cannot create a terminal for the command");
+    }
+    if (io->ptm >= 0) {
+        bool fg = isatty(0) && tcgetpgrp(0) == getpgrp();
+        if (spec->in_fd < 0 && isatty(0) && !fg) {
+            int p[2];
+            if (pipe2(p, O_CLOEXEC) < 0)
+                return tx_errno(err, errno, "pipe");
+            close(p[1]);
+            io->own_in = true;
+            spec->in_fd = p[0];
+        }
+        if (spec->in_fd < 0 && isatty(0)) {
+            spec->in_fd = io->pts;
+            io->relay_in = fcntl(io->ptm, F_DUPFD_CLOEXEC, 3);
+            if (io->relay_in < 0)
+                return tx_errno(err, errno, "dup");
+            fcntl(io->relay_in, F_SETFL, O_NONBLOCK);
+            struct termios r;
+            if (tcgetattr(0, &io->tty_saved) == 0) {
+                r = io->tty_saved;
+                cfmakeraw(&r);
+                io->tty_raw = tcsetattr(0, TCSANOW, &r) == 0;
+            }
+        }
+        for (int k = 2; k >= 1; k--) {
+            int *cfd = k == 1 ? &spec->out_fd : &spec->err_fd;
+            if (*cfd < 0 && isatty(k)) {
+                *cfd = io->pts;
+                io->tty_out = k;
+            }
+        }
+    }
+    return 0;
+}
+
+#define PUMP_BUF 65536
+
+/* One run between init's go and its end (sb_run): init's reports, the
+ * command's output, the stdin and terminal relays, the limits. */
+struct pump {
+    const struct sb_spec *s;
+    struct sb_status *st;
+    struct sb_io *io;
+    struct sb_early *E;
+    sb_output_fn fn;
+    void *ctx;
+    int pidfd;
+    int fds[3];         /* init's reports, the command's stdout and stderr */
+    int *ours, *n_ours; /* our copies of init's ends (close_ours) */
+    uint64_t free0;     /* the workspace's free bytes before the run */
+    uint64_t deadline, started;
+    bool init_done, killed;
+    struct netproxy *proxy;
+    struct sb_msg msg;
+    size_t msg_have;
+    /* stdin relay: read the caller's stdin when the buffer is empty, write
+     * it to the command's pipe when not */
+    char *inbuf;
+    size_t in_len, in_off;
+    char *buf; /* PUMP_BUF bytes: the command's output on its way */
+    int rc;
+    txbox_error *err;
+};
+
+static void pump_kill(struct pump *p)
+{
+    syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+    p->killed = true;
+}
+
+/* What to wait for: pf[i] is source map[i] (0 init's reports, 1 and 2
+ * the command's stdout and stderr, 3 init's pidfd, 4 the stdin relay, 5
+ * the terminal). Returns how many. */
+static int pump_pollset(const struct pump *p, struct pollfd pf[6], int map[6])
+{
+    int n = 0;
+    for (int i = 0; i < 3; i++)
+        if (p->fds[i] >= 0) {
+            pf[n] = (struct pollfd){.fd = p->fds[i], .events = POLLIN};
+            map[n++] = i;
+        }
+    if (!p->init_done) {
+        pf[n] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
+        map[n++] = 3;
+    }
+    if (p->io->ptm >= 0) {
+        pf[n] = (struct pollfd){.fd = p->io->ptm, .events = POLLIN};
+        map[n++] = 5;
+    }
+    if (p->io->relay_in >= 0) {
+        pf[n] = p->in_off < p->in_len ? (struct pollfd){.fd = p->io->relay_in, .events = POLLOUT}
+                                      : (struct pollfd){.fd = 0, .events = POLLIN};
+        map[n++] = 4;
+    }
+    return n;
+}
+
+/* The time limit, the write budget and a cancel: each kills the
+ * sandbox. Returns the poll timeout (ms), no later than the deadline. */
+static int pump_watch(struct pump *p)
+{
+    const struct sb_spec *s = p->s;
+    int tmo = s->max_write ? 50 : 200;
+    if (p->deadline && !p->killed) {
+        uint64_t now = now_ns();
+        if (now >= p->deadline) {
+            p->st->timed_out = true;
+            pump_kill(p);
+        } else if ((p->deadline - now) / 1000000 < (uint64_t)tmo) {
+            tmo = (int)((p->deadline - now) / 1000000) + 1;
+        }
+    }
+    if (!p->killed && s->max_write) {
+        struct statvfs v;
+        if (fstatvfs(s->ws_fd, &v) == 0) {
+            uint64_t now_free = (uint64_t)v.f_bavail * v.f_frsize;
+            if (p->free0 > now_free && p->free0 - now_free > s->max_write) {
+                p->st->write_limit = true;
+                pump_kill(p);
+            }
+        }
+    }
+    if (s->cancel && *s->cancel && !p->killed) {
+        p->st->cancelled = true;
+        pump_kill(p);
+    }
+    return tmo;
+}
+
+/* The terminal's master: what the command wrote to its terminal goes to
+ * the caller's. */
+static void pump_tty(struct pump *p)
+{
+    struct sb_io *io = p->io;
+    ssize_t g = read(io->ptm, p->buf, PUMP_BUF);
+    if (g > 0)
+        (void)!write_all(io->tty_out, p->buf, (size_t)g);
+    else if (g == 0 || (errno != EAGAIN && errno != EINTR)) {
+        close(io->ptm); /* EIO: no process holds the terminal any more */
+        io->ptm = -1;
+    }
+}
+
+/* The stdin relay: the caller's stdin into the command's pipe. */
+static void pump_stdin(struct pump *p)
+{
+    struct sb_io *io = p->io;
+    if (io->relay_in < 0)
+        return;
+    ssize_t r2;
+    if (p->in_off < p->in_len) {
+        r2 = write_nosigpipe(io->relay_in, p->inbuf + p->in_off, p->in_len - p->in_off);
+        if (r2 > 0)
+            p->in_off += (size_t)r2;
+        else if (r2 < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+    } else {
+        r2 = read(0, p->inbuf, 65536);
+        if (r2 > 0) {
+            p->in_len = (size_t)r2;
+            p->in_off = 0;
+        } else if (r2 < 0 && (errno == EAGAIN || errno == EINTR)) {
+            return;
+        }
+    }
+    if (r2 <= 0) { /* end of the caller's stdin, or the command closed its own */
+        close(io->relay_in);
+        io->relay_in = -1;
+    }
+}
+
+/* A report of init's (struct sb_msg, once read whole): a setup error, the
+ * command started (the proxy is served from then on), or its status. */
+static void pump_report(struct pump *p)
+{
+    struct sb_msg *msg = &p->msg;
+    ssize_t got = read(p->fds[0], (char *)msg + p->msg_have, sizeof *msg - p->msg_have);
+    if (got <= 0) {
+        if (got < 0 && errno == EINTR)
+            return;
+        close(p->fds[0]);
+        p->fds[0] = -1;
+        return;
+    }
+    p->msg_have += (size_t)got;
+    if (p->msg_have < sizeof *msg)
+        return;
+    p->msg_have = 0;
+    msg->text[sizeof msg->text - 1] = 0;
+    close_ours(p->ours, p->n_ours);
+    if ((msg->type == MSG_SETUP_ERR || msg->type == MSG_OVERLAY_ERR) && p->rc == 0) {
+        p->rc = tx_err(p->err, msg->val ? msg->val : EPERM, "sandbox: %s", msg->text);
+        p->st->overlay_failed = msg->type == MSG_OVERLAY_ERR;
+    } else if (msg->type == MSG_STARTED) {
+        if (p->rc == 0 && start_proxy(p->s, &p->E->L, &p->proxy, p->err) < 0) {
+            p->rc = -1;
+            pump_kill(p);
+        }
+        p->st->ran = true;
+        p->started = msg->ts;
+        p->st->t_started = msg->ts;
+    } else if (msg->type == MSG_EXITED) {
+        p->st->exited = true;
+        p->st->wstatus = msg->val;
+        p->st->cmd_ns = msg->ts - p->started;
+        p->st->t_exited = msg->ts;
+    }
+}
+
+/* The command's stdout (k = 1) or stderr (2): to the caller's own stream
+ * when relayed, else to the caller's function. */
+static void pump_output(struct pump *p, int k)
+{
+    ssize_t got = read(p->fds[k], p->buf, PUMP_BUF);
+    if (got <= 0) {
+        if (got < 0 && errno == EINTR)
+            return;
+        close(p->fds[k]);
+        p->fds[k] = -1;
+        return;
+    }
+    if (p->io->relay_out[k])
+        (void)!write_all(k, p->buf, (size_t)got); /* the caller's stdout/stderr, as it is */
+    else if (p->fn)
+        p->fn(p->ctx, k, p->buf, (size_t)got);
+}
+
+/* Pump output and messages until init is gone. */
+static void pump_run(struct pump *p)
+{
+    struct sb_io *io = p->io;
+    while (p->fds[0] >= 0 || p->fds[1] >= 0 || p->fds[2] >= 0 || !p->init_done || io->ptm >= 0) {
+        if (p->init_done && io->relay_in >= 0) {
+            close(io->relay_in);
+            io->relay_in = -1;
+        }
+        if (p->init_done && io->ptm >= 0) {
+            /* every process that held the terminal is gone: what it wrote
+             * is in the master's buffer */
+            ssize_t g;
+            while ((g = read(io->ptm, p->buf, PUMP_BUF)) > 0)
+                (void)!write_all(io->tty_out, p->buf, (size_t)g);
+            close(io->ptm);
+            io->ptm = -1;
+            continue;
+        }
+        struct pollfd pf[6];
+        int map[6];
+        int n = pump_pollset(p, pf, map);
+        int tmo = pump_watch(p);
+        int r = poll(pf, (nfds_t)n, tmo);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            p->rc = tx_errno(p->err, errno, "poll");
+            pump_kill(p);
+            continue;
+        }
+        for (int i = 0; i < n; i++) {
+            if (!pf[i].revents)
+                continue;
+            int k = map[i];
+            if (k == 3) {
+                p->init_done = true;
+                close_ours(p->ours, p->n_ours);
+            } else if (k == 5) {
+                pump_tty(p);
+            } else if (k == 4) {
+                pump_stdin(p);
+            } else if (k == 0) {
+                pump_report(p);
+            } else {
+                pump_output(p, k);
+            }
+        }
+    }
+}
+
 int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn, void *ctx,
            struct sb_status *st, txbox_error *err)
 {
@@ -1359,99 +1699,10 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     uint64_t free0 = (uint64_t)vfs0.f_bavail * vfs0.f_frsize;
     /* Everything made before the clone, undone in one place on failure. */
     int rep[2] = {-1, -1}, sync[2] = {-1, -1};
-    int relay_in = -1;
-    bool relay_out[3] = {false, false, false};
-    bool own_in = false;
-    int rc = 0;
-    int ptm = -1, pts = -1, tty_out = 0; /* the command's terminal (pty_open) */
-    struct termios tty_saved;
-    bool tty_raw = false;
-    /* stdio that is not a pipe or socket goes through pipes of txbox's own
-     * (needs_relay). A terminal is read only by a foreground txbox: in the
-     * background the command gets an empty stdin rather than txbox being
-     * stopped for reading it. */
-    if (spec.in_fd < 0 && needs_relay(0)) {
-        int p[2];
-        if (pipe2(p, O_CLOEXEC) < 0) {
-            rc = tx_errno(err, errno, "pipe");
-            goto fail_setup;
-        }
-        own_in = true;
-        spec.in_fd = p[0];
-        relay_in = p[1];
-        if (isatty(0) && tcgetpgrp(0) != getpgrp()) {
-            close(relay_in);
-            relay_in = -1;
-        } else {
-            fcntl(relay_in, F_SETFL, O_NONBLOCK);
-        }
-    }
-    for (int k = 1; k <= 2; k++) {
-        int *pipe_rd = k == 1 ? &out_pipe : &err_pipe;
-        int *cfd = k == 1 ? &spec.out_fd : &spec.err_fd;
-        int p[2];
-        if (*pipe_rd >= 0 || *cfd >= 0 || !needs_relay(k))
-            continue;
-        if (pipe2(p, O_CLOEXEC) < 0) {
-            rc = tx_errno(err, errno, "pipe");
-            goto fail_setup;
-        }
-        *pipe_rd = p[0];
-        *cfd = p[1];
-        relay_out[k] = true;
-    }
-    /* A terminal among the caller's stdio: the command gets a terminal of
-     * its own, a new pseudo-terminal that is its controlling terminal in its
-     * own session, and txbox relays between it and the caller's, as ssh and
-     * script(1) do. The command reads and writes "the terminal", runs stty,
-     * takes its foreground, without ever holding the caller's terminal. The
-     * caller's is put in raw mode meanwhile (the inner one edits lines),
-     * and read only while txbox is in its foreground: in the background the
-     * command's stdin is empty rather than txbox stopped for reading. */
-    for (int k = 0; k <= 2 && ptm < 0; k++) {
-        int cfd = k == 0 ? spec.in_fd : k == 1 ? spec.out_fd : spec.err_fd;
-        if (cfd >= 0 || !isatty(k))
-            continue;
-        if (pty_open(k, &ptm, &pts) < 0) {
-            rc = tx_errno(err, errno, "cannot create a terminal for the command");
-            goto fail_setup;
-        }
-    }
-    if (ptm >= 0) {
-        bool fg = isatty(0) && tcgetpgrp(0) == getpgrp();
-        if (spec.in_fd < 0 && isatty(0) && !fg) {
-            int p[2];
-            if (pipe2(p, O_CLOEXEC) < 0) {
-                rc = tx_errno(err, errno, "pipe");
-                goto fail_setup;
-            }
-            close(p[1]);
-            own_in = true;
-            spec.in_fd = p[0];
-        }
-        if (spec.in_fd < 0 && isatty(0)) {
-            spec.in_fd = pts;
-            relay_in = fcntl(ptm, F_DUPFD_CLOEXEC, 3);
-            if (relay_in < 0) {
-                rc = tx_errno(err, errno, "dup");
-                goto fail_setup;
-            }
-            fcntl(relay_in, F_SETFL, O_NONBLOCK);
-            struct termios r;
-            if (tcgetattr(0, &tty_saved) == 0) {
-                r = tty_saved;
-                cfmakeraw(&r);
-                tty_raw = tcsetattr(0, TCSANOW, &r) == 0;
-            }
-        }
-        for (int k = 2; k >= 1; k--) {
-            int *cfd = k == 1 ? &spec.out_fd : &spec.err_fd;
-            if (*cfd < 0 && isatty(k)) {
-                *cfd = pts;
-                tty_out = k;
-            }
-        }
-    }
+    struct sb_io io = {.relay_in = -1, .ptm = -1, .pts = -1};
+    int rc = setup_stdio(&spec, &out_pipe, &err_pipe, &io, err);
+    if (rc < 0)
+        goto fail_setup;
     int pidfd = -1;
     st->t_clone = now_ns();
     if (!early && sb_prestart(s->net, &early, err) < 0) {
@@ -1475,7 +1726,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
      * first message says it has a copy (close_ours). */
     E->L.s = s;
     E->L.abi = abi;
-    int ends[] = {rep[0], sync[1], out_pipe, err_pipe, relay_in, ptm, E->self};
+    int ends[] = {rep[0], sync[1], out_pipe, err_pipe, io.relay_in, io.ptm, E->self};
     memcpy(E->L.close_fds, ends, sizeof ends);
     int ours[7], n_ours = 0;
     ours[n_ours++] = rep[1];
@@ -1486,12 +1737,12 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         ours[n_ours++] = s->out_fd;
     if (err_pipe >= 0 && s->err_fd >= 0)
         ours[n_ours++] = s->err_fd;
-    if (own_in && s->in_fd >= 0)
+    if (io.own_in && s->in_fd >= 0)
         ours[n_ours++] = s->in_fd;
-    if (pts >= 0)
-        ours[n_ours++] = pts;
-    if (ptm >= 0)
-        fcntl(ptm, F_SETFL, O_NONBLOCK);
+    if (io.pts >= 0)
+        ours[n_ours++] = io.pts;
+    if (io.ptm >= 0)
+        fcntl(io.ptm, F_SETFL, O_NONBLOCK);
     if (rc == 0 && cg.kind && cg_attach(&cg, pid) < 0)
         rc = tx_errno(err, errno, "cannot place the sandbox in its cgroup");
     if (rc == 0 && write_all(sync[1], "g", 1) < 0)
@@ -1504,202 +1755,32 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     if (rc == 0 && s->started)
         s->started(s->started_arg);
 
-    /* Pump output and messages until init is gone. */
-    uint64_t t0 = now_ns(), started = 0, deadline = 0;
+    char buf[PUMP_BUF];
+    struct pump p = {.s = s, .st = st, .io = &io, .E = E, .fn = fn, .ctx = ctx, .pidfd = pidfd,
+                     .fds = {rep[0], out_pipe, err_pipe}, .ours = ours, .n_ours = &n_ours,
+                     .free0 = free0, .buf = buf, .rc = rc, .err = err};
     if (s->timeout_s > 0)
-        deadline = t0 + (uint64_t)(s->timeout_s * 1e9);
-    bool init_done = false, killed = false;
-    struct netproxy *proxy = NULL;
-    int fds[3] = {rep[0], out_pipe, err_pipe};
-    char buf[65536];
-    struct sb_msg msg;
-    size_t msg_have = 0;
-    /* stdin relay: read the caller's stdin when the buffer is empty, write
-     * it to the command's pipe when not */
-    char *inbuf = relay_in >= 0 ? malloc(65536) : NULL;
-    size_t in_len = 0, in_off = 0;
-    if (relay_in >= 0 && !inbuf) {
-        close(relay_in);
-        relay_in = -1;
+        p.deadline = now_ns() + (uint64_t)(s->timeout_s * 1e9);
+    p.inbuf = io.relay_in >= 0 ? malloc(65536) : NULL;
+    if (io.relay_in >= 0 && !p.inbuf) {
+        close(io.relay_in);
+        io.relay_in = -1;
     }
-    while (fds[0] >= 0 || fds[1] >= 0 || fds[2] >= 0 || !init_done || ptm >= 0) {
-        if (init_done && relay_in >= 0) {
-            close(relay_in);
-            relay_in = -1;
-        }
-        if (init_done && ptm >= 0) {
-            /* every process that held the terminal is gone: what it wrote
-             * is in the master's buffer */
-            ssize_t g;
-            while ((g = read(ptm, buf, sizeof buf)) > 0)
-                (void)!write_all(tty_out, buf, (size_t)g);
-            close(ptm);
-            ptm = -1;
-            continue;
-        }
-        struct pollfd pf[6];
-        int n = 0, map[6];
-        for (int i = 0; i < 3; i++)
-            if (fds[i] >= 0) {
-                pf[n] = (struct pollfd){.fd = fds[i], .events = POLLIN};
-                map[n++] = i;
-            }
-        if (!init_done) {
-            pf[n] = (struct pollfd){.fd = pidfd, .events = POLLIN};
-            map[n++] = 3;
-        }
-        if (ptm >= 0) {
-            pf[n] = (struct pollfd){.fd = ptm, .events = POLLIN};
-            map[n++] = 5;
-        }
-        if (relay_in >= 0) {
-            pf[n] = in_off < in_len ? (struct pollfd){.fd = relay_in, .events = POLLOUT}
-                                    : (struct pollfd){.fd = 0, .events = POLLIN};
-            map[n++] = 4;
-        }
-        int tmo = s->max_write ? 50 : 200;
-        if (deadline && !killed) {
-            uint64_t now = now_ns();
-            if (now >= deadline) {
-                st->timed_out = true;
-                syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-                killed = true;
-            } else if ((deadline - now) / 1000000 < (uint64_t)tmo) {
-                tmo = (int)((deadline - now) / 1000000) + 1;
-            }
-        }
-        if (!killed && s->max_write) {
-            struct statvfs v;
-            if (fstatvfs(s->ws_fd, &v) == 0) {
-                uint64_t now_free = (uint64_t)v.f_bavail * v.f_frsize;
-                if (free0 > now_free && free0 - now_free > s->max_write) {
-                    st->write_limit = true;
-                    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-                    killed = true;
-                }
-            }
-        }
-        if (s->cancel && *s->cancel && !killed) {
-            st->cancelled = true;
-            syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-            killed = true;
-        }
-        int r = poll(pf, (nfds_t)n, tmo);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = tx_errno(err, errno, "poll");
-            syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-            killed = true;
-            continue;
-        }
-        for (int i = 0; i < n; i++) {
-            if (!pf[i].revents)
-                continue;
-            int k = map[i];
-            if (k == 3) {
-                init_done = true;
-                close_ours(ours, &n_ours);
-                continue;
-            }
-            if (k == 5) {
-                ssize_t g = read(ptm, buf, sizeof buf);
-                if (g > 0)
-                    (void)!write_all(tty_out, buf, (size_t)g);
-                else if (g == 0 || (errno != EAGAIN && errno != EINTR)) {
-                    close(ptm); /* EIO: no process holds the terminal any more */
-                    ptm = -1;
-                }
-                continue;
-            }
-            if (k == 4) {
-                if (relay_in < 0)
-                    continue;
-                ssize_t r2;
-                if (in_off < in_len) {
-                    r2 = write_nosigpipe(relay_in, inbuf + in_off, in_len - in_off);
-                    if (r2 > 0)
-                        in_off += (size_t)r2;
-                    else if (r2 < 0 && (errno == EAGAIN || errno == EINTR))
-                        continue;
-                } else {
-                    r2 = read(0, inbuf, 65536);
-                    if (r2 > 0) {
-                        in_len = (size_t)r2;
-                        in_off = 0;
-                    } else if (r2 < 0 && (errno == EAGAIN || errno == EINTR)) {
-                        continue;
-                    }
-                }
-                if (r2 <= 0) { /* end of the caller's stdin, or the command closed its own */
-                    close(relay_in);
-                    relay_in = -1;
-                }
-                continue;
-            }
-            if (k == 0) {
-                ssize_t got = read(fds[0], (char *)&msg + msg_have, sizeof msg - msg_have);
-                if (got <= 0) {
-                    if (got < 0 && errno == EINTR)
-                        continue;
-                    close(fds[0]);
-                    fds[0] = -1;
-                    continue;
-                }
-                msg_have += (size_t)got;
-                if (msg_have < sizeof msg)
-                    continue;
-                msg_have = 0;
-                msg.text[sizeof msg.text - 1] = 0;
-                close_ours(ours, &n_ours);
-                if ((msg.type == MSG_SETUP_ERR || msg.type == MSG_OVERLAY_ERR) && rc == 0) {
-                    rc = tx_err(err, msg.val ? msg.val : EPERM, "sandbox: %s", msg.text);
-                    st->overlay_failed = msg.type == MSG_OVERLAY_ERR;
-                }
-                else if (msg.type == MSG_STARTED) {
-                    if (rc == 0 && start_proxy(s, &E->L, &proxy, err) < 0) {
-                        rc = -1;
-                        syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-                        killed = true;
-                    }
-                    st->ran = true;
-                    started = msg.ts;
-                    st->t_started = msg.ts;
-                } else if (msg.type == MSG_EXITED) {
-                    st->exited = true;
-                    st->wstatus = msg.val;
-                    st->cmd_ns = msg.ts - started;
-                    st->t_exited = msg.ts;
-                }
-                continue;
-            }
-            ssize_t got = read(fds[k], buf, sizeof buf);
-            if (got <= 0) {
-                if (got < 0 && errno == EINTR)
-                    continue;
-                close(fds[k]);
-                fds[k] = -1;
-                continue;
-            }
-            if (relay_out[k])
-                (void)!write_all(k, buf, (size_t)got); /* the caller's stdout/stderr, as it is */
-            else if (fn)
-                fn(ctx, k, buf, (size_t)got);
-        }
-    }
-    if (relay_in >= 0)
-        close(relay_in);
-    if (ptm >= 0)
-        close(ptm);
-    if (tty_raw)
-        (void)tcsetattr(0, TCSANOW, &tty_saved);
-    free(inbuf);
+    pump_run(&p);
+    rc = p.rc;
+    if (io.relay_in >= 0)
+        close(io.relay_in);
+    if (io.ptm >= 0)
+        close(io.ptm);
+    if (io.tty_raw)
+        (void)tcsetattr(0, TCSANOW, &io.tty_saved);
+    free(p.inbuf);
     int ws;
     while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
         ;
     close_ours(ours, &n_ours);
     close(pidfd);
-    st->network = np_stop(proxy);
+    st->network = np_stop(p.proxy);
     if (E->L.proxy_fd >= 0)
         close(E->L.proxy_fd); /* made, but init failed before it was served */
     stop_launcher(&E->L);
@@ -1716,20 +1797,20 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         uint64_t now_free = (uint64_t)vend.f_bavail * vend.f_frsize;
         st->write_limit = free0 > now_free && free0 - now_free > s->max_write;
     }
-    if (st->ran && !st->exited && !killed && !st->oom && rc == 0)
+    if (st->ran && !st->exited && !p.killed && !st->oom && rc == 0)
         rc = tx_err(err, EIO, "sandbox: init ended without reporting the command's status");
-    if (st->ran && !st->exited && killed)
-        st->cmd_ns = now_ns() - started;
+    if (st->ran && !st->exited && p.killed)
+        st->cmd_ns = now_ns() - p.started;
     return rc;
 
 fail_setup:
-    close_relays(relay_in, own_in ? spec.in_fd : -1, &spec, out_pipe, err_pipe, relay_out);
-    if (ptm >= 0)
-        close(ptm);
-    if (pts >= 0)
-        close(pts);
-    if (tty_raw)
-        (void)tcsetattr(0, TCSANOW, &tty_saved);
+    close_relays(io.relay_in, io.own_in ? spec.in_fd : -1, &spec, out_pipe, err_pipe, io.relay_out);
+    if (io.ptm >= 0)
+        close(io.ptm);
+    if (io.pts >= 0)
+        close(io.pts);
+    if (io.tty_raw)
+        (void)tcsetattr(0, TCSANOW, &io.tty_saved);
     for (int i = 0; i < 2; i++) {
         if (rep[i] >= 0)
             close(rep[i]);
