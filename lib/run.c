@@ -900,6 +900,98 @@ static void log_failed(txbox_ws *ws, const txbox_result *r, int txfd, const char
         (void)!store_log(ws, r->id, "failed", s, NULL, txfd, &le);
 }
 
+/* The shell that runs opts->shell (*shell_path, malloc'd; NULL for an
+ * argv) and whether it reads POSIX sh (*posix): the caller's, which must be
+ * an absolute path outside the workspace, else txbox_shell_resolve's. */
+static int run_shell(txbox_ws *ws, const txbox_run_opts *opts, char **shell_path, int *posix,
+                     txbox_error *err)
+{
+    *posix = opts->shell_posix;
+    if (opts->shell && !opts->shell_path && txbox_shell_resolve(NULL, shell_path, posix, err) < 0)
+        return -1;
+    if (opts->shell && opts->shell_path) {
+        *shell_path = xstrdup(opts->shell_path);
+        _cleanup_free_ char *real = realpath(*shell_path, NULL);
+        size_t wl = strlen(ws->path);
+        if (!real || (*shell_path)[0] != '/')
+            return tx_err(err, EINVAL, "shell '%.200s': not an absolute path to a program", *shell_path);
+        if (!strncmp(real, ws->path, wl) && (real[wl] == 0 || real[wl] == '/'))
+            return tx_err(err, EINVAL, "shell '%.200s' lies in the workspace: the command could change it",
+                          *shell_path);
+    }
+    return 0;
+}
+
+/* Appends to rule_domains (n bytes, names separated by spaces) the domains
+ * of the rules that declared the command's external effects (saga_plan). */
+static void add_effect_domains(json_t *saga, char *rule_domains, size_t n)
+{
+    json_t *effs = json_object_get(saga, "effects"), *ef;
+    size_t ei;
+    json_array_foreach(effs, ei, ef)
+    {
+        json_t *dl = json_object_get(ef, "domains"), *d;
+        size_t di;
+        json_array_foreach(dl, di, d)
+        {
+            size_t have = strlen(rule_domains), dlen = strlen(json_string_value(d));
+            if (have + dlen + 2 <= n)
+                snprintf(rule_domains + have, n - have, "%s%s", have ? " " : "", json_string_value(d));
+        }
+    }
+}
+
+/* What the sandbox reported, into r: the limits it hit, the command's
+ * time, its exit code or signal (and a hint for EOVERFLOW as an
+ * unprivileged user). Returns whether the command succeeded: exited 0, in
+ * time, not cancelled, and no limit stopped a process of it. */
+static bool take_status(txbox_result *r, const struct sb_status *st, bool root)
+{
+    r->write_limit = st->write_limit;
+    r->oom = st->oom;
+    r->pids_limit = st->pids_limit;
+    r->cmd_ms = (double)st->cmd_ns / 1e6;
+    r->timed_out = st->timed_out;
+    if (st->exited) {
+        if (WIFEXITED(st->wstatus)) {
+            r->exit_code = WEXITSTATUS(st->wstatus);
+        } else if (WIFSIGNALED(st->wstatus)) {
+            r->signal = WTERMSIG(st->wstatus);
+            r->exit_code = 128 + r->signal;
+        }
+    } else {
+        r->signal = SIGKILL;
+        r->exit_code = 128 + SIGKILL;
+    }
+    bool ok = st->exited && WIFEXITED(st->wstatus) && WEXITSTATUS(st->wstatus) == 0 && !st->timed_out &&
+              !st->cancelled;
+    if (ok && (st->write_limit || st->oom)) {
+        /* Stopped by a limit, yet the command says success: a process it
+         * started was stopped (killed by the kernel's OOM killer, the write
+         * budget) while the rest went on. Never committed; the status says
+         * it failed. */
+        ok = false;
+        r->exit_code = 128 + (st->oom ? SIGKILL : SIGXFSZ);
+    }
+    if (ok && st->pids_limit) {
+        /* A fork was refused at the process limit and the command went on
+         * to succeed: what it did is not what it would have done. Never
+         * committed; the status says it failed. */
+        ok = false;
+        r->exit_code = 1;
+    }
+    /* As an unprivileged user a file owned by another user (root, say) is
+     * owned by an unmapped id in the sandbox's user namespace: overlayfs
+     * cannot copy it up, so changing, moving or removing it fails with
+     * EOVERFLOW where a plain run (a directory the user may write) would
+     * not. No way around it without that id; the result says why. */
+    if (!ok && !root && r->err.len && memmem(r->err.p, r->err.len, "Value too large for defined data type", 37))
+        r->hint = xstrdup("a file in the workspace owned by another user (root, say) cannot be changed, moved "
+                          "or removed in the sandbox of an unprivileged user (EOVERFLOW: that owner has no id "
+                          "in its user namespace); chown it to yourself, or run txbox as its owner");
+    return ok;
+}
+
 int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbox_error *err)
 {
     *out = NULL;
@@ -909,19 +1001,9 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
         return -1;
     /* the shell that runs a string, and whether it reads as bash does */
     _cleanup_free_ char *shell_path = NULL;
-    int posix = opts->shell_posix;
-    if (opts->shell && !opts->shell_path && txbox_shell_resolve(NULL, &shell_path, &posix, err) < 0)
+    int posix;
+    if (run_shell(ws, opts, &shell_path, &posix, err) < 0)
         return -1;
-    if (opts->shell && opts->shell_path) {
-        shell_path = xstrdup(opts->shell_path);
-        _cleanup_free_ char *real = realpath(shell_path, NULL);
-        size_t wl = strlen(ws->path);
-        if (!real || shell_path[0] != '/')
-            return tx_err(err, EINVAL, "shell '%.200s': not an absolute path to a program", shell_path);
-        if (!strncmp(real, ws->path, wl) && (real[wl] == 0 || real[wl] == '/'))
-            return tx_err(err, EINVAL, "shell '%.200s' lies in the workspace: the command could change it",
-                          shell_path);
-    }
     bool differs = opts->shell && posix && sh_reads_differently(opts->shell);
     txbox_result *r = result_new();
     r->started = wall_time();
@@ -977,20 +1059,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
         if (saga_net && !differs)
             net = net_defaults = true;
         /* and the domains of the rules that declared its external effects */
-        json_t *effs = json_object_get(saga, "effects"), *ef;
-        size_t ei;
-        json_array_foreach(effs, ei, ef)
-        {
-            json_t *dl = json_object_get(ef, "domains"), *d;
-            size_t di;
-            json_array_foreach(dl, di, d)
-            {
-                size_t have = strlen(rule_domains), dlen = strlen(json_string_value(d));
-                if (have + dlen + 2 <= sizeof rule_domains)
-                    snprintf(rule_domains + have, sizeof rule_domains - have, "%s%s", have ? " " : "",
-                             json_string_value(d));
-            }
-        }
+        add_effect_domains(saga, rule_domains, sizeof rule_domains);
     }
     /* The sandbox's namespaces are made meanwhile, on the other CPU: by the
      * time the transaction's directories and the command's environment are
@@ -1167,48 +1236,7 @@ retry:
                                     : !opts->policy ? "none (no policy)"
                                     : use_copy   ? "not enforced (copy backend)"
                                                  : "enforced at commit"));
-    r->write_limit = st.write_limit;
-    r->oom = st.oom;
-    r->pids_limit = st.pids_limit;
-    r->cmd_ms = (double)st.cmd_ns / 1e6;
-    r->timed_out = st.timed_out;
-    if (st.exited) {
-        if (WIFEXITED(st.wstatus)) {
-            r->exit_code = WEXITSTATUS(st.wstatus);
-        } else if (WIFSIGNALED(st.wstatus)) {
-            r->signal = WTERMSIG(st.wstatus);
-            r->exit_code = 128 + r->signal;
-        }
-    } else {
-        r->signal = SIGKILL;
-        r->exit_code = 128 + SIGKILL;
-    }
-    bool ok = st.exited && WIFEXITED(st.wstatus) && WEXITSTATUS(st.wstatus) == 0 && !st.timed_out &&
-              !st.cancelled;
-    if (ok && (st.write_limit || st.oom)) {
-        /* Stopped by a limit, yet the command says success: a process it
-         * started was stopped (killed by the kernel's OOM killer, the write
-         * budget) while the rest went on. Never committed; the status says
-         * it failed. */
-        ok = false;
-        r->exit_code = 128 + (st.oom ? SIGKILL : SIGXFSZ);
-    }
-    if (ok && st.pids_limit) {
-        /* A fork was refused at the process limit and the command went on
-         * to succeed: what it did is not what it would have done. Never
-         * committed; the status says it failed. */
-        ok = false;
-        r->exit_code = 1;
-    }
-    /* As an unprivileged user a file owned by another user (root, say) is
-     * owned by an unmapped id in the sandbox's user namespace: overlayfs
-     * cannot copy it up, so changing, moving or removing it fails with
-     * EOVERFLOW where a plain run (a directory the user may write) would
-     * not. No way around it without that id; the result says why. */
-    if (!ok && !ws->root && r->err.len && memmem(r->err.p, r->err.len, "Value too large for defined data type", 37))
-        r->hint = xstrdup("a file in the workspace owned by another user (root, say) cannot be changed, moved "
-                          "or removed in the sandbox of an unprivileged user (EOVERFLOW: that owner has no id "
-                          "in its user namespace); chown it to yourself, or run txbox as its owner");
+    bool ok = take_status(r, &st, ws->root);
     /* external effects: recorded; undone now if the command failed */
     if (saga && (rc = saga_after(ws, effd, saga, r, ok, opts->multi != NULL, err)) < 0)
         goto fail;
