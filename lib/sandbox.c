@@ -1123,7 +1123,7 @@ void sb_early_cancel(struct sb_early *e)
     free(e);
 }
 
-bool sb_is_root(void) { return geteuid() == 0; }
+bool sb_is_root(void) { return tx_privileged(); }
 
 
 /* Does the caller's descriptor fd have to be relayed rather than handed to
@@ -1678,8 +1678,9 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     if (abi < 1 && !s->allow_degraded)
         return tx_err(err, ENOSYS, "Landlock is not available in this kernel; refusing to run with less isolation (--allow-degraded accepts it)");
     struct cgroup cg;
-    if (cg_create(&cg, s->name ? s->name : "tx", s->pids_max, s->memory_max) < 0 && !userns &&
-        !s->allow_degraded)
+    /* root, also without CAP_SYS_ADMIN: RLIMIT_NPROC never binds the host's uid 0 */
+    if (cg_create(&cg, s->name ? s->name : "tx", s->pids_max, s->memory_max) < 0 &&
+        geteuid() == 0 && !s->allow_degraded)
         return tx_err(err, ENOTSUP, "no usable cgroup for the process and memory limits; refusing to run as root without them (--allow-degraded accepts rlimits)");
     struct sb_spec spec = *s;
     fill_sock_dirs(&spec);

@@ -1,7 +1,9 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -325,4 +327,16 @@ bool parse_u64(const char *s, uint64_t *out)
     }
     *out = v;
     return true;
+}
+
+bool tx_privileged(void)
+{
+    if (geteuid() != 0)
+        return false;
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof d);
+    if (syscall(SYS_capget, &h, d) < 0)
+        return false;
+    return d[CAP_SYS_ADMIN / 32].effective & (1U << (CAP_SYS_ADMIN % 32));
 }

@@ -133,4 +133,10 @@ MUST_CHECK int read_file_at(int dirfd, const char *name, size_t max, char **out,
 /* Is `s` a non-empty decimal u64 that fits? */
 bool parse_u64(const char *s, uint64_t *out);
 
+/* Does txbox run as root with the power to make namespaces and mounts
+ * itself (euid 0 and CAP_SYS_ADMIN in its effective set)? Root in a
+ * container without CAP_SYS_ADMIN, the runtimes' default, is not: it
+ * works as an unprivileged user does, through a user namespace. */
+bool tx_privileged(void);
+
 #endif

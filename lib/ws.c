@@ -169,7 +169,7 @@ int ws_open(const char *dir, unsigned flags, txbox_ws **out, txbox_error *err)
     ws->path = steal_pointer(&real);
     ws->fd = take_fd(&fd);
     ws->dev = st.st_dev;
-    ws->root = geteuid() == 0;
+    ws->root = tx_privileged(); /* the overlay of a user namespace otherwise */
     ws->sfd = openat(ws->fd, TXBOX_STATE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (ws->sfd < 0) {
         int e = errno;

@@ -1,0 +1,33 @@
+#!/usr/bin/env bats
+# What a container changes for txbox, reproduced outside one (the real
+# containers are tests/containers/run, make check-containers): root without
+# CAP_SYS_ADMIN (the runtimes' default for a container's root) works through
+# a user namespace; a /proc with parts masked and a seccomp filter that
+# refuses namespaces fail closed with an error naming the option to add.
+
+bats_require_minimum_version 1.5.0
+load ../lib/common
+
+setup() {
+    new_ws
+    snap pre "$WS" --mtime
+}
+
+# no_sys_admin CMD...: CMD as root without CAP_SYS_ADMIN, as in a container
+no_sys_admin() {
+    setpriv --bounding-set -sys_admin --inh-caps -sys_admin -- "$@"
+}
+
+@test "root without CAP_SYS_ADMIN: commits through a user namespace of its own" {
+    is_root || skip "applies to root only"
+    command -v setpriv >/dev/null || need "setpriv (util-linux) is missing"
+    run --separate-stderr no_sys_admin "$TXBOX" run --json -C "$WS" -c 'echo x > new.txt; grep CapEff /proc/self/status'
+    [ "$status" = 0 ] || fail "status $status" "$(clip "$stderr")" "$(clip "$output")"
+    python3 - "$output" <<'PY' || fail "$(clip "$output")"
+import json, sys
+r = json.loads(sys.argv[1])
+assert r["outcome"] == "committed", r["outcome"]
+assert r["protections"]["user_namespace"].startswith("unprivileged"), r["protections"]["user_namespace"]
+PY
+    [ "$(cat "$WS/new.txt")" = x ]
+}
