@@ -685,6 +685,42 @@ __attribute__((noreturn)) static void supervise(pid_t cmd, int listener, struct 
     }
 }
 
+/* Is something mounted below /proc? Container runtimes mask parts of it
+ * (/proc/kcore, /proc/sys read-only...), and the kernel then refuses a
+ * fresh procfs in a user namespace, which would show what the masks hide.
+ * Reads mountinfo without allocating: init may not call malloc. */
+static bool proc_has_submounts(void)
+{
+    int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char buf[4096];
+    size_t have = 0;
+    bool found = false;
+    ssize_t r;
+    while (!found && (r = read(fd, buf + have, sizeof buf - 1 - have)) > 0) {
+        have += (size_t)r;
+        buf[have] = 0;
+        char *line = buf, *nl;
+        while (!found && (nl = strchr(line, '\n'))) {
+            *nl = 0;
+            /* id parent major:minor root MOUNTPOINT ... */
+            char *p = line;
+            for (int f = 0; f < 4 && p; f++)
+                if ((p = strchr(p, ' ')))
+                    p++;
+            found = p && strncmp(p, "/proc/", 6) == 0;
+            line = nl + 1;
+        }
+        have = (size_t)(buf + have - line);
+        memmove(buf, line, have);
+        if (have == sizeof buf - 1)
+            have = 0; /* one line longer than the buffer: not a mount below /proc */
+    }
+    close(fd);
+    return found;
+}
+
 __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool userns, int landlock_abi,
                                                char *cmd_stack_top)
 {
@@ -714,8 +750,16 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
             close(devfd[i]);
     /* A fresh /proc for the new pid namespace; made read-only below, once
      * the command's id maps are written. */
-    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-        setup_die("cannot mount /proc");
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+        int e = errno;
+        bool masked = e == EPERM && proc_has_submounts();
+        errno = e;
+        setup_die("cannot mount /proc%s",
+                  masked ? " (the container runtime masks parts of /proc: podman --security-opt "
+                           "unmask=/proc/*, docker --security-opt systempaths=unconfined, "
+                           "Kubernetes procMount: Unmasked)"
+                         : "");
+    }
     attach_view(s, view);
     if (!s->net)
         loopback_up();

@@ -31,3 +31,16 @@ assert r["protections"]["user_namespace"].startswith("unprivileged"), r["protect
 PY
     [ "$(cat "$WS/new.txt")" = x ]
 }
+
+@test "root without CAP_SYS_ADMIN, a masked /proc: fails closed naming the runtimes' unmask options" {
+    is_root || skip "applies to root only"
+    command -v setpriv >/dev/null || need "setpriv (util-linux) is missing"
+    # a runtime's mask: /dev/null bound over a /proc file
+    run --separate-stderr unshare -m --propagation private -- sh -c \
+        'mount --bind /dev/null /proc/timer_list && exec setpriv --bounding-set -sys_admin --inh-caps -sys_admin -- "$0" run -C "$1" -c "echo x > new.txt"' \
+        "$TXBOX" "$WS"
+    assert_txbox_error
+    [[ "$stderr" == *"cannot mount /proc (the container runtime masks parts of /proc: podman --security-opt unmask=/proc/*, docker --security-opt systempaths=unconfined, Kubernetes procMount: Unmasked)"* ]] ||
+        fail "$stderr"
+    assert_tree pre "$WS" --mtime
+}
