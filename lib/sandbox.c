@@ -1091,6 +1091,19 @@ struct sb_early {
     bool net, launched;
 };
 
+/* Does a seccomp filter confine this process (Seccomp: 2 in its status)? */
+static bool under_seccomp(void)
+{
+    _cleanup_file_ FILE *f = fopen("/proc/self/status", "re");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "Seccomp:", 8) == 0) {
+            const char *v = line + 8 + strspn(line + 8, " \t");
+            return v[0] == '2' && (v[1] == '\n' || v[1] == 0);
+        }
+    return false;
+}
+
 /* Wait until init runs (sb_prestart does not: the namespaces are made
  * meanwhile); its pid, pidfd and, in a user namespace, its id maps. */
 static int early_await(struct sb_early *e, txbox_error *err)
@@ -1101,8 +1114,13 @@ static int early_await(struct sb_early *e, txbox_error *err)
     e->pid = await_init(&e->L, &e->pidfd);
     if (e->pid < 0) {
         e->pid = 0;
-        return tx_errno(err, errno, "cannot create the sandbox namespaces%s",
-                        e->L.userns ? " (are unprivileged user namespaces enabled?)" : "");
+        int en = errno;
+        return tx_errno(err, en, "cannot create the sandbox namespaces%s",
+                        !e->L.userns        ? ""
+                        : en == EPERM && under_seccomp()
+                            ? " (a seccomp filter refuses them, as container runtimes' default "
+                              "profiles do: run the container with txbox's containers/seccomp.json)"
+                            : " (are unprivileged user namespaces enabled?)");
     }
     if (e->L.userns) {
         char um[64], gm[64];

@@ -44,3 +44,18 @@ PY
         fail "$stderr"
     assert_tree pre "$WS" --mtime
 }
+
+@test "under a seccomp filter that refuses namespaces: fails closed naming containers/seccomp.json" {
+    is_root && skip "applies to the unprivileged user (root inside txbox meets its cgroup check first)"
+    # txbox's own sandbox refuses new user namespaces, as a container
+    # runtime's default profile does: a txbox inside it meets that filter
+    cp "$TXBOX" "$WS/inner-txbox"
+    mkdir "$WS/inner"
+    # (--memory and no leak check: for an ASan build; --backend copy: the
+    # inner workspace is on the outer's overlay)
+    tx --memory 64T -c 'ASAN_OPTIONS=detect_leaks=0 ./inner-txbox run --backend copy -C inner -c "echo x > f"; exit 0'
+    [ "$status" = 0 ] || fail "status $status" "$(clip "$stderr")"
+    [[ "$stderr" == *"cannot create the sandbox namespaces (a seccomp filter refuses them, as container runtimes' default profiles do: run the container with txbox's containers/seccomp.json): Operation not permitted"* ]] ||
+        fail "$(clip "$output")" "$(clip "$stderr")"
+    [ ! -e "$WS/inner/f" ]
+}
