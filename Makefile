@@ -14,7 +14,7 @@ DEB_PKGS   := meson ninja-build gcc clang pkg-config libjansson-dev libseccomp-d
 MESON_OPTS ?=
 
 .PHONY: all build release deps check unit integration crash fuzz-replay demo bench bench-peers clean \
-        install uninstall deb check-clients
+        install uninstall deb check-clients container
 
 all: build
 
@@ -76,6 +76,14 @@ deb:
 # never part of make check; .ci/run runs it when the npm registry answers.
 check-clients: build
 	./tests/clients/run $(BUILD)
+
+# make container: the txbox image (localhost/txbox:latest), offline: a
+# Debian 12 base by mmdebstrap from the Debian mirror, `podman import`, then
+# containers/Containerfile over `make install` (containers/build).
+CONTAINER_PKGS := podman runc uidmap slirp4netns fuse-overlayfs mmdebstrap docker.io
+container:
+	@./tools/install-deps $(DEB_PKGS) $(CONTAINER_PKGS)
+	./containers/build
 
 DEMO_SIZE  ?= 250M
 BENCH_SIZES ?= 25M,250M,2.5G
