@@ -14,7 +14,7 @@ DEB_PKGS   := meson ninja-build gcc clang pkg-config libjansson-dev libseccomp-d
 MESON_OPTS ?=
 
 .PHONY: all build release deps check unit integration crash fuzz-replay demo bench bench-peers clean \
-        install uninstall deb check-clients container
+        install uninstall deb check-clients container check-containers
 
 all: build
 
@@ -80,10 +80,16 @@ check-clients: build
 # make container: the txbox image (localhost/txbox:latest), offline: a
 # Debian 12 base by mmdebstrap from the Debian mirror, `podman import`, then
 # containers/Containerfile over `make install` (containers/build).
+# make check-containers: tests/containers/run, txbox in podman (rootful,
+# rootless), docker and a pod's settings, against tests/containers/matrix.
+# Not part of make check (a few minutes, and the image); .ci/run runs it.
 CONTAINER_PKGS := podman runc uidmap slirp4netns fuse-overlayfs mmdebstrap docker.io
 container:
 	@./tools/install-deps $(DEB_PKGS) $(CONTAINER_PKGS)
 	./containers/build
+
+check-containers: container
+	./tests/containers/run
 
 DEMO_SIZE  ?= 250M
 BENCH_SIZES ?= 25M,250M,2.5G
