@@ -81,8 +81,9 @@ check-clients: build
 # Debian 12 base by mmdebstrap from the Debian mirror, `podman import`, then
 # containers/Containerfile over `make install` (containers/build).
 # make check-containers: tests/containers/run, txbox in podman (rootful,
-# rootless), docker and a pod's settings, against tests/containers/matrix.
-# Not part of make check (a few minutes, and the image); .ci/run runs it.
+# rootless), docker and a pod's settings, against tests/containers/matrix;
+# then deploy/k8s/validate (npm: the Kubernetes schemas, pinned). Not part
+# of make check (a few minutes, and the image); .ci/run runs it.
 CONTAINER_PKGS := podman runc uidmap slirp4netns fuse-overlayfs mmdebstrap docker.io
 container:
 	@./tools/install-deps $(DEB_PKGS) $(CONTAINER_PKGS)
@@ -90,6 +91,7 @@ container:
 
 check-containers: container
 	./tests/containers/run
+	./deploy/k8s/validate
 
 DEMO_SIZE  ?= 250M
 BENCH_SIZES ?= 25M,250M,2.5G

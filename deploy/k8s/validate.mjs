@@ -1,0 +1,72 @@
+// deploy/k8s/validate.mjs FILE.yaml...: each document checked against the
+// Kubernetes API schemas of the kubernetes-models package (types, enums,
+// required fields), and against what txbox needs of a pod (docs/deploy.md).
+// Prints one line per document; exit 1 if any is wrong.
+import fs from "node:fs";
+import yaml from "js-yaml";
+
+const kinds = {
+  "batch/v1 Job": "kubernetes-models/batch/v1/Job",
+  "apps/v1 Deployment": "kubernetes-models/apps/v1/Deployment",
+  "v1 PersistentVolumeClaim": "kubernetes-models/v1/PersistentVolumeClaim",
+  "v1 ConfigMap": "kubernetes-models/v1/ConfigMap",
+};
+
+// what txbox needs of the pod that runs it, whatever the schema allows
+function txboxChecks(doc) {
+  const pod = doc.spec?.template?.spec;
+  if (!pod) return [];
+  const bad = [];
+  if (pod.hostUsers !== false) bad.push("hostUsers must be false (a user namespace per pod)");
+  const sc = pod.securityContext ?? {};
+  if (sc.seccompProfile?.type !== "Localhost" || sc.seccompProfile?.localhostProfile !== "txbox/seccomp.json")
+    bad.push("securityContext.seccompProfile must be Localhost txbox/seccomp.json");
+  for (const c of pod.containers ?? []) {
+    const s = c.securityContext ?? {};
+    if (s.privileged) bad.push(`${c.name}: privileged`);
+    if (s.allowPrivilegeEscalation !== false) bad.push(`${c.name}: allowPrivilegeEscalation must be false`);
+    if (!(s.capabilities?.drop ?? []).includes("ALL")) bad.push(`${c.name}: capabilities must drop ALL`);
+    if (s.procMount !== "Unmasked") bad.push(`${c.name}: procMount must be Unmasked`);
+    if (!c.resources?.limits?.memory || !c.resources?.limits?.cpu) bad.push(`${c.name}: cpu and memory limits`);
+    if (!(c.volumeMounts ?? []).some((m) => m.mountPath === "/work")) bad.push(`${c.name}: no workspace volume at /work`);
+  }
+  return bad;
+}
+
+let failed = 0;
+for (const file of process.argv.slice(2)) {
+  let docs;
+  try {
+    docs = yaml.loadAll(fs.readFileSync(file, "utf8"));
+  } catch (e) {
+    console.log(`FAIL ${file}: ${e.message.split("\n")[0]}`);
+    failed++;
+    continue;
+  }
+  for (const doc of docs) {
+    if (!doc) continue;
+    const key = `${doc.apiVersion} ${doc.kind}`;
+    const name = `${file}: ${doc.kind} ${doc.metadata?.name}`;
+    const mod = kinds[key];
+    if (!mod) {
+      console.log(`FAIL ${name}: no schema here for ${key}`);
+      failed++;
+      continue;
+    }
+    const M = Object.values(await import(mod))[0];
+    const problems = [];
+    try {
+      new M(doc).validate();
+    } catch (e) {
+      for (const err of e.errors ?? [e]) problems.push(`${err.instancePath ?? ""} ${err.message}`.trim());
+    }
+    problems.push(...txboxChecks(doc));
+    if (problems.length) {
+      failed++;
+      console.log(`FAIL ${name}: ${problems.join("; ")}`);
+    } else {
+      console.log(`ok   ${name}`);
+    }
+  }
+}
+process.exit(failed ? 1 : 0);
