@@ -49,17 +49,45 @@ static long long jint(json_t *o, const char *k)
     return (long long)json_integer_value(json_object_get(o, k));
 }
 
+/* "S" or "S.F", plain decimal seconds since the epoch. */
+static bool parse_epoch(const char *s, double *out)
+{
+    size_t digits = strspn(s, "0123456789");
+    if (!digits || digits > 12)
+        return false;
+    if (s[digits] == '.' && (!s[digits + 1] || s[digits + 1 + strspn(s + digits + 1, "0123456789")]))
+        return false;
+    if (s[digits] && s[digits] != '.')
+        return false;
+    *out = strtod(s, NULL);
+    return true;
+}
+
+/* Drops from the array the transactions that neither started nor ended at
+ * or after t. */
+static void keep_since(json_t *a, double t)
+{
+    for (size_t i = json_array_size(a); i-- > 0;) {
+        json_t *o = json_array_get(a, i);
+        if (json_number_value(json_object_get(o, "started")) < t &&
+            json_number_value(json_object_get(o, "finished")) < t)
+            json_array_remove(a, i);
+    }
+}
+
 int cmd_log(int argc, char **argv)
 {
-    enum { O_JSON = 256, O_HELP };
+    enum { O_JSON = 256, O_SINCE, O_HELP };
     static const struct option opts[] = {
         {"json", no_argument, NULL, O_JSON},
+        {"since", required_argument, NULL, O_SINCE},
         {"help", no_argument, NULL, O_HELP},
         {0},
     };
     const char *dir = ".";
     bool json = false;
     long limit = 0;
+    double since = -1;
     optind = 1;
     opterr = 0;
     int c;
@@ -79,12 +107,19 @@ int cmd_log(int argc, char **argv)
         case O_JSON:
             json = true;
             break;
+        case O_SINCE:
+            if (!parse_epoch(optarg, &since))
+                return cli_failf("log: --since wants seconds since the epoch (as 'date +%%s' prints), not '%s'", optarg);
+            break;
         case 'h':
         case O_HELP:
-            puts("usage: txbox log [-C DIR] [--json] [-n N]\n\n"
+            puts("usage: txbox log [-C DIR] [--json] [-n N] [--since T]\n\n"
                  "The audit log, newest first: one line per transaction with its id, time,\n"
                  "outcome, number of files changed and command. --json prints an array of\n"
-                 "objects. See 'txbox show TX' for everything recorded about one.");
+                 "objects. --since T keeps the transactions that started or ended at or\n"
+                 "after T, in seconds since the epoch (with -n: of the newest N): to\n"
+                 "gather a log piecewise, ask again from the last time seen and keep each\n"
+                 "tx's newest row. See 'txbox show TX' for everything recorded about one.");
             return 0;
         default:
             return cli_failf("log: unknown option or missing value (see 'txbox log --help')");
@@ -102,13 +137,24 @@ int cmd_log(int argc, char **argv)
     txbox_ws_close(ws);
     if (rc < 0)
         return json ? cli_fail_json(&err) : cli_fail(&err);
-    if (json) {
+    if (json && since < 0) {
         printf("%s\n", s);
         free(s);
         return 0;
     }
     json_t *a = json_loads(s, 0, NULL);
     free(s);
+    if (since >= 0)
+        keep_since(a, since);
+    if (json) {
+        char *out = json_dumps(a, JSON_COMPACT);
+        json_decref(a);
+        if (!out)
+            return cli_failf("log: out of memory");
+        printf("%s\n", out);
+        free(out);
+        return 0;
+    }
     size_t i;
     json_t *o;
     json_array_foreach(a, i, o) {

@@ -476,3 +476,25 @@ printf "\000\001\002" >bin.dat; setfattr -n user.new -v v xattr.txt; rm fifo'
     assert_status 0
     [ "$(sq "SELECT outcome FROM tx WHERE undo_of=1")" = committed ] || fail "$(sq 'SELECT id, outcome, undo_of FROM tx')"
 }
+
+@test "log --since T: the transactions that started or ended at or after T; a bad T is a clean error" {
+    commit 'echo a >since_a'
+    commit 'echo b >since_b'
+    # T: between the two, from the log's own times
+    h log --json
+    assert_status 0 || return 1
+    T=$(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("%.6f" % ((r[1]["finished"] + r[0]["started"]) / 2))' "$output")
+    h log --json --since "$T"
+    assert_status 0 || return 1
+    [ "$(python3 -c 'import json,sys; print(" ".join(r["tx"] + ":" + r["command"] for r in json.loads(sys.argv[1])))' "$output")" = "2:echo b >since_b" ] ||
+        fail "--since $T: $output"
+    h log --since "$T"
+    assert_status 0 || return 1
+    [ "${#lines[@]}" = 1 ] && [[ "${lines[0]}" == "2 "*"echo b >since_b" ]] || fail "$output"
+    h log --json --since 0
+    [ "$(python3 -c 'import json,sys; print(len(json.loads(sys.argv[1])))' "$output")" = 2 ] || fail "$output"
+    for bad in x -1 1e9 1.5.2 "" 1. 9999999999999; do
+        h log --since "$bad"
+        assert_txbox_error || fail "--since '$bad'"
+    done
+}
