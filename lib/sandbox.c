@@ -43,6 +43,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <linux/sched.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -155,6 +156,38 @@ static int write_id_maps(pid_t pid, const char *uidmap, const char *gidmap, bool
         return -1;
     snprintf(p, sizeof p, "/proc/%d/gid_map", pid);
     return write_file(p, gidmap);
+}
+
+/* The identity map of the ids FILE (/proc/self/uid_map or gid_map) maps:
+ * "first first count" for each of its ranges, into out. false if it
+ * cannot be read or does not fit. No allocation: init calls it. */
+static bool identity_of(const char *file, char *out, size_t n)
+{
+    char buf[2048];
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t r = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (r <= 0 || (size_t)r == sizeof buf - 1)
+        return false;
+    buf[r] = 0;
+    size_t len = 0;
+    for (char *line = buf, *nl; *line; line = nl + 1) {
+        char *end;
+        if (!(nl = strchr(line, '\n')))
+            return false;
+        unsigned long first = strtoul(line, &end, 10);
+        (void)strtoul(end, &end, 10); /* the ids outside */
+        unsigned long count = strtoul(end, &end, 10);
+        if (end != nl || !count)
+            return false;
+        int w = snprintf(out + len, n - len, "%lu %lu %lu\n", first, first, count);
+        if (w < 0 || (size_t)w >= n - len)
+            return false;
+        len += (size_t)w;
+    }
+    return len > 0;
 }
 
 /* ---- mounts ---- */
@@ -817,13 +850,15 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
     close(gsock[1]);
     char map[64];
     if (userns) {
-        /* Identity for the caller's one uid and gid. */
-        uid_t uid = getuid();
-        gid_t gid = getgid();
-        char gmap[64];
-        snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
-        snprintf(gmap, sizeof gmap, "%u %u 1\n", gid, gid);
-        if (write_id_maps(cmd, map, gmap, false) < 0)
+        /* Identity for the ids init's namespace maps: the caller's one uid
+         * and gid, or, for root in a container, the ranges it had there */
+        char umap[512], gmap[512];
+        if (!identity_of("/proc/self/uid_map", umap, sizeof umap) ||
+            !identity_of("/proc/self/gid_map", gmap, sizeof gmap)) {
+            errno = EINVAL;
+            setup_die("cannot read the sandbox's id maps");
+        }
+        if (write_id_maps(cmd, umap, gmap, false) < 0)
             setup_die("cannot map ids in the command's namespace");
     } else {
         snprintf(map, sizeof map, "0 0 4294967295\n");
@@ -1123,10 +1158,19 @@ static int early_await(struct sb_early *e, txbox_error *err)
                             : " (are unprivileged user namespaces enabled?)");
     }
     if (e->L.userns) {
-        char um[64], gm[64];
-        snprintf(um, sizeof um, "%u %u 1\n", getuid(), getuid());
-        snprintf(gm, sizeof gm, "%u %u 1\n", getgid(), getgid());
-        if (write_id_maps(e->pid, um, gm, true) < 0)
+        char um[512], gm[512];
+        /* Root without CAP_SYS_ADMIN (a container's) keeps every id its
+         * namespace has, as root's own sandbox does: files of other uids
+         * in the workspace stay its to change. Anyone else: its own. */
+        bool all = geteuid() == 0 && tx_cap_effective(CAP_SETUID) &&
+                   tx_cap_effective(CAP_SETGID) &&
+                   identity_of("/proc/self/uid_map", um, sizeof um) &&
+                   identity_of("/proc/self/gid_map", gm, sizeof gm);
+        if (!all) {
+            snprintf(um, sizeof um, "%u %u 1\n", getuid(), getuid());
+            snprintf(gm, sizeof gm, "%u %u 1\n", getgid(), getgid());
+        }
+        if (write_id_maps(e->pid, um, gm, !all) < 0)
             return tx_errno(err, errno, "cannot map ids in the sandbox user namespace");
     }
     return 0;

@@ -329,14 +329,14 @@ bool parse_u64(const char *s, uint64_t *out)
     return true;
 }
 
-bool tx_privileged(void)
+bool tx_cap_effective(int cap)
 {
-    if (geteuid() != 0)
-        return false;
     struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
     struct __user_cap_data_struct d[2];
     memset(d, 0, sizeof d);
-    if (syscall(SYS_capget, &h, d) < 0)
+    if (cap < 0 || cap >= 64 || syscall(SYS_capget, &h, d) < 0)
         return false;
-    return d[CAP_SYS_ADMIN / 32].effective & (1U << (CAP_SYS_ADMIN % 32));
+    return d[cap / 32].effective & (1U << (cap % 32));
 }
+
+bool tx_privileged(void) { return geteuid() == 0 && tx_cap_effective(CAP_SYS_ADMIN); }

@@ -138,5 +138,7 @@ bool parse_u64(const char *s, uint64_t *out);
  * container without CAP_SYS_ADMIN, the runtimes' default, is not: it
  * works as an unprivileged user does, through a user namespace. */
 bool tx_privileged(void);
+/* Is capability CAP (CAP_SETUID...) in this process's effective set? */
+bool tx_cap_effective(int cap);
 
 #endif

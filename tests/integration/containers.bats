@@ -32,6 +32,20 @@ PY
     [ "$(cat "$WS/new.txt")" = x ]
 }
 
+@test "root without CAP_SYS_ADMIN: changes files of other uids in the workspace, owners kept" {
+    is_root || skip "applies to root only"
+    command -v setpriv >/dev/null || need "setpriv (util-linux) is missing"
+    # a checkout owned by the host's user, bound into a root container
+    mkdir "$WS/theirs"
+    echo old >"$WS/theirs/f.txt"
+    chown -R 4321:4321 "$WS/theirs"
+    run --separate-stderr no_sys_admin "$TXBOX" run -C "$WS" -c 'echo new > theirs/f.txt; echo x > theirs/g.txt; chmod 0600 theirs/f.txt'
+    [ "$status" = 0 ] || fail "status $status" "$(clip "$stderr")"
+    [ "$(cat "$WS/theirs/f.txt")" = new ]
+    [ "$(stat -c '%u:%g %a' "$WS/theirs/f.txt")" = "4321:4321 600" ] || fail "$(stat -c '%u:%g %a' "$WS/theirs/f.txt")"
+    [ "$(stat -c '%u:%g' "$WS/theirs/g.txt")" = "0:0" ] || fail "$(stat -c '%u:%g' "$WS/theirs/g.txt")"
+}
+
 @test "root without CAP_SYS_ADMIN, a masked /proc: fails closed naming the runtimes' unmask options" {
     is_root || skip "applies to root only"
     command -v setpriv >/dev/null || need "setpriv (util-linux) is missing"
