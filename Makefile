@@ -80,11 +80,11 @@ check-clients: build
 # make container: the txbox image (localhost/txbox:latest), offline: a
 # Debian 12 base by mmdebstrap from the Debian mirror, `podman import`, then
 # containers/Containerfile over `make install` (containers/build).
-# make check-containers: tests/containers/run, txbox in podman (rootful,
-# rootless), docker and a pod's settings, against tests/containers/matrix;
+# make check-containers: tests/containers/run, txbox in podman and docker
+# (rootful, rootless) and with a pod's settings, against tests/containers/matrix;
 # then deploy/k8s/validate (npm: the Kubernetes schemas, pinned). Not part
 # of make check (a few minutes, and the image); .ci/run runs it.
-CONTAINER_PKGS := podman runc uidmap slirp4netns fuse-overlayfs mmdebstrap docker.io
+CONTAINER_PKGS := podman runc uidmap slirp4netns fuse-overlayfs mmdebstrap docker.io rootlesskit
 container:
 	@./tools/install-deps $(DEB_PKGS) $(CONTAINER_PKGS)
 	./containers/build
