@@ -443,6 +443,13 @@ static int scan_dir(struct scan *s, int ufd, int wfd, const char *path, mode_t u
     meta_of(&ust, &nw);
     nw.mode = umode & 07777;
     meta_of(&wst, &old);
+    /* Unprivileged, the upper's copy of another user's directory (a shared
+     * 1777 workspace) is ours: its owner could not be given (make_dir_fd,
+     * overlayfs's copy-up), and the command could not change it either. */
+    if (geteuid() != 0 && wst.st_uid != geteuid() && ust.st_uid == geteuid()) {
+        nw.uid = old.uid;
+        nw.gid = old.gid;
+    }
     bool xattrs = dir_xattrs_differ(ufd, wfd);
     if (dirty || xattrs || meta_differs(&nw, &old)) {
         struct tx_op *o = op_add(s->ops, OP_META, path);

@@ -305,6 +305,31 @@ faults_ws() {
     [ "$status" = 0 ] && [ "$(cat "$w/f1")" = next ] || fail "next run: status $status; stderr: $stderr"
 }
 
+# The workspace is a directory of another user that the caller may write
+# into (root's, mode 1777, as /tmp): the view's copy of it is the caller's,
+# which is no change of owner, and the caller may set neither its owner nor
+# its times. Unprivileged, the first commit used to fail, and its rollback.
+@test "a workspace in another user's shared (1777) directory commits, rolls back and undoes" {
+    [ -n "${TXBOX_SHARED_DIR:-}" ] || skip "needs tests/run-integration's shared directory"
+    local w="$TXBOX_SHARED_DIR"
+    [ "$(stat -c %u:%a "$w")" = 0:1777 ] || fail "test bug: $w is $(stat -c %u:%a "$w")"
+    run --separate-stderr "$TXBOX" run -C "$w" --json -c 'echo hi >f; mkdir d; echo y >d/y'
+    [ "$status" = 0 ] && [ "$(cat "$w/f")" = hi ] || fail "commit: status $status; $stderr"
+    [ "$(jq -c '.changes | [(.added | sort), .modified]' <<<"$output")" = '[["d/","d/y","f"],[]]' ] ||
+        fail "changes: $(jq -c .changes <<<"$output")"
+    run --separate-stderr "$TXBOX" run -C "$w" -c 'echo x >g; echo more >>f; exit 3'
+    [ "$status" = 3 ] && [ ! -e "$w/g" ] && [ "$(cat "$w/f")" = hi ] ||
+        fail "rollback: status $status; $stderr"
+    run --separate-stderr "$TXBOX" run -C "$w" -c 'echo more >>f'
+    [ "$status" = 0 ] || fail "second commit: status $status; $stderr"
+    run --separate-stderr "$TXBOX" undo -C "$w"
+    [ "$status" = 0 ] && [ "$(cat "$w/f")" = hi ] || fail "undo: status $status; $stderr"
+    run --separate-stderr "$TXBOX" undo -C "$w"
+    [ "$status" = 0 ] && [ ! -e "$w/f" ] && [ ! -e "$w/d" ] || fail "undo: status $status; $stderr"
+    [ -z "$(ls "$w/.txbox/journal")" ] || fail "a journal was left: $(ls "$w/.txbox/journal")"
+    [ "$(stat -c %u:%a "$w")" = 0:1777 ] || fail "the directory is now $(stat -c %u:%a "$w")"
+}
+
 @test "a command stopped by the write limit is never committed, even when it exits 0" {
     faults_ws
     pre="$(digest "$WS")"
