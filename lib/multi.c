@@ -902,7 +902,7 @@ int txbox_multi_rollback(txbox_multi *m, const char *name, txbox_error *err)
     /* 0. the external effects of the commands rolled back are compensated */
     if (rc == 0) {
         json_int_t from = name ? json_integer_value(json_object_get(json_object_get(m->state, "sp_effects"), name)) : 0;
-        rc = saga_compensate(m->ws, m->txfd, (size_t)from, NULL, err);
+        rc = saga_compensate(m->ws, m->txfd, (size_t)from, NULL, txbox_run, err);
     }
     /* 1. the state to return to, complete, as layer.new */
     fs_fault_arm(); /* crash tests: the copy and the swap */
@@ -962,7 +962,7 @@ int txbox_multi_abort_report(txbox_multi *m, char **report, txbox_error *err)
      * transaction refuse everything but abort until they are done */
     json_t *eff = NULL;
     json_object_set_new(m->state, "aborting", json_true());
-    if (write_state(m, err) < 0 || saga_compensate(m->ws, m->txfd, 0, &eff, err) < 0)
+    if (write_state(m, err) < 0 || saga_compensate(m->ws, m->txfd, 0, &eff, txbox_run, err) < 0)
         return -1;
     if (report)
         *report = json_dumps(eff, JSON_COMPACT);

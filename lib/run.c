@@ -1238,7 +1238,7 @@ retry:
                                                  : "enforced at commit"));
     bool ok = take_status(r, &st, ws->root);
     /* external effects: recorded; undone now if the command failed */
-    if (saga && (rc = saga_after(ws, effd, saga, r, ok, opts->multi != NULL, err)) < 0)
+    if (saga && (rc = saga_after(ws, effd, saga, r, ok, opts->multi != NULL, txbox_run, err)) < 0)
         goto fail;
 
     if (read_only) {

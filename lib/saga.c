@@ -43,10 +43,11 @@
  * twice: an abort cut short by a crash is finished by `txbox abort ID`
  * again, which skips what is done and does not rerun what was `running`.
  *
- * Compensations run through txbox_run() as read-only commands (the
- * workspace is mounted read-only, the sandbox otherwise as for any command)
- * with the host network shared: they reach the service, and cannot write
- * the workspace. Each is logged as its own transaction (outcome read_only)
+ * Compensations run through txbox_run() (which the caller passes in, a
+ * saga_runner: this file is below the one that runs commands) as read-only
+ * commands (the workspace is mounted read-only, the sandbox otherwise as
+ * for any command) with the host network shared: they reach the service,
+ * and cannot write the workspace. Each is logged as its own transaction (outcome read_only)
  * and its exit status and output are kept in the effect's entry. */
 #include <fcntl.h>
 #include <regex.h>
@@ -229,7 +230,7 @@ static bool mark_interrupted(json_t *e)
 }
 
 /* One compensation, through the sandbox: read-only workspace, network. */
-static void run_one(txbox_ws *ws, json_t *e)
+static void run_one(txbox_ws *ws, saga_runner run, json_t *e)
 {
     const char *cmd = json_string_value(json_object_get(e, "compensate"));
     const char *doms[65] = {0};
@@ -247,7 +248,7 @@ static void run_one(txbox_ws *ws, json_t *e)
                         .allow_degraded = getenv("TXBOX_ALLOW_DEGRADED") != NULL};
     txbox_result *r = NULL;
     txbox_error err = {0};
-    if (txbox_run(ws, &o, &r, &err) < 0) {
+    if (run(ws, &o, &r, &err) < 0) {
         json_object_set_new(e, "state", json_string("failed"));
         json_object_set_new(e, "error", json_string(err.msg));
         return;
@@ -264,7 +265,8 @@ static void run_one(txbox_ws *ws, json_t *e)
     txbox_result_free(r);
 }
 
-int saga_compensate(txbox_ws *ws, int effd, size_t from, json_t **report, txbox_error *err)
+int saga_compensate(txbox_ws *ws, int effd, size_t from, json_t **report, saga_runner run,
+                    txbox_error *err)
 {
     if (report)
         *report = NULL;
@@ -286,7 +288,7 @@ int saga_compensate(txbox_ws *ws, int effd, size_t from, json_t **report, txbox_
             json_object_set_new(e, "state", json_string("running"));
             if ((rc = save(effd, o, err)) < 0)
                 break;
-            run_one(ws, e);
+            run_one(ws, run, e);
             rc = save(effd, o, err);
         }
     }
@@ -306,7 +308,7 @@ int saga_compensate(txbox_ws *ws, int effd, size_t from, json_t **report, txbox_
 }
 
 int saga_after(txbox_ws *ws, int effd, json_t *plan, struct txbox_result *r, bool ok, bool multi,
-               txbox_error *err)
+               saga_runner run, txbox_error *err)
 {
     json_t *o = load(effd), *list = json_object_get(o, "effects");
     size_t first = (size_t)json_integer_value(json_object_get(plan, "first"));
@@ -352,7 +354,7 @@ int saga_after(txbox_ws *ws, int effd, json_t *plan, struct txbox_result *r, boo
     json_t *rep = NULL;
     if (!ok) {
         /* the command failed: its own effects are undone with it */
-        if (saga_compensate(ws, effd, first, &rep, err) < 0)
+        if (saga_compensate(ws, effd, first, &rep, run, err) < 0)
             return -1;
     } else {
         json_t *l2 = load(effd);

@@ -13,6 +13,12 @@
 
 struct txbox_result;
 
+/* How a compensation runs: txbox_run(), passed down by the caller (run.c,
+ * multi.c), so that the effect list, which recovery reads too, does not
+ * call up into the layer that runs commands. */
+typedef int (*saga_runner)(txbox_ws *ws, const txbox_run_opts *o, struct txbox_result **out,
+                           txbox_error *err);
+
 /* ---- the run side (run.c, multi.c) ---- */
 /* The external effects the command would have (one entry per simple command
  * that a rule with `external: true` or a `compensate:` matches: the first
@@ -34,15 +40,16 @@ MUST_CHECK int saga_started(int effd, json_t *plan, const char *run_tx, txbox_er
  * transaction aborts), or compensate now (it failed). r->effects gets this
  * command's entries as they end. */
 MUST_CHECK int saga_after(txbox_ws *ws, int effd, json_t *plan, struct txbox_result *r, bool ok,
-                          bool multi, txbox_error *err);
+                          bool multi, saga_runner run, txbox_error *err);
 
 /* Runs, newest first, the compensation of every effect of effd from index
  * `from` on that is still `pending` (each once: marked `running` durably
  * before, its end after; one found `running` was cut short by a crash and
  * is marked `interrupted`, never run again). *report (may be NULL): a JSON
- * object {"effects": [the entries from `from` on], "needs_attention": N}. */
+ * object {"effects": [the entries from `from` on], "needs_attention": N}.
+ * Each compensation runs through run. */
 MUST_CHECK int saga_compensate(txbox_ws *ws, int effd, size_t from, json_t **report,
-                               txbox_error *err);
+                               saga_runner run, txbox_error *err);
 /* How many effects effd holds (a savepoint records it). */
 size_t saga_count(int effd);
 /* The effects of a transaction that commits, `pending` ones shown as
