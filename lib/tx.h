@@ -181,7 +181,8 @@ bool ops_overlap(const struct tx_ops *a, const struct tx_ops *b, const char **wh
 char **tx_hidden_paths(const char *const *extra, const struct txbox_policy *pol, const char *ws_path);
 void tx_free_strv(char **v);
 /* Did a transaction committed after base_gen (up to gen) write a path of
- * ops? 1: yes, *path (caller frees) names it; 0: no; <0: error. (run.c) */
+ * ops? 1: yes, *path (caller frees) names it; 0: no; <0: error.
+ * (conflict.c) */
 MUST_CHECK int tx_check_conflict(txbox_ws *ws, uint64_t base_gen, uint64_t gen,
                                  const struct tx_ops *ops, char **path, txbox_error *err);
 
