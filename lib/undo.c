@@ -18,11 +18,11 @@
  * of pre-images it takes, fsync'd), then renames each tx/T/undo/N to
  * tx/U/upper/P, then fsyncs both directories, then journal_commit(). Before
  * the commit point nothing of T's pre-images is lost: a failure renames
- * them back at once, and after a crash recovery does (undo_unstage(),
- * called by txbox_recover for a dead transaction without a journal). After
- * the commit point the journal owns them: the apply renames them into the
- * workspace and moves T's after-images into tx/U/undo/, so U can be undone
- * in turn (a redo).
+ * them back at once, and after a crash recovery does (undo_unstage() in
+ * stage.c, called by txbox_recover for a dead transaction without a
+ * journal). After the commit point the journal owns them: the apply
+ * renames them into the workspace and moves T's after-images into
+ * tx/U/undo/, so U can be undone in turn (a redo).
  *
  * Conflicts: every commit after T (by generation) whose write set overlaps
  * T's (ops_overlap: the same path, or one inside the other; two META on one
@@ -45,10 +45,9 @@
 #include "fsops.h"
 #include "result.h"
 #include "safepath.h"
+#include "stage.h"
 #include "store.h"
 
-#define STAGED "staged"
-#define STAGED_MAGIC "txbox-staged 1"
 #define DIFF_MAX_BYTES (16u << 20)
 
 extern char **environ;
@@ -56,22 +55,6 @@ extern char **environ;
 static bool exec_sql(sqlite3 *db, const char *sql)
 {
     return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK;
-}
-
-static bool exists_at(int dirfd, const char *name)
-{
-    struct stat st;
-    return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-}
-
-static int open_dir_at(int at, const char *name)
-{
-    return openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-}
-
-static void idname(char b[static 32], uint64_t id)
-{
-    snprintf(b, 32, "%llu", (unsigned long long)id);
 }
 
 /* ---- the committed history ---- */
@@ -156,180 +139,6 @@ static void cancel_pairs(struct history *h)
     }
 }
 
-/* ---- staging and its reversal ---- */
-
-static void hex_encode(dbuf *b, const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char x[3];
-        snprintf(x, sizeof x, "%02x", *p);
-        dbuf_add(b, x, 2);
-    }
-}
-
-static char *hex_decode(const char *s, size_t n)
-{
-    if (n % 2)
-        return NULL;
-    char *o = xmalloc(n / 2 + 1);
-    for (size_t i = 0; i < n / 2; i++) {
-        unsigned v;
-        char x[3] = {s[2 * i], s[2 * i + 1], 0};
-        if (sscanf(x, "%2x", &v) != 1 || v == 0) {
-            free(o);
-            return NULL;
-        }
-        o[i] = (char)v;
-    }
-    o[n / 2] = 0;
-    return o;
-}
-
-struct stage {
-    size_t n;   /* T's operation index: tx/T/undo/N */
-    char *path; /* where it goes: tx/U/upper/PATH */
-};
-
-struct plan {
-    uint64_t from; /* T */
-    struct stage *v;
-    size_t n;
-};
-
-static void plan_free(struct plan *p)
-{
-    for (size_t i = 0; i < p->n; i++)
-        free(p->v[i].path);
-    free(p->v);
-    memset(p, 0, sizeof *p);
-}
-
-static int read_plan(int txfd, struct plan *p, txbox_error *err)
-{
-    memset(p, 0, sizeof *p);
-    _cleanup_free_ char *s = NULL;
-    size_t len;
-    if (read_file_at(txfd, STAGED, 64u << 20, &s, &len, err) < 0)
-        return -1;
-    char *save = NULL, *line = strtok_r(s, "\n", &save);
-    unsigned long long from;
-    if (!line || sscanf(line, STAGED_MAGIC " %llu", &from) != 1)
-        return tx_err(err, EBADMSG, "the staging record of an undo is damaged");
-    p->from = from;
-    while ((line = strtok_r(NULL, "\n", &save))) {
-        char *sp = strchr(line, ' ');
-        uint64_t n;
-        if (!sp)
-            goto bad;
-        *sp = 0;
-        char *path = hex_decode(sp + 1, strlen(sp + 1));
-        if (!parse_u64(line, &n) || !path || !safe_relpath_ok(path)) {
-            free(path);
-            goto bad;
-        }
-        p->v = xrealloc(p->v, (p->n + 1) * sizeof *p->v);
-        p->v[p->n++] = (struct stage){(size_t)n, path};
-    }
-    return 0;
-bad:
-    plan_free(p);
-    return tx_err(err, EBADMSG, "the staging record of an undo is damaged");
-}
-
-/* What T's journal records of the pre-image tx/T/undo/N (NULL: nothing). */
-static const struct tx_meta *pre_meta(const struct tx_journal *t, size_t n)
-{
-    return t && n < t->ops.n ? &t->ops.v[n].old : NULL;
-}
-
-/* Renames tx/U/upper/PATH back to tx/T/undo/N for every staged entry that
- * moved (idempotent), each with the mode T's journal records for it, then
- * drops the staging record. */
-static int unstage(txbox_ws *ws, int txfd, const struct plan *p, txbox_error *err)
-{
-    char tn[32];
-    idname(tn, p->from);
-    _cleanup_close_ int tfd = open_dir_at(ws->txd, tn);
-    _cleanup_close_ int tundo = tfd >= 0 ? open_dir_at(tfd, "undo") : -1;
-    _cleanup_close_ int upper = open_dir_at(txfd, "upper");
-    if (tundo < 0)
-        return tx_errno(err, errno, "cannot open the pre-images of transaction %s", tn);
-    struct tx_journal t;
-    bool have_t = journal_load(tfd, "journal", &t, NULL) == 0;
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < p->n; i++) {
-        char un[32];
-        idname(un, p->v[i].n);
-        const struct tx_meta *m = pre_meta(have_t ? &t : NULL, p->v[i].n);
-        const char *base = NULL;
-        _cleanup_close_ int up = upper >= 0 ? safe_open_parent(upper, p->v[i].path, &base) : -1;
-        if (up >= 0 && exists_at(up, base) && !exists_at(tundo, un)) {
-            if (tx_move(up, base, tundo, un, m) < 0)
-                rc = tx_errno(err, errno, "cannot put back the pre-image of %s", p->v[i].path);
-        } else if (tx_fix_mode(tundo, un, m) < 0) {
-            rc = tx_errno(err, errno, "cannot set the mode of the pre-image of %s", p->v[i].path);
-        }
-    }
-    if (have_t)
-        journal_free(&t);
-    if (rc < 0)
-        return rc;
-    if (fs_fsync(tundo) < 0)
-        return tx_errno(err, errno, "cannot make the pre-images of transaction %s durable", tn);
-    if (fs_unlinkat(txfd, STAGED, 0) < 0 && errno != ENOENT)
-        return tx_errno(err, errno, "cannot drop the staging record");
-    return 0;
-}
-
-int undo_unstage(txbox_ws *ws, int txfd, txbox_error *err)
-{
-    (void)unlinkat(txfd, STAGED ".tmp", 0); /* never installed: nothing moved */
-    if (!exists_at(txfd, STAGED))
-        return 0;
-    struct plan p;
-    if (read_plan(txfd, &p, err) < 0)
-        return -1;
-    int rc = unstage(ws, txfd, &p, err);
-    plan_free(&p);
-    return rc;
-}
-
-/* mkdir -p of path's parent directories inside upper; each goes into sync
- * (made durable by the caller). Returns the parent's fd. */
-static int upper_parent(int upper, const char *path, const char **base, struct fs_syncset *sync,
-                        txbox_error *err)
-{
-    int cur = fcntl(upper, F_DUPFD_CLOEXEC, 3);
-    const char *p = path;
-    for (;;) {
-        const char *slash = strchr(p, '/');
-        if (!slash)
-            break;
-        char comp[NAME_MAX + 1];
-        size_t l = (size_t)(slash - p);
-        if (l > NAME_MAX) {
-            close(cur);
-            return tx_err(err, ENAMETOOLONG, "path too long: %s", path);
-        }
-        memcpy(comp, p, l);
-        comp[l] = 0;
-        if (fs_mkdirat(cur, comp, 0700) < 0 && errno != EEXIST) {
-            int e = errno;
-            close(cur);
-            return tx_errno(err, e, "cannot stage %s", path);
-        }
-        int next = open_dir_at(cur, comp);
-        close(cur);
-        if (next < 0)
-            return tx_errno(err, errno, "cannot stage %s", path);
-        cur = next;
-        fs_syncset_add(sync, cur);
-        p = slash + 1;
-    }
-    *base = p;
-    return cur;
-}
-
 /* ---- undo ---- */
 
 struct clash {
@@ -380,7 +189,7 @@ static bool later_sets_meta(const struct history *later, const char *path)
  * now (lock held). What cannot apply any more (its directory is gone) is a
  * clash, or with force, skipped. */
 static int build_ops(txbox_ws *ws, int tundo, const struct tx_journal *t, const struct history *later,
-                     bool force, struct tx_ops *ops, struct plan *plan, json_t *clashes,
+                     bool force, struct tx_ops *ops, struct undo_plan *plan, json_t *clashes,
                      json_t *skipped, txbox_error *err)
 {
     for (size_t i = 0; i < t->ops.n; i++) {
@@ -448,7 +257,7 @@ static int build_ops(txbox_ws *ws, int tundo, const struct tx_journal *t, const 
             if (have_cur)
                 meta_entry(&cur, &u->old);
             plan->v = xrealloc(plan->v, (plan->n + 1) * sizeof *plan->v);
-            plan->v[plan->n++] = (struct stage){i, xstrdup(o->path)};
+            plan->v[plan->n++] = (struct undo_stage){i, xstrdup(o->path)};
         } else if (errno != ENOENT) {
             return tx_errno(err, errno, "cannot read the pre-image of %s", disp);
         } else if (o->kind == OP_REPLACE && (have_cur || unknown)) {
@@ -461,113 +270,6 @@ static int build_ops(txbox_ws *ws, int tundo, const struct tx_journal *t, const 
         /* DELETE of nothing: nothing to give back. */
     }
     return 0;
-}
-
-/* Writes the staging record under a temporary name and renames it into
- * place, so that tx/U/staged exists only complete. *installed: it is in
- * place (possibly not durably: the caller then unstages). */
-static int write_plan(int txfd, const struct plan *p, bool *installed, txbox_error *err)
-{
-    *installed = false;
-    dbuf b;
-    dbuf_init(&b, 0);
-    char h[64];
-    snprintf(h, sizeof h, STAGED_MAGIC " %llu\n", (unsigned long long)p->from);
-    dbuf_addstr(&b, h);
-    for (size_t i = 0; i < p->n; i++) {
-        snprintf(h, sizeof h, "%zu ", p->v[i].n);
-        dbuf_addstr(&b, h);
-        hex_encode(&b, p->v[i].path);
-        dbuf_addstr(&b, "\n");
-    }
-    int rc = 0;
-    _cleanup_close_ int fd = openat(txfd, STAGED ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0 || fs_write(fd, b.p, b.len) < 0 || fs_fsync(fd) < 0 ||
-        fs_renameat(txfd, STAGED ".tmp", txfd, STAGED, 0) < 0) {
-        rc = tx_errno(err, errno, "cannot record the staging of the undo");
-        (void)unlinkat(txfd, STAGED ".tmp", 0);
-    } else {
-        *installed = true;
-        if (fs_fsync(txfd) < 0)
-            rc = tx_errno(err, errno, "cannot record the staging of the undo");
-    }
-    dbuf_free(&b);
-    return rc;
-}
-
-/* The directory path in tx/U/upper gets the extended attributes T's META
- * operation on it kept in tx/T/undo/N; apply_meta sets them. */
-static int stage_xattrs(int upper, int tundo, const struct tx_journal *t, const char *path,
-                        struct fs_syncset *sync, txbox_error *err)
-{
-    const char *disp = *path ? path : ".";
-    size_t n = 0;
-    while (n < t->ops.n && (t->ops.v[n].kind != OP_META || strcmp(t->ops.v[n].path, path)))
-        n++;
-    char un[32];
-    idname(un, n);
-    _cleanup_close_ int src = n < t->ops.n ? open_dir_at(tundo, un) : -1;
-    if (src < 0)
-        return tx_errno(err, n < t->ops.n ? errno : ENOENT, "cannot read the old attributes of %s",
-                        disp);
-    _cleanup_close_ int dst = -1;
-    if (!*path) {
-        dst = fcntl(upper, F_DUPFD_CLOEXEC, 3);
-    } else {
-        const char *base = NULL;
-        _cleanup_close_ int up = upper_parent(upper, path, &base, sync, err);
-        if (up < 0)
-            return -1;
-        if (fs_mkdirat(up, base, 0700) < 0 && errno != EEXIST)
-            return tx_errno(err, errno, "cannot stage the old attributes of %s", disp);
-        dst = open_dir_at(up, base);
-    }
-    if (dst < 0)
-        return tx_errno(err, errno, "cannot stage the old attributes of %s", disp);
-    fs_syncset_add(sync, dst);
-    if (dir_xattrs_copy(src, dst, err) < 0)
-        return tx_err_ctx(err, "cannot stage the old attributes of %s", disp);
-    return 0;
-}
-
-/* Moves the pre-images into tx/U/upper (each keeps the mode T's journal
- * records), stages the directory attributes to give back, and makes that
- * durable. */
-static int stage(int txfd, int tundo, const struct tx_journal *t, const struct plan *p,
-                 const struct tx_ops *ops, txbox_error *err)
-{
-    if (fs_mkdirat(txfd, "upper", 0700) < 0 && errno != EEXIST)
-        return tx_errno(err, errno, "cannot create the undo's upper");
-    _cleanup_close_ int upper = open_dir_at(txfd, "upper");
-    if (upper < 0)
-        return tx_errno(err, errno, "cannot open the undo's upper");
-    /* Durable before the commit point: both sides of every rename. */
-    _cleanup_syncset_ struct fs_syncset sync = {0};
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < p->n; i++) {
-        const char *base = NULL;
-        int up = upper_parent(upper, p->v[i].path, &base, &sync, err);
-        if (up < 0) {
-            rc = -1;
-            break;
-        }
-        char un[32];
-        idname(un, p->v[i].n);
-        if (tx_move(tundo, un, up, base, pre_meta(t, p->v[i].n)) < 0)
-            rc = tx_errno(err, errno, "cannot stage the pre-image of %s", p->v[i].path);
-        close(up);
-    }
-    for (size_t i = 0; rc == 0 && i < ops->n; i++)
-        if (ops->v[i].kind == OP_META && ops->v[i].had_old)
-            rc = stage_xattrs(upper, tundo, t, ops->v[i].path, &sync, err);
-    if (rc == 0) {
-        fs_syncset_add(&sync, upper);
-        fs_syncset_add(&sync, tundo);
-        fs_syncset_add(&sync, txfd);
-        if (fs_syncset_sync(&sync, txfd) < 0)
-            rc = tx_errno(err, errno, "cannot make the staged pre-images durable");
-    }
-    return rc;
 }
 
 /* The oldest generation from which every commit up to gen still has its
@@ -746,7 +448,7 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
     if (ws_new_tx(ws, &c->uid, &c->txfd, &c->activefd, NULL, err) < 0)
         return -1;
     struct tx_ops ops = {0};
-    struct plan plan = {.from = c->tid};
+    struct undo_plan plan = {.from = c->tid};
     int rc = 0;
     if (json_array_size(c->clashes) == 0 || c->force)
         rc = build_ops(ws, c->tundo, &c->t, &c->later, c->force, &ops, &plan, c->clashes,
@@ -764,7 +466,7 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
         *json = json_dumps(res, JSON_COMPACT | JSON_REAL_PRECISION(17));
         json_decref(res);
         ops_free(&ops);
-        plan_free(&plan);
+        undo_plan_free(&plan);
         return 1;
     }
     if (rc == 0 && ops.n == 0)
@@ -773,9 +475,9 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
     _cleanup_free_ char *info = NULL;
     if (rc == 0) {
         fs_fault_arm();
-        rc = write_plan(c->txfd, &plan, &staged, err);
+        rc = undo_plan_write(c->txfd, &plan, &staged, err);
         if (rc == 0)
-            rc = stage(c->txfd, c->tundo, &c->t, &plan, &ops, err);
+            rc = undo_stage(c->txfd, c->tundo, &c->t, &plan, &ops, err);
         json_t *changes = NULL;
         if (rc == 0) {
             _cleanup_close_ int upper = open_dir_at(c->txfd, "upper");
@@ -810,12 +512,12 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
         c->activefd = -1;
         fs_fault_disarm();
         ops_free(&ops);
-        plan_free(&plan);
+        undo_plan_free(&plan);
         return tx_err_ctx(err, "undo interrupted after its commit point (run 'txbox recover')");
     }
     if (rc < 0 && staged) {
         txbox_error ue = {0};
-        if (unstage(ws, c->txfd, &plan, &ue) < 0) {
+        if (undo_unstage_plan(ws, c->txfd, &plan, &ue) < 0) {
             /* Leave it to recovery, which retries the same. */
             close(c->activefd);
             c->activefd = -1;
@@ -831,7 +533,7 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
         tx_write_outcome(c->txfd, rc == 0 ? "committed" : "failed");
     }
     ops_free(&ops);
-    plan_free(&plan);
+    undo_plan_free(&plan);
     return rc;
 }
 
