@@ -11,7 +11,7 @@
  *                one layer whatever the number of commands
  *   incoming/    the upper of the command being merged into layer/
  *   merge.modes  while a merge works: the modes of incoming/'s directories
- *                it granted owner rwx to (open_dir_rw), for its restart
+ *                it granted owner rwx to (multi_open_dir_rw), for its restart
  *   link.modes   while a copy as hard links (link_copy: savepoint, rollback,
  *                commit) works: the modes of the source's directories it
  *                granted owner rwx to, given back by repair() after a crash
@@ -56,7 +56,11 @@
  * Conflicts: the transaction records the generation at begin; at commit,
  * every transaction committed since then is checked against its write set
  * (ops_overlap, as for single runs): first committer wins, and the loser
- * gets outcome conflict with the paths, its changes kept in tx/ID/upper. */
+ * gets outcome conflict with the paths, its changes kept in tx/ID/upper.
+ *
+ * Files: the layer's part (the state file, the merge, what run.c asks of an
+ * open transaction) is merge.c, below run.c; this file, above run.c, runs
+ * the verify command and the compensations through it. */
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -66,6 +70,7 @@
 #include "effects.h"
 #include "fsops.h"
 #include "gitcfg.h"
+#include "merge.h"
 #include "multi.h"
 #include "result.h"
 #include "safepath.h"
@@ -73,26 +78,7 @@
 #include "store.h"
 #include "tx.h"
 
-#define CHANGES_CAP 10000
 #define MAX_NAME 64
-
-struct txbox_multi {
-    txbox_ws *ws;
-    uint64_t id;
-    char ids[32];
-    char layer_rel[64], lwork_rel[64];
-    int txfd, lockfd, layerfd, lworkfd;
-    bool discard; /* the command being run is a verify: drop its writes */
-    json_t *state;
-    const txbox_policy *policy; /* its rules on effects judge the commit */
-};
-
-static const char *ovl_pfx(const txbox_ws *ws)
-{
-    return ws->root ? "trusted.overlay." : "user.overlay.";
-}
-
-static char *pjoin(const char *a, const char *b) { return *a ? xasprintf("%s/%s", a, b) : xstrdup(b); }
 
 static bool name_ok(const char *n)
 {
@@ -100,20 +86,6 @@ static bool name_ok(const char *n)
     if (!l || l > MAX_NAME || n[0] == '.')
         return false;
     return strspn(n, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == l;
-}
-
-static int write_state(txbox_multi *m, txbox_error *err)
-{
-    _cleanup_free_ char *s = json_dumps(m->state, JSON_COMPACT | JSON_SORT_KEYS);
-    int fd = openat(m->txfd, "multi.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return tx_errno(err, errno, "cannot write the state of transaction %s", m->ids);
-    int rc = write_all(fd, s, strlen(s));
-    int e = errno;
-    close(fd);
-    if (rc < 0 || renameat(m->txfd, "multi.tmp", m->txfd, "multi") < 0)
-        return tx_errno(err, rc < 0 ? e : errno, "cannot write the state of transaction %s", m->ids);
-    return 0;
 }
 
 static json_t *read_state(int txfd)
@@ -127,12 +99,6 @@ static json_t *read_state(int txfd)
         return NULL;
     }
     return o;
-}
-
-static uint64_t state_u64(const txbox_multi *m, const char *k)
-{
-    json_int_t v = json_integer_value(json_object_get(m->state, k));
-    return v > 0 ? (uint64_t)v : 0;
 }
 
 /* An empty layer: the workspace root's metadata, and .txbox hidden (a
@@ -173,7 +139,7 @@ int txbox_multi_begin(txbox_ws *ws, const char *name, char **id, txbox_error *er
         m.state = json_pack("{s:s?,s:I,s:f,s:I,s:I,s:I}", "name", name, "base_gen", (json_int_t)gen,
                             "started", wall_time(), "commands", (json_int_t)0, "failed",
                             (json_int_t)0, "next_savepoint", (json_int_t)1);
-        rc = write_state(&m, err);
+        rc = multi_write_state(&m, err);
     }
     if (rc < 0) {
         (void)tree_remove(m.txfd, "layer");
@@ -186,331 +152,6 @@ int txbox_multi_begin(txbox_ws *ws, const char *name, char **id, txbox_error *er
     /* From here on it is no process's: recovery leaves it alone. */
     ws_end_tx(ws, m.id, activefd);
     return rc;
-}
-
-/* ---- merge ---- */
-
-/* Where open_dir_rw records the modes it changes: file (under tx/ID/),
- * opened at the first record (fd -1 before). */
-struct modes_log {
-    txbox_multi *m;
-    const char *file;
-    int fd;
-    bool unrestored; /* link_copy: a mode could not be given back */
-};
-
-struct merge {
-    txbox_multi *m;
-    json_t *added, *modified, *deleted;
-    size_t listed;
-    bool truncated;
-    txbox_error *err;
-    struct modes_log ml; /* merge.modes */
-};
-
-static bool is_whiteout_at(const txbox_multi *m, int dfd, const char *name, const struct stat *st)
-{
-    if (S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0))
-        return true;
-    if (!S_ISREG(st->st_mode) || st->st_size != 0)
-        return false;
-    char p[64], x[64];
-    snprintf(p, sizeof p, "/proc/self/fd/%d/%s", dfd, name);
-    snprintf(x, sizeof x, "%swhiteout", ovl_pfx(m->ws));
-    return strlen(name) < 32 && lgetxattr(p, x, NULL, 0) >= 0;
-}
-
-static bool is_opaque(const txbox_multi *m, int dfd)
-{
-    char x[64], v[4];
-    snprintf(x, sizeof x, "%sopaque", ovl_pfx(m->ws));
-    ssize_t l = fgetxattr(dfd, x, v, sizeof v);
-    return l == 1 && v[0] == 'y';
-}
-
-static void note(struct merge *g, json_t *list, const char *p, bool dir)
-{
-    if (g->listed >= CHANGES_CAP) {
-        g->truncated = true;
-        return;
-    }
-    g->listed++;
-    json_array_append_new(list, dir ? json_sprintf("%s/", p) : json_string(p));
-}
-
-/* Owner rwx on a directory of the layer or of incoming while the merge works
- * in it (unprivileged, renames need it); the final mode is set after. A
- * directory of incoming (g set; path: its path in the tree) that lacks them
- * has its mode recorded in tx/ID/merge.modes before it is granted anything:
- * a merge killed before it sets the final mode would otherwise take the
- * granted mode for the directory's own on its restart (restore_modes). The
- * layer's directories need no record: each one granted is one the merge
- * goes into, which ends by giving it the incoming directory's metadata. */
-static int open_dir_rw(struct modes_log *ml, int at, const char *name, const char *path,
-                       struct stat *st)
-{
-    if (fstatat(at, name, st, AT_SYMLINK_NOFOLLOW) < 0)
-        return -1;
-    if (!S_ISDIR(st->st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    if ((st->st_mode & S_IRWXU) != S_IRWXU) {
-        if (ml) {
-            if (ml->fd < 0)
-                ml->fd = openat(ml->m->txfd, ml->file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-            _cleanup_free_ char *rec = xasprintf("%o %s", (unsigned)(st->st_mode & 07777), path);
-            if (ml->fd < 0 || write_all(ml->fd, rec, strlen(rec) + 1) < 0)
-                return -1;
-        }
-        if (fchmodat(at, name, (st->st_mode & 07777) | S_IRWXU, 0) < 0)
-            return -1;
-    }
-    return openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-}
-
-/* Before a merge cut short is restarted: every directory recorded in
- * merge.modes gets its own mode back, last recorded first (a directory is
- * recorded after its parent, which stays reachable while its children are
- * restored), in incoming/ or, once moved or merged, in the layer (whose
- * copy then had the mode granted for its move, or already its own). A
- * record that no longer resolves (ENOENT, or EACCES below a layer directory
- * that already has its final mode, so whose merge finished) is skipped.
- * Then the records go: the restarted merge records afresh. */
-static int restore_modes(txbox_multi *m, const char *file, txbox_error *err)
-{
-    bool merge = !strcmp(file, "merge.modes");
-    _cleanup_free_ char *s = NULL;
-    size_t len = 0;
-    if (read_file_at(m->txfd, file, 64u << 20, &s, &len, NULL) < 0) {
-        if (errno == ENOENT)
-            return 0;
-        return tx_errno(err, errno, "cannot read %s", file);
-    }
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++)
-        n += s[i] == '\0';
-    const char **recs = xcalloc(n ? n : 1, sizeof *recs);
-    size_t k = 0;
-    for (size_t i = 0; i < len && k < n; i += strlen(s + i) + 1)
-        recs[k++] = s + i; /* a last record without its NUL (cut short) is not complete: dropped */
-    int rc = 0;
-    for (size_t i = k; i-- > 0 && rc == 0;) {
-        char *end;
-        unsigned long mode = strtoul(recs[i], &end, 8);
-        if (end == recs[i] || *end != ' ' || mode > 07777)
-            continue;
-        const char *p = end + 1;
-        struct stat st;
-        if (!merge) { /* link.modes: a path under tx/ID/, beneath it, no symlink on the way */
-            const char *base;
-            _cleanup_close_ int pfd = safe_relpath_ok(p) ? safe_open_parent(m->txfd, p, &base) : -1;
-            if (pfd >= 0 && fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
-                (st.st_mode & 07777) != mode && fchmodat(pfd, base, (mode_t)mode, 0) < 0 && errno != ENOENT)
-                rc = tx_errno(err, errno, "cannot restore the mode of %s", p);
-            continue;
-        }
-        _cleanup_free_ char *ip = *p ? xasprintf("incoming/%s", p) : xstrdup("incoming");
-        int at = m->txfd;
-        const char *name = ip;
-        if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-            if (!*p)
-                continue;
-            at = m->layerfd;
-            name = p;
-            if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                continue;
-        }
-        if (S_ISDIR(st.st_mode) && (st.st_mode & 07777) != mode && fchmodat(at, name, (mode_t)mode, 0) < 0 &&
-            errno != ENOENT && errno != EACCES)
-            rc = tx_errno(err, errno, "cannot restore the mode of %s", p);
-    }
-    free(recs);
-    if (rc == 0 && unlinkat(m->txfd, file, 0) < 0 && errno != ENOENT)
-        rc = tx_errno(err, errno, "cannot remove %s", file);
-    return rc;
-}
-
-/* The merged directory takes the incoming one's metadata (ust: its stat
- * before the merge granted anything). */
-static int copy_dir_meta(struct merge *g, int ufd, const struct stat *ust, int afd, const char *p)
-{
-    if (fchown(afd, ust->st_uid, ust->st_gid) < 0 && errno != EPERM)
-        return tx_errno(g->err, errno, "cannot set the owner of %s in the layer", p);
-    if (dir_xattrs_copy(ufd, afd, g->err) < 0)
-        return -1;
-    struct timespec ts[2] = {ust->st_atim, ust->st_mtim};
-    if (fchmod(afd, ust->st_mode & 07777) < 0 || futimens(afd, ts) < 0)
-        return tx_errno(g->err, errno, "cannot set the metadata of %s in the layer", p);
-    return 0;
-}
-
-/* Renames old (under ofd) to new (under nfd), never replacing. Unprivileged,
- * moving a directory needs write permission on it: one without is given it
- * for the rename. */
-static int move_entry(int ofd, const char *old, int nfd, const char *new)
-{
-    struct stat st;
-    bool grant = fstatat(ofd, old, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
-                 !(st.st_mode & S_IWUSR);
-    if (grant && fchmodat(ofd, old, (st.st_mode & 07777) | S_IWUSR, 0) < 0)
-        return -1;
-    int rc = fs_renameat(ofd, old, nfd, new, RENAME_NOREPLACE);
-    int e = errno;
-    if (grant && fchmodat(rc == 0 ? nfd : ofd, rc == 0 ? new : old, st.st_mode & 07777, 0) < 0 && rc == 0)
-        return -1;
-    errno = e;
-    return rc;
-}
-
-static int merge_dir(struct merge *g, int ufd, int afd, int wfd, const char *path, unsigned depth)
-{
-    if (depth > 4096)
-        return tx_err(g->err, ELOOP, "directory tree too deep at %s", path);
-    /* The names first: the loop renames entries out of the directory. */
-    char **names = NULL;
-    size_t n = 0;
-    {
-        _cleanup_dir_ DIR *d = fdopendir(dup(ufd));
-        if (!d)
-            return tx_errno(g->err, errno, "cannot read %s of the command's changes", *path ? path : ".");
-        rewinddir(d);
-        struct dirent *de;
-        while ((de = readdir(d))) {
-            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                continue;
-            if (!strcmp(de->d_name, TXBOX_STATE_DIR))
-                continue; /* a state directory, at any depth: the layer hides the
-                             workspace's itself, and no commit changes one */
-            names = xrealloc(names, (n + 1) * sizeof *names);
-            names[n++] = xstrdup(de->d_name);
-        }
-    }
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        const char *name = names[i];
-        _cleanup_free_ char *p = pjoin(path, name);
-        struct stat ust, ast, wst;
-        if (fstatat(ufd, name, &ust, AT_SYMLINK_NOFOLLOW) < 0) {
-            rc = tx_errno(g->err, errno, "cannot stat %s", p);
-            break;
-        }
-        bool in_layer = fstatat(afd, name, &ast, AT_SYMLINK_NOFOLLOW) == 0;
-        bool layer_wh = in_layer && is_whiteout_at(g->m, afd, name, &ast);
-        bool in_ws = !in_layer && wfd >= 0 && fstatat(wfd, name, &wst, AT_SYMLINK_NOFOLLOW) == 0;
-        bool existed = in_layer ? !layer_wh : in_ws; /* in the view the command started with */
-        bool udir = S_ISDIR(ust.st_mode);
-        _cleanup_close_ int cu = -1;
-        struct stat cust;
-        if (udir && (cu = open_dir_rw(&g->ml, ufd, name, p, &cust)) < 0) {
-            rc = tx_errno(g->err, errno, "cannot open %s of the command's changes", p);
-            break;
-        }
-        bool opaque = udir && is_opaque(g->m, cu);
-        if (udir && !opaque && !in_layer && in_ws && S_ISDIR(wst.st_mode)) {
-            /* A workspace directory the command changed inside: the layer
-             * gets it (plain, merged over the workspace's) and the merge
-             * goes on inside, listing what changed there. */
-            if (mkdirat(afd, name, 0700) < 0 || fstatat(afd, name, &ast, AT_SYMLINK_NOFOLLOW) < 0) {
-                rc = tx_errno(g->err, errno, "cannot create %s in the layer", p);
-                break;
-            }
-            in_layer = true;
-        }
-        if (udir && !opaque && in_layer && S_ISDIR(ast.st_mode)) {
-            struct stat cast;
-            _cleanup_close_ int ca = open_dir_rw(NULL, afd, name, p, &cast);
-            if (ca < 0) {
-                rc = tx_errno(g->err, errno, "cannot open %s in the layer", p);
-                break;
-            }
-            /* Below a directory the layer made opaque (or new), the
-             * workspace does not show through. */
-            _cleanup_close_ int cw = -1;
-            if (wfd >= 0 && !is_opaque(g->m, ca))
-                cw = openat(wfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            rc = merge_dir(g, cu, ca, cw, p, depth + 1);
-            if (rc == 0)
-                rc = copy_dir_meta(g, cu, &ust, ca, p);
-            if (rc == 0)
-                (void)unlinkat(ufd, name, AT_REMOVEDIR);
-            continue;
-        }
-        if (is_whiteout_at(g->m, ufd, name, &ust)) {
-            if (existed)
-                note(g, g->deleted, p, in_layer ? S_ISDIR(ast.st_mode) : S_ISDIR(wst.st_mode));
-        } else {
-            note(g, existed ? g->modified : g->added, p, udir);
-        }
-        if (cu >= 0) {
-            /* back to its own mode before it moves (open_dir_rw granted) */
-            if (fchmod(cu, cust.st_mode & 07777) < 0) {
-                rc = tx_errno(g->err, errno, "cannot restore the mode of %s", p);
-                break;
-            }
-        }
-        /* A plain directory over what the layer deleted or replaced: the
-         * workspace's entry must not show through it. Marked before it
-         * moves, so that the layer never holds it unmarked (a restart finds
-         * it opaque and moves it as such). */
-        if (udir && !opaque && in_layer && !S_ISDIR(ast.st_mode)) {
-            char x[64];
-            snprintf(x, sizeof x, "%sopaque", ovl_pfx(g->m->ws));
-            if (fsetxattr(cu, x, "y", 1, 0) < 0) {
-                rc = tx_errno(g->err, errno, "cannot mark %s opaque", p);
-                break;
-            }
-        }
-        if (in_layer && tree_remove(afd, name) < 0) {
-            rc = tx_errno(g->err, errno, "cannot replace %s in the layer", p);
-            break;
-        }
-        if (move_entry(ufd, name, afd, name) < 0) {
-            rc = tx_errno(g->err, errno, "cannot move %s into the layer", p);
-            break;
-        }
-    }
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-    return rc;
-}
-
-/* Merges incoming/ into layer/ and removes it. Restartable. */
-static int finish_merge(txbox_multi *m, json_t **changes, txbox_error *err)
-{
-    struct stat ist;
-    if (fstatat(m->txfd, "incoming", &ist, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
-        /* merged, and killed before its records went */
-        if (unlinkat(m->txfd, "merge.modes", 0) < 0 && errno != ENOENT)
-            return tx_errno(err, errno, "transaction %s: cannot remove merge.modes", m->ids);
-        return 0;
-    }
-    if (restore_modes(m, "merge.modes", err) < 0)
-        return tx_err_ctx(err, "transaction %s: merging a command's changes", m->ids);
-    struct stat ust;
-    struct merge g = {m, json_array(), json_array(), json_array(), 0, false, err, {m, "merge.modes", -1, false}};
-    _cleanup_close_ int ufd = open_dir_rw(&g.ml, m->txfd, "incoming", "", &ust);
-    int rc = 0;
-    if (ufd < 0)
-        rc = tx_errno(err, errno, "cannot open the command's changes");
-    if (rc == 0)
-        rc = merge_dir(&g, ufd, m->layerfd, m->ws->fd, "", 0);
-    if (rc == 0)
-        rc = copy_dir_meta(&g, ufd, &ust, m->layerfd, ".");
-    if (rc == 0 && tree_remove(m->txfd, "incoming") < 0)
-        rc = tx_errno(err, errno, "cannot remove the merged changes");
-    if (g.ml.fd >= 0)
-        close(g.ml.fd);
-    if (rc == 0 && unlinkat(m->txfd, "merge.modes", 0) < 0 && errno != ENOENT)
-        rc = tx_errno(err, errno, "cannot remove merge.modes");
-    if (rc == 0 && changes)
-        *changes = json_pack("{s:O,s:O,s:O,s:b}", "added", g.added, "modified", g.modified,
-                             "deleted", g.deleted, "truncated", g.truncated);
-    json_decref(g.added);
-    json_decref(g.modified);
-    json_decref(g.deleted);
-    return rc < 0 ? tx_err_ctx(err, "transaction %s: merging a command's changes", m->ids) : 0;
 }
 
 /* ---- open, and the repairs of steps a crash cut short ---- */
@@ -526,7 +167,7 @@ static int repair(txbox_multi *m, txbox_error *err)
     /* A copy as hard links cut short: its source's directories get their
      * own modes back (the source is where it was: each caller renames
      * only after the copy ended). */
-    if (restore_modes(m, "link.modes", err) < 0)
+    if (multi_restore_modes(m, "link.modes", err) < 0)
         return tx_err_ctx(err, "transaction %s", m->ids);
     /* A commit that stopped before its commit point: back to the layer as
      * it was before the scan (layer.keep), or to the upper if the scan
@@ -641,10 +282,10 @@ int txbox_multi_open(txbox_ws *ws, const char *id, txbox_multi **out, txbox_erro
     }
     if (exists_at(m->txfd, "incoming")) {
         /* A command that succeeded but whose merge was cut short. */
-        if ((rc = finish_merge(m, NULL, err)) < 0)
+        if ((rc = multi_finish_merge(m, NULL, err)) < 0)
             goto out;
-        json_object_set_new(m->state, "commands", json_integer((json_int_t)state_u64(m, "commands") + 1));
-        rc = write_state(m, err);
+        json_object_set_new(m->state, "commands", json_integer((json_int_t)multi_state_u64(m, "commands") + 1));
+        rc = multi_write_state(m, err);
     }
 out:
     free(oc);
@@ -655,43 +296,10 @@ out:
     return rc;
 }
 
-const char *txbox_multi_id(const txbox_multi *m) { return m->ids; }
-const char *multi_layer_rel(const txbox_multi *m) { return m->layer_rel; }
-const char *multi_layer_work_rel(const txbox_multi *m) { return m->lwork_rel; }
-int multi_layer_work_fd(const txbox_multi *m) { return m->lworkfd; }
-int multi_layer_fd(const txbox_multi *m) { return m->layerfd; }
-int multi_txfd(const txbox_multi *m) { return m->txfd; }
-bool multi_aborting(const txbox_multi *m) { return json_is_true(json_object_get(m->state, "aborting")); }
-
 static int refuse_aborting(const txbox_multi *m, txbox_error *err)
 {
     return tx_err(err, EINVAL, "transaction %s is being aborted (run 'txbox abort %s' to finish)",
                   m->ids, m->ids);
-}
-
-int multi_absorb(txbox_multi *m, int runtxfd, txbox_result *r, txbox_error *err)
-{
-    if (m->discard) {
-        r->outcome = TXBOX_OUTCOME_READ_ONLY; /* a verify: its writes are dropped */
-        return 0;
-    }
-    fs_fault_arm(); /* crash tests: the merge's renames are fault points */
-    /* no records of an earlier merge may apply to this one */
-    int rc = unlinkat(m->txfd, "merge.modes", 0) < 0 && errno != ENOENT ? -1 : 0;
-    if (rc == 0)
-        rc = fs_renameat(runtxfd, "upper", m->txfd, "incoming", 0);
-    if (rc < 0)
-        rc = tx_errno(err, errno, "transaction %s: cannot take the command's changes", m->ids);
-    if (rc == 0)
-        rc = finish_merge(m, &r->changes, err);
-    fs_fault_disarm();
-    if (rc < 0)
-        return -1;
-    json_object_set_new(m->state, "commands", json_integer((json_int_t)state_u64(m, "commands") + 1));
-    if (write_state(m, err) < 0)
-        return -1;
-    r->outcome = TXBOX_OUTCOME_STAGED;
-    return 0;
 }
 
 /* ---- savepoints: layer/ as hard links ---- */
@@ -728,15 +336,15 @@ static int link_tree(const txbox_multi *m, struct modes_log *ml, int sfd, const 
             return tx_errno(err, errno, "cannot create %s in a savepoint", name);
         struct stat cst;
         _cleanup_free_ char *crel = xasprintf("%s/%s", rel, name);
-        _cleanup_close_ int cs = open_dir_rw(ml, sfd, name, crel, &cst);
+        _cleanup_close_ int cs = multi_open_dir_rw(ml, sfd, name, crel, &cst);
         _cleanup_close_ int cd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (cs < 0 || cd < 0)
             return tx_errno(err, errno, "cannot open %s", name);
         int rc = link_tree(m, ml, cs, crel, cd, depth + 1, err);
         struct merge g = {.err = err};
         if (rc == 0)
-            rc = copy_dir_meta(&g, cs, &st, cd, name);
-        if (rc == 0 && is_opaque(m, cs)) {
+            rc = multi_copy_dir_meta(&g, cs, &st, cd, name);
+        if (rc == 0 && multi_is_opaque(m, cs)) {
             char x[64];
             snprintf(x, sizeof x, "%sopaque", ovl_pfx(m->ws));
             if (fsetxattr(cd, x, "y", 1, 0) < 0)
@@ -761,7 +369,7 @@ static int link_copy(txbox_multi *m, const char *src, const char *dst, txbox_err
     (void)tree_remove(m->txfd, dst);
     struct stat st;
     struct modes_log ml = {m, "link.modes", -1, false};
-    _cleanup_close_ int s = open_dir_rw(&ml, m->txfd, src, src, &st);
+    _cleanup_close_ int s = multi_open_dir_rw(&ml, m->txfd, src, src, &st);
     if (s < 0) {
         int e = errno;
         if (ml.fd >= 0)
@@ -778,7 +386,7 @@ static int link_copy(txbox_multi *m, const char *src, const char *dst, txbox_err
     if (rc == 0)
         rc = link_tree(m, &ml, s, src, d, 0, err);
     if (rc == 0)
-        rc = copy_dir_meta(&g, s, &st, d, dst);
+        rc = multi_copy_dir_meta(&g, s, &st, d, dst);
     if (fchmod(s, st.st_mode & 07777) < 0) {
         ml.unrestored = true;
         if (rc == 0)
@@ -856,7 +464,7 @@ int txbox_multi_savepoint(txbox_multi *m, const char *name, txbox_error *err)
                       "not starting with '.'", MAX_NAME);
     if (mkdirat(m->txfd, "sp", 0700) < 0 && errno != EEXIST)
         return tx_errno(err, errno, "cannot create the savepoints directory");
-    uint64_t seq = state_u64(m, "next_savepoint");
+    uint64_t seq = multi_state_u64(m, "next_savepoint");
     if (!seq)
         seq = 1;
     _cleanup_close_ int spd = openat(m->txfd, "sp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -885,7 +493,7 @@ int txbox_multi_savepoint(txbox_multi *m, const char *name, txbox_error *err)
         json_object_set_new(m->state, "sp_effects", json_object());
     json_object_set_new(json_object_get(m->state, "sp_effects"), name,
                         json_integer((json_int_t)saga_count(m->txfd)));
-    return write_state(m, err);
+    return multi_write_state(m, err);
 }
 
 int txbox_multi_rollback(txbox_multi *m, const char *name, txbox_error *err)
@@ -934,7 +542,7 @@ static char *end_info(const txbox_multi *m, const char *outcome, json_t *changes
     json_t *o = json_pack("{s:s,s:s,s:s,s:O,s:I,s:s}", "tx", m->ids, "outcome", outcome, "command",
                           name ? name : "(multi-command transaction)", "started",
                           json_object_get(m->state, "started"), "commands",
-                          (json_int_t)state_u64(m, "commands"), "verdict", "uncertain");
+                          (json_int_t)multi_state_u64(m, "commands"), "verdict", "uncertain");
     json_object_set_new(o, "exit_code", json_integer(0));
     json_object_set_new(o, "workspace", json_string(m->ws->path));
     json_object_set_new(o, "backend", json_string("overlay"));
@@ -962,7 +570,7 @@ int txbox_multi_abort_report(txbox_multi *m, char **report, txbox_error *err)
      * transaction refuse everything but abort until they are done */
     json_t *eff = NULL;
     json_object_set_new(m->state, "aborting", json_true());
-    if (write_state(m, err) < 0 || saga_compensate(m->ws, m->txfd, 0, &eff, txbox_run, err) < 0)
+    if (multi_write_state(m, err) < 0 || saga_compensate(m->ws, m->txfd, 0, &eff, txbox_run, err) < 0)
         return -1;
     if (report)
         *report = json_dumps(eff, JSON_COMPACT);
@@ -1081,7 +689,7 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
     uint64_t t0 = now_ns();
     txbox_ws *ws = m->ws;
     json_t *res = json_pack("{s:s,s:O,s:I}", "tx", m->ids, "name", json_object_get(m->state, "name"),
-                            "commands", (json_int_t)state_u64(m, "commands"));
+                            "commands", (json_int_t)multi_state_u64(m, "commands"));
     if (!json_object_get(res, "name"))
         json_object_set_new(res, "name", json_null());
     const char *outcome = NULL;
@@ -1119,7 +727,7 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             return -1;
         }
         struct tx_ops ops = {0};
-        uint64_t base = state_u64(m, "base_gen"), gen = 0;
+        uint64_t base = multi_state_u64(m, "base_gen"), gen = 0;
         json_t *changes = NULL, *paths = json_array();
         _cleanup_close_ int upperfd = -1;
         rc = ws_roll_forward_locked(ws, NULL, NULL, err);
@@ -1248,7 +856,7 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             size_t mo = json_array_size(json_object_get(json_object_get(res, "changes"), "modified"));
             size_t d = json_array_size(json_object_get(json_object_get(res, "changes"), "deleted"));
             first = xasprintf("txbox: tx %s committed (%llu commands; %zu added, %zu modified, %zu deleted)",
-                              m->ids, (unsigned long long)state_u64(m, "commands"), a, mo, d);
+                              m->ids, (unsigned long long)multi_state_u64(m, "commands"), a, mo, d);
         }
     }
     if (rc < 0) {
