@@ -596,36 +596,41 @@ static int multi_drop(txbox_multi *m, json_t *eff, txbox_error *err)
     return 0;
 }
 
+struct all_clashes {
+    const struct tx_ops *ops;
+    json_t *paths;
+};
+
+static int add_clashes(void *ctx, const char *idn, const struct tx_journal *j)
+{
+    struct all_clashes *c = ctx;
+    const struct tx_ops *ops = c->ops;
+    if (!j) {
+        json_array_append_new(c->paths, json_sprintf("(unknown: the record of transaction %s is gone)", idn));
+        return 0;
+    }
+    for (size_t i = 0; i < ops->n && json_array_size(c->paths) < CHANGES_CAP; i++) {
+        struct tx_ops one = {.v = &ops->v[i], .n = 1, .cap = 1};
+        const char *which = NULL;
+        if (!ops_overlap(&one, &j->ops, &which))
+            continue;
+        const char *p = *ops->v[i].path ? ops->v[i].path : ".";
+        bool dup = false;
+        size_t k;
+        json_t *v;
+        json_array_foreach(c->paths, k, v) dup = dup || !strcmp(json_string_value(v), p);
+        if (!dup)
+            json_array_append_new(c->paths, json_string(p));
+    }
+    return 0;
+}
+
 /* Every path of ours that a transaction committed since base also wrote. */
 static int conflicts(txbox_ws *ws, uint64_t base, uint64_t gen, const struct tx_ops *ops,
                      json_t *paths, txbox_error *err)
 {
-    for (uint64_t g = base + 1; g <= gen; g++) {
-        char idn[32];
-        struct tx_journal j;
-        int lr = journal_load_gen(ws, g, &j, idn, err);
-        if (lr < 0)
-            return -1;
-        if (lr > 0) {
-            json_array_append_new(paths, json_sprintf("(unknown: the record of transaction %s is gone)", idn));
-            continue;
-        }
-        for (size_t i = 0; i < ops->n && json_array_size(paths) < CHANGES_CAP; i++) {
-            struct tx_ops one = {.v = &ops->v[i], .n = 1, .cap = 1};
-            const char *which = NULL;
-            if (!ops_overlap(&one, &j.ops, &which))
-                continue;
-            const char *p = *ops->v[i].path ? ops->v[i].path : ".";
-            bool dup = false;
-            size_t k;
-            json_t *v;
-            json_array_foreach(paths, k, v) dup = dup || !strcmp(json_string_value(v), p);
-            if (!dup)
-                json_array_append_new(paths, json_string(p));
-        }
-        journal_free(&j);
-    }
-    return 0;
+    struct all_clashes c = {ops, paths};
+    return tx_each_later(ws, base, gen, add_clashes, &c, err);
 }
 
 void txbox_multi_set_policy(txbox_multi *m, const txbox_policy *p) { m->policy = p; }

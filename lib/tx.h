@@ -180,6 +180,15 @@ bool ops_overlap(const struct tx_ops *a, const struct tx_ops *b, const char **wh
  * (run.c) */
 char **tx_hidden_paths(const char *const *extra, const struct txbox_policy *pol, const char *ws_path);
 void tx_free_strv(char **v);
+/* Calls each(ctx, idn, j) for every transaction committed after base_gen
+ * up to gen, oldest first, with its journal (NULL: its record is gone,
+ * pruned); idn names it. Stops at the first call that returns nonzero and
+ * returns that; 0 when none did; <0: an error reading the journals.
+ * (conflict.c: the loop of the conflict checks) */
+struct tx_journal;
+typedef int (*tx_later_fn)(void *ctx, const char *idn, const struct tx_journal *j);
+MUST_CHECK int tx_each_later(txbox_ws *ws, uint64_t base_gen, uint64_t gen, tx_later_fn each,
+                             void *ctx, txbox_error *err);
 /* Did a transaction committed after base_gen (up to gen) write a path of
  * ops? 1: yes, *path (caller frees) names it; 0: no; <0: error.
  * (conflict.c) */
