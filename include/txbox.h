@@ -22,19 +22,19 @@ extern "C" {
 
 /* Exit statuses of the CLI besides the command's own (see README). */
 enum {
-    TXBOX_EXIT_HELD = 121,     /* an effect rule holds the transaction for review: not applied */
-    TXBOX_EXIT_BLOCKED = 122,  /* the policy judged the command unsafe (it never ran), or an
+    TXBOX_EXIT_HELD = 121,      /* an effect rule holds the transaction for review: not applied */
+    TXBOX_EXIT_BLOCKED = 122,   /* the policy judged the command unsafe (it never ran), or an
                                   effect rule rejected what it wrote (nothing applied) */
-    TXBOX_EXIT_CONFLICT = 123, /* succeeded, but its base changed: changes kept aside */
-    TXBOX_EXIT_TIMEOUT = 124,  /* killed at the time limit; rolled back */
-    TXBOX_EXIT_ERROR = 125,    /* txbox itself failed (bad input, I/O, setup) */
+    TXBOX_EXIT_CONFLICT = 123,  /* succeeded, but its base changed: changes kept aside */
+    TXBOX_EXIT_TIMEOUT = 124,   /* killed at the time limit; rolled back */
+    TXBOX_EXIT_ERROR = 125,     /* txbox itself failed (bad input, I/O, setup) */
     TXBOX_EXIT_ATTENTION = 120, /* undone, but an external effect needs attention: its
                                    compensation failed, was interrupted, or there is none */
 };
 
 typedef struct txbox_error {
-    int code;       /* errno value (or EINVAL for bad input); 0 when no error */
-    char msg[512];  /* one line, no trailing newline */
+    int code;      /* errno value (or EINVAL for bad input); 0 when no error */
+    char msg[512]; /* one line, no trailing newline */
 } txbox_error;
 
 typedef enum txbox_backend {
@@ -49,9 +49,9 @@ typedef enum txbox_outcome {
     TXBOX_OUTCOME_READ_ONLY,
     TXBOX_OUTCOME_CONFLICT,
     TXBOX_OUTCOME_TIMED_OUT,
-    TXBOX_OUTCOME_STAGED,      /* multi-command transaction: kept in it, not yet applied */
-    TXBOX_OUTCOME_REJECTED,    /* an effect rule (action rollback) refused the write set */
-    TXBOX_OUTCOME_HELD,        /* an effect rule (action hold): pending for txbox review */
+    TXBOX_OUTCOME_STAGED,   /* multi-command transaction: kept in it, not yet applied */
+    TXBOX_OUTCOME_REJECTED, /* an effect rule (action rollback) refused the write set */
+    TXBOX_OUTCOME_HELD,     /* an effect rule (action hold): pending for txbox review */
 } txbox_outcome;
 
 TXBOX_API const char *txbox_outcome_name(txbox_outcome o);
@@ -89,43 +89,43 @@ enum {
     TXBOX_NET_HOST = 2,  /* the host's network namespace (explicit opt-in) */
 };
 
-struct txbox_policy; /* txbox_policy.h */
+struct txbox_policy;                    /* txbox_policy.h */
 typedef struct txbox_multi txbox_multi; /* a multi-command transaction (below) */
 
 typedef struct txbox_run_opts {
-    const char *shell;         /* handed unchanged to SHELL -c (shell_path); or NULL and argv */
-    const char *shell_path;    /* the shell that runs `shell`, from txbox_shell_resolve();
+    const char *shell;      /* handed unchanged to SHELL -c (shell_path); or NULL and argv */
+    const char *shell_path; /* the shell that runs `shell`, from txbox_shell_resolve();
                                   NULL: txbox_shell_resolve(NULL) (bash where there is one) */
-    int shell_posix;           /* shell_path reads POSIX sh, not bash (the policy reads bash):
+    int shell_posix;        /* shell_path reads POSIX sh, not bash (the policy reads bash):
                                   a command the two read differently is at best uncertain and
                                   gets no network from a rule */
-    int tee_fd;                /* > 0, with capture: the output is also copied to this
+    int tee_fd;             /* > 0, with capture: the output is also copied to this
                                   descriptor as it comes (made non-blocking: what does
                                   not fit at once is dropped) */
-    char *const *argv;         /* program and arguments, executed as is */
-    const char *cwd;           /* directory to start in; NULL: the caller's cwd */
-    double timeout_s;          /* wall-clock limit; 0: none */
+    char *const *argv;      /* program and arguments, executed as is */
+    const char *cwd;        /* directory to start in; NULL: the caller's cwd */
+    double timeout_s;       /* wall-clock limit; 0: none */
     txbox_backend backend;
-    int allow_copy_fallback;   /* use the copy backend when overlay cannot be mounted */
-    int capture;               /* capture stdout/stderr into the result instead of streaming */
-    size_t output_cap;         /* bytes kept per stream when capturing (0: 1 MiB) */
-    int net;                   /* TXBOX_NET_*: 0 none unless the policy grants it */
-    const char *const *allow_domains; /* more host names (or *.suffix) the network proxy
+    int allow_copy_fallback;           /* use the copy backend when overlay cannot be mounted */
+    int capture;                       /* capture stdout/stderr into the result instead of streaming */
+    size_t output_cap;                 /* bytes kept per stream when capturing (0: 1 MiB) */
+    int net;                           /* TXBOX_NET_*: 0 none unless the policy grants it */
+    const char *const *allow_domains;  /* more host names (or *.suffix) the network proxy
                                          lets through (NULL-terminated; NULL: none) */
-    int read_only;             /* run with the workspace read-only, no transaction */
-    volatile int *cancel;      /* when set non-zero (e.g. from a signal handler), the
+    int read_only;                     /* run with the workspace read-only, no transaction */
+    volatile int *cancel;              /* when set non-zero (e.g. from a signal handler), the
                                   command is killed and its transaction rolled back */
-    int allow_degraded;        /* run even where Landlock or a cgroup cannot be had */
-    uint64_t memory_bytes;     /* memory limit; 0: 8 GiB */
-    uint64_t max_processes;    /* process limit; 0: 4096 */
-    uint64_t cpu_seconds;      /* CPU time per process; 0: none */
-    uint64_t max_write_bytes;  /* disk the command may take; 0: half the free space */
-    const char *const *env_allow; /* fnmatch patterns of secret-looking variables to keep */
-    const char *const *deny_read; /* more paths to hide (absolute, or ~/ for $HOME) */
+    int allow_degraded;                /* run even where Landlock or a cgroup cannot be had */
+    uint64_t memory_bytes;             /* memory limit; 0: 8 GiB */
+    uint64_t max_processes;            /* process limit; 0: 4096 */
+    uint64_t cpu_seconds;              /* CPU time per process; 0: none */
+    uint64_t max_write_bytes;          /* disk the command may take; 0: half the free space */
+    const char *const *env_allow;      /* fnmatch patterns of secret-looking variables to keep */
+    const char *const *deny_read;      /* more paths to hide (absolute, or ~/ for $HOME) */
     const struct txbox_policy *policy; /* classify first: unsafe is blocked, safe runs
                                           read-only, uncertain as a transaction; NULL:
                                           every command is a transaction */
-    struct txbox_multi *multi; /* run inside this open multi-command transaction (overlay
+    struct txbox_multi *multi;         /* run inside this open multi-command transaction (overlay
                                   only): the command sees its changes so far, and on
                                   success its own are added to it (outcome staged) */
 } txbox_run_opts;
@@ -143,8 +143,8 @@ typedef struct txbox_result txbox_result;
 /* Runs one command as one transaction. Returns 0 when the transaction
  * reached an outcome (whatever the command's status), <0 when txbox itself
  * failed, in which case the workspace is unchanged. */
-TXBOX_API TXBOX_MUST_CHECK int txbox_run(txbox_ws *ws, const txbox_run_opts *opts,
-                                         txbox_result **out, txbox_error *err);
+TXBOX_API TXBOX_MUST_CHECK int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out,
+                                         txbox_error *err);
 TXBOX_API txbox_outcome txbox_result_outcome(const txbox_result *r);
 /* The status a shell would report: the exit code, or 128+signal. */
 TXBOX_API int txbox_result_exit_code(const txbox_result *r);
@@ -165,8 +165,7 @@ TXBOX_API void txbox_result_free(txbox_result *r);
 
 /* Opens a new multi-command transaction on ws; *id: its id (caller frees).
  * name: a label shown by status (may be NULL). */
-TXBOX_API TXBOX_MUST_CHECK int txbox_multi_begin(txbox_ws *ws, const char *name, char **id,
-                                                 txbox_error *err);
+TXBOX_API TXBOX_MUST_CHECK int txbox_multi_begin(txbox_ws *ws, const char *name, char **id, txbox_error *err);
 /* Opens the open transaction id and locks it for this process (a second
  * process on the same transaction waits). Finishes any step a crash cut
  * short (a merge, a rollback). */
@@ -177,20 +176,17 @@ TXBOX_API const char *txbox_multi_id(const txbox_multi *m);
 
 /* Marks the current state as savepoint name (an existing one of that name
  * is replaced). */
-TXBOX_API TXBOX_MUST_CHECK int txbox_multi_savepoint(txbox_multi *m, const char *name,
-                                                     txbox_error *err);
+TXBOX_API TXBOX_MUST_CHECK int txbox_multi_savepoint(txbox_multi *m, const char *name, txbox_error *err);
 /* Back to savepoint name (kept; later ones are dropped), or with name NULL
  * to the start (every savepoint dropped). The transaction stays open. */
-TXBOX_API TXBOX_MUST_CHECK int txbox_multi_rollback(txbox_multi *m, const char *name,
-                                                    txbox_error *err);
+TXBOX_API TXBOX_MUST_CHECK int txbox_multi_rollback(txbox_multi *m, const char *name, txbox_error *err);
 /* Drops the transaction: nothing of it is ever applied. */
 TXBOX_API TXBOX_MUST_CHECK int txbox_multi_abort(txbox_multi *m, txbox_error *err);
 /* The same; first runs the compensations of its external effects, newest
  * first. *report (may be NULL): {"effects": [...],
  * "needs_attention": N}. Cut short by a crash, it is finished by aborting
  * again (the transaction stays open, refusing everything but abort). */
-TXBOX_API TXBOX_MUST_CHECK int txbox_multi_abort_report(txbox_multi *m, char **report,
-                                                        txbox_error *err);
+TXBOX_API TXBOX_MUST_CHECK int txbox_multi_abort_report(txbox_multi *m, char **report, txbox_error *err);
 
 /* Commits: with verify (a command, run in the transaction's final view,
  * its own writes dropped) only if it succeeds. *json: the result object;
@@ -198,9 +194,8 @@ TXBOX_API TXBOX_MUST_CHECK int txbox_multi_abort_report(txbox_multi *m, char **r
  * command's own when it failed); *summary: one status line. Returns <0
  * when txbox itself failed (nothing applied unless the commit point was
  * passed, which recovery then completes). */
-TXBOX_API TXBOX_MUST_CHECK int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify,
-                                                  char **json, int *status, char **summary,
-                                                  txbox_error *err);
+TXBOX_API TXBOX_MUST_CHECK int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json,
+                                                  int *status, char **summary, txbox_error *err);
 
 /* The policy whose rules on effects judge the commit (NULL: the
  * verify command's, if any). p must outlive m. */
@@ -214,41 +209,35 @@ TXBOX_API TXBOX_MUST_CHECK int txbox_multi_status(txbox_ws *ws, char **json, txb
 
 /* The held transaction id (NULL: every held transaction): *json, the
  * caller's (free(3)), describes the write set and the rule that held it. */
-TXBOX_API TXBOX_MUST_CHECK int txbox_review(txbox_ws *ws, const char *id, char **json,
-                                            txbox_error *err);
+TXBOX_API TXBOX_MUST_CHECK int txbox_review(txbox_ws *ws, const char *id, char **json, txbox_error *err);
 /* Commits held transaction id, unless a commit since its base touched the
  * same paths (then it stays held: *status is TXBOX_EXIT_CONFLICT). *json:
  * the result object (caller frees); *status: the CLI's exit status. */
-TXBOX_API TXBOX_MUST_CHECK int txbox_approve(txbox_ws *ws, const char *id, char **json,
-                                             int *status, txbox_error *err);
+TXBOX_API TXBOX_MUST_CHECK int txbox_approve(txbox_ws *ws, const char *id, char **json, int *status,
+                                             txbox_error *err);
 /* Discards held transaction id (outcome rejected). *json: the caller's. */
-TXBOX_API TXBOX_MUST_CHECK int txbox_reject(txbox_ws *ws, const char *id, char **json,
-                                            txbox_error *err);
+TXBOX_API TXBOX_MUST_CHECK int txbox_reject(txbox_ws *ws, const char *id, char **json, txbox_error *err);
 /* A person says that the external effects of transaction id that need
  * attention (all, or the one numbered which >= 0) are dealt with: each is
  * marked `resolved` (`resolved_from`, `resolved_at`, `note`), durably, and
  * `txbox status` lists it no more. *json (the caller's): {"tx",
  * "resolved": [the entries]}. An error when none needs attention. */
-TXBOX_API TXBOX_MUST_CHECK int txbox_resolve(txbox_ws *ws, const char *id, long which,
-                                             const char *note, char **json, txbox_error *err);
+TXBOX_API TXBOX_MUST_CHECK int txbox_resolve(txbox_ws *ws, const char *id, long which, const char *note,
+                                             char **json, txbox_error *err);
 
 /* ---- history: log, show, diff, undo, gc ---- */
 
 /* The newest `limit` transactions (0: all), newest first: a JSON array. */
-TXBOX_API TXBOX_MUST_CHECK int txbox_log_json(txbox_ws *ws, long limit, char **json,
-                                              txbox_error *err);
+TXBOX_API TXBOX_MUST_CHECK int txbox_log_json(txbox_ws *ws, long limit, char **json, txbox_error *err);
 /* Everything recorded about transaction tx: a JSON object. */
-TXBOX_API TXBOX_MUST_CHECK int txbox_show_json(txbox_ws *ws, const char *tx, char **json,
-                                               txbox_error *err);
+TXBOX_API TXBOX_MUST_CHECK int txbox_show_json(txbox_ws *ws, const char *tx, char **json, txbox_error *err);
 /* diff -u of two texts (NULL: absent, shown as /dev/null) labelled la and
  * lb, written to out (txbox setup --dry-run). */
 TXBOX_API TXBOX_MUST_CHECK int txbox_diff_text(FILE *out, const char *a, size_t alen, const char *b,
-                                               size_t blen, const char *la, const char *lb,
-                                               txbox_error *err);
+                                               size_t blen, const char *la, const char *lb, txbox_error *err);
 /* A unified diff of transaction tx's text files (a summary for others) on
  * out. */
-TXBOX_API TXBOX_MUST_CHECK int txbox_diff(txbox_ws *ws, const char *tx, FILE *out,
-                                          txbox_error *err);
+TXBOX_API TXBOX_MUST_CHECK int txbox_diff(txbox_ws *ws, const char *tx, FILE *out, txbox_error *err);
 
 typedef struct txbox_undo_opts {
     const char *tx; /* NULL: the latest committed transaction not undone */
@@ -262,16 +251,15 @@ TXBOX_API TXBOX_MUST_CHECK int txbox_undo(txbox_ws *ws, const txbox_undo_opts *o
                                           txbox_error *err);
 
 typedef struct txbox_gc_opts {
-    long keep;          /* keep the pre-images of this many newest commits; <0: setting */
-    long long max_bytes;/* and at most this many bytes of them; <0: setting */
-    int dry_run;        /* say what would be freed, free nothing */
-    int save;           /* store keep/max_bytes as the workspace's settings */
+    long keep;           /* keep the pre-images of this many newest commits; <0: setting */
+    long long max_bytes; /* and at most this many bytes of them; <0: setting */
+    int dry_run;         /* say what would be freed, free nothing */
+    int save;            /* store keep/max_bytes as the workspace's settings */
 } txbox_gc_opts;
 
 /* Prunes retained pre-images, oldest first, down to the bounds. *json:
  * what was freed (and kept). */
-TXBOX_API TXBOX_MUST_CHECK int txbox_gc(txbox_ws *ws, const txbox_gc_opts *o, char **json,
-                                        txbox_error *err);
+TXBOX_API TXBOX_MUST_CHECK int txbox_gc(txbox_ws *ws, const txbox_gc_opts *o, char **json, txbox_error *err);
 
 #ifdef __cplusplus
 }

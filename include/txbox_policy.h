@@ -84,9 +84,8 @@ TXBOX_API const char *txbox_policy_note(const txbox_policy *p, size_t i);
 /* Classifies a shell string as /bin/sh -c would get it (len bytes; NUL
  * bytes inside make the verdict `uncertain`). Returns 0 and fills *out, or
  * <0 with err filled (bad arguments only: any input string gets a verdict). */
-TXBOX_API TXBOX_MUST_CHECK int txbox_policy_check(const txbox_policy *p, const char *cmd,
-                                                  size_t len, txbox_verdict *out,
-                                                  txbox_error *err);
+TXBOX_API TXBOX_MUST_CHECK int txbox_policy_check(const txbox_policy *p, const char *cmd, size_t len,
+                                                  txbox_verdict *out, txbox_error *err);
 /* Classifies an argv executed directly (no shell); argv is NULL-terminated. */
 TXBOX_API TXBOX_MUST_CHECK int txbox_policy_check_argv(const txbox_policy *p, char *const *argv,
                                                        txbox_verdict *out, txbox_error *err);

@@ -70,9 +70,8 @@ static unsigned entries(int tfd)
     static const struct {
         const char *name;
         unsigned bit;
-    } known[] = {{"journal", E_JOURNAL}, {"outcome", E_OUTCOME}, {"undo", E_UNDO},
-                 {"held", E_HELD},       {"multi", E_MULTI},     {"lock", E_LOCK},
-                 {"log.row", E_LOGROW}};
+    } known[] = {{"journal", E_JOURNAL}, {"outcome", E_OUTCOME}, {"undo", E_UNDO},     {"held", E_HELD},
+                 {"multi", E_MULTI},     {"lock", E_LOCK},       {"log.row", E_LOGROW}};
     _cleanup_dir_ DIR *d = opendir_at(tfd, ".");
     if (!d)
         return E_OTHER;
@@ -179,7 +178,7 @@ int ws_compact(txbox_ws *ws, size_t *n, txbox_error *err)
         }
         if (m & E_JOURNAL) {
             if (journal_peek_gen(tfd, "journal", &g) < 0)
-                continue; /* kept: unreadable */
+                continue;     /* kept: unreadable */
             if (m & E_UNDO) { /* retained: R1 */
                 lower(&limit, g - 1);
                 continue;

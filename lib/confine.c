@@ -61,7 +61,8 @@ int confine_seccomp(int *listener, txbox_error *err)
     if (rc < 0 && errno == EINVAL)
         rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
     if (rc < 0)
-        return tx_errno(err, errno, "seccomp: cannot install the filter with a supervisor (Linux 5.0 or later needed)");
+        return tx_errno(err, errno,
+                        "seccomp: cannot install the filter with a supervisor (Linux 5.0 or later needed)");
     *listener = (int)rc;
     return 0;
 }
@@ -77,9 +78,8 @@ int confine_landlock_abi(void)
 static uint64_t write_rights(int abi)
 {
     uint64_t r = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |
-                 LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR |
-                 LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
-                 LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |
+                 LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR |
+                 LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |
                  LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM;
     if (abi >= 2)
         r |= LANDLOCK_ACCESS_FS_REFER;

@@ -45,8 +45,8 @@ static int first_clash(void *ctx, const char *idn, const struct tx_journal *j)
 }
 
 /* Did the transactions committed since base_gen write any of our paths? */
-int tx_check_conflict(txbox_ws *ws, uint64_t base_gen, uint64_t gen, const struct tx_ops *ops,
-                      char **path, txbox_error *err)
+int tx_check_conflict(txbox_ws *ws, uint64_t base_gen, uint64_t gen, const struct tx_ops *ops, char **path,
+                      txbox_error *err)
 {
     struct first_clash c = {ops, path};
     return tx_each_later(ws, base_gen, gen, first_clash, &c, err);

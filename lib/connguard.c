@@ -36,7 +36,8 @@ int connguard_init(struct connguard *g)
     if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sz) < 0)
         return -errno;
     if (sz.seccomp_notif > NOTIF_ROOM || sz.seccomp_notif_resp > RESP_ROOM ||
-        sz.seccomp_notif < sizeof(struct seccomp_notif) || sz.seccomp_notif_resp < sizeof(struct seccomp_notif_resp))
+        sz.seccomp_notif < sizeof(struct seccomp_notif) ||
+        sz.seccomp_notif_resp < sizeof(struct seccomp_notif_resp))
         return -EOVERFLOW;
     g->notif_size = sz.seccomp_notif;
     g->resp_size = sz.seccomp_notif_resp;

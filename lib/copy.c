@@ -122,7 +122,6 @@ static int open_dir(int at, const char *name)
     return openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-
 /* Names a walk passes over: . and .., and .txbox at any depth (a nested
  * workspace's state is neither copied nor changed by a merge). */
 static bool skipped(const char *n, unsigned depth)
@@ -154,8 +153,8 @@ static int dir_meta(int from, const struct stat *st, int to, txbox_error *err)
     if (dir_xattrs_differ(from, to) && dir_xattrs_copy(from, to, err) < 0)
         return -1;
     /* Unprivileged, an owner that cannot be given stays as it is. */
-    if ((cur.st_uid != st->st_uid || cur.st_gid != st->st_gid) &&
-        fchown(to, st->st_uid, st->st_gid) < 0 && errno != EPERM)
+    if ((cur.st_uid != st->st_uid || cur.st_gid != st->st_gid) && fchown(to, st->st_uid, st->st_gid) < 0 &&
+        errno != EPERM)
         return tx_errno(err, errno, "cannot set the owner of a directory");
     if ((cur.st_mode & 07777) != (st->st_mode & 07777) && fchmod(to, st->st_mode & 07777) < 0)
         return tx_errno(err, errno, "cannot set the mode of a directory");
@@ -210,8 +209,11 @@ static void ix_add(struct ix *x, const char *path, const struct stat *st)
         x->cap = x->cap ? 2 * x->cap : 1024;
         x->v = xrealloc(x->v, x->cap * sizeof *x->v);
     }
-    x->v[x->n++] = (struct ixent){path_hash(path), (uint64_t)st->st_ino, (uint64_t)st->st_size,
-                                  (int64_t)st->st_mtim.tv_sec, (uint32_t)st->st_mtim.tv_nsec,
+    x->v[x->n++] = (struct ixent){path_hash(path),
+                                  (uint64_t)st->st_ino,
+                                  (uint64_t)st->st_size,
+                                  (int64_t)st->st_mtim.tv_sec,
+                                  (uint32_t)st->st_mtim.tv_nsec,
                                   (uint32_t)st->st_mode};
 }
 
@@ -250,8 +252,7 @@ static int ix_write(int txfd, struct ix *x, txbox_error *err)
     memcpy(h.magic, IX_MAGIC, sizeof h.magic);
     _cleanup_close_ int fd =
         openat(txfd, "index.new", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 || fs_write(fd, &h, sizeof h) < 0 ||
-        (x->n && fs_write(fd, x->v, x->n * sizeof *x->v) < 0) ||
+    if (fd < 0 || fs_write(fd, &h, sizeof h) < 0 || (x->n && fs_write(fd, x->v, x->n * sizeof *x->v) < 0) ||
         fs_renameat(txfd, "index.new", txfd, "index", 0) < 0)
         return tx_errno(err, errno, "cannot write the index of the copy");
     return 0;
@@ -373,18 +374,15 @@ static int dirs_write(int txfd, const char *name, struct dirs *m, txbox_error *e
     for (size_t i = 0; i < m->n; i++) {
         char num[128];
         const struct drec *r = &m->v[i];
-        int l = snprintf(num, sizeof num, "%o %lld %ld %lld %ld ", (unsigned)r->mode,
-                         (long long)r->at.tv_sec, r->at.tv_nsec, (long long)r->mt.tv_sec,
-                         r->mt.tv_nsec);
+        int l = snprintf(num, sizeof num, "%o %lld %ld %lld %ld ", (unsigned)r->mode, (long long)r->at.tv_sec,
+                         r->at.tv_nsec, (long long)r->mt.tv_sec, r->mt.tv_nsec);
         dbuf_add(&b, num, (size_t)l);
         dbuf_add(&b, r->path, strlen(r->path) + 1);
     }
     char tmp[64];
     snprintf(tmp, sizeof tmp, "%s.new", name);
-    _cleanup_close_ int fd =
-        openat(txfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    int rc = fd < 0 || (b.len && fs_write(fd, b.p, b.len) < 0) ||
-                     fs_renameat(txfd, tmp, txfd, name, 0) < 0
+    _cleanup_close_ int fd = openat(txfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int rc = fd < 0 || (b.len && fs_write(fd, b.p, b.len) < 0) || fs_renameat(txfd, tmp, txfd, name, 0) < 0
                  ? tx_errno(err, errno, "cannot write %s", name)
                  : 0;
     dbuf_free(&b);
@@ -407,8 +405,7 @@ static int dirs_read(int txfd, const char *name, bool may_miss, struct dirs *m, 
         long long as, ms;
         long an, mn;
         int used = 0;
-        if (!end || sscanf(p, "%o %lld %ld %lld %ld %n", &mode, &as, &an, &ms, &mn, &used) != 5 ||
-            !used)
+        if (!end || sscanf(p, "%o %lld %ld %lld %ld %n", &mode, &as, &an, &ms, &mn, &used) != 5 || !used)
             return tx_err(err, EINVAL, "damaged record in %s", name);
         struct stat st = {.st_mode = mode, .st_atim = {(time_t)as, an}, .st_mtim = {(time_t)ms, mn}};
         dirs_add(m, p + used, &st);
@@ -464,8 +461,7 @@ static size_t lnk_hash(dev_t dev, ino_t ino)
 static struct lnk *links_slot(struct links *l, dev_t dev, ino_t ino)
 {
     if (2 * (l->n + 1) > l->cap) {
-        struct links g = {xcalloc(l->cap ? 2 * l->cap : 256, sizeof *g.v), l->n,
-                          l->cap ? 2 * l->cap : 256};
+        struct links g = {xcalloc(l->cap ? 2 * l->cap : 256, sizeof *g.v), l->n, l->cap ? 2 * l->cap : 256};
         for (size_t i = 0; i < l->cap; i++) {
             if (!l->v[i].path)
                 continue;
@@ -494,15 +490,14 @@ struct walk {
     int viewfd; /* the copy's root */
     struct ix ix;
     struct links links;
-    uint64_t mnt;         /* the workspace's mount */
-    struct dirs mounts;   /* entries on other mounts */
+    uint64_t mnt;       /* the workspace's mount */
+    struct dirs mounts; /* entries on other mounts */
     txbox_error *err;
 };
 
 static int copy_dir(struct walk *w, int sd, int dd, const char *path, unsigned depth);
 
-static int copy_entry(struct walk *w, int sd, int dd, const char *n, const char *path,
-                      unsigned depth)
+static int copy_entry(struct walk *w, int sd, int dd, const char *n, const char *path, unsigned depth)
 {
     struct stat st;
     uint64_t mnt;
@@ -520,8 +515,7 @@ static int copy_entry(struct walk *w, int sd, int dd, const char *n, const char 
         _cleanup_close_ int d = open_dir(dd, n);
         if (s < 0 || d < 0)
             return tx_errno(w->err, errno, "cannot open %s", path);
-        if ((!other_mount && copy_dir(w, s, d, path, depth + 1) < 0) ||
-            dir_meta(s, &st, d, w->err) < 0)
+        if ((!other_mount && copy_dir(w, s, d, path, depth + 1) < 0) || dir_meta(s, &st, d, w->err) < 0)
             return -1;
     } else {
         struct lnk *l = st.st_nlink > 1 ? links_slot(&w->links, st.st_dev, st.st_ino) : NULL;
@@ -697,8 +691,8 @@ static bool same_entry(int bd, int ad, const char *name, const struct stat *b, c
 
 /* Did the directory's own metadata change (b: the workspace's, a: the
  * copy's; as the merge applies it, see dir_meta)? */
-static bool dir_changed(const struct cmp *c, const char *path, int bfd, const struct stat *b,
-                        int afd, const struct stat *a)
+static bool dir_changed(const struct cmp *c, const char *path, int bfd, const struct stat *b, int afd,
+                        const struct stat *a)
 {
     struct stat x = *a;
     dirs_get(c->dirs, path, &x);
@@ -783,10 +777,10 @@ static bool untouched(const struct mg *m, const char *path, const struct stat *v
 {
     uint64_t ino = (uint64_t)v->st_ino;
     const struct ixent *e;
-    return m->ix.valid && m->ix.t_end.tv_sec && !S_ISDIR(v->st_mode) &&
-           !ts_after(v->st_ctim, m->ix.t_end) && (e = ix_find(&m->ix, path, &ino)) &&
-           e->mode == (uint32_t)v->st_mode && e->size == (uint64_t)v->st_size &&
-           e->mt_sec == (int64_t)v->st_mtim.tv_sec && e->mt_nsec == (uint32_t)v->st_mtim.tv_nsec;
+    return m->ix.valid && m->ix.t_end.tv_sec && !S_ISDIR(v->st_mode) && !ts_after(v->st_ctim, m->ix.t_end) &&
+           (e = ix_find(&m->ix, path, &ino)) && e->mode == (uint32_t)v->st_mode &&
+           e->size == (uint64_t)v->st_size && e->mt_sec == (int64_t)v->st_mtim.tv_sec &&
+           e->mt_nsec == (uint32_t)v->st_mtim.tv_nsec;
 }
 
 /* No privilege outlives the transaction (as with the overlay backend,
@@ -806,8 +800,8 @@ static int sanitize(struct mg *m, int dfd, const char *n, const struct stat *st,
         return tx_errno(m->err, errno, "cannot clear the setuid and setgid bits of %s", p);
     char fp[PATH_MAX];
     snprintf(fp, sizeof fp, "/proc/self/fd/%d/%s", dfd, n);
-    if (lgetxattr(fp, "security.capability", NULL, 0) >= 0 &&
-        lremovexattr(fp, "security.capability") < 0 && errno != ENODATA)
+    if (lgetxattr(fp, "security.capability", NULL, 0) >= 0 && lremovexattr(fp, "security.capability") < 0 &&
+        errno != ENODATA)
         return tx_errno(m->err, errno,
                         "the command gave %s file capabilities, which cannot be removed; commit refused", p);
     return 0;
@@ -1036,15 +1030,16 @@ static int check_mounts(struct mg *m, int wsfd, int vfd)
             dirs_get(&m->dirs, r->path, &v);
             _cleanup_close_ int vs = open_dir(vp, vb);
             _cleanup_close_ int ws = open_dir(wp, wb);
-            same = vs >= 0 && dir_empty(vs) && ws >= 0 && (v.st_mode & 07777) == r->mode && ts_eq(v.st_mtim, r->mt) &&
-                   !dir_xattrs_differ(vs, ws);
+            same = vs >= 0 && dir_empty(vs) && ws >= 0 && (v.st_mode & 07777) == r->mode &&
+                   ts_eq(v.st_mtim, r->mt) && !dir_xattrs_differ(vs, ws);
         } else if (same) {
             same = (v.st_mode & 07777) == r->mode && untouched(m, r->path, &v);
         }
         if (!same)
-            return tx_err(m->err, EXDEV,
-                          "%s lies on another mount inside the workspace: the copy backend cannot commit a change there; nothing was changed",
-                          r->path);
+            return tx_err(
+                m->err, EXDEV,
+                "%s lies on another mount inside the workspace: the copy backend cannot commit a change there; nothing was changed",
+                r->path);
     }
     return 0;
 }
@@ -1053,7 +1048,8 @@ static int cleanup(int txfd, txbox_error *err)
 {
     if (tree_remove(txfd, "view.trash") < 0)
         return tx_errno(err, errno, "cannot remove the copy of the workspace");
-    const char *const files[] = {"index", "index.new", "dirs", "dirs.new", "mounts", "mounts.new", "clock", "merging"};
+    const char *const files[] = {"index",  "index.new",  "dirs",  "dirs.new",
+                                 "mounts", "mounts.new", "clock", "merging"};
     for (size_t i = 0; i < ARRAY_SIZE(files); i++)
         (void)unlinkat(txfd, files[i], 0);
     return 0;
@@ -1118,8 +1114,8 @@ static int commit(txbox_ws *ws, int txfd, json_t **changes, size_t cap, txbox_er
         cmp_add(&c, c.modified, ".", false);
     cmp_dir(&c, ws->fd, vfd, "", true);
     mg_free(&m);
-    *changes = json_pack("{s:o,s:o,s:o,s:b}", "added", c.added, "modified", c.modified, "deleted",
-                         c.deleted, "truncated", c.truncated);
+    *changes = json_pack("{s:o,s:o,s:o,s:b}", "added", c.added, "modified", c.modified, "deleted", c.deleted,
+                         "truncated", c.truncated);
     if (mark(txfd, "decided", err) < 0)
         return -1;
     return merge(ws, txfd, err);
@@ -1138,8 +1134,7 @@ int copy_commit(txbox_ws *ws, int txfd, json_t **changes, size_t cap, txbox_erro
 static int discard(int txfd, txbox_error *err)
 {
     if (has(txfd, "view")) {
-        if (tree_remove(txfd, "view.trash") < 0 ||
-            fs_renameat(txfd, "view", txfd, "view.trash", 0) < 0)
+        if (tree_remove(txfd, "view.trash") < 0 || fs_renameat(txfd, "view", txfd, "view.trash", 0) < 0)
             return tx_errno(err, errno, "cannot remove the copy of the workspace");
     }
     return cleanup(txfd, err);
@@ -1201,8 +1196,7 @@ int copy_recover_one(txbox_ws *ws, int txfd, txbox_error *err)
     if (has(txfd, "snap")) {
         /* the earlier layout */
         if (!has(txfd, "snap.done") || has(txfd, "decided"))
-            return tree_remove(txfd, "snap") < 0 ? tx_errno(err, errno, "cannot remove a snapshot")
-                                                 : 0;
+            return tree_remove(txfd, "snap") < 0 ? tx_errno(err, errno, "cannot remove a snapshot") : 0;
         return restore_snap(ws, txfd, err);
     }
     if (!has(txfd, "view") && !has(txfd, "view.trash"))

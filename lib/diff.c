@@ -94,8 +94,8 @@ static char *after_prefix(const char *path, const char *q)
 /* Finds the content that path had with the given hash: in T's pre-images
  * (before_rel), then in the pre-images of each later commit that replaced
  * path or a directory above it, then in the workspace. */
-static void locate(struct dctx *d, const char *path, char type, const char *hash,
-                   const char *before_rel, struct image *im)
+static void locate(struct dctx *d, const char *path, char type, const char *hash, const char *before_rel,
+                   struct image *im)
 {
     memset(im, 0, sizeof *im);
     if (before_rel && d->tundo >= 0 && read_image(d->tundo, before_rel, type, hash, im))
@@ -141,8 +141,8 @@ static int memfd_of(const struct image *im)
 }
 
 /* diff -u of two images (NULL: /dev/null) with the given labels. */
-static int run_diff(FILE *out, const struct image *a, const struct image *b, const char *la,
-                    const char *lb, txbox_error *err)
+static int run_diff(FILE *out, const struct image *a, const struct image *b, const char *la, const char *lb,
+                    txbox_error *err)
 {
     int fa = a ? memfd_of(a) : -1, fb = b ? memfd_of(b) : -1;
     char pa[64] = "/dev/null", pb[64] = "/dev/null";
@@ -157,8 +157,15 @@ static int run_diff(FILE *out, const struct image *a, const struct image *b, con
         snprintf(pa, sizeof pa, "/proc/self/fd/%d", fa);
     if (b)
         snprintf(pb, sizeof pb, "/proc/self/fd/%d", fb);
-    char *argv[] = {(char *)"diff", (char *)"-u", (char *)"--label", (char *)la, (char *)"--label",
-                    (char *)lb, pa, pb, NULL};
+    char *argv[] = {(char *)"diff",
+                    (char *)"-u",
+                    (char *)"--label",
+                    (char *)la,
+                    (char *)"--label",
+                    (char *)lb,
+                    pa,
+                    pb,
+                    NULL};
     fflush(out);
     posix_spawn_file_actions_t fa_;
     posix_spawn_file_actions_init(&fa_);
@@ -182,13 +189,12 @@ static int run_diff(FILE *out, const struct image *a, const struct image *b, con
     return 0;
 }
 
-int txbox_diff_text(FILE *out, const char *a, size_t alen, const char *b, size_t blen,
-                    const char *la, const char *lb, txbox_error *err)
+int txbox_diff_text(FILE *out, const char *a, size_t alen, const char *b, size_t blen, const char *la,
+                    const char *lb, txbox_error *err)
 {
     struct image ia = {.found = true, .data = (char *)a, .len = alen};
     struct image ib = {.found = true, .data = (char *)b, .len = blen};
-    return run_diff(out, a ? &ia : NULL, b ? &ib : NULL, a ? la : "/dev/null", b ? lb : "/dev/null",
-                    err);
+    return run_diff(out, a ? &ia : NULL, b ? &ib : NULL, a ? la : "/dev/null", b ? lb : "/dev/null", err);
 }
 
 static const char *type_word(char t)
@@ -216,10 +222,7 @@ struct drow {
     int mb, ma;
 };
 
-static void short_hash(char out[16], const char *h)
-{
-    snprintf(out, 16, "%.12s", h ? h : "-");
-}
+static void short_hash(char out[16], const char *h) { snprintf(out, 16, "%.12s", h ? h : "-"); }
 
 static int diff_row(struct dctx *d, const struct drow *r, txbox_error *err)
 {
@@ -255,8 +258,8 @@ static int diff_row(struct dctx *d, const struct drow *r, txbox_error *err)
         char h1[16], h2[16];
         short_hash(h1, r->hb);
         short_hash(h2, r->ha);
-        fprintf(out, "%s %s: %lld -> %lld bytes, sha256 %s -> %s", missing ? "contents of" : "binary",
-                p, r->tb ? r->sb : 0, r->ta ? r->sa : 0, h1, h2);
+        fprintf(out, "%s %s: %lld -> %lld bytes, sha256 %s -> %s", missing ? "contents of" : "binary", p,
+                r->tb ? r->sb : 0, r->ta ? r->sa : 0, h1, h2);
         if (missing)
             fprintf(out, " (%s no longer retained: pruned by gc, or changed outside txbox)",
                     r->tb && !a.found ? "the before-image is" : "the after-image is");
@@ -313,8 +316,8 @@ int txbox_diff(txbox_ws *ws, const char *tx, FILE *out, txbox_error *err)
     if (store_open_for(ws, tx, &id, &db, err) < 0)
         return -1;
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, "SELECT outcome, gen, changes_truncated FROM tx WHERE id=?1",
-                                -1, &st, NULL);
+    int rc =
+        sqlite3_prepare_v2(db, "SELECT outcome, gen, changes_truncated FROM tx WHERE id=?1", -1, &st, NULL);
     _cleanup_free_ char *outcome = NULL;
     sqlite3_int64 gen = 0;
     bool truncated = false;
@@ -348,9 +351,11 @@ int txbox_diff(txbox_ws *ws, const char *tx, FILE *out, txbox_error *err)
     if (tfd >= 0)
         d.tundo = open_dir_at(tfd, "undo");
     load_later(ws, (uint64_t)gen + 1, &d.later);
-    rc = sqlite3_prepare_v2(db, "SELECT path, kind, op, sub, type_before, type_after, size_before,"
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT path, kind, op, sub, type_before, type_after, size_before,"
                             " size_after, mode_before, mode_after, hash_before, hash_after"
-                            " FROM change WHERE tx=?1 ORDER BY seq", -1, &st, NULL);
+                            " FROM change WHERE tx=?1 ORDER BY seq",
+                            -1, &st, NULL);
     int r = 0;
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, (sqlite3_int64)id);

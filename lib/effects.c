@@ -164,8 +164,7 @@ static void feed_file(struct walk *w, int dfd, const char *name, const char *pat
 
 /* Every entry of the tree name under dfd, as kind (added: in the upper;
  * deleted: in the workspace). */
-static void feed_tree(struct walk *w, int dfd, const char *name, const char *path, int kind,
-                      unsigned depth)
+static void feed_tree(struct walk *w, int dfd, const char *name, const char *path, int kind, unsigned depth)
 {
     struct stat st;
     if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || depth > 4096)
@@ -253,7 +252,9 @@ static int judge_git(struct effect_judge *j, struct gitwatch *gw, txbox_error *e
     for (size_t i = 0; i < j->p->neffects; i++) {
         const effect_rule *r = &j->p->effects[i];
         struct effect_acc *a = &j->acc[i];
-        const char *why = r->git == EFF_GIT_CONFIG ? o.config_why : r->git == EFF_GIT_HOOKS ? o.hooks_why : NULL;
+        const char *why = r->git == EFF_GIT_CONFIG  ? o.config_why
+                          : r->git == EFF_GIT_HOOKS ? o.hooks_why
+                                                    : NULL;
         json_t *paths = r->git == EFF_GIT_CONFIG ? o.config_paths : o.hook_paths;
         if (r->action == EFF_OFF || !why)
             continue;
@@ -266,8 +267,7 @@ static int judge_git(struct effect_judge *j, struct gitwatch *gw, txbox_error *e
 }
 
 int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const struct tx_ops *ops,
-                  const struct gitcfg_ctx *gc, json_t **verdict, json_t **attention,
-                  txbox_error *err)
+                  const struct gitcfg_ctx *gc, json_t **verdict, json_t **attention, txbox_error *err)
 {
     *verdict = NULL;
     if (attention)
@@ -291,7 +291,8 @@ int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const struct tx_
         gw = gitwatch_begin(gc, gconfig, ghooks);
         tx_mark("effects:git-begin");
     }
-    struct walk w = {.j = &j, .gw = gw, .upperfd = upperfd, .wsfd = wsfd, .budget = CONTENT_BUDGET, .err = err};
+    struct walk w = {
+        .j = &j, .gw = gw, .upperfd = upperfd, .wsfd = wsfd, .budget = CONTENT_BUDGET, .err = err};
     int rc = walk_ops(&w, ops);
     free(w.buf[0]);
     free(w.buf[1]);

@@ -34,9 +34,8 @@ MUST_CHECK int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const
 /* Holds transaction id: its scanned upper stays in tx/ID/upper, and
  * tx/ID/held records what approve needs (base generation, write set,
  * audit info, verdict). The caller holds the workspace lock. */
-MUST_CHECK int effects_hold(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen,
-                            const struct tx_ops *ops, const char *info, const json_t *verdict,
-                            txbox_error *err);
+MUST_CHECK int effects_hold(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, const struct tx_ops *ops,
+                            const char *info, const json_t *verdict, txbox_error *err);
 
 /* run.c, after the conflict check of a single run: 0: commit it; 1:
  * decided, r's outcome rejected or held (the held record written, the
@@ -46,8 +45,8 @@ MUST_CHECK int effects_hold(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_g
 struct fs_syncset;
 MUST_CHECK int effects_gate_run(txbox_ws *ws, const txbox_policy *p, struct txbox_result *r, int txfd,
                                 int upperfd, uint64_t base_gen, const struct tx_ops *ops,
-                                struct fs_syncset *durable, const char *hctx,
-                                const struct gitcfg_ctx *gc, txbox_error *err);
+                                struct fs_syncset *durable, const char *hctx, const struct gitcfg_ctx *gc,
+                                txbox_error *err);
 
 /* txbox_review, txbox_approve, txbox_reject: include/txbox.h (held.c). */
 

@@ -10,9 +10,9 @@ static const char *const op_names[OP_N] = {"any", "rename", "fsync", "write", "m
 
 static struct {
     bool parsed, armed;
-    int op;        /* which operation counts; -1: none configured */
+    int op; /* which operation counts; -1: none configured */
     unsigned long n;
-    int action;    /* 0 = kill, -1 = stop, else errno */
+    int action; /* 0 = kill, -1 = stop, else errno */
     unsigned long count[OP_N];
 } F = {.op = -1};
 
@@ -143,9 +143,8 @@ static unsigned long long dirty_kb(void)
     buf[n] = 0;
     const char *d = strstr(buf, "\nDirty:"), *w = strstr(buf, "\nWriteback:");
     unsigned long long dk, wk;
-    return d && w && sscanf(d, " Dirty: %llu", &dk) == 1 && sscanf(w, " Writeback: %llu", &wk) == 1
-               ? dk + wk
-               : ~0ULL;
+    return d && w && sscanf(d, " Dirty: %llu", &dk) == 1 && sscanf(w, " Writeback: %llu", &wk) == 1 ? dk + wk
+                                                                                                    : ~0ULL;
 }
 
 bool fs_sync_by_syncfs(size_t n, bool all, unsigned long long dirty, bool fault)

@@ -50,7 +50,7 @@ struct held {
     uint64_t id;
     const char *what; /* "undo" (pre-images) or "upper" (a conflict's kept-aside changes) */
     uint64_t bytes;
-    bool useless;     /* pre-images of an undone transaction */
+    bool useless; /* pre-images of an undone transaction */
 };
 
 /* Transactions undone by a committed undo (from the log). */
@@ -58,8 +58,8 @@ static bool is_undone(sqlite3 *db, uint64_t id)
 {
     sqlite3_stmt *st = NULL;
     bool r = false;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM tx WHERE undo_of=?1 AND outcome='committed'", -1,
-                           &st, NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM tx WHERE undo_of=?1 AND outcome='committed'", -1, &st, NULL) ==
+        SQLITE_OK) {
         sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
         r = sqlite3_step(st) == SQLITE_ROW;
     }
@@ -90,13 +90,14 @@ static void list_held(txbox_ws *ws, sqlite3 *db, struct held **out, size_t *n)
             continue; /* held for review (effects.c): its upper is the pending change */
         if (exists_at(ws->jnld, idn))
             continue; /* recovery's: stuck (journal.c, I9), its upper still to apply */
-        const char *what = exists_at(tfd, "journal") && exists_at(tfd, "undo") ? "undo"
-                           : !exists_at(tfd, "journal") && exists_at(tfd, "upper") ? "upper" : NULL;
+        const char *what = exists_at(tfd, "journal") && exists_at(tfd, "undo")     ? "undo"
+                           : !exists_at(tfd, "journal") && exists_at(tfd, "upper") ? "upper"
+                                                                                   : NULL;
         if (!what)
             continue;
         *out = xrealloc(*out, (*n + 1) * sizeof **out);
-        (*out)[(*n)++] = (struct held){id, what, tree_bytes(tfd, what, 0),
-                                       !strcmp(what, "undo") && is_undone(db, id)};
+        (*out)[(*n)++] =
+            (struct held){id, what, tree_bytes(tfd, what, 0), !strcmp(what, "undo") && is_undone(db, id)};
     }
     free(ids);
 }
@@ -121,12 +122,13 @@ static void list_retained(txbox_ws *ws, sqlite3 *db, struct held **out, size_t *
      * (the log's pages), in proportion to the history. The plain query if
      * the index is missing. */
 #define RETAINED_WHERE " WHERE outcome='committed' AND retained_bytes IS NOT NULL AND pruned IS NULL"
-    if (sqlite3_prepare_v2(db, "SELECT id, retained_bytes FROM tx INDEXED BY tx_retained" RETAINED_WHERE
-                           " ORDER BY id", -1, &st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(
+            db, "SELECT id, retained_bytes FROM tx INDEXED BY tx_retained" RETAINED_WHERE " ORDER BY id", -1,
+            &st, NULL) != SQLITE_OK) {
         sqlite3_finalize(st);
         st = NULL;
-        if (sqlite3_prepare_v2(db, "SELECT id, retained_bytes FROM tx" RETAINED_WHERE " ORDER BY id",
-                               -1, &st, NULL) != SQLITE_OK) {
+        if (sqlite3_prepare_v2(db, "SELECT id, retained_bytes FROM tx" RETAINED_WHERE " ORDER BY id", -1, &st,
+                               NULL) != SQLITE_OK) {
             sqlite3_finalize(st);
             return;
         }
@@ -187,8 +189,8 @@ static int prune_all(txbox_ws *ws, sqlite3 *db, const struct held *h, const bool
         rc = tx_errno(err, errno, "cannot prune the pre-images");
     sqlite3_stmt *st = NULL;
     bool txn = exec_sql(db, "BEGIN IMMEDIATE");
-    if (sqlite3_prepare_v2(db, "UPDATE tx SET pruned=?1, pruned_bytes=?2 WHERE id=?3", -1, &st,
-                           NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, "UPDATE tx SET pruned=?1, pruned_bytes=?2 WHERE id=?3", -1, &st, NULL) ==
+        SQLITE_OK) {
         for (size_t i = 0; i < n; i++) {
             if (tfd[i] < 0)
                 continue;
@@ -209,8 +211,8 @@ static int prune_all(txbox_ws *ws, sqlite3 *db, const struct held *h, const bool
         const char *name = undo ? "undo.pruned" : "upper";
         char tn[32];
         idname(tn, h[i].id);
-        if (ws_trash(ws, tfd[i], name, tn, WS_TRASH_GRANT_DIRS) < 0 &&
-            tree_remove(tfd[i], name) < 0 && rc == 0)
+        if (ws_trash(ws, tfd[i], name, tn, WS_TRASH_GRANT_DIRS) < 0 && tree_remove(tfd[i], name) < 0 &&
+            rc == 0)
             rc = tx_errno(err, errno, "cannot remove the %s of transaction %s",
                           undo ? "pre-images" : "kept-aside changes", tn);
         close(tfd[i]);
@@ -222,8 +224,8 @@ static int prune_all(txbox_ws *ws, sqlite3 *db, const struct held *h, const bool
 static void set_setting(sqlite3 *db, const char *k, long long v)
 {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO setting(key, value) VALUES(?1, ?2)", -1,
-                           &st, NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO setting(key, value) VALUES(?1, ?2)", -1, &st, NULL) ==
+        SQLITE_OK) {
         sqlite3_bind_text(st, 1, k, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, v);
         (void)sqlite3_step(st);
@@ -233,8 +235,8 @@ static void set_setting(sqlite3 *db, const char *k, long long v)
 
 /* retained_only: what history_autogc prunes (list_retained), else every
  * kind txbox gc prunes (list_held). */
-static int gc_locked(txbox_ws *ws, sqlite3 *db, const txbox_gc_opts *o, bool retained_only,
-                     json_t *res, txbox_error *err)
+static int gc_locked(txbox_ws *ws, sqlite3 *db, const txbox_gc_opts *o, bool retained_only, json_t *res,
+                     txbox_error *err)
 {
     long keep;
     long long max_bytes;
@@ -277,18 +279,18 @@ static int gc_locked(txbox_ws *ws, sqlite3 *db, const txbox_gc_opts *o, bool ret
             continue;
         char tn[32];
         idname(tn, h[i].id);
-        json_array_append_new(pruned, json_pack("{s:s,s:s,s:I}", "tx", tn, "what",
-                                                !strcmp(h[i].what, "upper")
-                                                    ? "kept-aside changes of a conflict"
-                                                    : h[i].useless ? "pre-images of an undone transaction"
-                                                                   : "pre-images",
-                                                "bytes", (json_int_t)h[i].bytes));
+        json_array_append_new(pruned,
+                              json_pack("{s:s,s:s,s:I}", "tx", tn, "what",
+                                        !strcmp(h[i].what, "upper") ? "kept-aside changes of a conflict"
+                                        : h[i].useless              ? "pre-images of an undone transaction"
+                                                                    : "pre-images",
+                                        "bytes", (json_int_t)h[i].bytes));
         freed += h[i].bytes;
     }
     if (!o->dry_run && json_array_size(pruned)) {
         sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db, "INSERT INTO gc_run(at, txs, bytes, detail) VALUES(?1,?2,?3,?4)",
-                               -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_prepare_v2(db, "INSERT INTO gc_run(at, txs, bytes, detail) VALUES(?1,?2,?3,?4)", -1, &st,
+                               NULL) == SQLITE_OK) {
             char *d = json_dumps(pruned, JSON_COMPACT);
             sqlite3_bind_double(st, 1, wall_time());
             sqlite3_bind_int64(st, 2, (sqlite3_int64)json_array_size(pruned));
@@ -302,10 +304,10 @@ static int gc_locked(txbox_ws *ws, sqlite3 *db, const txbox_gc_opts *o, bool ret
     json_object_set_new(res, "dry_run", json_boolean(o->dry_run));
     json_object_set_new(res, "pruned", pruned);
     json_object_set_new(res, "freed_bytes", json_integer((json_int_t)freed));
-    json_object_set_new(res, "kept", json_pack("{s:i,s:I}", "transactions", (int)kept, "bytes",
-                                              (json_int_t)kept_bytes));
-    json_object_set_new(res, "limits", json_pack("{s:i,s:I}", "keep", (int)keep, "max_bytes",
-                                                (json_int_t)max_bytes));
+    json_object_set_new(res, "kept",
+                        json_pack("{s:i,s:I}", "transactions", (int)kept, "bytes", (json_int_t)kept_bytes));
+    json_object_set_new(res, "limits",
+                        json_pack("{s:i,s:I}", "keep", (int)keep, "max_bytes", (json_int_t)max_bytes));
     free(drop);
     free(h);
     return rc;
@@ -326,7 +328,7 @@ int txbox_gc(txbox_ws *ws, const txbox_gc_opts *o, char **json, txbox_error *err
     int rc = gc_locked(ws, db, o, false, res, err);
     size_t archived = 0;
     if (rc == 0 && !o->dry_run) { /* and the directories nothing reads any more */
-        fs_fault_arm(); /* crash tests (compact.bats): the floor's fsync, the renames */
+        fs_fault_arm();           /* crash tests (compact.bats): the floor's fsync, the renames */
         rc = ws_compact(ws, &archived, err);
         fs_fault_disarm();
     }

@@ -49,7 +49,8 @@ int main(int argc, char **argv)
     long size = 0;
     if (fseek(tmp, 0, SEEK_END) < 0 || (size = ftell(tmp)) < 0)
         die("cannot read the exported filter", errno);
-    if (size == 0 || size % (long)sizeof(struct sock_filter) || size / (long)sizeof(struct sock_filter) > BPF_MAXINSNS)
+    if (size == 0 || size % (long)sizeof(struct sock_filter) ||
+        size / (long)sizeof(struct sock_filter) > BPF_MAXINSNS)
         die("the exported filter has a bad size", 0);
     size_t n = (size_t)size / sizeof(struct sock_filter);
     struct sock_filter *prog = malloc((size_t)size);

@@ -47,7 +47,7 @@
 #define GIT_OUTPUT_CAP (1u << 20)
 #define CACHE_NAME "gitcfg.json"
 #define CACHE_MAX (4u << 20)
-#define REPOS_MAX 256     /* repositories read at most (more: the rest unjudged, held) */
+#define REPOS_MAX 256      /* repositories read at most (more: the rest unjudged, held) */
 #define ENUM_DIRS_MAX 4096 /* directories looked into for repositories */
 #define MODULES_DEPTH 6
 #define WHY_MAX 600
@@ -61,23 +61,80 @@
  * git-imap-send, git-instaweb, gitremote-helpers, git-lfs-config). */
 static const char *const exec_keys[] = {
     /* what git reads, and which hooks */
-    "include.*", "includeif.*", "extensions.worktreeconfig", "core.hookspath", "init.templatedir",
+    "include.*",
+    "includeif.*",
+    "extensions.worktreeconfig",
+    "core.hookspath",
+    "init.templatedir",
     /* programs git runs by itself or from ordinary commands */
-    "core.fsmonitor", "core.sshcommand", "core.gitproxy", "core.askpass", "core.editor",
-    "core.pager", "pager.*", "sequence.editor", "core.alternaterefscommand", "ssh.variant",
-    "diff.external", "diff.*.command", "diff.*.textconv", "diff.tool", "diff.guitool",
-    "difftool.*.cmd", "difftool.*.path", "merge.*.driver", "merge.tool", "merge.guitool",
-    "mergetool.*.cmd", "mergetool.*.path", "filter.*.clean", "filter.*.smudge",
-    "filter.*.process", "filter.*.required", "gpg.program", "gpg.*.program", "gpg.format",
-    "gpg.ssh.defaultkeycommand", "commit.gpgsign", "tag.gpgsign", "tag.forcesignannotated",
-    "rebase.gpgsign", "push.gpgsign", "credential.helper", "credential.*.helper",
-    "interactive.difffilter", "alias.*", "uploadpack.packobjectshook", "uploadarchive.*",
-    "remote.*.uploadpack", "remote.*.receivepack", "remote.*.vcs", "protocol.allow",
-    "protocol.*.allow", "submodule.*.update", "sendemail.*", "web.browser", "browser.*.cmd",
-    "browser.*.path", "help.browser", "instaweb.browser", "instaweb.httpd", "man.viewer",
-    "man.*.cmd", "man.*.path", "tar.*.command", "imap.tunnel", "guitool.*.cmd",
-    "lfs.customtransfer.*", "lfs.extension.*", "lfs.standalonetransferagent",
-    "core.attributesfile", "fetch.fsck.*", "receive.fsck.*", "trace2.*", "maintenance.*",
+    "core.fsmonitor",
+    "core.sshcommand",
+    "core.gitproxy",
+    "core.askpass",
+    "core.editor",
+    "core.pager",
+    "pager.*",
+    "sequence.editor",
+    "core.alternaterefscommand",
+    "ssh.variant",
+    "diff.external",
+    "diff.*.command",
+    "diff.*.textconv",
+    "diff.tool",
+    "diff.guitool",
+    "difftool.*.cmd",
+    "difftool.*.path",
+    "merge.*.driver",
+    "merge.tool",
+    "merge.guitool",
+    "mergetool.*.cmd",
+    "mergetool.*.path",
+    "filter.*.clean",
+    "filter.*.smudge",
+    "filter.*.process",
+    "filter.*.required",
+    "gpg.program",
+    "gpg.*.program",
+    "gpg.format",
+    "gpg.ssh.defaultkeycommand",
+    "commit.gpgsign",
+    "tag.gpgsign",
+    "tag.forcesignannotated",
+    "rebase.gpgsign",
+    "push.gpgsign",
+    "credential.helper",
+    "credential.*.helper",
+    "interactive.difffilter",
+    "alias.*",
+    "uploadpack.packobjectshook",
+    "uploadarchive.*",
+    "remote.*.uploadpack",
+    "remote.*.receivepack",
+    "remote.*.vcs",
+    "protocol.allow",
+    "protocol.*.allow",
+    "submodule.*.update",
+    "sendemail.*",
+    "web.browser",
+    "browser.*.cmd",
+    "browser.*.path",
+    "help.browser",
+    "instaweb.browser",
+    "instaweb.httpd",
+    "man.viewer",
+    "man.*.cmd",
+    "man.*.path",
+    "tar.*.command",
+    "imap.tunnel",
+    "guitool.*.cmd",
+    "lfs.customtransfer.*",
+    "lfs.extension.*",
+    "lfs.standalonetransferagent",
+    "core.attributesfile",
+    "fetch.fsck.*",
+    "receive.fsck.*",
+    "trace2.*",
+    "maintenance.*",
 };
 
 /* Transports that run a command: ext:: and fd:: URLs (remote.*.url, and a
@@ -96,8 +153,8 @@ bool gitcfg_exec_key(const char *key, const char *value)
     for (size_t i = 0; i < ARRAY_SIZE(exec_keys); i++)
         if (fnmatch(exec_keys[i], low, 0) == 0)
             return true;
-    if (!strncmp(low, "remote.", 7) && (fnmatch("remote.*.url", low, 0) == 0 ||
-                                         fnmatch("remote.*.pushurl", low, 0) == 0))
+    if (!strncmp(low, "remote.", 7) &&
+        (fnmatch("remote.*.url", low, 0) == 0 || fnmatch("remote.*.pushurl", low, 0) == 0))
         return command_url(value);
     if (!strncmp(low, "url.", 4))
         return command_url(low + 4);
@@ -292,7 +349,7 @@ struct gitwatch {
     bool triggered;
     json_t *hook_paths;
     size_t nhooks;
-    char *fail;         /* the before state could not be read: why */
+    char *fail; /* the before state could not be read: why */
 };
 
 static void pump(void *ctx, int stream, const char *data, size_t n)
@@ -314,8 +371,7 @@ static const char *git_program(void)
  * origins: [...], hookdirs: [...], onbranch: bool}. */
 static json_t *state_new(const char *s)
 {
-    return json_pack("{s:s,s:[],s:[],s:[],s:b}", "state", s, "exec", "origins", "hookdirs",
-                     "onbranch", 0);
+    return json_pack("{s:s,s:[],s:[],s:[],s:b}", "state", s, "exec", "origins", "hookdirs", "onbranch", 0);
 }
 
 /* The worktree top of git directory g, where relative hooks paths start:
@@ -478,10 +534,9 @@ static int read_states(const struct gitcfg_ctx *c, bool after, json_t *repos, js
     const char *g;
     json_t *v;
     json_object_foreach(repos, g, v) argv[k++] = (char *)g;
-    static char e0[] = "PATH=/usr/bin:/bin", e1[] = "HOME=/nonexistent/txbox-git-judge",
-                e2[] = "LC_ALL=C", e3[] = "GIT_CONFIG_NOSYSTEM=1", e4[] = "GIT_CONFIG_GLOBAL=/dev/null",
-                e5[] = "GIT_PAGER=cat", e6[] = "PAGER=cat", e7[] = "GIT_TERMINAL_PROMPT=0",
-                e8[] = "GIT_OPTIONAL_LOCKS=0";
+    static char e0[] = "PATH=/usr/bin:/bin", e1[] = "HOME=/nonexistent/txbox-git-judge", e2[] = "LC_ALL=C",
+                e3[] = "GIT_CONFIG_NOSYSTEM=1", e4[] = "GIT_CONFIG_GLOBAL=/dev/null", e5[] = "GIT_PAGER=cat",
+                e6[] = "PAGER=cat", e7[] = "GIT_TERMINAL_PROMPT=0", e8[] = "GIT_OPTIONAL_LOCKS=0";
     char *envp[] = {e0, e1, e2, e3, e4, e5, e6, e7, e8, NULL};
     char lower_rel[96], lw_rel[96], u_rel[96], w_rel[96], name[48];
     snprintf(lower_rel, sizeof lower_rel, "%s/tx/%s/upper", TXBOX_STATE_DIR, c->txs);
@@ -555,15 +610,20 @@ static int read_states(const struct gitcfg_ctx *c, bool after, json_t *repos, js
         *why = xasprintf("git could not be run to read the configuration (%s)", err->msg);
         memset(err, 0, sizeof *err);
     } else if (st.timed_out) {
-        *why = xasprintf("git did not finish reading the configuration in %.0f s (an include naming a fifo or a device?)",
-                         GIT_TIMEOUT_S);
+        *why = xasprintf(
+            "git did not finish reading the configuration in %.0f s (an include naming a fifo or a device?)",
+            GIT_TIMEOUT_S);
     } else if (b[0].dropped) {
         *why = xasprintf("git's listing of the configuration exceeds %u bytes", GIT_OUTPUT_CAP);
     } else if (!st.exited || !WIFEXITED(st.wstatus) || WEXITSTATUS(st.wstatus) != 0) {
         const char *e = dbuf_str(&b[1]);
         *why = xasprintf("git could not list the configuration (%s %d)%s%.*s",
-                         !st.exited ? "not exited" : WIFEXITED(st.wstatus) ? "status" : "signal",
-                         !st.exited ? 0 : WIFEXITED(st.wstatus) ? WEXITSTATUS(st.wstatus) : WTERMSIG(st.wstatus),
+                         !st.exited              ? "not exited"
+                         : WIFEXITED(st.wstatus) ? "status"
+                                                 : "signal",
+                         !st.exited              ? 0
+                         : WIFEXITED(st.wstatus) ? WEXITSTATUS(st.wstatus)
+                                                 : WTERMSIG(st.wstatus),
                          *e ? ": " : "", (int)strcspn(e, "\n"), e);
     } else if (!(*out = parse_output(c->ws->path, b[0].p ? b[0].p : "", b[0].len))) {
         *why = xstrdup("git's listing of the configuration could not be read");
@@ -604,9 +664,11 @@ static void cache_save(txbox_ws *ws, json_t *c)
     _cleanup_free_ char *s = json_dumps(c, JSON_COMPACT);
     if (!s)
         return;
-    _cleanup_close_ int fd = openat(ws->sfd, CACHE_NAME ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    _cleanup_close_ int fd =
+        openat(ws->sfd, CACHE_NAME ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     /* a cache: not fsync'd; a torn one fails to load and is read again */
-    if (fd < 0 || write_all(fd, s, strlen(s)) < 0 || renameat(ws->sfd, CACHE_NAME ".tmp", ws->sfd, CACHE_NAME) < 0)
+    if (fd < 0 || write_all(fd, s, strlen(s)) < 0 ||
+        renameat(ws->sfd, CACHE_NAME ".tmp", ws->sfd, CACHE_NAME) < 0)
         (void)unlinkat(ws->sfd, CACHE_NAME ".tmp", 0);
 }
 
@@ -690,8 +752,8 @@ static json_t *cache_build(txbox_ws *ws, json_t *repos, json_t *states)
         }
     }
     json_decref(seen);
-    return json_pack("{s:i,s:O,s:o,s:o,s:o}", "v", 1, "repos", states, "sig", sig, "watch", watch,
-                     "hookdirs", hookdirs);
+    return json_pack("{s:i,s:O,s:o,s:o,s:o}", "v", 1, "repos", states, "sig", sig, "watch", watch, "hookdirs",
+                     hookdirs);
 }
 
 /* ---- one judging ---- */
@@ -734,12 +796,34 @@ struct gitwatch *gitwatch_begin(const struct gitcfg_ctx *c, bool config, bool ho
 static bool is_hook_name(const char *name)
 {
     static const char *const hooks[] = {
-        "applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "pre-merge-commit",
-        "prepare-commit-msg", "commit-msg", "post-commit", "pre-rebase", "post-checkout",
-        "post-merge", "pre-push", "pre-receive", "update", "proc-receive", "post-receive",
-        "post-update", "reference-transaction", "push-to-checkout", "pre-auto-gc",
-        "post-rewrite", "sendemail-validate", "fsmonitor-watchman", "p4-changelist",
-        "p4-prepare-changelist", "p4-post-changelist", "p4-pre-submit", "post-index-change",
+        "applypatch-msg",
+        "pre-applypatch",
+        "post-applypatch",
+        "pre-commit",
+        "pre-merge-commit",
+        "prepare-commit-msg",
+        "commit-msg",
+        "post-commit",
+        "pre-rebase",
+        "post-checkout",
+        "post-merge",
+        "pre-push",
+        "pre-receive",
+        "update",
+        "proc-receive",
+        "post-receive",
+        "post-update",
+        "reference-transaction",
+        "push-to-checkout",
+        "pre-auto-gc",
+        "post-rewrite",
+        "sendemail-validate",
+        "fsmonitor-watchman",
+        "p4-changelist",
+        "p4-prepare-changelist",
+        "p4-post-changelist",
+        "p4-pre-submit",
+        "post-index-change",
     };
     for (size_t i = 0; i < ARRAY_SIZE(hooks); i++)
         if (!strcmp(name, hooks[i]))
@@ -763,8 +847,8 @@ void gitwatch_note(struct gitwatch *w, const char *path, bool deleted)
     const char *base = slash ? slash + 1 : path;
     if (w->config && config_name(base)) {
         _cleanup_free_ char *dir = !strcmp(base, ".git") ? xstrdup(path)
-                                   : slash ? xasprintf("%.*s", (int)(slash - path), path)
-                                           : xstrdup(".");
+                                   : slash               ? xasprintf("%.*s", (int)(slash - path), path)
+                                                         : xstrdup(".");
         if (json_object_size(w->candidates) < REPOS_MAX)
             json_object_set_new(w->candidates, dir, json_null());
         else
@@ -908,7 +992,8 @@ int gitwatch_end(struct gitwatch *w, struct gitwatch_out *out, txbox_error *err)
                 continue;
             if (!strcmp(as, "error")) {
                 if (!bs || strcmp(bs, "error")) {
-                    _cleanup_free_ char *m = xasprintf("git cannot read the configuration of %s after this change", g);
+                    _cleanup_free_ char *m =
+                        xasprintf("git cannot read the configuration of %s after this change", g);
                     why_add(&b, m);
                     json_array_append_new(out->config_paths, json_string(g));
                 }

@@ -34,9 +34,9 @@ struct gitwatch *gitwatch_begin(const struct gitcfg_ctx *c, bool config, bool ho
 void gitwatch_note(struct gitwatch *w, const char *path, bool deleted);
 
 struct gitwatch_out {
-    char *config_why;  /* the settings changed (NULL: none) */
+    char *config_why;     /* the settings changed (NULL: none) */
     json_t *config_paths; /* the repositories (git directories) */
-    char *hooks_why;   /* a hook written (NULL: none) */
+    char *hooks_why;      /* a hook written (NULL: none) */
     json_t *hook_paths;
 };
 /* 0, or <0 with err (nothing could be judged). */

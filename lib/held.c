@@ -68,12 +68,11 @@ int effects_hold(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, const s
     json_t *jops = json_array();
     for (size_t i = 0; i < ops->n; i++) {
         const struct tx_op *o = &ops->v[i];
-        json_array_append_new(jops, json_pack("[i,i,i,i,s,o,o]", o->kind, o->had_old, o->new_dir,
-                                              o->old_dir, o->path, meta_json(&o->nw),
-                                              meta_json(&o->old)));
+        json_array_append_new(jops, json_pack("[i,i,i,i,s,o,o]", o->kind, o->had_old, o->new_dir, o->old_dir,
+                                              o->path, meta_json(&o->nw), meta_json(&o->old)));
     }
-    json_t *h = json_pack("{s:I,s:s?,s:O,s:f,s:o}", "base_gen", (json_int_t)base_gen, "info", info,
-                          "verdict", verdict, "held_at", wall_time(), "ops", jops);
+    json_t *h = json_pack("{s:I,s:s?,s:O,s:f,s:o}", "base_gen", (json_int_t)base_gen, "info", info, "verdict",
+                          verdict, "held_at", wall_time(), "ops", jops);
     _cleanup_free_ char *s = json_dumps(h, JSON_COMPACT);
     json_decref(h);
     if (!s)
@@ -114,7 +113,8 @@ static int load_held(int txfd, const char *id, struct heldrec *hr, txbox_error *
     hr->base_gen = (uint64_t)bg;
     size_t i;
     json_t *o;
-    json_array_foreach(ops, i, o) {
+    json_array_foreach(ops, i, o)
+    {
         const char *path = json_string_value(json_array_get(o, 4));
         json_int_t kind = json_integer_value(json_array_get(o, 0));
         if (!path || kind < OP_REPLACE || kind > OP_META || (*path && !safe_relpath_ok(path))) {

@@ -40,8 +40,7 @@ int history_load_commit(txbox_ws *ws, uint64_t gen, struct commit *c, txbox_erro
 }
 
 /* The commits of generations from..to (inclusive). */
-int history_load(txbox_ws *ws, uint64_t from, uint64_t to, struct history *h,
-                        txbox_error *err)
+int history_load(txbox_ws *ws, uint64_t from, uint64_t to, struct history *h, txbox_error *err)
 {
     memset(h, 0, sizeof *h);
     if (to < from)

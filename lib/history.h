@@ -25,8 +25,7 @@ void history_free(struct history *h);
 /* The commit that made generation gen: its id and journal. */
 MUST_CHECK int history_load_commit(txbox_ws *ws, uint64_t gen, struct commit *c, txbox_error *err);
 /* The commits of generations from..to (inclusive). */
-MUST_CHECK int history_load(txbox_ws *ws, uint64_t from, uint64_t to, struct history *h,
-                            txbox_error *err);
+MUST_CHECK int history_load(txbox_ws *ws, uint64_t from, uint64_t to, struct history *h, txbox_error *err);
 /* Marks each un-forced undo and the transaction it undid, both in h. */
 void history_cancel_pairs(struct history *h);
 

@@ -166,8 +166,8 @@ static int write_intent(int txfd, const dbuf *b, struct fs_syncset *pre)
     return 0;
 }
 
-static int write_journal(txbox_ws *ws, int txfd, const struct tx_journal *j,
-                         struct fs_syncset *pre, txbox_error *err)
+static int write_journal(txbox_ws *ws, int txfd, const struct tx_journal *j, struct fs_syncset *pre,
+                         txbox_error *err)
 {
     dbuf b;
     dbuf_init(&b, 0);
@@ -237,8 +237,7 @@ void journal_free(struct tx_journal *j)
     j->info = NULL;
 }
 
-int journal_load_gen(txbox_ws *ws, uint64_t gen, struct tx_journal *j, char idn[static 32],
-                     txbox_error *err)
+int journal_load_gen(txbox_ws *ws, uint64_t gen, struct tx_journal *j, char idn[static 32], txbox_error *err)
 {
     char gn[32];
     snprintf(gn, sizeof gn, "%llu", (unsigned long long)gen);
@@ -273,8 +272,7 @@ int journal_load(int dirfd, const char *name, struct tx_journal *j, txbox_error 
     if (read_file_at(dirfd, name, JNL_MAX_BYTES, &data, &len, err) < 0)
         return -1;
     struct jhdr h;
-    if (len < sizeof h + 12 || memcmp(data, JNL_MAGIC, 8) ||
-        memcmp(data + len - 8, JNL_END, 8))
+    if (len < sizeof h + 12 || memcmp(data, JNL_MAGIC, 8) || memcmp(data + len - 8, JNL_END, 8))
         return tx_err(err, EBADMSG, "journal %s is truncated or not a journal", name);
     uint32_t crc;
     memcpy(&crc, data + len - 12, 4);
@@ -327,7 +325,6 @@ bad:
 
 /* ---- applying ---- */
 
-
 /* Open the parent of path for writing operations: an O_RDONLY directory fd
  * (fsync needs one), reached without symlinks and beneath root. */
 static int open_parent(int root, const char *path, const char **base)
@@ -364,8 +361,8 @@ int tx_fix_mode(int dfd, const char *name, const struct tx_meta *m)
 int tx_move(int ofd, const char *old, int nfd, const char *new, const struct tx_meta *m)
 {
     struct stat st;
-    bool grant = fstatat(ofd, old, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
-                 !(st.st_mode & S_IWUSR);
+    bool grant =
+        fstatat(ofd, old, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) && !(st.st_mode & S_IWUSR);
     if (grant && fchmodat(ofd, old, (st.st_mode & 07777) | S_IWUSR, 0) < 0)
         return -1;
     if (fs_renameat(ofd, old, nfd, new, RENAME_NOREPLACE) < 0) {
@@ -389,15 +386,14 @@ static int unlock_dirs(int wsfd, const struct tx_ops *ops, txbox_error *err)
         if (o->kind != OP_META)
             continue;
         const char *base = ".";
-        _cleanup_close_ int p = *o->path ? open_parent(wsfd, o->path, &base)
-                                         : fcntl(wsfd, F_DUPFD_CLOEXEC, 3);
+        _cleanup_close_ int p =
+            *o->path ? open_parent(wsfd, o->path, &base) : fcntl(wsfd, F_DUPFD_CLOEXEC, 3);
         struct stat st;
         if (p < 0 || fstatat(p, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
             (st.st_mode & S_IRWXU) == S_IRWXU)
             continue; /* missing: apply_meta says so */
         if (fchmodat(p, base, (st.st_mode & 07777) | S_IRWXU, 0) < 0)
-            return tx_errno(err, errno, "cannot give the owner access to %s",
-                            *o->path ? o->path : ".");
+            return tx_errno(err, errno, "cannot give the owner access to %s", *o->path ? o->path : ".");
     }
     return 0;
 }
@@ -419,8 +415,7 @@ static int keep_dir_xattrs(int fd, int undo, size_t i, txbox_error *err)
         return tx_errno(err, errno, "cannot keep the old attributes");
     if (dir_xattrs_copy(fd, t, err) < 0)
         return tx_err_ctx(err, "cannot keep the old attributes");
-    if (fs_fsync(t) < 0 || fs_renameat(undo, tmp, undo, un, RENAME_NOREPLACE) < 0 ||
-        fs_fsync(undo) < 0)
+    if (fs_fsync(t) < 0 || fs_renameat(undo, tmp, undo, un, RENAME_NOREPLACE) < 0 || fs_fsync(undo) < 0)
         return tx_errno(err, errno, "cannot keep the old attributes");
     return 0;
 }
@@ -554,8 +549,8 @@ static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, struct fs
  * S1 (the caller discards it, or an undo puts its staged pre-images back). A
  * mix of applied and rolled-back operations is still one the apply can
  * finish: recovery may go either way from any point of either walk. */
-static int rollback_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops,
-                        struct fs_syncset *touched, txbox_error *err)
+static int rollback_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, struct fs_syncset *touched,
+                        txbox_error *err)
 {
     _cleanup_close_ int upper = openat(txfd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     _cleanup_close_ int undo = openat(txfd, "undo", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -579,8 +574,7 @@ static int rollback_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops,
             if (up < 0)
                 return tx_errno(err, upper < 0 ? ENOENT : errno,
                                 "cannot open the directory of %s in the upper", o->path);
-            if (!exists_at(up, ubase) && exists_at(wp, base) &&
-                tx_move(wp, base, up, ubase, NULL) < 0)
+            if (!exists_at(up, ubase) && exists_at(wp, base) && tx_move(wp, base, up, ubase, NULL) < 0)
                 return tx_errno(err, errno, "cannot take the new %s back out", o->path);
         }
         if (undo >= 0 && exists_at(undo, un) && !exists_at(wp, base) &&
@@ -598,9 +592,8 @@ static int rollback_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops,
             return tx_errno(err, errno, "cannot open directory %s", p);
         char un[32];
         jnl_name(un, i, "");
-        _cleanup_close_ int kept = undo >= 0 && o->had_old
-                                       ? openat(undo, un, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                                       : -1;
+        _cleanup_close_ int kept =
+            undo >= 0 && o->had_old ? openat(undo, un, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
         if (kept >= 0 && dir_xattrs_copy(kept, fd, err) < 0)
             return tx_err_ctx(err, "directory %s", p);
         if (set_dir_meta(fd, &o->old, p, err) < 0)
@@ -625,8 +618,8 @@ static int journal_rollback(txbox_ws *ws, int txfd, const struct tx_journal *j, 
     /* finalize closed the journal but could not make that durable: open
      * again, so that a crash meanwhile leaves it to recovery */
     if (!exists_at(ws->jnld, idn) && exists_at(txfd, "journal") &&
-        (fs_renameat(txfd, "journal", ws->jnld, idn, RENAME_NOREPLACE) < 0 ||
-         fs_fsync(ws->jnld) < 0 || fs_fsync(txfd) < 0))
+        (fs_renameat(txfd, "journal", ws->jnld, idn, RENAME_NOREPLACE) < 0 || fs_fsync(ws->jnld) < 0 ||
+         fs_fsync(txfd) < 0))
         return tx_errno(err, errno, "cannot reopen the journal");
     _cleanup_syncset_ struct fs_syncset sync = {0};
     if (rollback_ops(ws, txfd, &j->ops, &sync, err) < 0)
@@ -707,8 +700,7 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
     uint64_t gen;
     if (ws_read_gen(ws, &gen, err) < 0)
         return -1;
-    struct tx_journal j = {.id = id, .gen = gen + 1, .base_gen = base_gen, .ops = *ops,
-                           .info = (char *)info};
+    struct tx_journal j = {.id = id, .gen = gen + 1, .base_gen = base_gen, .ops = *ops, .info = (char *)info};
     if (fs_mkdirat(txfd, "undo", 0700) < 0 && errno != EEXIST)
         return tx_errno(err, errno, "cannot create the undo store");
     /* History: the audit log must be able to take the row finalize() will
@@ -726,7 +718,8 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
     if (h < 0)
         return -1;
     if (h > 0)
-        return tx_err(err, EBUSY, "%s is held by transaction %llu, which could not be finished: "
+        return tx_err(err, EBUSY,
+                      "%s is held by transaction %llu, which could not be finished: "
                       "see 'txbox recover'; nothing was changed",
                       held, (unsigned long long)by);
     /* The audit log's rows hashed meanwhile, beside the journal's sync
@@ -740,8 +733,10 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
         jnl_name(fin, id, "");
         txbox_error re = {0};
         if (exists_at(ws->jnld, fin) && journal_rollback(ws, txfd, &j, &re) < 0)
-            return tx_err_ctx(err, "and its journal could not be withdrawn (%s): run 'txbox "
-                              "recover'", re.msg);
+            return tx_err_ctx(err,
+                              "and its journal could not be withdrawn (%s): run 'txbox "
+                              "recover'",
+                              re.msg);
         return -1;
     }
     tx_mark("journal");
@@ -774,8 +769,10 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
                           TXBOX_STATE_DIR, (unsigned long long)id, why);
         if (journal_rollback(ws, txfd, &j, &re) == 0)
             return tx_err_ctx(err, "the commit was rolled back; nothing was changed");
-        return tx_err_ctx(err, "commit interrupted, and its rollback too (%s): run 'txbox "
-                          "recover'", re.msg);
+        return tx_err_ctx(err,
+                          "commit interrupted, and its rollback too (%s): run 'txbox "
+                          "recover'",
+                          re.msg);
     }
     tx_mark("finalize");
     *gen_out = j.gen;
@@ -830,8 +827,7 @@ int journal_hold(txbox_ws *ws, uint64_t id, txbox_error *err)
     return 0;
 }
 
-int journal_held(txbox_ws *ws, const struct tx_ops *ops, char **path, uint64_t *by,
-                 txbox_error *err)
+int journal_held(txbox_ws *ws, const struct tx_ops *ops, char **path, uint64_t *by, txbox_error *err)
 {
     _cleanup_dir_ DIR *d = opendir_at(ws->jnld, ".");
     if (!d)
@@ -892,8 +888,7 @@ int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err)
         }
     } else if (j.id != id) {
         journal_free(&j);
-        return tx_err(err, EBADMSG, "journal %s names transaction %llu", jn,
-                      (unsigned long long)j.id);
+        return tx_err(err, EBADMSG, "journal %s names transaction %llu", jn, (unsigned long long)j.id);
     }
     int rc;
     _cleanup_syncset_ struct fs_syncset sync = {0};

@@ -27,7 +27,7 @@
 #include "tx.h"
 
 struct group {
-    size_t op;   /* the REPLACE of the changed name */
+    size_t op; /* the REPLACE of the changed name */
     dev_t dev;
     ino_t ino;
     nlink_t nlink;
@@ -150,8 +150,8 @@ static int upper_parent(int upperfd, int wsfd, const char *q, const char **base)
         fd = n;
         if (made && fd >= 0) {
             struct timespec t[2] = {st.st_atim, st.st_mtim};
-            if ((fchown(fd, st.st_uid, st.st_gid) < 0 && errno != EPERM) || fchmod(fd, st.st_mode & 07777) < 0 ||
-                futimens(fd, t) < 0) {
+            if ((fchown(fd, st.st_uid, st.st_gid) < 0 && errno != EPERM) ||
+                fchmod(fd, st.st_mode & 07777) < 0 || futimens(fd, t) < 0) {
                 close(fd);
                 fd = -1;
             }

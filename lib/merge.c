@@ -77,8 +77,7 @@ static void note(struct merge *g, json_t *list, const char *p, bool dir)
  * granted mode for the directory's own on its restart (multi_restore_modes). The
  * layer's directories need no record: each one granted is one the merge
  * goes into, which ends by giving it the incoming directory's metadata. */
-int multi_open_dir_rw(struct modes_log *ml, int at, const char *name, const char *path,
-                       struct stat *st)
+int multi_open_dir_rw(struct modes_log *ml, int at, const char *name, const char *path, struct stat *st)
 {
     if (fstatat(at, name, st, AT_SYMLINK_NOFOLLOW) < 0)
         return -1;
@@ -182,8 +181,8 @@ int multi_copy_dir_meta(struct merge *g, int ufd, const struct stat *ust, int af
 static int move_entry(int ofd, const char *old, int nfd, const char *new)
 {
     struct stat st;
-    bool grant = fstatat(ofd, old, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
-                 !(st.st_mode & S_IWUSR);
+    bool grant =
+        fstatat(ofd, old, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) && !(st.st_mode & S_IWUSR);
     if (grant && fchmodat(ofd, old, (st.st_mode & 07777) | S_IWUSR, 0) < 0)
         return -1;
     int rc = fs_renameat(ofd, old, nfd, new, RENAME_NOREPLACE);
@@ -320,7 +319,8 @@ int multi_finish_merge(txbox_multi *m, json_t **changes, txbox_error *err)
     if (multi_restore_modes(m, "merge.modes", err) < 0)
         return tx_err_ctx(err, "transaction %s: merging a command's changes", m->ids);
     struct stat ust;
-    struct merge g = {m, json_array(), json_array(), json_array(), 0, false, err, {m, "merge.modes", -1, false}};
+    struct merge g = {m, json_array(), json_array(), json_array(),
+                      0, false,        err,          {m, "merge.modes", -1, false}};
     _cleanup_close_ int ufd = multi_open_dir_rw(&g.ml, m->txfd, "incoming", "", &ust);
     int rc = 0;
     if (ufd < 0)
@@ -336,8 +336,8 @@ int multi_finish_merge(txbox_multi *m, json_t **changes, txbox_error *err)
     if (rc == 0 && unlinkat(m->txfd, "merge.modes", 0) < 0 && errno != ENOENT)
         rc = tx_errno(err, errno, "cannot remove merge.modes");
     if (rc == 0 && changes)
-        *changes = json_pack("{s:O,s:O,s:O,s:b}", "added", g.added, "modified", g.modified,
-                             "deleted", g.deleted, "truncated", g.truncated);
+        *changes = json_pack("{s:O,s:O,s:O,s:b}", "added", g.added, "modified", g.modified, "deleted",
+                             g.deleted, "truncated", g.truncated);
     json_decref(g.added);
     json_decref(g.modified);
     json_decref(g.deleted);

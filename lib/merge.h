@@ -59,13 +59,11 @@ uint64_t multi_state_u64(const txbox_multi *m, const char *k);
 bool multi_is_opaque(const txbox_multi *m, int dfd);
 /* Opens directory name (path in its tree) with owner rwx, recording its
  * mode in ml first when it lacks them (merge.c says why). */
-int multi_open_dir_rw(struct modes_log *ml, int at, const char *name, const char *path,
-                      struct stat *st);
+int multi_open_dir_rw(struct modes_log *ml, int at, const char *name, const char *path, struct stat *st);
 /* Gives back the modes recorded in file (merge.modes, link.modes). */
 MUST_CHECK int multi_restore_modes(txbox_multi *m, const char *file, txbox_error *err);
 /* afd (the layer's directory at p) takes ufd's metadata (ust). */
-MUST_CHECK int multi_copy_dir_meta(struct merge *g, int ufd, const struct stat *ust, int afd,
-                                   const char *p);
+MUST_CHECK int multi_copy_dir_meta(struct merge *g, int ufd, const struct stat *ust, int afd, const char *p);
 /* Merges incoming/ into layer/ and removes it (restartable); *changes
  * (may be NULL): what it added, modified, deleted. */
 MUST_CHECK int multi_finish_merge(txbox_multi *m, json_t **changes, txbox_error *err);

@@ -126,8 +126,10 @@ int txbox_multi_begin(txbox_ws *ws, const char *name, char **id, txbox_error *er
 {
     *id = NULL;
     if (name && !name_ok(name))
-        return tx_err(err, EINVAL, "a transaction name is 1 to %d letters, digits, '.', '_' or '-', "
-                      "not starting with '.'", MAX_NAME);
+        return tx_err(err, EINVAL,
+                      "a transaction name is 1 to %d letters, digits, '.', '_' or '-', "
+                      "not starting with '.'",
+                      MAX_NAME);
     uint64_t gen = 0;
     txbox_multi m = {.ws = ws, .txfd = -1, .lockfd = -1, .layerfd = -1};
     int activefd = -1;
@@ -137,8 +139,8 @@ int txbox_multi_begin(txbox_ws *ws, const char *name, char **id, txbox_error *er
     int rc = make_layer(ws, m.txfd, "layer", err);
     if (rc == 0) {
         m.state = json_pack("{s:s?,s:I,s:f,s:I,s:I,s:I}", "name", name, "base_gen", (json_int_t)gen,
-                            "started", wall_time(), "commands", (json_int_t)0, "failed",
-                            (json_int_t)0, "next_savepoint", (json_int_t)1);
+                            "started", wall_time(), "commands", (json_int_t)0, "failed", (json_int_t)0,
+                            "next_savepoint", (json_int_t)1);
         rc = multi_write_state(&m, err);
     }
     if (rc < 0) {
@@ -172,8 +174,8 @@ static int repair(txbox_multi *m, txbox_error *err)
     /* A commit that stopped before its commit point: back to the layer as
      * it was before the scan (layer.keep), or to the upper if the scan
      * had not begun. */
-    if (!exists_at(m->txfd, "layer") && exists_at(m->txfd, "upper") &&
-        !exists_at(m->txfd, "journal") && !exists_at(m->ws->jnld, m->ids)) {
+    if (!exists_at(m->txfd, "layer") && exists_at(m->txfd, "upper") && !exists_at(m->txfd, "journal") &&
+        !exists_at(m->ws->jnld, m->ids)) {
         bool keep = exists_at(m->txfd, "layer.keep");
         if (keep && tree_remove(m->txfd, "upper") < 0)
             return tx_errno(err, errno, "transaction %s: cannot drop its scanned changes", m->ids);
@@ -284,7 +286,8 @@ int txbox_multi_open(txbox_ws *ws, const char *id, txbox_multi **out, txbox_erro
         /* A command that succeeded but whose merge was cut short. */
         if ((rc = multi_finish_merge(m, NULL, err)) < 0)
             goto out;
-        json_object_set_new(m->state, "commands", json_integer((json_int_t)multi_state_u64(m, "commands") + 1));
+        json_object_set_new(m->state, "commands",
+                            json_integer((json_int_t)multi_state_u64(m, "commands") + 1));
         rc = multi_write_state(m, err);
     }
 out:
@@ -298,8 +301,8 @@ out:
 
 static int refuse_aborting(const txbox_multi *m, txbox_error *err)
 {
-    return tx_err(err, EINVAL, "transaction %s is being aborted (run 'txbox abort %s' to finish)",
-                  m->ids, m->ids);
+    return tx_err(err, EINVAL, "transaction %s is being aborted (run 'txbox abort %s' to finish)", m->ids,
+                  m->ids);
 }
 
 /* ---- savepoints: layer/ as hard links ---- */
@@ -460,8 +463,10 @@ int txbox_multi_savepoint(txbox_multi *m, const char *name, txbox_error *err)
     if (multi_aborting(m))
         return refuse_aborting(m, err);
     if (!name_ok(name))
-        return tx_err(err, EINVAL, "a savepoint name is 1 to %d letters, digits, '.', '_' or '-', "
-                      "not starting with '.'", MAX_NAME);
+        return tx_err(err, EINVAL,
+                      "a savepoint name is 1 to %d letters, digits, '.', '_' or '-', "
+                      "not starting with '.'",
+                      MAX_NAME);
     if (mkdirat(m->txfd, "sp", 0700) < 0 && errno != EEXIST)
         return tx_errno(err, errno, "cannot create the savepoints directory");
     uint64_t seq = multi_state_u64(m, "next_savepoint");
@@ -509,7 +514,8 @@ int txbox_multi_rollback(txbox_multi *m, const char *name, txbox_error *err)
         rc = refuse_aborting(m, err);
     /* 0. the external effects of the commands rolled back are compensated */
     if (rc == 0) {
-        json_int_t from = name ? json_integer_value(json_object_get(json_object_get(m->state, "sp_effects"), name)) : 0;
+        json_int_t from =
+            name ? json_integer_value(json_object_get(json_object_get(m->state, "sp_effects"), name)) : 0;
         rc = saga_compensate(m->ws, m->txfd, (size_t)from, NULL, txbox_run, err);
     }
     /* 1. the state to return to, complete, as layer.new */
@@ -557,10 +563,7 @@ static char *end_info(const txbox_multi *m, const char *outcome, json_t *changes
 
 static int multi_drop(txbox_multi *m, json_t *eff, txbox_error *err);
 
-int txbox_multi_abort(txbox_multi *m, txbox_error *err)
-{
-    return txbox_multi_abort_report(m, NULL, err);
-}
+int txbox_multi_abort(txbox_multi *m, txbox_error *err) { return txbox_multi_abort_report(m, NULL, err); }
 
 int txbox_multi_abort_report(txbox_multi *m, char **report, txbox_error *err)
 {
@@ -589,7 +592,8 @@ static int multi_drop(txbox_multi *m, json_t *eff, txbox_error *err)
         tree_remove(m->txfd, "lwork") < 0)
         return tx_errno(err, errno, "transaction %s: cannot drop its changes", m->ids);
     tx_write_outcome(m->txfd, "aborted");
-    _cleanup_free_ char *info = end_info(m, "rolled_back", NULL, json_array_size(json_object_get(eff, "effects")) ? eff : NULL);
+    _cleanup_free_ char *info =
+        end_info(m, "rolled_back", NULL, json_array_size(json_object_get(eff, "effects")) ? eff : NULL);
     txbox_error le = {0};
     if (store_log(m->ws, m->id, "rolled_back", info, NULL, m->txfd, &le) < 0)
         return tx_err(err, le.code, "transaction %s aborted, but the audit log: %s", m->ids, le.msg);
@@ -626,8 +630,8 @@ static int add_clashes(void *ctx, const char *idn, const struct tx_journal *j)
 }
 
 /* Every path of ours that a transaction committed since base also wrote. */
-static int conflicts(txbox_ws *ws, uint64_t base, uint64_t gen, const struct tx_ops *ops,
-                     json_t *paths, txbox_error *err)
+static int conflicts(txbox_ws *ws, uint64_t base, uint64_t gen, const struct tx_ops *ops, json_t *paths,
+                     txbox_error *err)
 {
     struct all_clashes c = {ops, paths};
     return tx_each_later(ws, base, gen, add_clashes, &c, err);
@@ -638,9 +642,8 @@ void txbox_multi_set_policy(txbox_multi *m, const txbox_policy *p) { m->policy =
 /* Rules on effects (effects.c): an effect rule refused the write set (v).
  * rollback: the transaction ends, nothing applied (rejected); hold: it ends
  * held, its scanned upper kept for txbox approve / reject. */
-static int effect_stop(txbox_multi *m, json_t *v, const struct tx_ops *ops, uint64_t base,
-                       json_t *changes, json_t *res, int *status, const char **outcome,
-                       char **first, txbox_error *err)
+static int effect_stop(txbox_multi *m, json_t *v, const struct tx_ops *ops, uint64_t base, json_t *changes,
+                       json_t *res, int *status, const char **outcome, char **first, txbox_error *err)
 {
     bool hold = !strcmp(json_string_value(json_object_get(v, "action")), "hold");
     *outcome = hold ? "held" : "rejected";
@@ -684,8 +687,8 @@ static int verify_status(const txbox_result *r)
     }
 }
 
-int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json, int *status,
-                       char **summary, txbox_error *err)
+int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json, int *status, char **summary,
+                       txbox_error *err)
 {
     *json = *summary = NULL;
     *status = 0;
@@ -766,22 +769,28 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
         json_t *ev = NULL, *att = NULL; /* rules on effects */
         if (rc == 0 && !json_array_size(paths)) {
             char **hide = tx_hidden_paths(verify ? verify->deny_read : NULL,
-                                          m->policy ? m->policy : verify ? verify->policy : NULL,
+                                          m->policy ? m->policy
+                                          : verify  ? verify->policy
+                                                    : NULL,
                                           ws->path);
-            struct gitcfg_ctx gc = {.ws = ws, .txfd = m->txfd, .txs = m->ids,
+            struct gitcfg_ctx gc = {.ws = ws,
+                                    .txfd = m->txfd,
+                                    .txs = m->ids,
                                     .hide = (const char *const *)hide,
                                     .allow_degraded = verify ? verify->allow_degraded
                                                              : getenv("TXBOX_ALLOW_DEGRADED") != NULL};
-            rc = effects_judge(m->policy ? m->policy : verify ? verify->policy : NULL, upperfd,
-                               ws->fd, &ops, &gc, &ev, &att, err);
+            rc = effects_judge(m->policy ? m->policy
+                               : verify  ? verify->policy
+                                         : NULL,
+                               upperfd, ws->fd, &ops, &gc, &ev, &att, err);
             if (att) /* reported in the result and logged with it */
                 json_object_set_new(res, "attention", att);
             tx_free_strv(hide);
         }
         if (rc == 0) {
-            changes = ops.n ? ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP)
-                            : json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted",
-                                        "truncated", 0);
+            changes = ops.n
+                          ? ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP)
+                          : json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted", "truncated", 0);
             json_object_set(res, "changes", changes);
         }
         if (rc == 0 && json_array_size(paths)) {
@@ -869,8 +878,9 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
         return -1;
     }
     if (!json_object_get(res, "changes"))
-        json_object_set_new(res, "changes", json_pack("{s:[],s:[],s:[],s:b}", "added", "modified",
-                                                      "deleted", "truncated", 0));
+        json_object_set_new(
+            res, "changes",
+            json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted", "truncated", 0));
     json_object_set_new(res, "outcome", json_string(outcome));
     json_object_set_new(res, "exit_code", json_integer(*status));
     json_object_set_new(res, "duration_ms", json_real((double)(now_ns() - t0) / 1e6));
@@ -920,12 +930,11 @@ int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err)
         _cleanup_close_ int lf = openat(tfd, "lock", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
         bool busy = lf >= 0 && flock(lf, LOCK_EX | LOCK_NB) < 0;
         json_t *name = json_object_get(st, "name");
-        json_array_append_new(arr, json_pack("{s:s,s:O,s:O,s:O,s:O,s:o,s:b}", "tx", idn, "name",
-                                             name ? name : json_null(), "started",
-                                             json_object_get(st, "started"), "base_gen",
-                                             json_object_get(st, "base_gen"), "commands",
-                                             json_object_get(st, "commands"), "savepoints", sp, "busy",
-                                             busy));
+        json_array_append_new(arr,
+                              json_pack("{s:s,s:O,s:O,s:O,s:O,s:o,s:b}", "tx", idn, "name",
+                                        name ? name : json_null(), "started", json_object_get(st, "started"),
+                                        "base_gen", json_object_get(st, "base_gen"), "commands",
+                                        json_object_get(st, "commands"), "savepoints", sp, "busy", busy));
         if (json_is_true(json_object_get(st, "aborting"))) /* saga.c: an abort cut short */
             json_object_set_new(json_array_get(arr, json_array_size(arr) - 1), "aborting", json_true());
         json_decref(st);

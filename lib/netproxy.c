@@ -54,26 +54,45 @@
 
 const char *const np_default_domains[] = {
     /* npm, pnpm, yarn, bun, npx */
-    "registry.npmjs.org", "registry.yarnpkg.com", "repo.yarnpkg.com",
+    "registry.npmjs.org",
+    "registry.yarnpkg.com",
+    "repo.yarnpkg.com",
     /* pip, uv, poetry, pipenv, pdm, hatch, rye, pipx */
-    "pypi.org", "files.pythonhosted.org",
+    "pypi.org",
+    "files.pythonhosted.org",
     /* conda, mamba */
-    "conda.anaconda.org", "repo.anaconda.com",
+    "conda.anaconda.org",
+    "repo.anaconda.com",
     /* cargo, rustup */
-    "crates.io", "index.crates.io", "static.crates.io", "static.rust-lang.org",
+    "crates.io",
+    "index.crates.io",
+    "static.crates.io",
+    "static.rust-lang.org",
     /* go */
-    "proxy.golang.org", "sum.golang.org",
+    "proxy.golang.org",
+    "sum.golang.org",
     /* mvn, gradle, sbt */
-    "repo.maven.apache.org", "repo1.maven.org", "services.gradle.org", "plugins.gradle.org",
+    "repo.maven.apache.org",
+    "repo1.maven.org",
+    "services.gradle.org",
+    "plugins.gradle.org",
     /* dotnet */
     "api.nuget.org",
     /* bundle, gem */
-    "rubygems.org", "index.rubygems.org",
+    "rubygems.org",
+    "index.rubygems.org",
     /* composer, mix, cabal, stack, opam, deno, swift */
-    "repo.packagist.org", "repo.hex.pm", "hackage.haskell.org", "opam.ocaml.org",
-    "deno.land", "jsr.io",
+    "repo.packagist.org",
+    "repo.hex.pm",
+    "hackage.haskell.org",
+    "opam.ocaml.org",
+    "deno.land",
+    "jsr.io",
     /* git remotes and the archives the package managers fetch from them */
-    "github.com", "codeload.github.com", "objects.githubusercontent.com", "gitlab.com",
+    "github.com",
+    "codeload.github.com",
+    "objects.githubusercontent.com",
+    "gitlab.com",
     NULL,
 };
 
@@ -284,17 +303,17 @@ bool np_addr_public(const struct sockaddr *sa)
         return v4_public(v4);
     if (!memcmp(b, zero, 12))
         return false;
-    if ((b[0] & 0xfe) == 0xfc)                        /* fc00::/7 unique local */
+    if ((b[0] & 0xfe) == 0xfc) /* fc00::/7 unique local */
         return false;
-    if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)        /* fe80::/10 link-local */
+    if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) /* fe80::/10 link-local */
         return false;
-    if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0)        /* fec0::/10 site-local */
+    if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0) /* fec0::/10 site-local */
         return false;
-    if (b[0] == 0xff)                                 /* multicast */
+    if (b[0] == 0xff) /* multicast */
         return false;
     if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8) /* documentation */
         return false;
-    if (b[0] == 0x20 && b[1] == 0x02)                 /* 6to4: judged by its IPv4 */
+    if (b[0] == 0x20 && b[1] == 0x02) /* 6to4: judged by its IPv4 */
         return v4_public((uint32_t)b[2] << 24 | (uint32_t)b[3] << 16 | (uint32_t)b[4] << 8 | b[5]);
     return true;
 }
@@ -310,10 +329,10 @@ struct strset {
 struct netproxy {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int refs;       /* the owner's, the accept thread's, one per connection */
-    int active;     /* connection threads running */
+    int refs;   /* the owner's, the accept thread's, one per connection */
+    int active; /* connection threads running */
     int listen_fd;
-    int stop[2];    /* readable once np_stop began */
+    int stop[2]; /* readable once np_stop began */
     pthread_t acceptor;
     bool accepting;
     char **allow;
@@ -475,7 +494,8 @@ static int open_upstream(struct netproxy *np, int cfd, const struct np_req *rq)
         return u;
     }
     /* an address literal is checked as it is, never looked up */
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICSERV | (strchr(rq->host, ':') ? AI_NUMERICHOST : 0)};
     struct addrinfo *res = NULL;
     char port[8];
@@ -518,8 +538,8 @@ static void forward_head(struct netproxy *np, int ufd, const char *buf, const st
     dbuf b;
     dbuf_init(&b, NP_HEAD_MAX + 512);
     bool v6 = strchr(rq->host, ':') != NULL;
-    const char *parts[] = {rq->method, " ", rq->path, " ", rq->version, "\r\nHost: ",
-                           v6 ? "[" : "", rq->host, v6 ? "]" : ""};
+    const char *parts[] = {rq->method,   " ",           rq->path, " ",          rq->version,
+                           "\r\nHost: ", v6 ? "[" : "", rq->host, v6 ? "]" : ""};
     for (size_t i = 0; i < ARRAY_SIZE(parts); i++)
         dbuf_addstr(&b, parts[i]);
     char port[16];
@@ -527,9 +547,8 @@ static void forward_head(struct netproxy *np, int ufd, const char *buf, const st
     if (rq->port != 80)
         dbuf_addstr(&b, port);
     dbuf_addstr(&b, "\r\n");
-    static const char *const drop[] = {"host", "connection", "proxy-connection",
-                                       "proxy-authorization", "keep-alive", "te",
-                                       "upgrade", "trailer"};
+    static const char *const drop[] = {"host",       "connection", "proxy-connection", "proxy-authorization",
+                                       "keep-alive", "te",         "upgrade",          "trailer"};
     const char *end = buf + rq->head_len - 2;
     const char *l = (const char *)memchr(buf, '\n', rq->head_len) + 1;
     while (l < end) {
@@ -619,8 +638,7 @@ static void serve(struct netproxy *np, int cfd)
     int ufd = -1;
     while ((h = np_parse_request(buf, len, rq, &why)) == 0) {
         uint64_t now = now_ns();
-        if (now >= deadline ||
-            wait_fd(np, cfd, POLLIN, (int)((deadline - now) / 1000000000ull) + 1) <= 0)
+        if (now >= deadline || wait_fd(np, cfd, POLLIN, (int)((deadline - now) / 1000000000ull) + 1) <= 0)
             goto out;
         ssize_t n = recv(cfd, buf + len, NP_HEAD_MAX - len, 0);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))

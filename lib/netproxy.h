@@ -15,20 +15,20 @@
  * (127.0.0.1): the namespace is the command's alone, so the port is free. */
 #define NP_PORT 3128
 #define NP_PORT_STR "3128"
-#define NP_HEAD_MAX 16384   /* bytes of a request's line and headers */
-#define NP_MAX_CONNS 64     /* connections served at once */
-#define NP_MAX_DOMAINS 256  /* entries in the allowlist, and in each report list */
+#define NP_HEAD_MAX 16384  /* bytes of a request's line and headers */
+#define NP_MAX_CONNS 64    /* connections served at once */
+#define NP_MAX_DOMAINS 256 /* entries in the allowlist, and in each report list */
 
 /* One parsed request head. host is lower-case, without brackets or a
  * trailing dot; path is the origin-form target (plain HTTP only). */
 struct np_req {
-    bool connect;       /* CONNECT host:port (a tunnel), else plain HTTP */
+    bool connect; /* CONNECT host:port (a tunnel), else plain HTTP */
     char method[16];
     char host[256];
     unsigned port;
     char path[NP_HEAD_MAX];
-    char version[9];    /* "HTTP/1.1" */
-    size_t head_len;    /* bytes of the head, the empty line included */
+    char version[9]; /* "HTTP/1.1" */
+    size_t head_len; /* bytes of the head, the empty line included */
 };
 
 /* Parse the head at buf[0..len): > 0 when complete (the head's length),
@@ -59,8 +59,7 @@ struct netproxy;
  * happens) from threads of this process: connections are accepted where the
  * socket was made (the sandbox's namespace) and made from this process's
  * namespace. cfg is copied. */
-MUST_CHECK int np_start(int listen_fd, const struct np_config *cfg, struct netproxy **out,
-                        txbox_error *err);
+MUST_CHECK int np_start(int listen_fd, const struct np_config *cfg, struct netproxy **out, txbox_error *err);
 /* Stop serving: the listener is closed and every connection ended. Returns
  * {"mode": "proxy", "allowed": [...], "contacted": [...], "refused": [...]}
  * (caller owns) and frees the proxy (NULL: nothing, returns NULL). */

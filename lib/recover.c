@@ -51,13 +51,12 @@ static void list_ids(int dirfd, struct idlist *l)
     }
 }
 
-
 static void remove_scratch(int txfd)
 {
     (void)tree_remove(txfd, "upper");
     (void)tree_remove(txfd, "work");
     (void)unlinkat(txfd, "staged", 0); /* history: an undo's staging record */
-    (void)unlinkat(txfd, "intent", 0);  /* the journal's copy (journal.c, I8): done */
+    (void)unlinkat(txfd, "intent", 0); /* the journal's copy (journal.c, I8): done */
     (void)unlinkat(txfd, TX_STUCK, 0);
 }
 
@@ -85,8 +84,7 @@ static bool is_stuck(txbox_ws *ws, uint64_t id)
 /* A dead transaction without a journal (never committed, or rolled back
  * from its pre-images) ends: its scratch goes, its outcome and the audit
  * log say so. */
-static int roll_back_dead(txbox_ws *ws, uint64_t id, int txfd, const char *outcome,
-                          txbox_error *err)
+static int roll_back_dead(txbox_ws *ws, uint64_t id, int txfd, const char *outcome, txbox_error *err)
 {
     /* History: an undo puts back the pre-images it had staged. */
     if (copy_recover_one(ws, txfd, err) < 0 || undo_unstage(ws, txfd, err) < 0)
@@ -108,9 +106,8 @@ static int roll_back_dead(txbox_ws *ws, uint64_t id, int txfd, const char *outco
  * failed. retry (an explicit recovery): try the held ones again too, and
  * put the first one's error in *held; without it, held ones are left alone.
  * Either way the others go on. */
-static int roll_forward(txbox_ws *ws, const struct idlist *jl, bool wait, bool retry,
-                        json_t *rolled_forward, json_t *rolled_back, json_t *failed,
-                        txbox_error *held, txbox_error *err)
+static int roll_forward(txbox_ws *ws, const struct idlist *jl, bool wait, bool retry, json_t *rolled_forward,
+                        json_t *rolled_back, json_t *failed, txbox_error *held, txbox_error *err)
 {
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < jl->n; i++) {
@@ -125,8 +122,10 @@ static int roll_forward(txbox_ws *ws, const struct idlist *jl, bool wait, bool r
             if (!wait)
                 break;
             if (ms >= 60000) {
-                rc = tx_err(err, EBUSY, "transaction %s was interrupted after its commit point "
-                            "but its process still holds it", name);
+                rc = tx_err(err, EBUSY,
+                            "transaction %s was interrupted after its commit point "
+                            "but its process still holds it",
+                            name);
                 break;
             }
             usleep(10000);
@@ -148,8 +147,8 @@ static int roll_forward(txbox_ws *ws, const struct idlist *jl, bool wait, bool r
             /* held: the journal stays, its paths wait; the rest goes on */
             txbox_error he = {0};
             if (journal_hold(ws, id, &he) < 0)
-                rc = tx_err(err, he.code, "transaction %s: %s; and it cannot be held apart: %s",
-                            name, e.msg, he.msg);
+                rc = tx_err(err, he.code, "transaction %s: %s; and it cannot be held apart: %s", name, e.msg,
+                            he.msg);
             else if (held && !held->code)
                 tx_err(held, e.code, "transaction %s: %s", name, e.msg);
             if (txfd >= 0)
@@ -160,8 +159,10 @@ static int roll_forward(txbox_ws *ws, const struct idlist *jl, bool wait, bool r
             /* Rolled back from its pre-images (journal.c, I8): back in S1,
              * ended as any dead transaction without a journal is. */
             txbox_error be = {0};
-            if (txfd >= 0 && roll_back_dead(ws, id, txfd, "rolled_back (its commit could not be "
-                                            "completed: restored from the pre-images)", &be) < 0) {
+            if (txfd >= 0 && roll_back_dead(ws, id, txfd,
+                                            "rolled_back (its commit could not be "
+                                            "completed: restored from the pre-images)",
+                                            &be) < 0) {
                 if (failed)
                     json_array_append_new(failed, json_pack("{s:s,s:s}", "tx", name, "error", be.msg));
                 rc = tx_err(err, be.code, "transaction %s: %s", name, be.msg);
@@ -203,8 +204,8 @@ static void clean_new_locks(txbox_ws *ws)
     time_t now = time(NULL);
     while (d && (de = readdir(d))) {
         struct stat st;
-        if (strncmp(de->d_name, ".new.", 5) ||
-            fstatat(ws->actd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || now - st.st_mtime < 5)
+        if (strncmp(de->d_name, ".new.", 5) || fstatat(ws->actd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            now - st.st_mtime < 5)
             continue;
         _cleanup_close_ int lf = openat(ws->actd, de->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
         if (lf >= 0 && flock(lf, LOCK_EX | LOCK_NB) == 0)
@@ -239,8 +240,8 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
     /* 1. Journals: roll forward (the commit point was passed). */
     txbox_error held = {0};
     if (work && rc == 0)
-        rc = roll_forward(ws, &jl, false, retry, rolled_forward, rolled_back, failed,
-                          retry ? &held : NULL, err);
+        rc = roll_forward(ws, &jl, false, retry, rolled_forward, rolled_back, failed, retry ? &held : NULL,
+                          err);
     /* 2. Transactions in flight without a journal: roll back. */
     for (size_t i = 0; work && rc == 0 && i < al.n; i++) {
         uint64_t id = al.v[i];
@@ -308,8 +309,8 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
         rc = -1;
     }
     if (report) {
-        json_t *o = json_pack("{s:o,s:o,s:o}", "rolled_forward", rolled_forward, "rolled_back",
-                              rolled_back, "failed", failed);
+        json_t *o = json_pack("{s:o,s:o,s:o}", "rolled_forward", rolled_forward, "rolled_back", rolled_back,
+                              "failed", failed);
         *report = json_dumps(o, JSON_COMPACT);
         json_decref(o);
     } else {
@@ -319,4 +320,3 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
     }
     return rc;
 }
-

@@ -211,16 +211,17 @@ char *txbox_result_summary(const txbox_result *r)
     if (!json_array_size(l))
         return s;
     size_t i, irr = 0, comp = 0;
-    json_array_foreach(l, i, e) {
+    json_array_foreach(l, i, e)
+    {
         irr += json_is_true(json_object_get(e, "irreversible"));
         comp += !strcmp(json_string_value(json_object_get(e, "state")) ?: "", "compensated");
     }
     json_int_t att = json_integer_value(json_object_get(r->effects, "needs_attention"));
-    char *t = att || comp ? xasprintf("%s; %zu external effect(s): %zu compensated, %lld NEED ATTENTION%s", s,
-                                      json_array_size(l), comp, (long long)att,
-                                      att ? " (see 'txbox status')" : "")
-                          : xasprintf("%s; %zu external effect(s) recorded, %zu irreversible", s,
-                                      json_array_size(l), irr);
+    char *t =
+        att || comp
+            ? xasprintf("%s; %zu external effect(s): %zu compensated, %lld NEED ATTENTION%s", s,
+                        json_array_size(l), comp, (long long)att, att ? " (see 'txbox status')" : "")
+            : xasprintf("%s; %zu external effect(s) recorded, %zu irreversible", s, json_array_size(l), irr);
     free(s);
     return t;
 }
@@ -238,9 +239,10 @@ static char *summary_base(const txbox_result *r)
     case TXBOX_OUTCOME_COMMITTED: {
         json_t *sp = r->changes ? json_object_get(r->changes, "hard_links_split") : NULL;
         if (json_array_size(sp))
-            return xasprintf("txbox: tx %s committed (%zu added, %zu modified, %zu deleted; %.1f ms overhead); "
-                             "%s has a hard link outside the workspace, which keeps the old content",
-                             r->txs, a, m, d, r->overhead_ms, json_string_value(json_array_get(sp, 0)));
+            return xasprintf(
+                "txbox: tx %s committed (%zu added, %zu modified, %zu deleted; %.1f ms overhead); "
+                "%s has a hard link outside the workspace, which keeps the old content",
+                r->txs, a, m, d, r->overhead_ms, json_string_value(json_array_get(sp, 0)));
         return xasprintf("txbox: tx %s committed (%zu added, %zu modified, %zu deleted; %.1f ms overhead)",
                          r->txs, a, m, d, r->overhead_ms);
     }
@@ -248,14 +250,17 @@ static char *summary_base(const txbox_result *r)
         if (r->write_limit || r->oom || r->pids_limit)
             return xasprintf("txbox: tx %s stopped by the %s limit and rolled back (exit status "
                              "%d): the workspace is unchanged",
-                             r->txs, r->write_limit ? "write" : r->oom ? "memory" : "process", r->exit_code);
-        return xasprintf("txbox: tx %s rolled back (exit status %d): the workspace is unchanged",
-                         r->txs, r->exit_code);
+                             r->txs,
+                             r->write_limit ? "write"
+                             : r->oom       ? "memory"
+                                            : "process",
+                             r->exit_code);
+        return xasprintf("txbox: tx %s rolled back (exit status %d): the workspace is unchanged", r->txs,
+                         r->exit_code);
     case TXBOX_OUTCOME_TIMED_OUT:
         if (r->backend && !strcmp(r->backend, "none"))
             return xasprintf("txbox: read-only command timed out and was killed with its processes");
-        return xasprintf("txbox: tx %s timed out and was rolled back: the workspace is unchanged",
-                         r->txs);
+        return xasprintf("txbox: tx %s timed out and was rolled back: the workspace is unchanged", r->txs);
     case TXBOX_OUTCOME_CONFLICT:
         if (r->held_by)
             return xasprintf("txbox: tx %s conflict: %s is held by transaction %llu, which could "
@@ -284,7 +289,8 @@ static char *summary_base(const txbox_result *r)
                          : json_string_value(json_object_get(r->effect_verdict, "suggestion")) ?: "");
     case TXBOX_OUTCOME_STAGED:
         return xasprintf("txbox: command %s staged in its transaction (%zu added, %zu modified, "
-                         "%zu deleted; applied at commit)", r->txs, a, m, d);
+                         "%zu deleted; applied at commit)",
+                         r->txs, a, m, d);
     }
     return xasprintf("txbox: tx %s %s", r->txs, what);
 }

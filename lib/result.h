@@ -15,23 +15,23 @@ struct txbox_result {
     bool write_limit, oom; /* stopped by the write-set cap / memory limit */
     bool pids_limit;       /* a fork refused at the process limit: never committed */
     bool commit_point_passed;
-    bool logged;           /* the commit protocol wrote the audit log row */
-    char *log_error;       /* the audit log could not be written (the outcome stands) */
+    bool logged;     /* the commit protocol wrote the audit log row */
+    char *log_error; /* the audit log could not be written (the outcome stands) */
     const char *backend;
-    char *fallback;        /* why another backend was used, or NULL */
-    char *conflict_path;   /* a path a concurrent commit also wrote, */
-    uint64_t held_by;      /* or that this stuck transaction holds (journal.c, I9) */
-    json_t *changes;       /* {added, modified, deleted, truncated} */
+    char *fallback;      /* why another backend was used, or NULL */
+    char *conflict_path; /* a path a concurrent commit also wrote, */
+    uint64_t held_by;    /* or that this stuck transaction holds (journal.c, I9) */
+    json_t *changes;     /* {added, modified, deleted, truncated} */
     json_t *protections;
-    dbuf out, err;         /* captured output (capped) */
+    dbuf out, err; /* captured output (capped) */
     double started, duration_ms, cmd_ms, overhead_ms;
     /* policy */
     char *verdict, *rule, *reason, *suggestion;
-    char *hint;            /* why a command failed where it would not plainly (a sandbox limit) */
+    char *hint; /* why a command failed where it would not plainly (a sandbox limit) */
     /* external effects (saga.c): {effects: [...], needs_attention: N}, or NULL */
     json_t *effects;
-    bool tee; /* captured output is also written through to stdout/stderr */
-    int tee_fd; /* > 0: captured output is also copied there (txbox_run_opts.tee_fd) */
+    bool tee;    /* captured output is also written through to stdout/stderr */
+    int tee_fd;  /* > 0: captured output is also copied there (txbox_run_opts.tee_fd) */
     char *shell; /* the shell that ran a shell string, or NULL */
     /* rules on effects (effects.c): the verdict that rejected or held it */
     json_t *effect_verdict;

@@ -74,7 +74,8 @@ int txbox_shell_resolve(const char *spec, char **path, int *posix, txbox_error *
                 return 0;
             }
         if (spec)
-            return tx_err(err, ENOENT, "--shell bash: no bash at /bin/bash or /usr/bin/bash (use --shell sh)");
+            return tx_err(err, ENOENT,
+                          "--shell bash: no bash at /bin/bash or /usr/bin/bash (use --shell sh)");
         spec = "sh";
     }
     if (!strcmp(spec, "sh"))
@@ -108,8 +109,8 @@ int txbox_shell_resolve(const char *spec, char **path, int *posix, txbox_error *
  * textual over-approximation: a false alarm only costs a transaction. */
 bool sh_reads_differently(const char *s)
 {
-    static const char *const marks[] = {"$'", "[[", "<(", ">(", "&>", "|&", "<<<", ";&", "=(",
-                                        "?(", "*(", "+(", "@(", "!(", "function", "alias"};
+    static const char *const marks[] = {"$'", "[[", "<(", ">(", "&>", "|&", "<<<",      ";&",
+                                        "=(", "?(", "*(", "+(", "@(", "!(", "function", "alias"};
     for (size_t i = 0; i < ARRAY_SIZE(marks); i++)
         if (strstr(s, marks[i]))
             return true;
@@ -133,9 +134,9 @@ bool sh_reads_differently(const char *s)
  * word splitting): the policy judged the string alone. */
 static void shell_env(char **envp, json_t *removed)
 {
-    static const char *const names[] = {"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "IFS", "PS4",
-                                        "BASH_XTRACEFD", "POSIXLY_CORRECT", "BASH_COMPAT",
-                                        "GLOBIGNORE", "CDPATH"};
+    static const char *const names[] = {"BASH_ENV",    "ENV",        "SHELLOPTS",     "BASHOPTS",
+                                        "IFS",         "PS4",        "BASH_XTRACEFD", "POSIXLY_CORRECT",
+                                        "BASH_COMPAT", "GLOBIGNORE", "CDPATH"};
     size_t k = 0;
     for (size_t i = 0; envp[i]; i++) {
         const char *eq = strchrnul(envp[i], '=');
@@ -157,31 +158,81 @@ static void shell_env(char **envp, json_t *removed)
  * other home is hidden whole (other_homes). Documented in README
  * (Isolation); a policy's `hide:` list and --hide add more. */
 static const char *const default_hidden[] = {
-    ".ssh", ".aws", ".gnupg", ".config/gh", ".config/hub", ".netrc", ".docker/config.json",
-    ".kube", ".npmrc", ".yarnrc.yml", ".pypirc", ".git-credentials", ".config/gcloud", ".azure",
-    ".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials", ".vault-token",
-    ".pgpass", ".my.cnf", ".terraform.d/credentials.tfrc.json", ".config/op", ".password-store",
-    ".local/share/keyrings", ".config/rclone", ".s3cfg", ".boto", ".oci",
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".config/gh",
+    ".config/hub",
+    ".netrc",
+    ".docker/config.json",
+    ".kube",
+    ".npmrc",
+    ".yarnrc.yml",
+    ".pypirc",
+    ".git-credentials",
+    ".config/gcloud",
+    ".azure",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".vault-token",
+    ".pgpass",
+    ".my.cnf",
+    ".terraform.d/credentials.tfrc.json",
+    ".config/op",
+    ".password-store",
+    ".local/share/keyrings",
+    ".config/rclone",
+    ".s3cfg",
+    ".boto",
+    ".oci",
     /* agents' own credentials */
-    ".claude/.credentials.json", ".codex/auth.json", ".config/github-copilot",
-    ".gemini/oauth_creds.json", ".gemini/google_accounts.json", ".config/gemini",
-    ".aider.conf.yml", ".config/cursor", ".cursor/mcp.json",
+    ".claude/.credentials.json",
+    ".codex/auth.json",
+    ".config/github-copilot",
+    ".gemini/oauth_creds.json",
+    ".gemini/google_accounts.json",
+    ".config/gemini",
+    ".aider.conf.yml",
+    ".config/cursor",
+    ".cursor/mcp.json",
     /* credential helpers' stores and registries */
-    ".config/git/credentials", ".terraformrc", ".config/containers/auth.json",
-    ".config/doctl", ".config/hcloud", ".fly", ".config/configstore", ".local/share/gh",
-    ".m2/settings.xml", ".gradle/gradle.properties", ".nuget/NuGet/NuGet.Config",
-    ".composer/auth.json", ".config/composer/auth.json", ".bundle/config",
+    ".config/git/credentials",
+    ".terraformrc",
+    ".config/containers/auth.json",
+    ".config/doctl",
+    ".config/hcloud",
+    ".fly",
+    ".config/configstore",
+    ".local/share/gh",
+    ".m2/settings.xml",
+    ".gradle/gradle.properties",
+    ".nuget/NuGet/NuGet.Config",
+    ".composer/auth.json",
+    ".config/composer/auth.json",
+    ".bundle/config",
     /* shell and REPL histories */
-    ".bash_history", ".zsh_history", ".zhistory", ".histfile", ".sh_history",
-    ".local/share/fish/fish_history", ".python_history", ".node_repl_history", ".psql_history",
-    ".mysql_history", ".sqlite_history", ".rediscli_history", ".irb_history", ".lesshst",
+    ".bash_history",
+    ".zsh_history",
+    ".zhistory",
+    ".histfile",
+    ".sh_history",
+    ".local/share/fish/fish_history",
+    ".python_history",
+    ".node_repl_history",
+    ".psql_history",
+    ".mysql_history",
+    ".sqlite_history",
+    ".rediscli_history",
+    ".irb_history",
+    ".lesshst",
 };
 
 /* Hidden by default outside any home: the shadow files (root reads them in
  * its identity-mapped namespace) and the host's ssh keys (glob patterns). */
 static const char *const system_hidden[] = {
-    "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
-    "/etc/ssh/ssh_host_*key", "/var/lib/sss/secrets",
+    "/etc/shadow",           "/etc/shadow-",           "/etc/gshadow",         "/etc/gshadow-",
+    "/etc/security/opasswd", "/etc/ssh/ssh_host_*key", "/var/lib/sss/secrets",
 };
 
 /* Takes p: it, or each path its glob pattern matches. */
@@ -356,8 +407,8 @@ struct entry_facts {
 static int entry_facts(int dfd, const char *name, struct entry_facts *f)
 {
     struct statx stx;
-    if (statx(dfd, name, (*name ? 0 : AT_EMPTY_PATH) | AT_SYMLINK_NOFOLLOW,
-              STATX_MNT_ID | STATX_TYPE, &stx) < 0)
+    if (statx(dfd, name, (*name ? 0 : AT_EMPTY_PATH) | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID | STATX_TYPE, &stx) <
+        0)
         return -1;
     if (!(stx.stx_mask & STATX_MNT_ID)) {
         errno = ENOTSUP;
@@ -370,8 +421,8 @@ static int entry_facts(int dfd, const char *name, struct entry_facts *f)
     /* A filesystem that does not report them through statx: the flags. */
     if (!(stx.stx_attributes_mask & (STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND)) &&
         (S_ISREG(stx.stx_mode) || S_ISDIR(stx.stx_mode))) {
-        _cleanup_close_ int fd = openat(dfd, *name ? name : ".",
-                                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        _cleanup_close_ int fd =
+            openat(dfd, *name ? name : ".", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         int fl = 0;
         if (fd >= 0 && ioctl(fd, FS_IOC_GETFLAGS, &fl) == 0) {
             f->immutable = fl & FS_IMMUTABLE_FL;
@@ -386,8 +437,8 @@ static int entry_facts(int dfd, const char *name, struct entry_facts *f)
  * or an attribute that refuses the rename or change (immutable; append-only:
  * also, for a directory, removing or replacing an entry in it). NULL: it
  * can. */
-static char *entry_refusal(const txbox_ws *ws, uint64_t ws_mnt, const struct entry_facts *f,
-                           const char *path, bool is_parent, bool removes)
+static char *entry_refusal(const txbox_ws *ws, uint64_t ws_mnt, const struct entry_facts *f, const char *path,
+                           bool is_parent, bool removes)
 {
     const char *p = *path ? path : ".";
     if (f->mnt != ws_mnt)
@@ -452,8 +503,7 @@ static int ops_precheck(txbox_ws *ws, const struct tx_ops *ops, char **why, txbo
         bool exists = entry_facts(pfd, slash ? slash + 1 : path, &ef) == 0;
         if (!exists && errno != ENOENT)
             return tx_errno(err, errno, "cannot stat %s", path);
-        if (o->kind != OP_META && pfacts &&
-            (*why = entry_refusal(ws, wf.mnt, &f, last_parent, true, exists)))
+        if (o->kind != OP_META && pfacts && (*why = entry_refusal(ws, wf.mnt, &f, last_parent, true, exists)))
             return 1;
         if (exists && (*why = entry_refusal(ws, wf.mnt, &ef, path, false, false)))
             return 1;
@@ -470,9 +520,8 @@ static int state_precheck(txbox_ws *ws, int txfd, char **why)
     struct {
         int fd;
         const char *name, *label;
-    } dirs[] = {{ws->sfd, "", ""},           {ws->jnld, "", "/journal"},
-                {ws->cmtd, "", "/commits"},  {ws->txd, "", "/tx"},
-                {txfd, "", "/tx/ID"},        {txfd, "undo", "/tx/ID/undo"}};
+    } dirs[] = {{ws->sfd, "", ""},    {ws->jnld, "", "/journal"}, {ws->cmtd, "", "/commits"},
+                {ws->txd, "", "/tx"}, {txfd, "", "/tx/ID"},       {txfd, "undo", "/tx/ID/undo"}};
     struct entry_facts f;
     for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
         if (entry_facts(dirs[i].fd, dirs[i].name, &f) == 0 && (f.immutable || f.append)) {
@@ -583,9 +632,9 @@ static bool file_at_limit(int upperfd, const struct tx_ops *ops, uint64_t limit)
     return false;
 }
 
-static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
-                          uint64_t base_gen, const char *hctx, const txbox_policy *pol,
-                          uint64_t file_limit, const struct gitcfg_ctx *gc, txbox_error *err)
+static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd, uint64_t base_gen,
+                          const char *hctx, const txbox_policy *pol, uint64_t file_limit,
+                          const struct gitcfg_ctx *gc, txbox_error *err)
 {
     int lockfd = -1;
     if (ws_lock(ws, &lockfd, err) < 0)
@@ -614,8 +663,7 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
     }
     if (rc == 0 && ops.n == 0) {
         r->outcome = TXBOX_OUTCOME_COMMITTED; /* nothing to apply */
-        r->changes = json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted",
-                               "truncated", 0);
+        r->changes = json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted", "truncated", 0);
         goto out;
     }
     if (rc == 0) {
@@ -646,8 +694,8 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
         _cleanup_free_ char *why = NULL;
         int m = ops_precheck(ws, &ops, &why, err);
         if (m > 0)
-            rc = tx_err(err, EXDEV, "%s: txbox cannot commit the command's changes there; nothing was changed",
-                        why);
+            rc = tx_err(err, EXDEV,
+                        "%s: txbox cannot commit the command's changes there; nothing was changed", why);
         else if (m < 0)
             rc = -1;
     }
@@ -657,9 +705,9 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd,
         tx_mark("changes");
         _cleanup_free_ char *info = store_info(r, hctx); /* history: + command, cwd */
         _cleanup_free_ char *why = NULL;
-        int e = state_precheck(ws, txfd, &why) > 0 ? EPERM
+        int e = state_precheck(ws, txfd, &why) > 0                            ? EPERM
                 : space_precheck(ws, &ops, info ? strlen(info) : 0, &why) > 0 ? ENOSPC
-                                                                            : 0;
+                                                                              : 0;
         if (e) {
             rc = tx_err(err, e, "%s: the commit could not be completed; nothing was changed", why);
             goto out;
@@ -726,8 +774,7 @@ static int validate(const txbox_run_opts *o, txbox_error *err)
  * deciding rules' domains (rule_domains: space-separated, edited in place
  * into strings), then the caller's (validate checked them). Pointers into
  * all three; caller frees the array. */
-static const char **proxy_allowlist(const txbox_run_opts *o, bool defaults, char *rule_domains,
-                                    size_t *n)
+static const char **proxy_allowlist(const txbox_run_opts *o, bool defaults, char *rule_domains, size_t *n)
 {
     size_t nd = 0, ndef = 0, nr = 0, k = 0;
     while (o->allow_domains && o->allow_domains[nd])
@@ -754,10 +801,14 @@ static const char **proxy_allowlist(const txbox_run_opts *o, bool defaults, char
 static char **proxy_env(char **envp)
 {
     static char *const vars[] = {
-        (char *)"HTTP_PROXY=http://127.0.0.1:" NP_PORT_STR, (char *)"HTTPS_PROXY=http://127.0.0.1:" NP_PORT_STR,
-        (char *)"http_proxy=http://127.0.0.1:" NP_PORT_STR, (char *)"https_proxy=http://127.0.0.1:" NP_PORT_STR,
-        (char *)"ALL_PROXY=http://127.0.0.1:" NP_PORT_STR,  (char *)"all_proxy=http://127.0.0.1:" NP_PORT_STR,
-        (char *)"NO_PROXY=localhost,127.0.0.1,::1",          (char *)"no_proxy=localhost,127.0.0.1,::1",
+        (char *)"HTTP_PROXY=http://127.0.0.1:" NP_PORT_STR,
+        (char *)"HTTPS_PROXY=http://127.0.0.1:" NP_PORT_STR,
+        (char *)"http_proxy=http://127.0.0.1:" NP_PORT_STR,
+        (char *)"https_proxy=http://127.0.0.1:" NP_PORT_STR,
+        (char *)"ALL_PROXY=http://127.0.0.1:" NP_PORT_STR,
+        (char *)"all_proxy=http://127.0.0.1:" NP_PORT_STR,
+        (char *)"NO_PROXY=localhost,127.0.0.1,::1",
+        (char *)"no_proxy=localhost,127.0.0.1,::1",
     };
     size_t n = 0;
     while (envp[n])
@@ -800,8 +851,8 @@ static char *resolve_program(const char *prog)
 }
 
 /* An unsafe command: never run, but recorded, with an id. */
-static int blocked(txbox_ws *ws, const txbox_run_opts *opts, txbox_result *r, uint64_t t0,
-                   txbox_result **out, txbox_error *err)
+static int blocked(txbox_ws *ws, const txbox_run_opts *opts, txbox_result *r, uint64_t t0, txbox_result **out,
+                   txbox_error *err)
 {
     int txfd = -1, activefd = -1;
     if (ws_new_tx(ws, &r->id, &txfd, &activefd, NULL, err) < 0) {
@@ -959,10 +1010,12 @@ static bool take_status(txbox_result *r, const struct sb_status *st, bool root)
      * cannot copy it up, so changing, moving or removing it fails with
      * EOVERFLOW where a plain run (a directory the user may write) would
      * not. No way around it without that id; the result says why. */
-    if (!ok && !root && r->err.len && memmem(r->err.p, r->err.len, "Value too large for defined data type", 37))
-        r->hint = xstrdup("a file in the workspace owned by another user (root, say) cannot be changed, moved "
-                          "or removed in the sandbox of an unprivileged user (EOVERFLOW: that owner has no id "
-                          "in its user namespace); chown it to yourself, or run txbox as its owner");
+    if (!ok && !root && r->err.len &&
+        memmem(r->err.p, r->err.len, "Value too large for defined data type", 37))
+        r->hint =
+            xstrdup("a file in the workspace owned by another user (root, say) cannot be changed, moved "
+                    "or removed in the sandbox of an unprivileged user (EOVERFLOW: that owner has no id "
+                    "in its user namespace); chown it to yourself, or run txbox as its owner");
     return ok;
 }
 
@@ -994,7 +1047,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
      * effect's rule and for a network rule that names no domains; the
      * domains of the rules that granted network */
     bool net_defaults = net;
-    char rule_domains[sizeof ((txbox_verdict *)0)->domains] = "";
+    char rule_domains[sizeof((txbox_verdict *)0)->domains] = "";
     _cleanup_plan_ json_t *saga = NULL; /* external effects (saga.c) */
     if (opts->policy) {
         txbox_verdict v;
@@ -1140,7 +1193,9 @@ retry:
     struct sb_spec spec = {
         .ws_path = ws->path,
         .ws_fd = ws->fd,
-        .view = read_only ? SB_VIEW_READONLY : use_copy ? SB_VIEW_DIRECT : SB_VIEW_OVERLAY,
+        .view = read_only  ? SB_VIEW_READONLY
+                : use_copy ? SB_VIEW_DIRECT
+                           : SB_VIEW_OVERLAY,
         .upper_fd = upperfd,
         .work_fd = workfd,
         .upper_rel = upper_rel,
@@ -1206,10 +1261,10 @@ retry:
     /* rules on effects judge the scanned write set of an overlay commit;
      * the copy backend (chosen, or allowed as a fallback) has none */
     json_object_set_new(r->protections, "effect_rules",
-                        json_string(read_only    ? "not needed (read-only)"
+                        json_string(read_only       ? "not needed (read-only)"
                                     : !opts->policy ? "none (no policy)"
-                                    : use_copy   ? "not enforced (copy backend)"
-                                                 : "enforced at commit"));
+                                    : use_copy      ? "not enforced (copy backend)"
+                                                    : "enforced at commit"));
     bool ok = take_status(r, &st, ws->root);
     /* external effects: recorded; undone now if the command failed */
     if (saga && (rc = saga_after(ws, effd, saga, r, ok, opts->multi != NULL, txbox_run, err)) < 0)
@@ -1232,7 +1287,9 @@ retry:
         if ((rc = multi_absorb(opts->multi, txfd, r, err)) < 0)
             goto fail;
     } else if (ok) {
-        struct gitcfg_ctx gc = {.ws = ws, .txfd = txfd, .txs = r->txs,
+        struct gitcfg_ctx gc = {.ws = ws,
+                                .txfd = txfd,
+                                .txs = r->txs,
                                 .hide = (const char *const *)hide,
                                 .allow_degraded = opts->allow_degraded};
         rc = overlay_commit(ws, r, txfd, upperfd, base_gen, hctx, opts->policy, max_write, &gc, err);
@@ -1263,16 +1320,15 @@ retry:
     if (r->write_limit) /* its space back at once, not after the next command */
         (void)tree_remove(txfd, "upper");
     else if (r->outcome != TXBOX_OUTCOME_CONFLICT && r->outcome != TXBOX_OUTCOME_HELD)
-        trashed = discard_dir(ws, txfd, "upper", r->txs,
-                              r->outcome == TXBOX_OUTCOME_COMMITTED && !opts->multi ? 0
-                                                                                : WS_TRASH_GRANT_DIRS);
+        trashed =
+            discard_dir(ws, txfd, "upper", r->txs,
+                        r->outcome == TXBOX_OUTCOME_COMMITTED && !opts->multi ? 0 : WS_TRASH_GRANT_DIRS);
     /* a conflict's or held upper stays, kept aside */
     trashed |= discard_dir(ws, txfd, "work", r->txs, WS_TRASH_GRANT_DIRS | WS_TRASH_GRANT_FILES);
     tx_mark("rm-upper");
     tx_write_outcome(txfd, txbox_outcome_name(r->outcome));
     if (!r->changes)
-        r->changes = json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted",
-                               "truncated", 0);
+        r->changes = json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted", "truncated", 0);
     r->duration_ms = (double)(now_ns() - t0) / 1e6;
     r->overhead_ms = r->duration_ms - r->cmd_ms;
     if (!r->logged) {

@@ -150,8 +150,8 @@ bool saga_plan_needs_output(const json_t *plan)
 {
     size_t i;
     json_t *e;
-    json_array_foreach(json_object_get(plan, "effects"), i, e) if (json_object_get(e, "capture") &&
-                                                                   json_object_get(e, "template")) return true;
+    json_array_foreach(json_object_get(plan, "effects"), i,
+                       e) if (json_object_get(e, "capture") && json_object_get(e, "template")) return true;
     return false;
 }
 
@@ -223,9 +223,10 @@ static bool mark_interrupted(json_t *e)
         return false;
     bool ran = !strcmp(st, "running"); /* st dies with the old state */
     json_object_set_new(e, "state", json_string("interrupted"));
-    json_object_set_new(e, "why", json_string(ran
-                                                 ? "txbox stopped while the compensation ran: whether it took effect is unknown"
-                                                 : "txbox stopped while the command ran: whether its effect happened is unknown"));
+    json_object_set_new(
+        e, "why",
+        json_string(ran ? "txbox stopped while the compensation ran: whether it took effect is unknown"
+                        : "txbox stopped while the command ran: whether its effect happened is unknown"));
     return true;
 }
 
@@ -265,8 +266,7 @@ static void run_one(txbox_ws *ws, saga_runner run, json_t *e)
     txbox_result_free(r);
 }
 
-int saga_compensate(txbox_ws *ws, int effd, size_t from, json_t **report, saga_runner run,
-                    txbox_error *err)
+int saga_compensate(txbox_ws *ws, int effd, size_t from, json_t **report, saga_runner run, txbox_error *err)
 {
     if (report)
         *report = NULL;
@@ -344,8 +344,11 @@ int saga_after(txbox_ws *ws, int effd, json_t *plan, struct txbox_result *r, boo
         json_object_del(e, "template");
         bool irr = !json_is_string(json_object_get(e, "compensate"));
         json_object_set_new(e, "irreversible", json_boolean(irr));
-        json_object_set_new(e, "state", json_string(!ok ? "pending" : !multi ? "kept"
-                                                     : irr ? "irreversible" : "pending"));
+        json_object_set_new(e, "state",
+                            json_string(!ok      ? "pending"
+                                        : !multi ? "kept"
+                                        : irr    ? "irreversible"
+                                                 : "pending"));
     }
     int rc = save(effd, o, err);
     json_decref(o);
@@ -424,8 +427,7 @@ int saga_recovered(int txfd, txbox_error *err)
     return rc < 0 ? -1 : (int)n;
 }
 
-int txbox_resolve(txbox_ws *ws, const char *id, long which, const char *note, char **json,
-                 txbox_error *err)
+int txbox_resolve(txbox_ws *ws, const char *id, long which, const char *note, char **json, txbox_error *err)
 {
     *json = NULL;
     uint64_t n;
@@ -453,8 +455,8 @@ int txbox_resolve(txbox_ws *ws, const char *id, long which, const char *note, ch
             continue;
         if (!attention_state(st)) {
             if (which >= 0)
-                rc = tx_err(err, EINVAL, "effect %ld of transaction %s does not need attention (%s)",
-                            which, idn, st ? st : "no state");
+                rc = tx_err(err, EINVAL, "effect %ld of transaction %s does not need attention (%s)", which,
+                            idn, st ? st : "no state");
             continue;
         }
         json_object_set_new(e, "resolved_from", json_string(st));

@@ -39,8 +39,8 @@ MUST_CHECK int saga_started(int effd, json_t *plan, const char *run_tx, txbox_er
  * multi-command transaction that succeeded: `pending`, compensated if the
  * transaction aborts), or compensate now (it failed). r->effects gets this
  * command's entries as they end. */
-MUST_CHECK int saga_after(txbox_ws *ws, int effd, json_t *plan, struct txbox_result *r, bool ok,
-                          bool multi, saga_runner run, txbox_error *err);
+MUST_CHECK int saga_after(txbox_ws *ws, int effd, json_t *plan, struct txbox_result *r, bool ok, bool multi,
+                          saga_runner run, txbox_error *err);
 
 /* Runs, newest first, the compensation of every effect of effd from index
  * `from` on that is still `pending` (each once: marked `running` durably
@@ -48,8 +48,8 @@ MUST_CHECK int saga_after(txbox_ws *ws, int effd, json_t *plan, struct txbox_res
  * is marked `interrupted`, never run again). *report (may be NULL): a JSON
  * object {"effects": [the entries from `from` on], "needs_attention": N}.
  * Each compensation runs through run. */
-MUST_CHECK int saga_compensate(txbox_ws *ws, int effd, size_t from, json_t **report,
-                               saga_runner run, txbox_error *err);
+MUST_CHECK int saga_compensate(txbox_ws *ws, int effd, size_t from, json_t **report, saga_runner run,
+                               txbox_error *err);
 /* How many effects effd holds (a savepoint records it). */
 size_t saga_count(int effd);
 /* The effects of a transaction that commits, `pending` ones shown as

@@ -268,8 +268,8 @@ static void mount_dev(const struct sb_spec *s, const int *host_dev_fds)
     }
     mkdir("/dev/pts", 0755);
     mkdir("/dev/shm", 01777);
-    if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-              "newinstance,ptmxmode=0666,mode=620") == 0)
+    if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620") ==
+        0)
         symlink("pts/ptmx", "/dev/ptmx");
     char o[64];
     tmpfs_opts(s, o, sizeof o);
@@ -333,8 +333,9 @@ static int overlay_mount(const char *lower, const char *upper, const char *work,
     if (!ro && fsconfig(fs, FSCONFIG_SET_FLAG, "volatile", NULL, 0) < 0)
         setup_die("overlay option volatile");
     if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-        setup_die(ro ? "cannot mount the transaction's layer over the workspace (overlayfs)"
-                     : "cannot mount overlayfs on the workspace (is its filesystem supported as an overlay upper?)");
+        setup_die(
+            ro ? "cannot mount the transaction's layer over the workspace (overlayfs)"
+               : "cannot mount overlayfs on the workspace (is its filesystem supported as an overlay upper?)");
     int m = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0));
     if (m < 0)
         setup_die("cannot create the overlay mount");
@@ -360,12 +361,14 @@ static int make_view(const struct sb_spec *s, bool userns)
         if (s->lower_rel) {
             char a[32], b[32];
             int lofd = reopen_here(wsfd, s->lower_rel, s->lower_fd, "transaction's layer");
-            int lwfd = reopen_here(wsfd, s->lower_work_rel, s->lower_work_fd, "transaction's layer work directory");
+            int lwfd =
+                reopen_here(wsfd, s->lower_work_rel, s->lower_work_fd, "transaction's layer work directory");
             lower = overlay_mount(fdpath(wsfd, l), fdpath(lofd, a), fdpath(lwfd, b), userns, true);
             close(lofd);
             close(lwfd);
         }
-        int m = overlay_mount(fdpath(lower >= 0 ? lower : wsfd, l), fdpath(upfd, u), fdpath(wkfd, w), userns, false);
+        int m = overlay_mount(fdpath(lower >= 0 ? lower : wsfd, l), fdpath(upfd, u), fdpath(wkfd, w), userns,
+                              false);
         if (lower >= 0)
             close(lower);
         close(upfd);
@@ -433,8 +436,8 @@ static int proxy_listen(void)
 {
     loopback_up();
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(NP_PORT),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = htons(NP_PORT), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, NP_MAX_CONNS) < 0)
         setup_die("cannot make the network proxy's socket");
     return fd;
@@ -502,7 +505,8 @@ static void mask_socket_dirs(const struct sb_spec *s)
         const char *d = s->sock_dirs[i];
         if (!sock_dir_masked(s, d))
             continue;
-        if (mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755") < 0)
+        if (mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755") <
+            0)
             setup_die("cannot mask %s", d);
         if (rfd >= 0 && rpath[0] && path_under(rpath, d) && strcmp(rpath, d) != 0) {
             char parent[PATH_MAX];
@@ -515,7 +519,8 @@ static void mask_socket_dirs(const struct sb_spec *s)
                 setup_die("cannot keep %s in the masked %s", rpath, d);
             close(f);
         }
-        if (mount(NULL, d, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        if (mount(NULL, d, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) <
+            0)
             setup_die("cannot make the masked %s read-only", d);
     }
     if (rfd >= 0)
@@ -543,10 +548,10 @@ static void private_var_tmp(const struct sb_spec *s)
 
 struct child_args {
     const struct sb_spec *spec;
-    int go_fd;    /* init writes one byte once the id maps are in place */
-    int go_other; /* init's end of that pipe: closed in the command */
-    int exec_fd;    /* closed by the execve (O_CLOEXEC): init then knows it happened */
-    int exec_other; /* init's end of that pipe */
+    int go_fd;       /* init writes one byte once the id maps are in place */
+    int go_other;    /* init's end of that pipe: closed in the command */
+    int exec_fd;     /* closed by the execve (O_CLOEXEC): init then knows it happened */
+    int exec_other;  /* init's end of that pipe */
     int guard_fd;    /* the command sends its seccomp listener to init on it */
     int guard_other; /* init's end */
     int landlock_abi;
@@ -563,7 +568,8 @@ ON_COMMAND_STACK static void send_listener(int sock, int fd)
         char room[CMSG_SPACE(sizeof(int))];
     } u;
     memset(&u, 0, sizeof u);
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.room, .msg_controllen = sizeof u.room};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.room, .msg_controllen = sizeof u.room};
     struct cmsghdr *h = CMSG_FIRSTHDR(&m);
     h->cmsg_level = SOL_SOCKET;
     h->cmsg_type = SCM_RIGHTS;
@@ -585,11 +591,13 @@ static int recv_listener(int sock)
         struct cmsghdr h;
         char room[CMSG_SPACE(sizeof(int))];
     } u;
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.room, .msg_controllen = sizeof u.room};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.room, .msg_controllen = sizeof u.room};
     if (recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
         return -1;
     struct cmsghdr *h = CMSG_FIRSTHDR(&m);
-    if (!h || h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS || h->cmsg_len != CMSG_LEN(sizeof(int)))
+    if (!h || h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS ||
+        h->cmsg_len != CMSG_LEN(sizeof(int)))
         return -1;
     int fd;
     memcpy(&fd, CMSG_DATA(h), sizeof fd);
@@ -669,10 +677,7 @@ ON_COMMAND_STACK __attribute__((noreturn)) static void command_main(const struct
     _exit(e == ENOENT ? 127 : 126);
 }
 
-ON_COMMAND_STACK static int command_entry(void *arg)
-{
-    command_main(arg);
-}
+ON_COMMAND_STACK static int command_entry(void *arg) { command_main(arg); }
 
 /* init's last job: reap every process of the namespace, answer the
  * command's connect() calls (connguard.h), and report the command's status
@@ -755,7 +760,7 @@ static bool proc_has_submounts(void)
 }
 
 __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool userns, int landlock_abi,
-                                               char *cmd_stack_top)
+                                                char *cmd_stack_top)
 {
     char c;
 
@@ -834,8 +839,13 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
         close(exec_fd[1]);
         exec_fd[1] = w;
     }
-    struct child_args ca = {.spec = s, .go_fd = go[0], .go_other = go[1], .exec_fd = exec_fd[1],
-                            .exec_other = exec_fd[0], .guard_fd = gsock[1], .guard_other = gsock[0],
+    struct child_args ca = {.spec = s,
+                            .go_fd = go[0],
+                            .go_other = go[1],
+                            .exec_fd = exec_fd[1],
+                            .exec_other = exec_fd[0],
+                            .guard_fd = gsock[1],
+                            .guard_other = gsock[0],
                             .landlock_abi = landlock_abi};
     /* CLONE_VM: the command shares init's memory (which is txbox's, see
      * "starting init") until its execve, instead of a copy of it, on a
@@ -940,11 +950,11 @@ struct launcher {
     int proxy_fd;     /* spec->proxy: the proxy's socket, made by init in the shared table */
     bool userns, posted;
     int flags, sync_fd, report_fd;
-    int parent_fd; /* a pidfd of txbox: readable once it is gone (-1: none) */
-    sigset_t mask;    /* the caller's signal mask, init's */
-    cpu_set_t cpus;   /* the caller's CPUs, init's (the launcher's: another one) */
-    bool placed;      /* the launcher runs on another CPU than its creator */
-    pid_t pid;        /* set by the kernel before init runs */
+    int parent_fd;  /* a pidfd of txbox: readable once it is gone (-1: none) */
+    sigset_t mask;  /* the caller's signal mask, init's */
+    cpu_set_t cpus; /* the caller's CPUs, init's (the launcher's: another one) */
+    bool placed;    /* the launcher runs on another CPU than its creator */
+    pid_t pid;      /* set by the kernel before init runs */
     int err;
 };
 
@@ -992,8 +1002,8 @@ static void *launcher_main(void *arg)
     struct launcher *L = arg;
     char *here = __builtin_frame_address(0);
     char *top = (char *)(((uintptr_t)here - LAUNCH_GAP) & ~(uintptr_t)63);
-    pid_t r = clone(init_entry, top, L->flags | CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | SIGCHLD,
-                    L, &L->pid);
+    pid_t r =
+        clone(init_entry, top, L->flags | CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | SIGCHLD, L, &L->pid);
     /* Here init is gone, or was never made (errno: nothing else wrote it). */
     if (r < 0)
         L->err = errno;
@@ -1122,7 +1132,7 @@ struct sb_early {
     int rep[2], sync[2]; /* init's report pipe, and the one that lets it go */
     int self;            /* a pidfd of this process, for init (parent_fd) */
     int pidfd;
-    pid_t pid;           /* 0 until early_await */
+    pid_t pid; /* 0 until early_await */
     bool net, launched;
 };
 
@@ -1151,7 +1161,7 @@ static int early_await(struct sb_early *e, txbox_error *err)
         e->pid = 0;
         int en = errno;
         return tx_errno(err, en, "cannot create the sandbox namespaces%s",
-                        !e->L.userns        ? ""
+                        !e->L.userns ? ""
                         : en == EPERM && under_seccomp()
                             ? " (a seccomp filter refuses them, as container runtimes' default "
                               "profiles do: run the container with txbox's containers/seccomp.json)"
@@ -1162,8 +1172,7 @@ static int early_await(struct sb_early *e, txbox_error *err)
         /* Root without CAP_SYS_ADMIN (a container's) keeps every id its
          * namespace has, as root's own sandbox does: files of other uids
          * in the workspace stay its to change. Anyone else: its own. */
-        bool all = geteuid() == 0 && tx_cap_effective(CAP_SETUID) &&
-                   tx_cap_effective(CAP_SETGID) &&
+        bool all = geteuid() == 0 && tx_cap_effective(CAP_SETUID) && tx_cap_effective(CAP_SETGID) &&
                    identity_of("/proc/self/uid_map", um, sizeof um) &&
                    identity_of("/proc/self/gid_map", gm, sizeof gm);
         if (!all) {
@@ -1194,9 +1203,13 @@ int sb_prestart(bool net, struct sb_early **out, txbox_error *err)
         sb_early_cancel(e);
         return -1;
     }
-    e->L = (struct launcher){.userns = userns, .flags = (int)flags, .sync_fd = e->sync[0],
-                             .report_fd = e->rep[1], .parent_fd = e->self,
-                             .close_fds = {-1, -1, -1, -1, -1, -1, -1}, .proxy_fd = -1};
+    e->L = (struct launcher){.userns = userns,
+                             .flags = (int)flags,
+                             .sync_fd = e->sync[0],
+                             .report_fd = e->rep[1],
+                             .parent_fd = e->self,
+                             .close_fds = {-1, -1, -1, -1, -1, -1, -1},
+                             .proxy_fd = -1};
     fflush(NULL);
     if (launch_init(&e->L) < 0) {
         tx_errno(err, errno, "cannot start the sandbox's launcher thread");
@@ -1207,7 +1220,6 @@ int sb_prestart(bool net, struct sb_early **out, txbox_error *err)
     *out = e;
     return 0;
 }
-
 
 void sb_early_cancel(struct sb_early *e)
 {
@@ -1230,7 +1242,6 @@ void sb_early_cancel(struct sb_early *e)
 }
 
 bool sb_is_root(void) { return tx_privileged(); }
-
 
 /* Does the caller's descriptor fd have to be relayed rather than handed to
  * the command? An inherited descriptor names a host file through a host
@@ -1281,8 +1292,8 @@ static int pty_open(int like, int *ptm, int *pts)
 
 /* The relay pipes sb_run made itself (the caller's own pipes are the
  * caller's), on a path where the command never ran. */
-static void close_relays(int relay_in, int own_in_fd, const struct sb_spec *spec, int out_pipe,
-                         int err_pipe, const bool relay_out[3])
+static void close_relays(int relay_in, int own_in_fd, const struct sb_spec *spec, int out_pipe, int err_pipe,
+                         const bool relay_out[3])
 {
     if (relay_in >= 0)
         close(relay_in);
@@ -1341,10 +1352,12 @@ static json_t *socket_protections(const struct sb_spec *s, int abi)
         if (sock_dir_masked(s, s->sock_dirs[i]))
             json_array_append_new(dirs, json_string(s->sock_dirs[i]));
     bool scoped = abi > 0 && confine_landlock_scopes_abstract(abi);
-    const char *abstract = s->net ? (scoped ? "Landlock scope" : "reachable (the host's network namespace)")
-                                  : (scoped ? "own network namespace, Landlock scope" : "own network namespace");
-    const char *own = s->view == SB_VIEW_READONLY ? "the private /tmp, /var/tmp and /dev/shm"
-                                                  : "the private /tmp, /var/tmp and /dev/shm, and the workspace view";
+    const char *abstract = s->net
+                               ? (scoped ? "Landlock scope" : "reachable (the host's network namespace)")
+                               : (scoped ? "own network namespace, Landlock scope" : "own network namespace");
+    const char *own = s->view == SB_VIEW_READONLY
+                          ? "the private /tmp, /var/tmp and /dev/shm"
+                          : "the private /tmp, /var/tmp and /dev/shm, and the workspace view";
     return json_pack("{s:o,s:s,s:s,s:s,s:s}", "masked_dirs", dirs, "abstract", abstract, "elsewhere",
                      "refused (EACCES): every connect() is made by the sandbox's init (seccomp user "
                      "notification), to a socket by path only when it lives on a mount made for the command",
@@ -1366,27 +1379,32 @@ static json_t *protections(const struct sb_spec *s, bool userns, int abi, const 
     }
     json_t *lim = json_object();
     json_object_set_new(lim, "via", json_string(cg->kind ? cg->kind : "rlimits"));
-    json_object_set_new(lim, "processes", json_integer((json_int_t)(cg->kind ? s->pids_max : s->limits.nproc)));
-    json_object_set_new(lim, "memory_bytes", json_integer((json_int_t)(cg->kind ? s->memory_max : s->limits.memory)));
+    json_object_set_new(lim, "processes",
+                        json_integer((json_int_t)(cg->kind ? s->pids_max : s->limits.nproc)));
+    json_object_set_new(lim, "memory_bytes",
+                        json_integer((json_int_t)(cg->kind ? s->memory_max : s->limits.memory)));
     /* rlimits bound each process alone: four processes under the limit, or
      * a shared mapping, hold more than it together */
     json_object_set_new(lim, "memory_scope", json_string(cg->kind ? "per transaction" : "per process"));
-    json_object_set_new(lim, "cpu_seconds", s->limits.cpu_s ? json_integer((json_int_t)s->limits.cpu_s) : json_null());
+    json_object_set_new(lim, "cpu_seconds",
+                        s->limits.cpu_s ? json_integer((json_int_t)s->limits.cpu_s) : json_null());
     json_object_set_new(lim, "write_bytes", json_integer((json_int_t)s->max_write));
     json_object_set_new(lim, "timeout_seconds", s->timeout_s > 0 ? json_real(s->timeout_s) : json_null());
-    const char *view = s->view == SB_VIEW_OVERLAY ? "overlay" : s->view == SB_VIEW_DIRECT ? "direct" : "read-only";
+    const char *view = s->view == SB_VIEW_OVERLAY  ? "overlay"
+                       : s->view == SB_VIEW_DIRECT ? "direct"
+                                                   : "read-only";
     json_t *o = json_object();
     json_object_set_new(o, "namespaces", ns);
-    json_object_set_new(o, "user_namespace", json_string(userns ? "unprivileged, caller's uid mapped" : "nested, identity-mapped (mounts locked)"));
+    json_object_set_new(o, "user_namespace",
+                        json_string(userns ? "unprivileged, caller's uid mapped"
+                                           : "nested, identity-mapped (mounts locked)"));
     json_object_set_new(o, "workspace", json_string(view));
     json_object_set_new(o, "readonly_root", json_true());
     json_object_set_new(o, "private_tmp", json_true());
     json_object_set_new(o, "private_var_tmp", json_boolean(has_var_tmp()));
     json_object_set_new(o, "minimal_dev", json_true());
     json_object_set_new(o, "proc", json_string("private, read-only"));
-    json_object_set_new(o, "network", json_string(s->net     ? "host"
-                                                  : s->proxy ? "proxy"
-                                                             : "loopback only"));
+    json_object_set_new(o, "network", json_string(s->net ? "host" : s->proxy ? "proxy" : "loopback only"));
     json_t *state = json_array();
     json_array_append_new(state, json_sprintf("%s/.txbox", s->ws_path));
     for (size_t i = 0; s->state_hide && s->state_hide[i]; i++) {
@@ -1408,8 +1426,7 @@ static void sb_early_cancelp(struct sb_early **e) { sb_early_cancel(*e); }
 
 /* Serve the proxy's socket (proxy_listen) once init says the command is
  * about to start: what the command sends before waits in the backlog. */
-static int start_proxy(const struct sb_spec *s, struct launcher *L, struct netproxy **np,
-                       txbox_error *err)
+static int start_proxy(const struct sb_spec *s, struct launcher *L, struct netproxy **np, txbox_error *err)
 {
     if (!s->proxy || *np)
         return 0;
@@ -1429,21 +1446,20 @@ static void close_ours(int *fds, int *n)
 
 /* The command's stdio as sb_run made it (setup_stdio). */
 struct sb_io {
-    int relay_in;        /* the caller's stdin goes in here (-1: no relay) */
-    bool relay_out[3];   /* [1], [2]: stdout, stderr relayed through a pipe of ours */
-    bool own_in;         /* spec.in_fd is a pipe made here */
-    int ptm, pts;        /* the command's terminal (pty_open), -1: none */
-    int tty_out;         /* the caller's stream the terminal is copied to */
+    int relay_in;      /* the caller's stdin goes in here (-1: no relay) */
+    bool relay_out[3]; /* [1], [2]: stdout, stderr relayed through a pipe of ours */
+    bool own_in;       /* spec.in_fd is a pipe made here */
+    int ptm, pts;      /* the command's terminal (pty_open), -1: none */
+    int tty_out;       /* the caller's stream the terminal is copied to */
     struct termios tty_saved;
-    bool tty_raw;        /* the caller's terminal is in raw mode (tty_saved: as it was) */
+    bool tty_raw; /* the caller's terminal is in raw mode (tty_saved: as it was) */
 };
 
 /* The command's stdio, made before the clone: a pipe of txbox's own for
  * each stream that needs a relay, or a terminal of its own (spec's
  * in_fd, out_fd, err_fd, *out_pipe and *err_pipe are filled in; io says
  * what was made, for the relays and for close_stdio). */
-static int setup_stdio(struct sb_spec *spec, int *out_pipe, int *err_pipe, struct sb_io *io,
-                       txbox_error *err)
+static int setup_stdio(struct sb_spec *spec, int *out_pipe, int *err_pipe, struct sb_io *io, txbox_error *err)
 {
     /* stdio that is not a pipe or socket goes through pipes of txbox's own
      * (needs_relay). A terminal is read only by a foreground txbox: in the
@@ -1782,12 +1798,16 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
      * unless the caller accepts less (and the result says what held). */
     int abi = confine_landlock_abi();
     if (abi < 1 && !s->allow_degraded)
-        return tx_err(err, ENOSYS, "Landlock is not available in this kernel; refusing to run with less isolation (--allow-degraded accepts it)");
+        return tx_err(
+            err, ENOSYS,
+            "Landlock is not available in this kernel; refusing to run with less isolation (--allow-degraded accepts it)");
     struct cgroup cg;
     /* root, also without CAP_SYS_ADMIN: RLIMIT_NPROC never binds the host's uid 0 */
-    if (cg_create(&cg, s->name ? s->name : "tx", s->pids_max, s->memory_max) < 0 &&
-        geteuid() == 0 && !s->allow_degraded)
-        return tx_err(err, ENOTSUP, "no usable cgroup for the process and memory limits; refusing to run as root without them (--allow-degraded accepts rlimits)");
+    if (cg_create(&cg, s->name ? s->name : "tx", s->pids_max, s->memory_max) < 0 && geteuid() == 0 &&
+        !s->allow_degraded)
+        return tx_err(
+            err, ENOTSUP,
+            "no usable cgroup for the process and memory limits; refusing to run as root without them (--allow-degraded accepts rlimits)");
     struct sb_spec spec = *s;
     fill_sock_dirs(&spec);
     if (!cg.kind) {
@@ -1863,9 +1883,20 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         s->started(s->started_arg);
 
     char buf[PUMP_BUF];
-    struct pump p = {.s = s, .st = st, .io = &io, .E = E, .fn = fn, .ctx = ctx, .pidfd = pidfd,
-                     .fds = {rep[0], out_pipe, err_pipe}, .ours = ours, .n_ours = &n_ours,
-                     .free0 = free0, .buf = buf, .rc = rc, .err = err};
+    struct pump p = {.s = s,
+                     .st = st,
+                     .io = &io,
+                     .E = E,
+                     .fn = fn,
+                     .ctx = ctx,
+                     .pidfd = pidfd,
+                     .fds = {rep[0], out_pipe, err_pipe},
+                     .ours = ours,
+                     .n_ours = &n_ours,
+                     .free0 = free0,
+                     .buf = buf,
+                     .rc = rc,
+                     .err = err};
     if (s->timeout_s > 0)
         p.deadline = now_ns() + (uint64_t)(s->timeout_s * 1e9);
     p.inbuf = io.relay_in >= 0 ? malloc(65536) : NULL;

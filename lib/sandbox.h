@@ -19,37 +19,37 @@ enum sb_view {
 };
 
 struct sb_spec {
-    const char *ws_path;   /* absolute real path of the workspace */
-    int ws_fd;             /* the workspace directory */
+    const char *ws_path; /* absolute real path of the workspace */
+    int ws_fd;           /* the workspace directory */
     enum sb_view view;
-    int upper_fd, work_fd; /* SB_VIEW_OVERLAY: upper and work directories;
+    int upper_fd, work_fd;            /* SB_VIEW_OVERLAY: upper and work directories;
                               SB_VIEW_DIRECT: upper_fd is the copy */
     const char *upper_rel, *work_rel; /* the same, relative to the workspace */
-    int lower_fd;          /* SB_VIEW_OVERLAY, multi-command transactions: a
+    int lower_fd;                     /* SB_VIEW_OVERLAY, multi-command transactions: a
                               read-only layer between the upper and the
                               workspace (the transaction so far); -1: none */
-    const char *lower_rel; /* the same, relative to the workspace, or NULL */
-    int lower_work_fd;     /* the work directory that layer's overlay needs */
+    const char *lower_rel;            /* the same, relative to the workspace, or NULL */
+    int lower_work_fd;                /* the work directory that layer's overlay needs */
     const char *lower_work_rel;
-    const char *cwd;       /* absolute path to start in (inside the view) */
-    char *const *argv;     /* program to execute and its arguments */
+    const char *cwd;   /* absolute path to start in (inside the view) */
+    char *const *argv; /* program to execute and its arguments */
     char *const *envp;
-    bool net;              /* share the host network namespace (--net=host) */
+    bool net; /* share the host network namespace (--net=host) */
     /* network through the transaction's proxy (netproxy.h), when not net:
      * the command's namespace has a listener on 127.0.0.1:NP_PORT that txbox
      * serves; NULL: loopback only */
     const struct np_config *proxy;
-    int in_fd, out_fd, err_fd; /* the command's stdio; -1 = inherit */
-    double timeout_s;      /* 0 = none */
-    volatile int *cancel;  /* set non-zero (e.g. by a signal handler) to kill the command */
-    struct confine_limits limits; /* rlimits of the command */
+    int in_fd, out_fd, err_fd;     /* the command's stdio; -1 = inherit */
+    double timeout_s;              /* 0 = none */
+    volatile int *cancel;          /* set non-zero (e.g. by a signal handler) to kill the command */
+    struct confine_limits limits;  /* rlimits of the command */
     uint64_t pids_max, memory_max; /* per-transaction cgroup limits (root) */
-    uint64_t max_write;    /* bytes the command may take on the workspace's filesystem */
-    const char *const *hide; /* absolute paths made unreadable (NULL-terminated) */
+    uint64_t max_write;            /* bytes the command may take on the workspace's filesystem */
+    const char *const *hide;       /* absolute paths made unreadable (NULL-terminated) */
     const char *const *state_hide; /* txbox state directories besides the workspace's
                                       own: nested, or through other mounts (state.c) */
-    bool allow_degraded;   /* run even where Landlock or a cgroup is missing */
-    const char *name;      /* transaction id, names the cgroup */
+    bool allow_degraded;           /* run even where Landlock or a cgroup is missing */
+    const char *name;              /* transaction id, names the cgroup */
     /* called in this process once the command has been let go, before the
      * wait for it (NULL: none): idle time for the caller's own chores */
     void (*started)(void *arg);
@@ -63,18 +63,18 @@ struct sb_spec {
 };
 
 struct sb_status {
-    bool ran;              /* the command was started */
-    bool exited;           /* wstatus is valid */
+    bool ran;    /* the command was started */
+    bool exited; /* wstatus is valid */
     int wstatus;
     bool timed_out, cancelled;
-    bool overlay_failed;   /* setup failed because overlayfs could not be mounted */
-    bool write_limit;      /* killed: it wrote more than max_write */
-    bool oom;              /* the memory limit was hit */
-    bool pids_limit;       /* a fork was refused at the process limit (cgroup) */
-    uint64_t cmd_ns;       /* time the command itself ran */
+    bool overlay_failed; /* setup failed because overlayfs could not be mounted */
+    bool write_limit;    /* killed: it wrote more than max_write */
+    bool oom;            /* the memory limit was hit */
+    bool pids_limit;     /* a fork was refused at the process limit (cgroup) */
+    uint64_t cmd_ns;     /* time the command itself ran */
     uint64_t t_clone, t_go, t_started, t_exited, t_reaped; /* phase clock (now_ns) */
-    json_t *protections;   /* what was in force (caller owns) */
-    json_t *network;       /* spec->proxy: np_stop's report (caller owns), else NULL */
+    json_t *protections;                                   /* what was in force (caller owns) */
+    json_t *network; /* spec->proxy: np_stop's report (caller owns), else NULL */
 };
 
 /* Output pump: called with data read from the command's captured stdout (1)
@@ -87,8 +87,8 @@ typedef void (*sb_output_fn)(void *ctx, int stream, const char *data, size_t n);
  * the sandbox could not be set up (nothing ran; err says why). When a pipe is
  * given, sb_run closes the matching write end (spec->out_fd/err_fd) in this
  * process once the sandbox holds it. */
-MUST_CHECK int sb_run(const struct sb_spec *spec, int out_pipe, int err_pipe, sb_output_fn fn,
-                      void *ctx, struct sb_status *st, txbox_error *err);
+MUST_CHECK int sb_run(const struct sb_spec *spec, int out_pipe, int err_pipe, sb_output_fn fn, void *ctx,
+                      struct sb_status *st, txbox_error *err);
 
 /* Start a sandbox's init ahead, so that its namespaces are made while the
  * caller prepares the rest: it waits for sb_run (spec->early), which uses

@@ -93,8 +93,7 @@ static int remove_xattr(int dirfd, const char *name, const char *key)
 
 /* Gives the owner the permission bits an upper entry lacks of bits; *st
  * follows the mode (the caller sets the exact one back). */
-static int grant(struct scan *s, int dirfd, const char *name, struct stat *st, mode_t bits,
-                 const char *path)
+static int grant(struct scan *s, int dirfd, const char *name, struct stat *st, mode_t bits, const char *path)
 {
     if ((st->st_mode & bits) == bits)
         return 0;
@@ -107,25 +106,26 @@ static int grant(struct scan *s, int dirfd, const char *name, struct stat *st, m
 
 /* Removes attribute key from an upper entry. Unprivileged, removing a
  * user.* attribute needs write permission: granted when the entry lacks it. */
-static int strip_attr(struct scan *s, int dirfd, const char *name, const char *key,
-                      struct stat *st, const char *path)
+static int strip_attr(struct scan *s, int dirfd, const char *name, const char *key, struct stat *st,
+                      const char *path)
 {
     if (remove_xattr(dirfd, name, key) == 0 || errno == ENODATA)
         return 0;
-    if (errno == EACCES && (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) &&
-        !(st->st_mode & S_IWUSR)) {
+    if (errno == EACCES && (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) && !(st->st_mode & S_IWUSR)) {
         if (grant(s, dirfd, name, st, S_IWUSR, path) < 0)
             return -1;
         if (remove_xattr(dirfd, name, key) == 0 || errno == ENODATA)
             return 0;
     }
     if (!strcmp(key, "security.capability"))
-        return tx_errno(s->err, errno, "the command gave %s file capabilities, which cannot be "
-                        "removed; commit refused", path);
+        return tx_errno(s->err, errno,
+                        "the command gave %s file capabilities, which cannot be "
+                        "removed; commit refused",
+                        path);
     return tx_errno(s->err, errno, "cannot strip %s from %s", key, path);
 }
 
-static const char *const known_ovl[] = {"opaque", "whiteout", "whiteouts", "origin", "impure",
+static const char *const known_ovl[] = {"opaque", "whiteout", "whiteouts", "origin",  "impure",
                                         "nlink",  "upper",    "uuid",      "protattr"};
 
 struct ovl_attrs {
@@ -135,8 +135,8 @@ struct ovl_attrs {
 /* Reads and validates the overlay xattrs of one upper entry. With strip
  * (the entry's stat, which follows any permission granted), removes them
  * and security.capability. */
-static int ovl_attrs(struct scan *s, int dirfd, const char *name, const char *path,
-                     struct stat *strip, struct ovl_attrs *a)
+static int ovl_attrs(struct scan *s, int dirfd, const char *name, const char *path, struct stat *strip,
+                     struct ovl_attrs *a)
 {
     memset(a, 0, sizeof *a);
     char list[XATTR_LIST_MAX_BYTES];
@@ -161,8 +161,7 @@ static int ovl_attrs(struct scan *s, int dirfd, const char *name, const char *pa
                 known = true;
         if (!known)
             return tx_err(s->err, EPROTO,
-                          "unexpected overlay attribute %s on %s in the upper; commit refused", k,
-                          path);
+                          "unexpected overlay attribute %s on %s in the upper; commit refused", k, path);
         a->any = true;
         if (!strcmp(suf, "opaque")) {
             char v[8];
@@ -335,8 +334,7 @@ int dir_xattrs_copy(int a, int b, txbox_error *err)
     for (char *p = list; n > 0 && p < list + n; p += strlen(p) + 1) {
         if (xattr_skipped(p))
             continue;
-        if (fgetxattr(a, p, NULL, 0) < 0 && errno == ENODATA && fremovexattr(b, p) < 0 &&
-            errno != ENODATA)
+        if (fgetxattr(a, p, NULL, 0) < 0 && errno == ENODATA && fremovexattr(b, p) < 0 && errno != ENODATA)
             return tx_errno(err, errno, "cannot remove attribute %s", p);
     }
     n = flistxattr(a, list, sizeof list);
@@ -354,8 +352,8 @@ int dir_xattrs_copy(int a, int b, txbox_error *err)
 
 static bool meta_differs(const struct tx_meta *a, const struct tx_meta *b)
 {
-    return a->mode != b->mode || a->uid != b->uid || a->gid != b->gid ||
-           a->mtime_s != b->mtime_s || a->mtime_ns != b->mtime_ns;
+    return a->mode != b->mode || a->uid != b->uid || a->gid != b->gid || a->mtime_s != b->mtime_s ||
+           a->mtime_ns != b->mtime_ns;
 }
 
 /* Scans the merged directory `path`: ufd in the upper, wfd in the
@@ -367,7 +365,7 @@ static int scan_dir(struct scan *s, int ufd, int wfd, const char *path, mode_t u
     _cleanup_dir_ DIR *d = fdopendir(dup(ufd));
     if (!d)
         return tx_errno(s->err, errno, "cannot read %s in the upper", *path ? path : ".");
-    rewinddir(d); /* the dup shares ufd's offset, which an earlier scan moved */
+    rewinddir(d);       /* the dup shares ufd's offset, which an earlier scan moved */
     bool dirty = false; /* any entry of this directory was replaced here */
     struct dirent *de;
     while ((errno = 0, de = readdir(d))) {
@@ -411,8 +409,10 @@ static int scan_dir(struct scan *s, int ufd, int wfd, const char *path, mode_t u
             continue;
         }
         if ((S_ISCHR(ust.st_mode) || S_ISBLK(ust.st_mode)) && lower && a.origin)
-            return tx_err(s->err, EPERM, "the command changed the device node %s (its mode, owner or "
-                          "times); txbox commits no device node; commit refused", p);
+            return tx_err(s->err, EPERM,
+                          "the command changed the device node %s (its mode, owner or "
+                          "times); txbox commits no device node; commit refused",
+                          p);
         if (S_ISCHR(ust.st_mode) || S_ISBLK(ust.st_mode))
             return tx_err(s->err, EPERM, "the command created a device node %s; commit refused", p);
         struct tx_meta nw;
@@ -461,8 +461,8 @@ static int scan_dir(struct scan *s, int ufd, int wfd, const char *path, mode_t u
     return 0;
 }
 
-int scan_upper(int upperfd, int wsfd, bool userxattr, struct tx_ops *ops,
-               struct fs_syncset *durable, txbox_error *err)
+int scan_upper(int upperfd, int wsfd, bool userxattr, struct tx_ops *ops, struct fs_syncset *durable,
+               txbox_error *err)
 {
     struct scan s = {
         .pfx = userxattr ? "user.overlay." : "trusted.overlay.",
@@ -516,8 +516,7 @@ static void chg_add(struct chg *c, json_t *arr, const char *path, bool dir)
 }
 
 /* Lists every entry of the tree name under dirfd into arr. */
-static void chg_tree(struct chg *c, json_t *arr, int at, const char *name, const char *path,
-                     unsigned depth)
+static void chg_tree(struct chg *c, json_t *arr, int at, const char *name, const char *path, unsigned depth)
 {
     struct stat st;
     if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -552,8 +551,7 @@ json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
         const char *base;
         if (o->kind == OP_META) {
             /* the workspace root's own metadata is reported as "." */
-            if (o->had_old || o->nw.mode != o->old.mode || o->nw.uid != o->old.uid ||
-                o->nw.gid != o->old.gid)
+            if (o->had_old || o->nw.mode != o->old.mode || o->nw.uid != o->old.uid || o->nw.gid != o->old.gid)
                 chg_add(&c, c.modified, *o->path ? o->path : ".", *o->path != 0);
             continue;
         }
@@ -573,8 +571,8 @@ json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
                 chg_tree(&c, c.added, up, base, o->path, 0);
         }
     }
-    json_t *r = json_pack("{s:o,s:o,s:o,s:b}", "added", c.added, "modified", c.modified, "deleted",
-                          c.deleted, "truncated", c.truncated);
+    json_t *r = json_pack("{s:o,s:o,s:o,s:b}", "added", c.added, "modified", c.modified, "deleted", c.deleted,
+                          "truncated", c.truncated);
     /* changed files whose hard links the commit could not keep (links.c) */
     if (ops->n_split) {
         json_t *sp = json_array();

@@ -218,8 +218,7 @@ static int stage_xattrs(int upper, int tundo, const struct tx_journal *t, const 
     idname(un, n);
     _cleanup_close_ int src = n < t->ops.n ? open_dir_at(tundo, un) : -1;
     if (src < 0)
-        return tx_errno(err, n < t->ops.n ? errno : ENOENT, "cannot read the old attributes of %s",
-                        disp);
+        return tx_errno(err, n < t->ops.n ? errno : ENOENT, "cannot read the old attributes of %s", disp);
     _cleanup_close_ int dst = -1;
     if (!*path) {
         dst = fcntl(upper, F_DUPFD_CLOEXEC, 3);
@@ -244,7 +243,7 @@ static int stage_xattrs(int upper, int tundo, const struct tx_journal *t, const 
  * records), stages the directory attributes to give back, and makes that
  * durable. */
 int undo_stage(int txfd, int tundo, const struct tx_journal *t, const struct undo_plan *p,
-                 const struct tx_ops *ops, txbox_error *err)
+               const struct tx_ops *ops, txbox_error *err)
 {
     if (fs_mkdirat(txfd, "upper", 0700) < 0 && errno != EEXIST)
         return tx_errno(err, errno, "cannot create the undo's upper");

@@ -27,9 +27,9 @@
 
 #define NESTED_FILE "nested"
 #define SCANNED_FILE "nested.scanned"
-#define NESTED_MAX 256            /* workspaces recorded in one */
-#define NESTED_BYTES (64u << 10)  /* the record's size */
-#define WALK_MAX_DIRS 200000      /* the one-time walk's budget */
+#define NESTED_MAX 256           /* workspaces recorded in one */
+#define NESTED_BYTES (64u << 10) /* the record's size */
+#define WALK_MAX_DIRS 200000     /* the one-time walk's budget */
 #define WALK_MAX_DEPTH 128
 #define MOUNTINFO_LINE 16384
 
@@ -98,7 +98,8 @@ static void nested_add(int sfd, const char *rel)
     strvec_free(&have);
     if (known)
         return;
-    _cleanup_close_ int fd = openat(sfd, NESTED_FILE, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    _cleanup_close_ int fd =
+        openat(sfd, NESTED_FILE, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     _cleanup_free_ char *line = xasprintf("%s\n", rel);
     if (fd >= 0)
         (void)!write_all(fd, line, strlen(line)); /* one write: appends do not interleave */
@@ -351,7 +352,8 @@ static void strip(int dfd, unsigned depth)
             (void)tree_remove(dirfd(d), n);
             continue;
         }
-        int c = depth < WALK_MAX_DEPTH ? openat(dirfd(d), n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+        int c = depth < WALK_MAX_DEPTH ? openat(dirfd(d), n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                                       : -1;
         if (c >= 0)
             strip(c, depth + 1);
     }

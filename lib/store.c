@@ -74,14 +74,14 @@
 #define DB_NAME "log.db"
 #define PENDING_NAME "log.pending" /* rows waiting for the log: "pending rows" below */
 #define PENDING_MAX (1u << 20)
-#define PENDING_SOFT (256u << 10) /* past it, a commit's row goes to the log itself */
-#define PENDING_OPS_MAX 1000      /* a commit of more operations: its row to the log itself */
+#define PENDING_SOFT (256u << 10)    /* past it, a commit's row goes to the log itself */
+#define PENDING_OPS_MAX 1000         /* a commit of more operations: its row to the log itself */
 #define PENDING_LINE_MAX (64u << 10) /* a commit's larger row: in tx/ID/log.row, pointed at */
 #define ROW_FILE_MAX (256u << 20)    /* what the move reads of one */
 #define RETAINED_NAME "log.retained" /* retention's count, cached (history_autogc) */
-#define TAIL_BYTES 4096        /* stdout/stderr kept in the log, per stream */
-#define ROWS_CAP 10000         /* write-set rows per transaction */
-#define INFO_CAP (4u << 20)    /* info JSON stored per transaction */
+#define TAIL_BYTES 4096              /* stdout/stderr kept in the log, per stream */
+#define ROWS_CAP 10000               /* write-set rows per transaction */
+#define INFO_CAP (4u << 20)          /* info JSON stored per transaction */
 #define DEFAULT_KEEP 100
 #define DEFAULT_MAX_BYTES (1LL << 30)
 
@@ -179,10 +179,7 @@ static int sh_write(sqlite3_file *f, const void *p, int n, sqlite3_int64 o)
         return SQLITE_IOERR_WRITE;
     return REAL(f)->pMethods->xWrite(REAL(f), p, n, o);
 }
-static int sh_truncate(sqlite3_file *f, sqlite3_int64 n)
-{
-    return REAL(f)->pMethods->xTruncate(REAL(f), n);
-}
+static int sh_truncate(sqlite3_file *f, sqlite3_int64 n) { return REAL(f)->pMethods->xTruncate(REAL(f), n); }
 static int sh_sync(sqlite3_file *f, int flags)
 {
     if (fault_sync())
@@ -192,11 +189,11 @@ static int sh_sync(sqlite3_file *f, int flags)
 static int sh_size(sqlite3_file *f, sqlite3_int64 *n) { return REAL(f)->pMethods->xFileSize(REAL(f), n); }
 static int sh_lock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xLock(REAL(f), l); }
 static int sh_unlock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xUnlock(REAL(f), l); }
-static int sh_reserved(sqlite3_file *f, int *r)
+static int sh_reserved(sqlite3_file *f, int *r) { return REAL(f)->pMethods->xCheckReservedLock(REAL(f), r); }
+static int sh_fcntl(sqlite3_file *f, int op, void *a)
 {
-    return REAL(f)->pMethods->xCheckReservedLock(REAL(f), r);
+    return REAL(f)->pMethods->xFileControl(REAL(f), op, a);
 }
-static int sh_fcntl(sqlite3_file *f, int op, void *a) { return REAL(f)->pMethods->xFileControl(REAL(f), op, a); }
 static int sh_sector(sqlite3_file *f) { return REAL(f)->pMethods->xSectorSize(REAL(f)); }
 static int sh_devchar(sqlite3_file *f) { return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f)); }
 static int sh_shmmap(sqlite3_file *f, int pg, int sz, int ext, void volatile **pp)
@@ -355,26 +352,26 @@ static const char *shim_name(void)
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
     /* v1 */
     "CREATE TABLE tx("
-    " id INTEGER PRIMARY KEY,"  /* the transaction id */
-    " outcome TEXT NOT NULL,"   /* committed, rolled_back, blocked, read_only, conflict, timed_out */
-    " gen INTEGER,"             /* the generation a commit made */
+    " id INTEGER PRIMARY KEY,"      /* the transaction id */
+    " outcome TEXT NOT NULL,"       /* committed, rolled_back, blocked, read_only, conflict, timed_out */
+    " gen INTEGER,"                 /* the generation a commit made */
     " started REAL, finished REAL," /* unix time */
     " duration_ms REAL, command_ms REAL, overhead_ms REAL,"
-    " recovered INTEGER NOT NULL DEFAULT 0," /* completed (or rolled back) by recovery */
-    " workspace TEXT, cwd TEXT, command TEXT, argv TEXT," /* argv: JSON array or NULL */
+    " recovered INTEGER NOT NULL DEFAULT 0,"                   /* completed (or rolled back) by recovery */
+    " workspace TEXT, cwd TEXT, command TEXT, argv TEXT,"      /* argv: JSON array or NULL */
     " verdict TEXT, rule TEXT, reason TEXT, protections TEXT," /* protections: JSON */
     " exit_code INTEGER, signal INTEGER, backend TEXT,"
     " n_added INTEGER, n_modified INTEGER, n_deleted INTEGER, changes_truncated INTEGER,"
     " stdout_tail TEXT, stderr_tail TEXT, stdout_dropped INTEGER, stderr_dropped INTEGER,"
-    " undo_of INTEGER, forced INTEGER,"  /* an undo: which transaction, --force */
-    " retained_bytes INTEGER,"           /* pre-images kept in tx/ID/undo/ */
-    " info TEXT);"                       /* the whole record (JSON), output tails only */
+    " undo_of INTEGER, forced INTEGER," /* an undo: which transaction, --force */
+    " retained_bytes INTEGER,"          /* pre-images kept in tx/ID/undo/ */
+    " info TEXT);"                      /* the whole record (JSON), output tails only */
     "CREATE TABLE change("
     " tx INTEGER NOT NULL, seq INTEGER NOT NULL,"
-    " path BLOB NOT NULL,"      /* raw bytes, relative to the workspace */
-    " kind TEXT NOT NULL,"      /* added, modified, deleted */
-    " op INTEGER NOT NULL,"     /* journal operation: its pre-image is tx/ID/undo/OP[/SUB] */
-    " sub BLOB NOT NULL,"       /* path inside that operation's entry ('' = itself) */
+    " path BLOB NOT NULL,"                /* raw bytes, relative to the workspace */
+    " kind TEXT NOT NULL,"                /* added, modified, deleted */
+    " op INTEGER NOT NULL,"               /* journal operation: its pre-image is tx/ID/undo/OP[/SUB] */
+    " sub BLOB NOT NULL,"                 /* path inside that operation's entry ('' = itself) */
     " type_before TEXT, type_after TEXT," /* f d l p s; NULL: absent */
     " size_before INTEGER, size_after INTEGER,"
     " mode_before INTEGER, mode_after INTEGER,"
@@ -385,7 +382,7 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     "CREATE TABLE setting(key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
     "CREATE TABLE gc_run(id INTEGER PRIMARY KEY, at REAL NOT NULL, txs INTEGER NOT NULL,"
     " bytes INTEGER NOT NULL, detail TEXT);"
-    "ALTER TABLE tx ADD COLUMN pruned REAL;"        /* when gc dropped its pre-images */
+    "ALTER TABLE tx ADD COLUMN pruned REAL;" /* when gc dropped its pre-images */
     "ALTER TABLE tx ADD COLUMN pruned_bytes INTEGER;"
     "CREATE INDEX tx_undo_of ON tx(undo_of);",
     /* v3: what retention counts after every commit (history_autogc), read
@@ -409,7 +406,10 @@ static int db_fail(sqlite3 *db, int rc, txbox_error *err, const char *what)
         return tx_err(err, EBUSY, "the audit log is busy (%s); try again", m);
     if (base == SQLITE_FULL)
         return tx_err(err, ENOSPC, "the audit log: %s: %s", what, m);
-    int e = base == SQLITE_IOERR ? EIO : base == SQLITE_CANTOPEN ? ENOENT : base == SQLITE_READONLY ? EROFS : EPROTO;
+    int e = base == SQLITE_IOERR      ? EIO
+            : base == SQLITE_CANTOPEN ? ENOENT
+            : base == SQLITE_READONLY ? EROFS
+                                      : EPROTO;
     return tx_err(err, e, "the audit log: %s: %s", what, m);
 }
 
@@ -444,8 +444,8 @@ static int migrate(sqlite3 *db, txbox_error *err)
     if (user_version(db, &v, err) < 0) /* another process may have done it */
         goto fail;
     if (v > STORE_SCHEMA_VERSION) {
-        tx_err(err, EPROTO, "the audit log has schema version %d, newer than this txbox's (%d)",
-               v, STORE_SCHEMA_VERSION);
+        tx_err(err, EPROTO, "the audit log has schema version %d, newer than this txbox's (%d)", v,
+               STORE_SCHEMA_VERSION);
         goto fail;
     }
     for (; v < STORE_SCHEMA_VERSION; v++) {
@@ -500,8 +500,8 @@ static bool header_says_wal(txbox_ws *ws)
 {
     _cleanup_close_ int fd = openat(ws->sfd, DB_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     unsigned char h[20];
-    return fd >= 0 && pread(fd, h, sizeof h, 0) == (ssize_t)sizeof h &&
-           !memcmp(h, "SQLite format 3", 16) && h[18] == 2 && h[19] == 2;
+    return fd >= 0 && pread(fd, h, sizeof h, 0) == (ssize_t)sizeof h && !memcmp(h, "SQLite format 3", 16) &&
+           h[18] == 2 && h[19] == 2;
 }
 
 static void pending_import(txbox_ws *ws, sqlite3 *db);
@@ -548,14 +548,12 @@ static int store_open_mode(txbox_ws *ws, bool write, bool exclusive, sqlite3 **o
         return tx_err(err, ENOENT, "the audit log is empty: no transaction was recorded yet");
     bool have = fstatat(ws->sfd, DB_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0;
     if (have && !S_ISREG(st.st_mode))
-        return tx_err(err, EBADMSG, "the audit log %s/%s is not a regular file", TXBOX_STATE_DIR,
-                      DB_NAME);
+        return tx_err(err, EBADMSG, "the audit log %s/%s is not a regular file", TXBOX_STATE_DIR, DB_NAME);
     if (have && st.st_size == 0 && empty_log_lost(ws, err) < 0)
         return -1;
     _cleanup_free_ char *path = xasprintf("%s/%s/%s", ws->path, TXBOX_STATE_DIR, DB_NAME);
     sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(path, &db,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW,
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW,
                              shim_name());
     if (rc != SQLITE_OK) {
         db_fail(db, rc, err, "cannot open it");
@@ -615,8 +613,7 @@ static int store_open_mode(txbox_ws *ws, bool write, bool exclusive, sqlite3 **o
      * checkpoints every 64 frames with TRUNCATE: the WAL file is emptied
      * (after the database is fsynced), so a start reads at most ~64 frames. */
     sqlite3_wal_hook(db, ckpt_hook, NULL);
-    if (exec(db, "PRAGMA synchronous=FULL", err) < 0 ||
-        migrate(db, err) < 0)
+    if (exec(db, "PRAGMA synchronous=FULL", err) < 0 || migrate(db, err) < 0)
         goto fail;
     /* A cheap sanity read of the tables a write touches: a damaged file is
      * mostly found here, before a commit point. */
@@ -670,8 +667,7 @@ static int header_check(txbox_ws *ws, txbox_error *err)
     if (fd < 0 || fstat(fd, &st) < 0)
         return tx_errno(err, errno, "the audit log %s/%s", TXBOX_STATE_DIR, DB_NAME);
     if (!S_ISREG(st.st_mode))
-        return tx_err(err, EBADMSG, "the audit log %s/%s is not a regular file", TXBOX_STATE_DIR,
-                      DB_NAME);
+        return tx_err(err, EBADMSG, "the audit log %s/%s is not a regular file", TXBOX_STATE_DIR, DB_NAME);
     if (st.st_size == 0)
         return empty_log_lost(ws, err);
     unsigned char h[100];
@@ -750,8 +746,10 @@ void store_get_retention(sqlite3 *db, long *keep, long long *max_bytes)
 int parse_txid(const char *s, uint64_t *id, txbox_error *err)
 {
     if (!s || !parse_u64(s, id) || *id == 0 || strlen(s) > 19)
-        return tx_err(err, EINVAL, "'%.64s' is not a transaction id (a positive number, as "
-                      "'txbox log' shows)", s ? s : "");
+        return tx_err(err, EINVAL,
+                      "'%.64s' is not a transaction id (a positive number, as "
+                      "'txbox log' shows)",
+                      s ? s : "");
     return 0;
 }
 
@@ -844,7 +842,12 @@ struct rows {
 
 static char type_of(mode_t m)
 {
-    return S_ISREG(m) ? 'f' : S_ISDIR(m) ? 'd' : S_ISLNK(m) ? 'l' : S_ISFIFO(m) ? 'p' : S_ISSOCK(m) ? 's' : '?';
+    return S_ISREG(m)    ? 'f'
+           : S_ISDIR(m)  ? 'd'
+           : S_ISLNK(m)  ? 'l'
+           : S_ISFIFO(m) ? 'p'
+           : S_ISSOCK(m) ? 's'
+                         : '?';
 }
 
 static void describe(int dirfd, const char *name, const struct stat *st, struct side *s)
@@ -866,10 +869,7 @@ static void describe(int dirfd, const char *name, const struct stat *st, struct 
     }
 }
 
-static char *join_sub(const char *a, const char *b)
-{
-    return *a ? xasprintf("%s/%s", a, b) : xstrdup(b);
-}
+static char *join_sub(const char *a, const char *b) { return *a ? xasprintf("%s/%s", a, b) : xstrdup(b); }
 
 /* Every entry of the tree dirfd/name into e (sub paths relative to it). */
 static void walk(int at, const char *name, const char *sub, struct ents *e, unsigned depth)
@@ -1098,10 +1098,7 @@ void store_prep_free(struct store_prep *p)
 
 /* ---- store_log ---- */
 
-static const char *jstr(json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
+static const char *jstr(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
 /* The last TAIL_BYTES of a UTF-8 string, cut at a character boundary. */
 static const char *tail(const char *s, size_t *n)
@@ -1216,8 +1213,7 @@ static const char TX_INSERT[] =
 
 /* gen: the generation a commit made, or 0 to find it now (find_gen) */
 static int bind_tx(sqlite3_stmt *st, txbox_ws *ws, uint64_t id, const char *outcome, json_t *in,
-                   bool committed, const struct rows *rows, bool recovered, double now,
-                   sqlite3_int64 gen)
+                   bool committed, const struct rows *rows, bool recovered, double now, sqlite3_int64 gen)
 {
     sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
     sqlite3_bind_text(st, 2, outcome, -1, SQLITE_STATIC);
@@ -1356,8 +1352,7 @@ static bool retained_read(txbox_ws *ws, struct retained *r)
         return false;
     b[n] = 0;
     unsigned long long g;
-    return sscanf(b, "%llu %lld %lld %lld %lld", &g, &r->count, &r->bytes, &r->keep,
-                  &r->max_bytes) == 5 &&
+    return sscanf(b, "%llu %lld %lld %lld %lld", &g, &r->count, &r->bytes, &r->keep, &r->max_bytes) == 5 &&
            (r->gen = g) > 0 && r->count >= 0 && r->bytes >= 0 && r->keep >= 0 && r->max_bytes >= 0;
 }
 
@@ -1367,13 +1362,14 @@ static bool retained_read(txbox_ws *ws, struct retained *r)
 static void retained_write(txbox_ws *ws, const struct retained *r)
 {
     char b[128];
-    int n = snprintf(b, sizeof b, "%llu %lld %lld %lld %lld", (unsigned long long)r->gen,
-                     r->count, r->bytes, r->keep, r->max_bytes);
+    int n = snprintf(b, sizeof b, "%llu %lld %lld %lld %lld", (unsigned long long)r->gen, r->count, r->bytes,
+                     r->keep, r->max_bytes);
     if (n < 0 || n >= (int)sizeof b - 1)
         return;
     memset(b + n, ' ', sizeof b - 1 - (size_t)n);
     b[sizeof b - 1] = '\n';
-    _cleanup_close_ int fd = openat(ws->sfd, RETAINED_NAME, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    _cleanup_close_ int fd =
+        openat(ws->sfd, RETAINED_NAME, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0 && pwrite(fd, b, sizeof b, 0) != (ssize_t)sizeof b)
         store_retained_forget(ws);
 }
@@ -1391,8 +1387,7 @@ static void retained_add(txbox_ws *ws, sqlite3_int64 gen, uint64_t bytes)
     retained_write(ws, &r);
 }
 
-int store_retained_cached(txbox_ws *ws, long long *count, long long *bytes, long *keep,
-                          long long *max_bytes)
+int store_retained_cached(txbox_ws *ws, long long *count, long long *bytes, long *keep, long long *max_bytes)
 {
     struct retained r;
     uint64_t gen;
@@ -1463,8 +1458,7 @@ static json_t *side_json(const struct side *x)
     if (!x->type)
         return json_null();
     char t[2] = {x->type, 0};
-    return json_pack("[s,I,I,s?]", t, (json_int_t)x->mode, (json_int_t)x->size,
-                     x->hashed ? x->hash : NULL);
+    return json_pack("[s,I,I,s?]", t, (json_int_t)x->mode, (json_int_t)x->size, x->hashed ? x->hash : NULL);
 }
 
 static bool side_from(json_t *j, struct side *x)
@@ -1502,9 +1496,8 @@ static json_t *rows_json(const struct rows *r)
     json_t *a = json_array();
     for (size_t i = 0; i < r->n; i++) {
         const struct row *x = &r->v[i];
-        json_array_append_new(a, json_pack("[o,o,s,I,o,o]", path_json(x->path), path_json(x->sub),
-                                           x->kind, (json_int_t)x->op, side_json(&x->b),
-                                           side_json(&x->a)));
+        json_array_append_new(a, json_pack("[o,o,s,I,o,o]", path_json(x->path), path_json(x->sub), x->kind,
+                                           (json_int_t)x->op, side_json(&x->b), side_json(&x->a)));
     }
     return a;
 }
@@ -1539,8 +1532,8 @@ static bool rows_from(json_t *a, struct rows *r)
  * a line of its own; with sync, the file joins that sync set. */
 static int pending_append(txbox_ws *ws, const char *line, size_t len, struct fs_syncset *sync)
 {
-    _cleanup_close_ int fd = openat(ws->sfd, PENDING_NAME,
-                                    O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    _cleanup_close_ int fd =
+        openat(ws->sfd, PENDING_NAME, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     struct stat st;
     if (fd < 0 || flock(fd, LOCK_EX) < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
         (uint64_t)st.st_size + len + 1 > PENDING_MAX)
@@ -1566,11 +1559,10 @@ static int pending_append(txbox_ws *ws, const char *line, size_t len, struct fs_
  * only points at it: a commit's row never needs the log itself after its
  * commit point, where a damaged log could no longer refuse it. */
 static int pending_add(txbox_ws *ws, uint64_t id, const char *outcome, json_t *in, bool recovered,
-                       const struct rows *rows, int txfd, struct fs_syncset *sync,
-                       sqlite3_int64 *gen)
+                       const struct rows *rows, int txfd, struct fs_syncset *sync, sqlite3_int64 *gen)
 {
-    json_t *rec = json_pack("{s:I,s:s,s:b,s:f,s:O}", "id", (json_int_t)id, "outcome", outcome,
-                            "recovered", recovered, "finished", wall_time(), "info", in);
+    json_t *rec = json_pack("{s:I,s:s,s:b,s:f,s:O}", "id", (json_int_t)id, "outcome", outcome, "recovered",
+                            recovered, "finished", wall_time(), "info", in);
     if (rec && rows) {
         *gen = find_gen(ws, id);
         json_object_set_new(rec, "gen", json_integer(*gen > 0 ? *gen : 0));
@@ -1585,8 +1577,8 @@ static int pending_add(txbox_ws *ws, uint64_t id, const char *outcome, json_t *i
     size_t n = strlen(line);
     line[n++] = '\n'; /* over the terminating NUL: written by length */
     if (rows && n > PENDING_LINE_MAX && txfd >= 0 && sync) {
-        _cleanup_close_ int rf = openat(txfd, "log.row", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                                        0600);
+        _cleanup_close_ int rf =
+            openat(txfd, "log.row", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (rf < 0 || fs_write(rf, line, n) < 0)
             return -1;
         fs_syncset_add(sync, rf);
@@ -1747,9 +1739,8 @@ void store_import_pending(txbox_ws *ws)
     }
 }
 
-static int log_row(txbox_ws *ws, uint64_t id, const char *outcome, const char *info,
-                   const struct tx_ops *ops, int txfd, struct fs_syncset *sync,
-                   struct store_prep *prep, txbox_error *err)
+static int log_row(txbox_ws *ws, uint64_t id, const char *outcome, const char *info, const struct tx_ops *ops,
+                   int txfd, struct fs_syncset *sync, struct store_prep *prep, txbox_error *err)
 {
     bool committed = ops && !strcmp(outcome, "committed");
     /* Owned by a live process (us), or finished by recovery? */
@@ -1758,8 +1749,9 @@ static int log_row(txbox_ws *ws, uint64_t id, const char *outcome, const char *i
     if (!in) {
         in = json_object();
         if (!info)
-            json_object_set_new(in, "reason", json_string("its process died before the commit "
-                                                          "point; discarded by recovery"));
+            json_object_set_new(in, "reason",
+                                json_string("its process died before the commit "
+                                            "point; discarded by recovery"));
     }
     /* A row that needs no fsync, when this process has no connection
      * open: appended to the pending file instead (pending_add). */
@@ -1860,14 +1852,14 @@ out:
     return rc;
 }
 
-int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const char *info,
-              const struct tx_ops *ops, int txfd, txbox_error *err)
+int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const char *info, const struct tx_ops *ops,
+              int txfd, txbox_error *err)
 {
     return log_row(ws, id, outcome, info, ops, txfd, NULL, NULL, err);
 }
 
-int store_log_commit(txbox_ws *ws, uint64_t id, const char *info, const struct tx_ops *ops,
-                     int txfd, struct fs_syncset *sync, struct store_prep *prep, txbox_error *err)
+int store_log_commit(txbox_ws *ws, uint64_t id, const char *info, const struct tx_ops *ops, int txfd,
+                     struct fs_syncset *sync, struct store_prep *prep, txbox_error *err)
 {
     return log_row(ws, id, "committed", info, ops, txfd, sync, prep, err);
 }
@@ -1882,7 +1874,8 @@ static json_t *col_json(sqlite3_stmt *st, int i)
     case SQLITE_FLOAT:
         return json_real(sqlite3_column_double(st, i));
     case SQLITE_TEXT:
-        return json_text((const char *)sqlite3_column_text(st, i), (size_t)sqlite3_column_bytes(st, i), false);
+        return json_text((const char *)sqlite3_column_text(st, i), (size_t)sqlite3_column_bytes(st, i),
+                         false);
     case SQLITE_BLOB:
         return json_text(sqlite3_column_blob(st, i), (size_t)sqlite3_column_bytes(st, i), true);
     default:
@@ -1926,12 +1919,12 @@ static json_t *row_object(sqlite3_stmt *st)
     return o;
 }
 
-#define TX_COLUMNS                                                                                 \
-    "id AS tx, outcome, gen, started, finished, duration_ms, command_ms, overhead_ms, recovered,"  \
-    " workspace, cwd, command, argv AS argv_json, verdict, rule, reason,"                          \
-    " protections AS protections_json, exit_code, signal, backend, n_added, n_modified,"           \
-    " n_deleted, changes_truncated, undo_of, forced,"                                              \
-    " (SELECT min(u.id) FROM tx u WHERE u.undo_of = tx.id AND u.outcome = 'committed')"            \
+#define TX_COLUMNS                                                                                \
+    "id AS tx, outcome, gen, started, finished, duration_ms, command_ms, overhead_ms, recovered," \
+    " workspace, cwd, command, argv AS argv_json, verdict, rule, reason,"                         \
+    " protections AS protections_json, exit_code, signal, backend, n_added, n_modified,"          \
+    " n_deleted, changes_truncated, undo_of, forced,"                                             \
+    " (SELECT min(u.id) FROM tx u WHERE u.undo_of = tx.id AND u.outcome = 'committed')"           \
     " AS undone_by, retained_bytes, pruned, pruned_bytes"
 
 int txbox_log_json(txbox_ws *ws, long limit, char **json, txbox_error *err)
@@ -1946,8 +1939,7 @@ int txbox_log_json(txbox_ws *ws, long limit, char **json, txbox_error *err)
         return -1;
     }
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, "SELECT " TX_COLUMNS " FROM tx ORDER BY id DESC LIMIT ?1",
-                                -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(db, "SELECT " TX_COLUMNS " FROM tx ORDER BY id DESC LIMIT ?1", -1, &st, NULL);
     json_t *a = json_array();
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, limit > 0 ? limit : -1);
@@ -1986,9 +1978,11 @@ int txbox_show_json(txbox_ws *ws, const char *tx, char **json, txbox_error *err)
         return -1;
     sqlite3_stmt *st = NULL;
     json_t *o = NULL;
-    int rc = sqlite3_prepare_v2(db, "SELECT " TX_COLUMNS ", stdout_tail AS stdout, stderr_tail AS"
+    int rc = sqlite3_prepare_v2(db,
+                                "SELECT " TX_COLUMNS ", stdout_tail AS stdout, stderr_tail AS"
                                 " stderr, stdout_dropped, stderr_dropped, info AS info_json"
-                                " FROM tx WHERE id=?1", -1, &st, NULL);
+                                " FROM tx WHERE id=?1",
+                                -1, &st, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
         rc = sqlite3_step(st);
@@ -2007,9 +2001,11 @@ int txbox_show_json(txbox_ws *ws, const char *tx, char **json, txbox_error *err)
         return -1;
     }
     json_t *ch = json_array();
-    rc = sqlite3_prepare_v2(db, "SELECT path, kind, op, sub, type_before, type_after, size_before,"
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT path, kind, op, sub, type_before, type_after, size_before,"
                             " size_after, mode_before, mode_after, hash_before, hash_after"
-                            " FROM change WHERE tx=?1 ORDER BY seq", -1, &st, NULL);
+                            " FROM change WHERE tx=?1 ORDER BY seq",
+                            -1, &st, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW)

@@ -19,8 +19,8 @@
 
 /* Retention's count and size of the commits whose pre-images are kept,
  * answered from the partial index tx_retained (schema v3). */
-#define STORE_RETAINED_SQL                                                       \
-    "SELECT count(*), coalesce(sum(retained_bytes), 0) FROM tx"                 \
+#define STORE_RETAINED_SQL                                      \
+    "SELECT count(*), coalesce(sum(retained_bytes), 0) FROM tx" \
     " WHERE outcome='committed' AND retained_bytes IS NOT NULL AND pruned IS NULL"
 
 /* ---- hooks of the commit protocol ---- */
@@ -48,8 +48,7 @@ char *store_info(const txbox_result *r, const char *ctx);
  * that it never overtakes an earlier commit's pending journal (both would
  * claim one generation). done/failed may be NULL; else tx ids (strings)
  * are appended. Returns -1 if one could not be rolled forward. */
-MUST_CHECK int ws_roll_forward_locked(txbox_ws *ws, json_t *done, json_t *failed,
-                                      txbox_error *err);
+MUST_CHECK int ws_roll_forward_locked(txbox_ws *ws, json_t *done, json_t *failed, txbox_error *err);
 
 /* Recovery of an undo transaction that died before its commit point: puts
  * the pre-images it had moved into its upper back where they came from
@@ -73,8 +72,7 @@ void store_close(sqlite3 *db);
 MUST_CHECK int store_shared(txbox_ws *ws, sqlite3 **db, txbox_error *err);
 /* Parses the id tx and opens the log to read it ("not in the audit log"
  * when there is none). */
-MUST_CHECK int store_open_for(txbox_ws *ws, const char *tx, uint64_t *id, sqlite3 **db,
-                              txbox_error *err);
+MUST_CHECK int store_open_for(txbox_ws *ws, const char *tx, uint64_t *id, sqlite3 **db, txbox_error *err);
 /* SHA-256 of a regular file (hex) and its size. */
 MUST_CHECK int hash_file_at(int dirfd, const char *name, char hex[65], uint64_t *size);
 void hash_bytes_hex(const void *p, size_t n, char hex[65]);
@@ -83,8 +81,7 @@ MUST_CHECK int parse_txid(const char *s, uint64_t *id, txbox_error *err);
 /* Retention's count cached in .txbox/log.retained (store.c): 0 with the
  * retained commits' count and bytes and the bounds, when the cache is of
  * the workspace's generation; -1 when there is none. */
-int store_retained_cached(txbox_ws *ws, long long *count, long long *bytes, long *keep,
-                          long long *max_bytes);
+int store_retained_cached(txbox_ws *ws, long long *count, long long *bytes, long *keep, long long *max_bytes);
 /* Writes the cache from the log db (its pending rows moved in), under the
  * workspace lock; store_retained_forget removes it (gc). */
 void store_retained_refresh(txbox_ws *ws, sqlite3 *db);

@@ -131,8 +131,7 @@ struct cp {
     txbox_error *err;
 };
 
-static int copy_rec(struct cp *c, int sdir, const char *src, int ddir, const char *dst,
-                    unsigned depth)
+static int copy_rec(struct cp *c, int sdir, const char *src, int ddir, const char *dst, unsigned depth)
 {
     struct stat st;
     if (fstatat(sdir, src, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -173,7 +172,8 @@ static int copy_rec(struct cp *c, int sdir, const char *src, int ddir, const cha
         _cleanup_close_ int in = openat(sdir, src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
         if (in < 0)
             return tx_errno(c->err, errno, "cannot open %s", src);
-        _cleanup_close_ int out = openat(ddir, dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        _cleanup_close_ int out =
+            openat(ddir, dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (out < 0)
             return tx_errno(c->err, errno, "cannot create %s", dst);
         if (copy_data(in, out) < 0)
@@ -210,8 +210,7 @@ static int copy_rec(struct cp *c, int sdir, const char *src, int ddir, const cha
     return 0;
 }
 
-int tree_copy(int sdir, const char *src, int ddir, const char *dst, const char *skip,
-              txbox_error *err)
+int tree_copy(int sdir, const char *src, int ddir, const char *dst, const char *skip, txbox_error *err)
 {
     struct cp c = {skip, err};
     return copy_rec(&c, sdir, src, ddir, dst, 0);

@@ -14,16 +14,16 @@
 
 /* ---- workspace (ws.c) ---- */
 struct txbox_ws {
-    char *path;      /* real absolute path */
-    int fd;          /* the workspace directory (O_RDONLY|O_DIRECTORY) */
-    int sfd;         /* .txbox/ */
-    int txd;         /* .txbox/tx/ */
-    int actd;        /* .txbox/active/ */
-    int jnld;        /* .txbox/journal/ */
-    int cmtd;        /* .txbox/commits/ */
+    char *path; /* real absolute path */
+    int fd;     /* the workspace directory (O_RDONLY|O_DIRECTORY) */
+    int sfd;    /* .txbox/ */
+    int txd;    /* .txbox/tx/ */
+    int actd;   /* .txbox/active/ */
+    int jnld;   /* .txbox/journal/ */
+    int cmtd;   /* .txbox/commits/ */
     dev_t dev;
     bool root;
-    struct sqlite3 *db; /* the audit log, kept open for this handle (store_shared) */
+    struct sqlite3 *db;                   /* the audit log, kept open for this handle (store_shared) */
     void (*db_close)(struct sqlite3 *db); /* set with db by the store: closes it */
 };
 
@@ -119,13 +119,13 @@ struct tx_meta {
 
 struct tx_op {
     uint8_t kind;
-    uint8_t had_old;  /* REPLACE: the workspace had an entry at path; META: the
+    uint8_t had_old;        /* REPLACE: the workspace had an entry at path; META: the
                          directory's extended attributes changed */
-    uint8_t new_dir;  /* REPLACE: the new entry is a directory (whole subtree) */
-    uint8_t old_dir;  /* the old entry was a directory */
-    uint8_t linked;   /* REPLACE, from the scan (not journaled): the old entry is a
+    uint8_t new_dir;        /* REPLACE: the new entry is a directory (whole subtree) */
+    uint8_t old_dir;        /* the old entry was a directory */
+    uint8_t linked;         /* REPLACE, from the scan (not journaled): the old entry is a
                          regular file with other hard links (links.c) */
-    char *path;       /* relative to the workspace root; "" = the root */
+    char *path;             /* relative to the workspace root; "" = the root */
     struct tx_meta nw, old; /* META: new and old metadata of the directory.
                                REPLACE: the new entry and the old one (if
                                any) as committed; DELETE: the old entry.
@@ -187,13 +187,13 @@ void tx_free_strv(char **v);
  * (conflict.c: the loop of the conflict checks) */
 struct tx_journal;
 typedef int (*tx_later_fn)(void *ctx, const char *idn, const struct tx_journal *j);
-MUST_CHECK int tx_each_later(txbox_ws *ws, uint64_t base_gen, uint64_t gen, tx_later_fn each,
-                             void *ctx, txbox_error *err);
+MUST_CHECK int tx_each_later(txbox_ws *ws, uint64_t base_gen, uint64_t gen, tx_later_fn each, void *ctx,
+                             txbox_error *err);
 /* Did a transaction committed after base_gen (up to gen) write a path of
  * ops? 1: yes, *path (caller frees) names it; 0: no; <0: error.
  * (conflict.c) */
-MUST_CHECK int tx_check_conflict(txbox_ws *ws, uint64_t base_gen, uint64_t gen,
-                                 const struct tx_ops *ops, char **path, txbox_error *err);
+MUST_CHECK int tx_check_conflict(txbox_ws *ws, uint64_t base_gen, uint64_t gen, const struct tx_ops *ops,
+                                 char **path, txbox_error *err);
 
 /* Do two directories' extended attributes differ (overlay's own and
  * security.* ignored)? */
@@ -205,23 +205,21 @@ MUST_CHECK int dir_xattrs_copy(int a, int b, txbox_error *err);
 struct tx_journal {
     uint64_t id, gen, base_gen;
     struct tx_ops ops;
-    char *info;      /* JSON object: what the audit log records of this
+    char *info; /* JSON object: what the audit log records of this
                         transaction (command, cwd, verdict, exit status,
                         output tail, changes...); NUL-terminated, may be NULL */
 };
 
 /* The commit protocol, from a scanned upper to the applied workspace. The
  * caller holds the workspace lock. */
-MUST_CHECK int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen,
-                              struct tx_ops *ops, const char *info, struct fs_syncset *pre,
-                              uint64_t *gen_out, txbox_error *err);
+MUST_CHECK int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struct tx_ops *ops,
+                              const char *info, struct fs_syncset *pre, uint64_t *gen_out, txbox_error *err);
 /* Renames old (under ofd) to new (under nfd), never replacing, for the
  * commit protocol. Unprivileged, moving a directory to another parent needs
  * write permission on the directory itself: one that lacks it is given it
  * for the rename, then has the mode m records (a REPLACE's or DELETE's
  * nw/old; NULL or not recorded: the mode it had). */
-MUST_CHECK int tx_move(int ofd, const char *old, int nfd, const char *new,
-                       const struct tx_meta *m);
+MUST_CHECK int tx_move(int ofd, const char *old, int nfd, const char *new, const struct tx_meta *m);
 /* If m records a directory and name under dfd is one, gives it m's mode
  * (what tx_move does last, again after a crash). */
 MUST_CHECK int tx_fix_mode(int dfd, const char *name, const struct tx_meta *m);
@@ -289,9 +287,8 @@ MUST_CHECK int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const c
 /* The committed row of finalize: written without an fsync of its own, the
  * log's WAL file added to sync instead, which finalize makes durable (with
  * the workspace's changes) before it closes the journal. */
-MUST_CHECK int store_log_commit(txbox_ws *ws, uint64_t id, const char *info,
-                                const struct tx_ops *ops, int txfd, struct fs_syncset *sync,
-                                struct store_prep *prep, txbox_error *err);
+MUST_CHECK int store_log_commit(txbox_ws *ws, uint64_t id, const char *info, const struct tx_ops *ops,
+                                int txfd, struct fs_syncset *sync, struct store_prep *prep, txbox_error *err);
 /* The commit's write set (its rows, each file's size and SHA-256 before
  * and after) computed in a thread before the apply: the old entries from
  * the workspace, the new ones from tx/ID/upper, while the journal and the

@@ -56,8 +56,8 @@ static void clash_add(json_t *list, const char *path, uint64_t tx, const char *w
     char t[32];
     idname(t, tx);
     json_array_append_new(list, json_pack("{s:o,s:s?,s:s?}", "path",
-                                          json_text(*path ? path : ".", *path ? strlen(path) : 1, true),
-                                          "tx", tx ? t : NULL, "why", why));
+                                          json_text(*path ? path : ".", *path ? strlen(path) : 1, true), "tx",
+                                          tx ? t : NULL, "why", why));
 }
 
 static bool changes_owner_or_mode(const struct tx_op *o)
@@ -72,7 +72,8 @@ static bool op_clash(const struct tx_op *t, const struct tx_op *x)
     if (t->kind == OP_META && x->kind == OP_META)
         return !strcmp(t->path, x->path) &&
                ((changes_owner_or_mode(t) && changes_owner_or_mode(x)) || (t->had_old && x->had_old));
-    struct tx_ops a = {.v = (struct tx_op *)t, .n = 1, .cap = 1}, b = {.v = (struct tx_op *)x, .n = 1, .cap = 1};
+    struct tx_ops a = {.v = (struct tx_op *)t, .n = 1, .cap = 1},
+                  b = {.v = (struct tx_op *)x, .n = 1, .cap = 1};
     const char *which;
     return ops_overlap(&a, &b, &which);
 }
@@ -95,8 +96,8 @@ static bool later_sets_meta(const struct history *later, const char *path)
  * now (lock held). What cannot apply any more (its directory is gone) is a
  * clash, or with force, skipped. */
 static int build_ops(txbox_ws *ws, int tundo, const struct tx_journal *t, const struct history *later,
-                     bool force, struct tx_ops *ops, struct undo_plan *plan, json_t *clashes,
-                     json_t *skipped, txbox_error *err)
+                     bool force, struct tx_ops *ops, struct undo_plan *plan, json_t *clashes, json_t *skipped,
+                     txbox_error *err)
 {
     for (size_t i = 0; i < t->ops.n; i++) {
         const struct tx_op *o = &t->ops.v[i];
@@ -112,11 +113,10 @@ static int build_ops(txbox_ws *ws, int tundo, const struct tx_journal *t, const 
             char un[32];
             idname(un, i);
             struct stat xs;
-            bool xattrs = o->had_old && fstatat(tundo, un, &xs, AT_SYMLINK_NOFOLLOW) == 0 &&
-                          S_ISDIR(xs.st_mode);
+            bool xattrs =
+                o->had_old && fstatat(tundo, un, &xs, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(xs.st_mode);
             if (o->had_old && !xattrs) {
-                clash_add(force ? skipped : clashes, o->path, 0,
-                          "its old extended attributes were not kept");
+                clash_add(force ? skipped : clashes, o->path, 0, "its old extended attributes were not kept");
                 if (!force)
                     continue;
             }
@@ -221,7 +221,8 @@ static int default_target(txbox_ws *ws, uint64_t gen, uint64_t *id, txbox_error 
     }
     history_free(&h);
     if (rc)
-        return tx_err(err, ENOENT, "nothing to undo: no committed transaction that is not "
+        return tx_err(err, ENOENT,
+                      "nothing to undo: no committed transaction that is not "
                       "undone already");
     return 0;
 }
@@ -245,17 +246,21 @@ static int not_undoable(txbox_ws *ws, const char *tn, txbox_error *err)
         if (!oc)
             return tx_err(err, ENOENT, "no transaction %s in this workspace", tn);
         if (!strcmp(oc, "committed"))
-            return tx_err(err, EINVAL, "transaction %s is too old to undo: its pre-images were "
-                          "pruned (retention, 'txbox gc') and its record archived", tn);
+            return tx_err(err, EINVAL,
+                          "transaction %s is too old to undo: its pre-images were "
+                          "pruned (retention, 'txbox gc') and its record archived",
+                          tn);
         return tx_err(err, EINVAL, "transaction %s was not committed (%s): nothing to undo", tn, oc);
     }
     _cleanup_free_ char *oc = NULL;
     if (read_file_at(tfd, "outcome", 256, &oc, NULL, NULL) == 0) {
         oc[strcspn(oc, "\n")] = 0;
         if (!strncmp(oc, "committed", 9))
-            return tx_err(err, EINVAL, "transaction %s changed nothing in the workspace (or was "
+            return tx_err(err, EINVAL,
+                          "transaction %s changed nothing in the workspace (or was "
                           "committed by the copy backend, which keeps no pre-images): nothing "
-                          "to undo", tn);
+                          "to undo",
+                          tn);
         return tx_err(err, EINVAL, "transaction %s was not committed (%s): nothing to undo", tn, oc);
     }
     return tx_err(err, EINVAL, "transaction %s has no commit record: nothing to undo", tn);
@@ -279,20 +284,18 @@ static char *undo_info(struct undo_ctx *c, const char *outcome, json_t *changes,
     _cleanup_free_ char *cmd = xasprintf("txbox undo %s%s", ts, c->force ? " --force" : "");
     json_t *o = json_pack("{s:s,s:n,s:n,s:s,s:s,s:i,s:n,s:o,s:s,s:b,s:O,s:O,s:s,s:s,s:o,s:s,"
                           "s:f,s:{}}",
-                          "tx", us, "verdict", "rule", "reason", "undo of a committed transaction",
-                          "outcome", outcome, "exit_code", !strcmp(outcome, "committed") ? 0 : 123,
-                          "signal", "changes", changes ? changes : json_object(), "undo_of", ts,
-                          "forced", c->force, "conflicts", c->clashes, "skipped", c->skipped,
-                          "command", cmd, "cwd", ".", "workspace",
-                          json_text(c->ws->path, strlen(c->ws->path), true), "backend", "undo",
-                          "started", started, "protections");
+                          "tx", us, "verdict", "rule", "reason", "undo of a committed transaction", "outcome",
+                          outcome, "exit_code", !strcmp(outcome, "committed") ? 0 : 123, "signal", "changes",
+                          changes ? changes : json_object(), "undo_of", ts, "forced", c->force, "conflicts",
+                          c->clashes, "skipped", c->skipped, "command", cmd, "cwd", ".", "workspace",
+                          json_text(c->ws->path, strlen(c->ws->path), true), "backend", "undo", "started",
+                          started, "protections");
     char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(o);
     return s;
 }
 
-static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **json,
-                       txbox_error *err)
+static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **json, txbox_error *err)
 {
     txbox_ws *ws = c->ws;
     double started = wall_time();
@@ -322,8 +325,10 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
         return tx_err(err, EBADMSG, "transaction %s has no valid commit record", tn);
     c->tundo = open_dir_at(c->tfd, "undo");
     if (c->tundo < 0)
-        return tx_err(err, ENOENT, "the pre-images of transaction %s were pruned by 'txbox gc': "
-                      "it can no longer be undone", tn);
+        return tx_err(err, ENOENT,
+                      "the pre-images of transaction %s were pruned by 'txbox gc': "
+                      "it can no longer be undone",
+                      tn);
     if (history_load(ws, c->t.gen + 1, c->gen, &c->later, err) < 0)
         return tx_err_ctx(err, "cannot check the transactions after %s", tn);
     history_cancel_pairs(&c->later);
@@ -331,9 +336,10 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
         if (c->later.v[i].undo_of == c->tid) {
             char un[32];
             idname(un, c->later.v[i].id);
-            return tx_err(err, EALREADY, "transaction %s was undone already (by transaction %s%s)",
-                          tn, un, c->later.v[i].cancelled ? ", itself undone since: undo that one "
-                          "again instead" : "");
+            return tx_err(err, EALREADY, "transaction %s was undone already (by transaction %s%s)", tn, un,
+                          c->later.v[i].cancelled ? ", itself undone since: undo that one "
+                                                    "again instead"
+                                                  : "");
         }
     /* Conflicts with the later transactions. */
     for (size_t i = 0; i < c->t.ops.n; i++) {
@@ -357,8 +363,7 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
     struct undo_plan plan = {.from = c->tid};
     int rc = 0;
     if (json_array_size(c->clashes) == 0 || c->force)
-        rc = build_ops(ws, c->tundo, &c->t, &c->later, c->force, &ops, &plan, c->clashes,
-                       c->skipped, err);
+        rc = build_ops(ws, c->tundo, &c->t, &c->later, c->force, &ops, &plan, c->clashes, c->skipped, err);
     char us[32];
     idname(us, c->uid);
     if (rc == 0 && json_array_size(c->clashes) && !c->force) {
@@ -427,8 +432,10 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
             /* Leave it to recovery, which retries the same. */
             close(c->activefd);
             c->activefd = -1;
-            tx_err_ctx(err, "and the pre-images could not be put back yet (%s; run 'txbox "
-                       "recover')", ue.msg);
+            tx_err_ctx(err,
+                       "and the pre-images could not be put back yet (%s; run 'txbox "
+                       "recover')",
+                       ue.msg);
         }
     }
     fs_fault_disarm();
@@ -454,8 +461,14 @@ int txbox_undo(txbox_ws *ws, const txbox_undo_opts *opts, char **json, txbox_err
     int lockfd = -1;
     if (ws_lock(ws, &lockfd, err) < 0)
         return -1;
-    struct undo_ctx c = {.ws = ws, .txfd = -1, .activefd = -1, .tfd = -1, .tundo = -1,
-                         .force = !!opts->force, .clashes = json_array(), .skipped = json_array()};
+    struct undo_ctx c = {.ws = ws,
+                         .txfd = -1,
+                         .activefd = -1,
+                         .tfd = -1,
+                         .tundo = -1,
+                         .force = !!opts->force,
+                         .clashes = json_array(),
+                         .skipped = json_array()};
     int rc = ws_roll_forward_locked(ws, NULL, NULL, err);
     if (rc < 0)
         tx_err_ctx(err, "recovery");

@@ -8,7 +8,7 @@
 #include <time.h>
 
 __attribute__((format(printf, 4, 0))) static int vfill(txbox_error *err, int code, bool with_errno,
-                                                     const char *fmt, va_list ap)
+                                                       const char *fmt, va_list ap)
 {
     if (!err)
         return -1;
@@ -280,8 +280,7 @@ void strvec_free(strvec *s)
     memset(s, 0, sizeof *s);
 }
 
-int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *len,
-                 txbox_error *err)
+int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *len, txbox_error *err)
 {
     _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)

@@ -81,7 +81,7 @@ char *xasprintf(const char *fmt, ...) PRINTF(1, 2);
 typedef struct dbuf {
     char *p;
     size_t len, alloc;
-    size_t cap;      /* bytes kept at most; 0 = unlimited */
+    size_t cap;       /* bytes kept at most; 0 = unlimited */
     uint64_t dropped; /* bytes refused because of the cap */
 } dbuf;
 void dbuf_init(dbuf *b, size_t cap);

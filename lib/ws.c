@@ -103,8 +103,7 @@ static bool init_interrupted(int sfd)
     bool only_init = d != NULL;
     while (only_init && (de = readdir(d))) {
         const char *n = de->d_name;
-        if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, ".gitignore") ||
-            !strncmp(n, "format.", 7))
+        if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, ".gitignore") || !strncmp(n, "format.", 7))
             continue;
         only_init = false;
         for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++)
@@ -138,8 +137,7 @@ static int check_format(int sfd, txbox_error *err)
     if (read_format(sfd, &v, err) < 0)
         return -1;
     if (v > TXBOX_STATE_FORMAT)
-        return tx_err(err, EINVAL,
-                      "%s was written by a newer txbox (state format %d, this one reads %d)",
+        return tx_err(err, EINVAL, "%s was written by a newer txbox (state format %d, this one reads %d)",
                       TXBOX_STATE_DIR, v, TXBOX_STATE_FORMAT);
     return 0;
 }
@@ -181,8 +179,7 @@ int ws_open(const char *dir, unsigned flags, txbox_ws **out, txbox_error *err)
     struct stat sst;
     if (fstat(ws->sfd, &sst) < 0 || sst.st_dev != ws->dev) {
         txbox_ws_close(ws);
-        return tx_err(err, EXDEV, "%s/%s must be on the workspace's filesystem", dir,
-                      TXBOX_STATE_DIR);
+        return tx_err(err, EXDEV, "%s/%s must be on the workspace's filesystem", dir, TXBOX_STATE_DIR);
     }
     if (faccessat(ws->sfd, "format", F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
         init_interrupted(ws->sfd) && init_state(ws->fd, err) < 0) {
@@ -291,10 +288,7 @@ static int counter_write(int dirfd, const char *name, uint64_t v)
 /* The id floor (.txbox/floor, a counter like seq but made durable): every id
  * at or below it may have been given out and its directory archived
  * (compact.c), so ids start above it even when the seq hint is lost. */
-uint64_t ws_id_floor(txbox_ws *ws)
-{
-    return counter_read(ws->sfd, "floor");
-}
+uint64_t ws_id_floor(txbox_ws *ws) { return counter_read(ws->sfd, "floor"); }
 
 int ws_set_id_floor(txbox_ws *ws, uint64_t floor, txbox_error *err)
 {
@@ -305,8 +299,7 @@ int ws_set_id_floor(txbox_ws *ws, uint64_t floor, txbox_error *err)
     return 0;
 }
 
-int ws_new_tx(txbox_ws *ws, uint64_t *id, int *txfd, int *activefd, uint64_t *base_gen,
-              txbox_error *err)
+int ws_new_tx(txbox_ws *ws, uint64_t *id, int *txfd, int *activefd, uint64_t *base_gen, txbox_error *err)
 {
     /* The owner lock exists under a temporary name until it is locked, so
      * recovery never sees an unlocked active/ID of a live process. */
@@ -388,10 +381,7 @@ void ws_end_tx(txbox_ws *ws, uint64_t id, int activefd)
         close(activefd);
 }
 
-uint64_t ws_gen_cache(txbox_ws *ws)
-{
-    return counter_read(ws->sfd, "gen");
-}
+uint64_t ws_gen_cache(txbox_ws *ws) { return counter_read(ws->sfd, "gen"); }
 
 static int u64_cmp(const void *a, const void *b)
 {
@@ -464,12 +454,11 @@ static const struct {
     unsigned long magic;
     const char *name;
 } no_overlay_fs[] = {
-    {0x794c7630UL, "overlayfs"}, {0x65735546UL, "FUSE"},      {0x6969UL, "NFS"},
-    {0xff534d42UL, "CIFS"},      {0xfe534d42UL, "SMB2"},      {0x517bUL, "SMB"},
-    {0x4d44UL, "FAT"},           {0x2011bab0UL, "exFAT"},     {0x5346544eUL, "NTFS"},
-    {0x7366746eUL, "NTFS"},      {0x01021997UL, "9p"},        {0xf15fUL, "eCryptfs"},
-    {0x73717368UL, "squashfs"},  {0x9660UL, "ISO 9660"},      {0x15013346UL, "UDF"},
-    {0x6165676cUL, "pstore"},    {0x62656572UL, "sysfs"},     {0x9fa0UL, "procfs"},
+    {0x794c7630UL, "overlayfs"}, {0x65735546UL, "FUSE"}, {0x6969UL, "NFS"},     {0xff534d42UL, "CIFS"},
+    {0xfe534d42UL, "SMB2"},      {0x517bUL, "SMB"},      {0x4d44UL, "FAT"},     {0x2011bab0UL, "exFAT"},
+    {0x5346544eUL, "NTFS"},      {0x7366746eUL, "NTFS"}, {0x01021997UL, "9p"},  {0xf15fUL, "eCryptfs"},
+    {0x73717368UL, "squashfs"},  {0x9660UL, "ISO 9660"}, {0x15013346UL, "UDF"}, {0x6165676cUL, "pstore"},
+    {0x62656572UL, "sysfs"},     {0x9fa0UL, "procfs"},
 };
 
 const char *txbox_fs_without_overlay(const char *dir)

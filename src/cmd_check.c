@@ -53,8 +53,7 @@ static char *utf8_clean(const char *s, size_t n, size_t *outlen)
         }
         if (ok && len == 4) {
             unsigned cp = ((c & 0x07u) << 18) | (((unsigned char)s[i + 1] & 0x3Fu) << 12) |
-                          (((unsigned char)s[i + 2] & 0x3Fu) << 6) |
-                          ((unsigned char)s[i + 3] & 0x3Fu);
+                          (((unsigned char)s[i + 2] & 0x3Fu) << 6) | ((unsigned char)s[i + 3] & 0x3Fu);
             ok = cp >= 0x10000 && cp <= 0x10FFFF;
         }
         if (ok) {
@@ -140,9 +139,12 @@ static void print_human(const txbox_verdict *v)
 static int exit_for(const txbox_verdict *v)
 {
     switch (v->verdict) {
-    case TXBOX_VERDICT_SAFE: return 0;
-    case TXBOX_VERDICT_UNSAFE: return TXBOX_EXIT_BLOCKED;
-    default: return 1;
+    case TXBOX_VERDICT_SAFE:
+        return 0;
+    case TXBOX_VERDICT_UNSAFE:
+        return TXBOX_EXIT_BLOCKED;
+    default:
+        return 1;
     }
 }
 
@@ -190,8 +192,7 @@ static int batch(const txbox_policy *p)
             if (v.verdict == TXBOX_VERDICT_SAFE) {
                 v.verdict = TXBOX_VERDICT_UNCERTAIN;
                 snprintf(v.rule, sizeof v.rule, "too-large");
-                snprintf(v.reason, sizeof v.reason, "command longer than %u bytes",
-                         TXBOX_POLICY_MAX_COMMAND);
+                snprintf(v.reason, sizeof v.reason, "command longer than %u bytes", TXBOX_POLICY_MAX_COMMAND);
             }
         }
         if (print_json(p, buf, len > 4096 && trunc ? 4096 : len, trunc, &v) < 0) {
@@ -207,8 +208,10 @@ static int batch(const txbox_policy *p)
 int cmd_check(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'},      {"batch", no_argument, NULL, 'b'},
-        {"policy", required_argument, NULL, 'p'}, {"help", no_argument, NULL, 'h'},
+        {"json", no_argument, NULL, 'j'},
+        {"batch", no_argument, NULL, 'b'},
+        {"policy", required_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     bool json = false, is_batch = false;
@@ -217,13 +220,27 @@ int cmd_check(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "+jbp:C:c:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'j': json = true; break;
-        case 'b': is_batch = true; break;
-        case 'p': policy = optarg; break;
-        case 'C': dir = optarg; break;
-        case 'c': str = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return TXBOX_EXIT_ERROR;
+        case 'j':
+            json = true;
+            break;
+        case 'b':
+            is_batch = true;
+            break;
+        case 'p':
+            policy = optarg;
+            break;
+        case 'C':
+            dir = optarg;
+            break;
+        case 'c':
+            str = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return TXBOX_EXIT_ERROR;
         }
     }
     int rest = argc - optind;
@@ -264,7 +281,11 @@ int cmd_check(int argc, char **argv)
                     n += strlen(argv[i]);
                 }
             }
-            rc = print_json(p, str ? str : joined ? joined : "", str ? strlen(str) : n, false, &v) < 0
+            rc = print_json(p,
+                            str      ? str
+                            : joined ? joined
+                                     : "",
+                            str ? strlen(str) : n, false, &v) < 0
                      ? cli_failf("cannot write JSON")
                      : 0;
             free(joined);

@@ -64,8 +64,7 @@ int cmd_gc(int argc, char **argv)
         }
         case O_MAX:
             if (!parse_bytes(optarg, &go.max_bytes))
-                return cli_failf("gc: --max-bytes wants a size (bytes, or with K/M/G/T), not '%s'",
-                                 optarg);
+                return cli_failf("gc: --max-bytes wants a size (bytes, or with K/M/G/T), not '%s'", optarg);
             break;
         case O_DRY:
             go.dry_run = 1;

@@ -109,7 +109,8 @@ int cmd_log(int argc, char **argv)
             break;
         case O_SINCE:
             if (!parse_epoch(optarg, &since))
-                return cli_failf("log: --since wants seconds since the epoch (as 'date +%%s' prints), not '%s'", optarg);
+                return cli_failf(
+                    "log: --since wants seconds since the epoch (as 'date +%%s' prints), not '%s'", optarg);
             break;
         case 'h':
         case O_HELP:
@@ -157,7 +158,8 @@ int cmd_log(int argc, char **argv)
     }
     size_t i;
     json_t *o;
-    json_array_foreach(a, i, o) {
+    json_array_foreach(a, i, o)
+    {
         char t[32];
         cli_time(t, json_number_value(json_object_get(o, "started")) > 0
                         ? json_number_value(json_object_get(o, "started"))

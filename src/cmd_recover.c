@@ -57,7 +57,8 @@ int cmd_recover(int argc, char **argv)
                  "Every txbox command does this first; this command also reports it.");
             return 0;
         default:
-            return cli_usage(argc, argv, "recover: unknown option '%s' (see 'txbox recover --help')", argv[optind - 1]);
+            return cli_usage(argc, argv, "recover: unknown option '%s' (see 'txbox recover --help')",
+                             argv[optind - 1]);
         }
     }
     if (optind < argc)
@@ -85,8 +86,9 @@ int cmd_recover(int argc, char **argv)
         if (!f && !b)
             printf("txbox: nothing to recover: no interrupted transaction\n");
         else
-            printf("txbox: recovered: %zu interrupted commit(s) completed, %zu unfinished transaction(s) rolled back\n",
-                   f, b);
+            printf(
+                "txbox: recovered: %zu interrupted commit(s) completed, %zu unfinished transaction(s) rolled back\n",
+                f, b);
         json_decref(o);
     }
     free(report);

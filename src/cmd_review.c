@@ -39,7 +39,8 @@ static void print_paths(json_t *paths)
 {
     size_t i;
     json_t *p;
-    json_array_foreach(paths, i, p) {
+    json_array_foreach(paths, i, p)
+    {
         fputs(i ? ", " : "", stdout);
         cli_print_clean(stdout, json_string_value(p), 200);
     }
@@ -53,7 +54,8 @@ static void print_review(json_t *o)
             printf("no held transactions\n");
         size_t i;
         json_t *h;
-        json_array_foreach(held, i, h) {
+        json_array_foreach(held, i, h)
+        {
             char when[32];
             cli_time(when, json_real_value(json_object_get(h, "held_at")));
             printf("tx %s  held %s  rule %s: ", json_string_value(json_object_get(h, "tx")), when,
@@ -80,7 +82,8 @@ static void print_review(json_t *o)
     for (size_t k = 0; k < 3; k++) {
         size_t i;
         json_t *p;
-        json_array_foreach(json_object_get(c, kinds[k]), i, p) {
+        json_array_foreach(json_object_get(c, kinds[k]), i, p)
+        {
             printf("  %c ", mark[k]);
             cli_print_clean(stdout, json_string_value(p), 0);
             printf("\n");
@@ -131,8 +134,10 @@ int cmd_review(int argc, char **argv)
     if (is_resolve && npos == 2) {
         uint64_t v;
         if (!parse_u64(argv[optind + 1], &v) || v > 1000000)
-            return cli_usage(argc, argv, "resolve: '%.32s' is not an effect number (as 'txbox status' "
-                             "shows)", argv[optind + 1]);
+            return cli_usage(argc, argv,
+                             "resolve: '%.32s' is not an effect number (as 'txbox status' "
+                             "shows)",
+                             argv[optind + 1]);
         which = (long)v;
     }
     txbox_ws *ws = NULL;
@@ -164,12 +169,14 @@ int cmd_review(int argc, char **argv)
     } else {
         const char *oc = json_string_value(json_object_get(o, "outcome")) ?: "?";
         if (!strcmp(oc, "conflict"))
-            fprintf(stderr, "txbox: tx %s conflict: %s was changed by another transaction since it "
-                            "ran; it stays held (reject it, or run the command again)\n",
+            fprintf(stderr,
+                    "txbox: tx %s conflict: %s was changed by another transaction since it "
+                    "ran; it stays held (reject it, or run the command again)\n",
                     id, json_string_value(json_object_get(o, "conflict_path")) ?: "a path");
         else
             fprintf(stderr, "txbox: tx %s %s\n", json_string_value(json_object_get(o, "tx")),
-                    !strcmp(oc, "committed") ? "approved and committed" : "rejected: nothing of it was applied");
+                    !strcmp(oc, "committed") ? "approved and committed"
+                                             : "rejected: nothing of it was applied");
     }
     json_decref(o);
     free(out);

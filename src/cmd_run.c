@@ -22,51 +22,50 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: txbox run [-C DIR] [--json] [--timeout S] [--backend overlay|copy]\n"
-            "                 [--allow-copy-fallback] [--net[=proxy|host]] [--allow-domain D]...\n"
-            "                 [--policy FILE] [--allow-degraded]\n"
-            "                 [--memory SIZE] [--pids N] [--cpu S] [--max-write SIZE]\n"
-            "                 [--keep-env PATTERN]... [--hide PATH]... [--tx ID]\n"
-            "                 [--shell bash|sh|PATH] [--read-only] [--tee-fd FD]\n"
-            "                 (-c 'STRING' | -- PROG ARGS...)\n"
-            "\n"
-            "Runs the command in a sandbox where the workspace is a copy-on-write view;\n"
-            "exit status 0 commits its changes atomically, anything else rolls them back.\n"
-            "-c STRING runs as SHELL -c STRING. --shell: bash (the default where there is\n"
-            "one: /bin/bash, /usr/bin/bash), sh (/bin/sh), or the absolute path of bash,\n"
-            "sh or dash. The policy reads commands as bash; run by sh, a command that sh\n"
-            "reads otherwise ($'..', ((..)), {a,b}, [[, aliases, ...) is never read-only\n"
-            "and gets no network from a rule. --read-only: run without a transaction, the\n"
-            "workspace read-only, whatever the verdict. --tee-fd FD (with --json): also\n"
-            "copy the command's output to descriptor FD as it comes.\n"
-            "Exit status: the command's own; 122 blocked, 123 conflict, 124 timed out,\n"
-            "125 txbox error; 121 held for review (txbox review), e.g. a change to a\n"
-            "policy file in the workspace.\n"
-            "The policy: the built-in one, then --policy FILE (yours), then the\n"
-            "workspace's .txbox-policy.yaml, which can only tighten unless you trust the\n"
-            "workspace (docs/policy.md); what it was refused: 'txbox: warning:' lines.\n"
-            "With --tx ID the command runs inside the open multi-command transaction ID\n"
-            "(txbox begin): it sees the transaction's changes so far; if it succeeds its\n"
-            "own are added to them (outcome staged), else only they are rolled back.\n"
-            "\n"
-            "Network: the command always has its own network namespace (loopback only).\n"
-            "When a policy rule (npm install, pip install, git fetch, ...) or --net grants\n"
-            "network, its one way out is txbox's proxy for the transaction (HTTP_PROXY and\n"
-            "HTTPS_PROXY are set to it): HTTP CONNECT and plain HTTP to the package\n"
-            "registries the built-in rules name, and to each --allow-domain D (a host name,\n"
-            "or *.example.org for its subdomains); anything else gets HTTP 403, and no\n"
-            "name that resolves to a loopback, link-local or private address is reached.\n"
-            "--net=host gives the command the host's network namespace instead (reported\n"
-            "as protections.network \"host\").\n"
-            "\n"
-            "--memory SIZE bounds the whole transaction through a cgroup (as root); as an\n"
-            "unprivileged user it is an rlimit per process: processes together, or a\n"
-            "shared mapping, may hold more (protections.limits.memory_scope says which).\n"
-            "The command's environment passes through an allowlist (the shell's, locale,\n"
-            "proxies, toolchains' variables without credentials); --keep-env PATTERN keeps\n"
-            "more. Other users' homes, the shadow files, credential stores and histories\n"
-            "are hidden; --hide PATH (and a policy's hide: list) hides more.\n");
+    fprintf(f, "usage: txbox run [-C DIR] [--json] [--timeout S] [--backend overlay|copy]\n"
+               "                 [--allow-copy-fallback] [--net[=proxy|host]] [--allow-domain D]...\n"
+               "                 [--policy FILE] [--allow-degraded]\n"
+               "                 [--memory SIZE] [--pids N] [--cpu S] [--max-write SIZE]\n"
+               "                 [--keep-env PATTERN]... [--hide PATH]... [--tx ID]\n"
+               "                 [--shell bash|sh|PATH] [--read-only] [--tee-fd FD]\n"
+               "                 (-c 'STRING' | -- PROG ARGS...)\n"
+               "\n"
+               "Runs the command in a sandbox where the workspace is a copy-on-write view;\n"
+               "exit status 0 commits its changes atomically, anything else rolls them back.\n"
+               "-c STRING runs as SHELL -c STRING. --shell: bash (the default where there is\n"
+               "one: /bin/bash, /usr/bin/bash), sh (/bin/sh), or the absolute path of bash,\n"
+               "sh or dash. The policy reads commands as bash; run by sh, a command that sh\n"
+               "reads otherwise ($'..', ((..)), {a,b}, [[, aliases, ...) is never read-only\n"
+               "and gets no network from a rule. --read-only: run without a transaction, the\n"
+               "workspace read-only, whatever the verdict. --tee-fd FD (with --json): also\n"
+               "copy the command's output to descriptor FD as it comes.\n"
+               "Exit status: the command's own; 122 blocked, 123 conflict, 124 timed out,\n"
+               "125 txbox error; 121 held for review (txbox review), e.g. a change to a\n"
+               "policy file in the workspace.\n"
+               "The policy: the built-in one, then --policy FILE (yours), then the\n"
+               "workspace's .txbox-policy.yaml, which can only tighten unless you trust the\n"
+               "workspace (docs/policy.md); what it was refused: 'txbox: warning:' lines.\n"
+               "With --tx ID the command runs inside the open multi-command transaction ID\n"
+               "(txbox begin): it sees the transaction's changes so far; if it succeeds its\n"
+               "own are added to them (outcome staged), else only they are rolled back.\n"
+               "\n"
+               "Network: the command always has its own network namespace (loopback only).\n"
+               "When a policy rule (npm install, pip install, git fetch, ...) or --net grants\n"
+               "network, its one way out is txbox's proxy for the transaction (HTTP_PROXY and\n"
+               "HTTPS_PROXY are set to it): HTTP CONNECT and plain HTTP to the package\n"
+               "registries the built-in rules name, and to each --allow-domain D (a host name,\n"
+               "or *.example.org for its subdomains); anything else gets HTTP 403, and no\n"
+               "name that resolves to a loopback, link-local or private address is reached.\n"
+               "--net=host gives the command the host's network namespace instead (reported\n"
+               "as protections.network \"host\").\n"
+               "\n"
+               "--memory SIZE bounds the whole transaction through a cgroup (as root); as an\n"
+               "unprivileged user it is an rlimit per process: processes together, or a\n"
+               "shared mapping, may hold more (protections.limits.memory_scope says which).\n"
+               "The command's environment passes through an allowlist (the shell's, locale,\n"
+               "proxies, toolchains' variables without credentials); --keep-env PATTERN keeps\n"
+               "more. Other users' homes, the shadow files, credential stores and histories\n"
+               "are hidden; --hide PATH (and a policy's hide: list) hides more.\n");
 }
 
 /* A positive whole number, with an optional K/M/G/T suffix (powers of 1024)
@@ -101,8 +100,7 @@ static bool parse_seconds(const char *s, double *out)
     size_t digits = strspn(s, "0123456789"), frac = 0;
     if (s[digits] == '.')
         frac = strspn(s + digits + 1, "0123456789");
-    if (s[digits + (s[digits] == '.' ? frac + 1 : 0)] || (!digits && !frac) ||
-        (s[digits] == '.' && !frac))
+    if (s[digits + (s[digits] == '.' ? frac + 1 : 0)] || (!digits && !frac) || (s[digits] == '.' && !frac))
         return false;
     char *end;
     errno = 0;
@@ -124,7 +122,8 @@ static bool needs_overlay(const char *policy_file, const char *dir, const char *
     if (!real || txbox_policy_load(policy_file, real, &p, &e) < 0)
         return true;
     txbox_verdict v;
-    int rc = shell ? txbox_policy_check(p, shell, strlen(shell), &v, &e) : txbox_policy_check_argv(p, prog, &v, &e);
+    int rc = shell ? txbox_policy_check(p, shell, strlen(shell), &v, &e)
+                   : txbox_policy_check_argv(p, prog, &v, &e);
     txbox_policy_free(p);
     return rc < 0 || v.verdict == TXBOX_VERDICT_UNCERTAIN;
 }
@@ -143,9 +142,27 @@ struct run_args {
  * exit status (a usage error; 0 after --help). */
 static int parse_run(int argc, char **argv, struct run_args *a)
 {
-    enum { O_JSON = 256, O_TIMEOUT, O_BACKEND, O_FALLBACK, O_NET, O_POLICY, O_HELP, O_DEGRADED,
-           O_MEMORY, O_PIDS, O_CPU, O_MAXWRITE, O_KEEPENV, O_HIDE, O_TX, O_DOMAIN, O_SHELL, O_READONLY,
-           O_TEEFD };
+    enum {
+        O_JSON = 256,
+        O_TIMEOUT,
+        O_BACKEND,
+        O_FALLBACK,
+        O_NET,
+        O_POLICY,
+        O_HELP,
+        O_DEGRADED,
+        O_MEMORY,
+        O_PIDS,
+        O_CPU,
+        O_MAXWRITE,
+        O_KEEPENV,
+        O_HIDE,
+        O_TX,
+        O_DOMAIN,
+        O_SHELL,
+        O_READONLY,
+        O_TEEFD
+    };
     static const struct option opts[] = {
         {"json", no_argument, NULL, O_JSON},
         {"timeout", required_argument, NULL, O_TIMEOUT},
@@ -184,7 +201,9 @@ static int parse_run(int argc, char **argv, struct run_args *a)
             break;
         case O_TIMEOUT:
             if (!parse_seconds(optarg, &a->ro.timeout_s))
-                return cli_usage(argc, argv, "run: --timeout wants a number of seconds (0 < S <= 604800), not '%s'", optarg);
+                return cli_usage(argc, argv,
+                                 "run: --timeout wants a number of seconds (0 < S <= 604800), not '%s'",
+                                 optarg);
             break;
         case O_BACKEND:
             if (!strcmp(optarg, "overlay"))
@@ -203,7 +222,9 @@ static int parse_run(int argc, char **argv, struct run_args *a)
             else if (!strcmp(optarg, "host"))
                 a->ro.net = TXBOX_NET_HOST;
             else
-                return cli_usage(argc, argv, "run: --net is --net (the proxy), --net=proxy or --net=host, not '--net=%s'", optarg);
+                return cli_usage(argc, argv,
+                                 "run: --net is --net (the proxy), --net=proxy or --net=host, not '--net=%s'",
+                                 optarg);
             break;
         case O_DOMAIN:
             if (a->ndomains >= 64)
@@ -226,7 +247,9 @@ static int parse_run(int argc, char **argv, struct run_args *a)
             uint64_t v;
             if (!parse_size(optarg, c == O_MEMORY || c == O_MAXWRITE, &v))
                 return cli_usage(argc, argv, "run: %s wants a positive %s, not '%s'", argv[optind - 1],
-                                 c == O_MEMORY || c == O_MAXWRITE ? "size (bytes, or with K/M/G)" : "whole number", optarg);
+                                 c == O_MEMORY || c == O_MAXWRITE ? "size (bytes, or with K/M/G)"
+                                                                  : "whole number",
+                                 optarg);
             if (c == O_MEMORY)
                 a->ro.memory_bytes = v;
             else if (c == O_MAXWRITE)
@@ -240,11 +263,13 @@ static int parse_run(int argc, char **argv, struct run_args *a)
         case O_KEEPENV:
         case O_HIDE:
             if ((c == O_KEEPENV ? a->nkeep : a->nhide) >= 64)
-                return cli_usage(argc, argv, "run: at most 64 %s options", c == O_KEEPENV ? "--keep-env" : "--hide");
+                return cli_usage(argc, argv, "run: at most 64 %s options",
+                                 c == O_KEEPENV ? "--keep-env" : "--hide");
             if (c == O_KEEPENV)
                 a->keep[a->nkeep++] = optarg;
             else if (optarg[0] != '/' && strcmp(optarg, "~") && strncmp(optarg, "~/", 2))
-                return cli_usage(argc, argv, "run: --hide wants an absolute path or one under ~/, not '%s'", optarg);
+                return cli_usage(argc, argv, "run: --hide wants an absolute path or one under ~/, not '%s'",
+                                 optarg);
             else
                 a->hide[a->nhide++] = optarg;
             break;
@@ -260,7 +285,8 @@ static int parse_run(int argc, char **argv, struct run_args *a)
         case O_TEEFD: {
             uint64_t v;
             if (!parse_size(optarg, false, &v) || v < 3 || v > 65535 || fcntl((int)v, F_GETFD) < 0)
-                return cli_usage(argc, argv, "run: --tee-fd wants an open descriptor of 3 or more, not '%s'", optarg);
+                return cli_usage(argc, argv, "run: --tee-fd wants an open descriptor of 3 or more, not '%s'",
+                                 optarg);
             a->ro.tee_fd = (int)v;
             break;
         }
@@ -270,8 +296,11 @@ static int parse_run(int argc, char **argv, struct run_args *a)
             return 0;
         default:
             if (optopt)
-                return cli_usage(argc, argv, "run: option -%c is unknown or lacks its value (see 'txbox run --help')", optopt);
-            return cli_usage(argc, argv, "run: unknown option '%s' (see 'txbox run --help')", argv[optind - 1]);
+                return cli_usage(argc, argv,
+                                 "run: option -%c is unknown or lacks its value (see 'txbox run --help')",
+                                 optopt);
+            return cli_usage(argc, argv, "run: unknown option '%s' (see 'txbox run --help')",
+                             argv[optind - 1]);
         }
     }
     a->prog = argv + optind;
@@ -306,8 +335,7 @@ static int run_in_workspace(struct run_args *a, txbox_result **r, txbox_error *e
     /* A filesystem the overlay backend cannot use, for a command that
      * would need it: said before anything is made there (no .txbox left
      * behind), with the option that works. */
-    const char *nofs = a->ro.backend == TXBOX_BACKEND_COPY || a->ro.allow_copy_fallback ||
-                               a->ro.read_only
+    const char *nofs = a->ro.backend == TXBOX_BACKEND_COPY || a->ro.allow_copy_fallback || a->ro.read_only
                            ? NULL
                            : txbox_fs_without_overlay(a->dir);
     if (nofs && (a->tx || needs_overlay(a->policy_file, a->dir, a->shell, a->prog))) {

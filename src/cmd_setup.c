@@ -53,10 +53,9 @@ static const struct agent {
     int mcp_timeout;     /* mcpServers.txbox.timeout (ms); 0: none */
 } agents[] = {
     [A_CLAUDE] = {"claude-code", ".claude", "PreToolUse", "*", HOOK_TIMEOUT_S, false, 0},
-    [A_GEMINI] = {"gemini-cli", ".gemini", "BeforeTool", ".*", HOOK_TIMEOUT_S * 1000,
-                  true, MCP_TIMEOUT_S * 1000},
-    [A_QWEN] = {"qwen-code", ".qwen", "PreToolUse", "*", HOOK_TIMEOUT_S * 1000, false,
-                MCP_TIMEOUT_S * 1000},
+    [A_GEMINI] = {"gemini-cli", ".gemini", "BeforeTool", ".*", HOOK_TIMEOUT_S * 1000, true,
+                  MCP_TIMEOUT_S * 1000},
+    [A_QWEN] = {"qwen-code", ".qwen", "PreToolUse", "*", HOOK_TIMEOUT_S * 1000, false, MCP_TIMEOUT_S * 1000},
     [A_CODEX] = {"codex", ".codex", NULL, NULL, 0, false, 0},
 };
 
@@ -72,45 +71,44 @@ struct setup {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: txbox setup claude-code|gemini-cli|qwen-code|codex [--project DIR | --user]\n"
-            "                   [--dry-run] [--remove] [--policy FILE] [--txbox PATH]\n"
-            "\n"
-            "Writes txbox's hook and MCP server entries into the agent CLI's settings,\n"
-            "merged with what is there (each changed file is first copied to\n"
-            "FILE.txbox-bak); --remove takes them out again. Running it twice changes\n"
-            "nothing.\n"
-            "\n"
-            "Files:\n"
-            "  claude-code  .claude/settings.json (PreToolUse hook, enabledMcpjsonServers)\n"
-            "               and .mcp.json; --user: ~/.claude/settings.json, ~/.claude.json\n"
-            "  gemini-cli   .gemini/settings.json (BeforeTool hook, mcpServers)\n"
-            "  qwen-code    .qwen/settings.json (PreToolUse hook, mcpServers)\n"
-            "  codex        ~/.codex/config.toml (or $CODEX_HOME/config.toml):\n"
-            "               [mcp_servers.txbox] with tool_timeout_sec = 600 and\n"
-            "               default_tools_approval_mode = \"approve\"\n"
-            "\n"
-            "Options:\n"
-            "  --project DIR  that project's settings (default: the current directory;\n"
-            "                 for codex --user is the default, since Codex reads a\n"
-            "                 project's .codex/config.toml only once it is trusted);\n"
-            "                 the MCP server gets -C DIR\n"
-            "  --user         the user's settings; the MCP server works on the directory\n"
-            "                 the agent CLI runs in\n"
-            "  --dry-run      print the change as a unified diff; write nothing\n"
-            "  --remove       take txbox's entries out (a file left empty is removed)\n"
-            "  --policy FILE  hook and server use this policy file\n"
-            "  --txbox PATH   the binary the entries name (default: this one)\n"
-            "\n"
-            "Exit status: 0 done (or nothing to do), 125 error (the file in error is\n"
-            "not written). See docs/agents-setup.md.\n");
+    fprintf(f, "usage: txbox setup claude-code|gemini-cli|qwen-code|codex [--project DIR | --user]\n"
+               "                   [--dry-run] [--remove] [--policy FILE] [--txbox PATH]\n"
+               "\n"
+               "Writes txbox's hook and MCP server entries into the agent CLI's settings,\n"
+               "merged with what is there (each changed file is first copied to\n"
+               "FILE.txbox-bak); --remove takes them out again. Running it twice changes\n"
+               "nothing.\n"
+               "\n"
+               "Files:\n"
+               "  claude-code  .claude/settings.json (PreToolUse hook, enabledMcpjsonServers)\n"
+               "               and .mcp.json; --user: ~/.claude/settings.json, ~/.claude.json\n"
+               "  gemini-cli   .gemini/settings.json (BeforeTool hook, mcpServers)\n"
+               "  qwen-code    .qwen/settings.json (PreToolUse hook, mcpServers)\n"
+               "  codex        ~/.codex/config.toml (or $CODEX_HOME/config.toml):\n"
+               "               [mcp_servers.txbox] with tool_timeout_sec = 600 and\n"
+               "               default_tools_approval_mode = \"approve\"\n"
+               "\n"
+               "Options:\n"
+               "  --project DIR  that project's settings (default: the current directory;\n"
+               "                 for codex --user is the default, since Codex reads a\n"
+               "                 project's .codex/config.toml only once it is trusted);\n"
+               "                 the MCP server gets -C DIR\n"
+               "  --user         the user's settings; the MCP server works on the directory\n"
+               "                 the agent CLI runs in\n"
+               "  --dry-run      print the change as a unified diff; write nothing\n"
+               "  --remove       take txbox's entries out (a file left empty is removed)\n"
+               "  --policy FILE  hook and server use this policy file\n"
+               "  --txbox PATH   the binary the entries name (default: this one)\n"
+               "\n"
+               "Exit status: 0 done (or nothing to do), 125 error (the file in error is\n"
+               "not written). See docs/agents-setup.md.\n");
 }
 
 /* PATH for sh: as it is when it needs no quoting, else quoted. */
 static void sh_word(dbuf *b, const char *s)
 {
-    if (*s && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._+-,:@") ==
-                  strlen(s))
+    if (*s &&
+        strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._+-,:@") == strlen(s))
         dbuf_addstr(b, s);
     else
         cli_sh_quote(b, s);
@@ -120,7 +118,7 @@ static void sh_word(dbuf *b, const char *s)
 
 struct file {
     int dirfd;
-    const char *name;  /* in dirfd */
+    const char *name; /* in dirfd */
     char label[PATH_MAX + 64];
     bool exists;
     mode_t mode;
@@ -221,18 +219,17 @@ static int write_atomic(int dirfd, const char *name, const char *label, const ch
 }
 
 /* Shows or applies the change from f->old to new (NULL: delete the file). */
-static int file_commit(struct setup *s, struct file *f, const char *new, size_t newlen,
-                       txbox_error *err)
+static int file_commit(struct setup *s, struct file *f, const char *new, size_t newlen, txbox_error *err)
 {
-    if (f->exists ? (new && newlen == f->oldlen && !memcmp(new, f->old, newlen)) : !new) {
+    if (f->exists ? (new &&newlen == f->oldlen && !memcmp(new, f->old, newlen)) : !new) {
         printf("txbox setup: %s: %s\n", f->label, s->remove ? "nothing of txbox's in it" : "already set up");
         return 0;
     }
     s->changed++;
     if (s->dry) {
         fflush(stdout);
-        return txbox_diff_text(stdout, f->exists ? f->old : NULL, f->oldlen, new, newlen, f->label,
-                               f->label, err);
+        return txbox_diff_text(stdout, f->exists ? f->old : NULL, f->oldlen, new, newlen, f->label, f->label,
+                               err);
     }
     char bak[NAME_MAX + 1];
     snprintf(bak, sizeof bak, "%.200s.txbox-bak", f->name);
@@ -442,13 +439,12 @@ static int edit_json(struct setup *s, struct file *f, unsigned what, char **out,
             json_t *hooks = member(root, "hooks", JSON_OBJECT, true, &bad);
             json_t *list = hooks ? member(hooks, s->a->event, JSON_ARRAY, true, &bad) : NULL;
             _cleanup_free_ char *cmd = hook_command(s);
-            json_t *h = json_pack("{s:s,s:s,s:i}", "type", "command", "command", cmd, "timeout",
-                                  s->a->hook_timeout);
+            json_t *h =
+                json_pack("{s:s,s:s,s:i}", "type", "command", "command", cmd, "timeout", s->a->hook_timeout);
             if (s->a->hook_named)
                 json_object_set_new(h, "name", json_string("txbox"));
             if (list)
-                json_array_append_new(list,
-                                      json_pack("{s:s,s:[o]}", "matcher", s->a->matcher, "hooks", h));
+                json_array_append_new(list, json_pack("{s:s,s:[o]}", "matcher", s->a->matcher, "hooks", h));
             else
                 json_decref(h);
         }

@@ -32,7 +32,8 @@ static void print_side(json_t *r, const char *when)
     const char *h = s_of(r, k);
     snprintf(k, sizeof k, "mode_%s", when);
     char b[64];
-    int n = snprintf(b, sizeof b, "%s %04llo", t, (unsigned long long)json_integer_value(json_object_get(r, k)));
+    int n =
+        snprintf(b, sizeof b, "%s %04llo", t, (unsigned long long)json_integer_value(json_object_get(r, k)));
     if (json_is_integer(sz))
         n += snprintf(b + n, sizeof b - (size_t)n, " %lldB", (long long)json_integer_value(sz));
     if (h)
@@ -48,8 +49,10 @@ static void print_text(json_t *o)
     json_t *gen = json_object_get(o, "gen");
     if (json_is_integer(gen)) {
         snprintf(num, sizeof num, "%s (generation %lld)%s", oc, (long long)json_integer_value(gen),
-                 json_is_true(json_object_get(o, "recovered")) || json_integer_value(json_object_get(o, "recovered"))
-                     ? ", completed by recovery" : "");
+                 json_is_true(json_object_get(o, "recovered")) ||
+                         json_integer_value(json_object_get(o, "recovered"))
+                     ? ", completed by recovery"
+                     : "");
         field("outcome", num);
     } else {
         field("outcome", oc);
@@ -83,8 +86,8 @@ static void print_text(json_t *o)
     free(p);
     json_t *net = json_object_get(info, "network"); /* the proxy's report (netproxy.c) */
     if (json_is_object(net)) {
-        json_t *sub = json_pack("{s:O*,s:O*}", "contacted", json_object_get(net, "contacted"),
-                                "refused", json_object_get(net, "refused"));
+        json_t *sub = json_pack("{s:O*,s:O*}", "contacted", json_object_get(net, "contacted"), "refused",
+                                json_object_get(net, "refused"));
         char *nj = json_dumps(sub, JSON_COMPACT);
         snprintf(num, sizeof num, "%s", s_of(net, "mode") ? s_of(net, "mode") : "-");
         field("network", num);
@@ -119,9 +122,11 @@ static void print_text(json_t *o)
         const char *comp = s_of(e, "compensate"), *st = s_of(e, "state");
         char what[160];
         snprintf(what, sizeof what, "%s%s, rule %s%s", st ? st : "?",
-                 json_is_true(json_object_get(e, "irreversible")) ? " (irreversible)" : "", s_of(e, "rule") ?: "?",
+                 json_is_true(json_object_get(e, "irreversible")) ? " (irreversible)" : "",
+                 s_of(e, "rule") ?: "?",
                  st && (!strcmp(st, "failed") || !strcmp(st, "interrupted") || !strcmp(st, "not_undone"))
-                     ? " - NEEDS ATTENTION" : "");
+                     ? " - NEEDS ATTENTION"
+                     : "");
         field(k ? "" : "effects", what);
         printf("  %-12s ", "");
         cli_print_clean(stdout, s_of(e, "command") ?: "", 0);
@@ -134,7 +139,8 @@ static void print_text(json_t *o)
            json_integer_value(json_object_get(o, "changes_truncated")) ? ", truncated" : "");
     size_t i;
     json_t *r;
-    json_array_foreach(ws, i, r) {
+    json_array_foreach(ws, i, r)
+    {
         printf("  %-9s ", s_of(r, "kind"));
         print_side(r, "before");
         printf(" -> ");
@@ -149,7 +155,8 @@ static void print_text(json_t *o)
         for (size_t k = 0; k < 3; k++) {
             json_t *v;
             size_t j;
-            json_array_foreach(json_object_get(ch, kinds[k]), j, v) {
+            json_array_foreach(json_object_get(ch, kinds[k]), j, v)
+            {
                 printf("  %-9s (not applied) ", kinds[k]);
                 cli_print_clean(stdout, json_string_value(v), 0);
                 putchar('\n');

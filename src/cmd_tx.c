@@ -34,7 +34,9 @@ static void usage(FILE *f, const char *cmd)
                    "same paths; the changes stay in .txbox/tx/ID/upper), the verify command's\n"
                    "own when it failed (the transaction stays open), 125 txbox error.\n");
     else if (!strcmp(cmd, "abort"))
-        fprintf(f, "usage: txbox abort [-C DIR] [--json] ID\n\nDrops the transaction. First runs the compensations of its external effects,\nnewest first; exit status 120 when one of them needs attention (failed,\ninterrupted, or irreversible). Aborting again finishes an abort cut short.\n");
+        fprintf(
+            f,
+            "usage: txbox abort [-C DIR] [--json] ID\n\nDrops the transaction. First runs the compensations of its external effects,\nnewest first; exit status 120 when one of them needs attention (failed,\ninterrupted, or irreversible). Aborting again finishes an abort cut short.\n");
     else
         fprintf(f, "usage: txbox status [-C DIR] [--json]\n\nLists the open multi-command transactions.\n");
 }
@@ -52,9 +54,12 @@ static int parse(int argc, char **argv, const char *cmd, struct txargs *a)
 {
     enum { O_JSON = 256, O_NAME, O_VERIFY, O_POLICY, O_TIMEOUT, O_HELP };
     static const struct option opts[] = {
-        {"json", no_argument, NULL, O_JSON},     {"name", required_argument, NULL, O_NAME},
-        {"verify", required_argument, NULL, O_VERIFY}, {"policy", required_argument, NULL, O_POLICY},
-        {"timeout", required_argument, NULL, O_TIMEOUT}, {"help", no_argument, NULL, O_HELP},
+        {"json", no_argument, NULL, O_JSON},
+        {"name", required_argument, NULL, O_NAME},
+        {"verify", required_argument, NULL, O_VERIFY},
+        {"policy", required_argument, NULL, O_POLICY},
+        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"help", no_argument, NULL, O_HELP},
         {0},
     };
     memset(a, 0, sizeof *a);
@@ -89,7 +94,9 @@ static int parse(int argc, char **argv, const char *cmd, struct txargs *a)
                 char *end;
                 a->timeout = strtod(optarg, &end);
                 if (end == optarg || *end || !(a->timeout > 0 && a->timeout <= 604800))
-                    return cli_usage(argc, argv, "commit: --timeout wants a number of seconds (0 < S <= 604800), not '%s'", optarg);
+                    return cli_usage(
+                        argc, argv, "commit: --timeout wants a number of seconds (0 < S <= 604800), not '%s'",
+                        optarg);
             }
             break;
         case 'h':
@@ -133,7 +140,8 @@ static void print_effects(const char *tx, json_t *eff)
                 (long long)json_integer_value(json_object_get(e, "n")),
                 json_string_value(json_object_get(e, "rule")) ?: "?", st, bad ? " - NEEDS ATTENTION" : "");
         if (json_is_integer(json_object_get(e, "exit_code")) && bad)
-            fprintf(stderr, " (exit status %lld)", (long long)json_integer_value(json_object_get(e, "exit_code")));
+            fprintf(stderr, " (exit status %lld)",
+                    (long long)json_integer_value(json_object_get(e, "exit_code")));
         fprintf(stderr, ": ");
         cli_print_clean(stderr, comp ? comp : json_string_value(json_object_get(e, "command")) ?: "", 0);
         const char *why = json_string_value(json_object_get(e, "why"));
@@ -169,7 +177,9 @@ static int simple(const struct txargs *a, const char *cmd)
     txbox_ws_close(ws);
     if (rc < 0)
         return fail(a, &err);
-    const char *done = !strcmp(cmd, "savepoint") ? "savepoint" : !strcmp(cmd, "rollback") ? "rolled_back" : "aborted";
+    const char *done = !strcmp(cmd, "savepoint")  ? "savepoint"
+                       : !strcmp(cmd, "rollback") ? "rolled_back"
+                                                  : "aborted";
     json_t *eff = report ? json_loads(report, 0, NULL) : NULL;
     free(report);
     json_int_t attention = json_integer_value(json_object_get(eff, "needs_attention"));
@@ -184,7 +194,8 @@ static int simple(const struct txargs *a, const char *cmd)
     } else if (!strcmp(cmd, "savepoint")) {
         fprintf(stderr, "txbox: tx %s: savepoint %s\n", a->pos[0], sp);
     } else if (!strcmp(cmd, "rollback")) {
-        fprintf(stderr, "txbox: tx %s rolled back to %s%s\n", a->pos[0], sp ? "savepoint " : "its start", sp ? sp : "");
+        fprintf(stderr, "txbox: tx %s rolled back to %s%s\n", a->pos[0], sp ? "savepoint " : "its start",
+                sp ? sp : "");
     } else {
         fprintf(stderr, "txbox: tx %s aborted: nothing of it was applied\n", a->pos[0]);
         print_effects(a->pos[0], eff);
@@ -284,26 +295,31 @@ static int do_status(const struct txargs *a)
         if (!json_array_size(arr))
             printf("no open transactions\n");
         json_t *att = json_object_get(all, "attention"), *e;
-        json_array_foreach(json_object_get(all, "stuck"), i, e) {
+        json_array_foreach(json_object_get(all, "stuck"), i, e)
+        {
             printf("STUCK: tx %s could be neither finished nor rolled back; it holds its paths "
                    "until you fix this and run 'txbox recover': ",
                    json_string_value(json_object_get(e, "tx")));
             cli_print_clean(stdout, json_string_value(json_object_get(e, "error")) ?: "", 0);
             putchar('\n');
         }
-        json_array_foreach(att, i, e) {
-            printf("NEEDS ATTENTION: tx %s effect %lld (%s) %s: ", json_string_value(json_object_get(e, "tx")),
-                   (long long)json_integer_value(json_object_get(e, "n")),
-                   json_string_value(json_object_get(e, "rule")) ?: "?",
-                   json_string_value(json_object_get(e, "state")) ?: "?");
+        json_array_foreach(att, i, e)
+        {
+            printf(
+                "NEEDS ATTENTION: tx %s effect %lld (%s) %s: ", json_string_value(json_object_get(e, "tx")),
+                (long long)json_integer_value(json_object_get(e, "n")),
+                json_string_value(json_object_get(e, "rule")) ?: "?",
+                json_string_value(json_object_get(e, "state")) ?: "?");
             const char *c = json_string_value(json_object_get(e, "compensate"));
             cli_print_clean(stdout, c ? c : json_string_value(json_object_get(e, "command")) ?: "", 0);
             putchar('\n');
         }
-        json_array_foreach(arr, i, t) {
+        json_array_foreach(arr, i, t)
+        {
             char when[32];
             cli_time(when, json_number_value(json_object_get(t, "started")));
-            printf("tx %s  %s  started %s  %lld command(s) staged", json_string_value(json_object_get(t, "tx")),
+            printf("tx %s  %s  started %s  %lld command(s) staged",
+                   json_string_value(json_object_get(t, "tx")),
                    json_string_value(json_object_get(t, "name")) ?: "-", when,
                    (long long)json_integer_value(json_object_get(t, "commands")));
             json_t *sp = json_object_get(t, "savepoints");
@@ -311,7 +327,9 @@ static int do_status(const struct txargs *a)
             json_t *s;
             json_array_foreach(sp, k, s) printf("%s%s", k ? ", " : "  savepoints: ", json_string_value(s));
             printf("%s%s\n", json_is_true(json_object_get(t, "busy")) ? "  (busy)" : "",
-                   json_is_true(json_object_get(t, "aborting")) ? "  (abort cut short: finish it with txbox abort)" : "");
+                   json_is_true(json_object_get(t, "aborting"))
+                       ? "  (abort cut short: finish it with txbox abort)"
+                       : "");
         }
         json_decref(all);
     }

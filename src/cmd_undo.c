@@ -70,27 +70,32 @@ int cmd_undo(int argc, char **argv)
     json_t *cl = json_object_get(o, "conflicts"), *sk = json_object_get(o, "skipped"), *v;
     size_t i;
     if (rc == 1) {
-        fprintf(stderr, "txbox: cannot undo transaction %s: later transactions changed the same "
-                        "paths:", of);
-        json_array_foreach(cl, i, v) {
+        fprintf(stderr,
+                "txbox: cannot undo transaction %s: later transactions changed the same "
+                "paths:",
+                of);
+        json_array_foreach(cl, i, v)
+        {
             fprintf(stderr, "%s ", i ? "," : "");
             cli_print_clean(stderr, json_string_value(json_object_get(v, "path")), 0);
             const char *t = json_string_value(json_object_get(v, "tx"));
             fprintf(stderr, " (%s%s)", t ? "tx " : "", t ? t : json_string_value(json_object_get(v, "why")));
         }
-        fprintf(stderr, "; nothing was changed (use --force to undo anyway; tx %s records the "
-                        "refusal)\n", id);
+        fprintf(stderr,
+                "; nothing was changed (use --force to undo anyway; tx %s records the "
+                "refusal)\n",
+                id);
         json_decref(o);
         return TXBOX_EXIT_CONFLICT;
     }
     json_t *ch = json_object_get(o, "changes");
-    fprintf(stderr, "txbox: tx %s undid transaction %s (%zu added, %zu modified, %zu deleted)",
-            id, of, json_array_size(json_object_get(ch, "added")),
-            json_array_size(json_object_get(ch, "modified")),
+    fprintf(stderr, "txbox: tx %s undid transaction %s (%zu added, %zu modified, %zu deleted)", id, of,
+            json_array_size(json_object_get(ch, "added")), json_array_size(json_object_get(ch, "modified")),
             json_array_size(json_object_get(ch, "deleted")));
     if (json_array_size(sk)) {
         fprintf(stderr, "; forced: skipped");
-        json_array_foreach(sk, i, v) {
+        json_array_foreach(sk, i, v)
+        {
             fputc(' ', stderr);
             cli_print_clean(stderr, json_string_value(json_object_get(v, "path")), 0);
         }

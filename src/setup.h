@@ -14,8 +14,8 @@
  * is not NULL, appends block. *out (NUL-terminated, *outlen bytes) is the
  * caller's to free. Fails (nothing in *out) on text it cannot lex, or when
  * mcp_servers.txbox is defined in another form. */
-MUST_CHECK int setup_toml_edit(const char *in, size_t len, const char *block, char **out,
-                               size_t *outlen, txbox_error *err);
+MUST_CHECK int setup_toml_edit(const char *in, size_t len, const char *block, char **out, size_t *outlen,
+                               txbox_error *err);
 /* s as a TOML basic string, quotes included. */
 void setup_toml_string(dbuf *b, const char *s);
 

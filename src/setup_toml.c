@@ -115,8 +115,7 @@ static int lex_key(struct lexer *l, struct keypath *k, txbox_error *err)
             b = l->pos - 1;
         } else {
             while (!at_end(l) && (strchr("_-", peek(l)) || (peek(l) >= 'a' && peek(l) <= 'z') ||
-                                  (peek(l) >= 'A' && peek(l) <= 'Z') ||
-                                  (peek(l) >= '0' && peek(l) <= '9')))
+                                  (peek(l) >= 'A' && peek(l) <= 'Z') || (peek(l) >= '0' && peek(l) <= '9')))
                 l->pos++;
             b = l->pos;
             if (a == b)

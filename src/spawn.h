@@ -22,7 +22,7 @@ struct self_child {
  * SIGINT and SIGTERM at their defaults, and gets SIGTERM when the caller
  * dies. Every descriptor returned is close-on-exec; the caller closes them
  * and reaps the child. */
-MUST_CHECK int self_spawn(char *const argv[], char *const envp[], int cwd_fd, const char *dir,
-                          int tee_target, struct self_child *c, txbox_error *err);
+MUST_CHECK int self_spawn(char *const argv[], char *const envp[], int cwd_fd, const char *dir, int tee_target,
+                          struct self_child *c, txbox_error *err);
 
 #endif

@@ -128,14 +128,13 @@ int main(int argc, char **argv)
     printf("commands: %zu x %llu rounds = %zu checks\n", n, (unsigned long long)rounds, total);
     printf("throughput: %.0f commands/s on one core\n", per_s);
     printf("latency: mean %.1f us, p50 %.1f us, p99 %.1f us, max %.1f us\n", mean, p50, p99, pmax);
-    printf("baseline (tree-sitter parse only): mean %.1f us; full check / parse = %.2fx\n",
-           parse_mean, mean / parse_mean);
+    printf("baseline (tree-sitter parse only): mean %.1f us; full check / parse = %.2fx\n", parse_mean,
+           mean / parse_mean);
     printf("target 20000 commands/s: %s\n", per_s >= 20000 ? "met" : "NOT met");
     printf("{\"commands\":%zu,\"rounds\":%llu,\"per_second\":%.0f,\"mean_us\":%.2f,\"p50_us\":%.2f,"
            "\"p99_us\":%.2f,\"max_us\":%.2f,\"parse_mean_us\":%.2f,\"ratio_vs_parse\":%.3f,"
            "\"sink\":%u}\n",
-           n, (unsigned long long)rounds, per_s, mean, p50, p99, pmax, parse_mean,
-           mean / parse_mean, sink);
+           n, (unsigned long long)rounds, per_s, mean, p50, p99, pmax, parse_mean, mean / parse_mean, sink);
     free(lat);
     for (size_t i = 0; i < n; i++)
         free(cmds[i]);

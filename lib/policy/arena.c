@@ -83,8 +83,7 @@ char *ar_strndup(arena *a, const char *s, size_t n)
 
 char *ar_strdup(arena *a, const char *s) { return ar_strndup(a, s, strlen(s)); }
 
-void *ar_grow_copy(arena *a, const void *old, size_t n, size_t elem, size_t *alloc,
-                   size_t initial)
+void *ar_grow_copy(arena *a, const void *old, size_t n, size_t elem, size_t *alloc, size_t initial)
 {
     size_t na = *alloc ? *alloc * 2 : initial;
     void *nv = ar_alloc(a, na * elem);

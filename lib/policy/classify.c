@@ -14,16 +14,19 @@
 #include "pdoc.h"
 #include "pol.h"
 
-#define D_NEVER_SAFE                                                                            \
-    (D_PARSE_ERROR | D_DYN_PROGRAM | D_DYN_CODE | D_REMOTE_CODE | D_FORK_BOMB | D_TOO_DEEP |    \
-     D_TOO_LARGE | D_BAD_INPUT)
+#define D_NEVER_SAFE                                                                                       \
+    (D_PARSE_ERROR | D_DYN_PROGRAM | D_DYN_CODE | D_REMOTE_CODE | D_FORK_BOMB | D_TOO_DEEP | D_TOO_LARGE | \
+     D_BAD_INPUT)
 
 const char *txbox_verdict_name(txbox_verdict_kind v)
 {
     switch (v) {
-    case TXBOX_VERDICT_SAFE: return "safe";
-    case TXBOX_VERDICT_UNSAFE: return "unsafe";
-    default: return "uncertain";
+    case TXBOX_VERDICT_SAFE:
+        return "safe";
+    case TXBOX_VERDICT_UNSAFE:
+        return "unsafe";
+    default:
+        return "uncertain";
     }
 }
 
@@ -177,8 +180,7 @@ unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w)
         if (p->workspace) {
             size_t wl = strlen(p->workspace);
             if (!strncmp(norm, p->workspace, wl) && (norm[wl] == '/' || !norm[wl]))
-                return dyn && !(w->flags & W_SYNTH) && strstr(w->s + n, "..") ? PC_DYNAMIC
-                                                                               : PC_INSIDE;
+                return dyn && !(w->flags & W_SYNTH) && strstr(w->s + n, "..") ? PC_DYNAMIC : PC_INSIDE;
         }
         if (!strncmp(norm, "/dev/", 5) && !glob_any(&p->scratch_paths, norm))
             return glob_any(&p->null_paths, norm) ? PC_NULL : PC_DEVICE;
@@ -208,8 +210,8 @@ unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w)
  * the workspace (path_reaches_workspace). */
 static bool system_program(const txbox_policy *p, const pword *w)
 {
-    static const char *const dirs[] = {"/usr/bin", "/bin", "/usr/sbin", "/sbin",
-                                       "/usr/local/bin", "/usr/local/sbin"};
+    static const char *const dirs[] = {"/usr/bin", "/bin",           "/usr/sbin",
+                                       "/sbin",    "/usr/local/bin", "/usr/local/sbin"};
     if (!strchr(w->s, '/'))
         return !p->path_in_workspace || shell_builtin(w->s);
     if (w->s[0] != '/' || (w->flags & (W_DYN | W_GLOB)) || w->len + 2 >= PATH_MAX)
@@ -262,7 +264,7 @@ typedef struct view {
     const progspec *ps;
     size_t ops[64]; /* indices into argv of operands */
     size_t nops;
-    size_t script; /* index of a script operand (sed, awk), or 0 */
+    size_t script;     /* index of a script operand (sed, awk), or 0 */
     size_t subcmd_end; /* argv index after the last global option */
     bool prog_ok;
     const char *prog;
@@ -282,11 +284,9 @@ static void make_view(const txbox_policy *p, const pcmd *c, view *v)
     bool after_dd = false, have_script_opt = false;
     for (size_t i = 1; i < c->argc; i++) {
         const pword *a = &c->argv[i];
-        if (!after_dd && !(a->flags & W_DYN) && v->ps &&
-            strlist_has(&v->ps->script_operand_unless, a->s))
+        if (!after_dd && !(a->flags & W_DYN) && v->ps && strlist_has(&v->ps->script_operand_unless, a->s))
             have_script_opt = true;
-        if (!after_dd && !(a->flags & W_DYN) && v->ps && !strncmp(a->s, "--", 2) &&
-            strchr(a->s, '=')) {
+        if (!after_dd && !(a->flags & W_DYN) && v->ps && !strncmp(a->s, "--", 2) && strchr(a->s, '=')) {
             for (size_t k = 0; k < v->ps->script_operand_unless.n; k++) {
                 const char *o = v->ps->script_operand_unless.v[k];
                 if (!strncmp(a->s, o, strlen(o)) && a->s[strlen(o)] == '=')
@@ -386,19 +386,19 @@ static bool args_match(const pcmd *c, const strlist *l, bool abbrev)
 
 /* vc: the command's operand view, computed on first use and shared by
  * every rule tried on the same command. */
-static bool rule_matches_v(const txbox_policy *p, const rule *r, const pcmd *c, view *vc,
-                           bool *have_view, const uint8_t *prog_ok)
+static bool rule_matches_v(const txbox_policy *p, const rule *r, const pcmd *c, view *vc, bool *have_view,
+                           const uint8_t *prog_ok)
 {
     if (r->decision == DEC_OFF)
         return false;
     if (r->detector && !(c->det & r->detector))
         return false;
-#define VIEW()                                                                                  \
-    do {                                                                                        \
-        if (!*have_view) {                                                                      \
-            make_view(p, c, vc);                                                                \
-            *have_view = true;                                                                  \
-        }                                                                                       \
+#define VIEW()                   \
+    do {                         \
+        if (!*have_view) {       \
+            make_view(p, c, vc); \
+            *have_view = true;   \
+        }                        \
     } while (0)
     if (r->program.n) {
         if (prog_ok) {
@@ -531,8 +531,8 @@ static bool rule_matches_v(const txbox_policy *p, const rule *r, const pcmd *c, 
         if (r->global_args_any.n && !any)
             return false;
     }
-    if (r->operands_any.n || r->operands_none.n || r->operand_class_any ||
-        r->last_operand_class || r->max_operands >= 0 || r->min_operands > 0) {
+    if (r->operands_any.n || r->operands_none.n || r->operand_class_any || r->last_operand_class ||
+        r->max_operands >= 0 || r->min_operands > 0) {
         VIEW();
         size_t nops = vc->nops - first_op;
         if (r->max_operands >= 0 && nops > (size_t)r->max_operands)
@@ -619,8 +619,7 @@ static void add_domains(char *buf, size_t cap, const strlist *l)
     }
 }
 
-int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
-                  const rule **winner_out)
+int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out, const rule **winner_out)
 {
     int worst = -1;
     uint8_t prog_stack[512];
@@ -713,8 +712,8 @@ int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
             strncat(out->reason, ")", sizeof out->reason - strlen(out->reason) - 1);
     } else {
         snprintf(out->rule, sizeof out->rule, "%s", win->id);
-        snprintf(out->reason, sizeof out->reason, "%s%s%s%s%s", win->reason, *what ? ": " : "",
-                 what, via ? " (via " : "", via ? via : "");
+        snprintf(out->reason, sizeof out->reason, "%s%s%s%s%s", win->reason, *what ? ": " : "", what,
+                 via ? " (via " : "", via ? via : "");
         if (via)
             strncat(out->reason, ")", sizeof out->reason - strlen(out->reason) - 1);
         if (worst == DEC_UNSAFE && win->suggestion)
@@ -818,8 +817,7 @@ int txbox_policy_check(const txbox_policy *cp, const char *cmd, size_t len, txbo
     return run_check(cp, cmd, len, NULL, out, err);
 }
 
-int txbox_policy_check_argv(const txbox_policy *cp, char *const *argv, txbox_verdict *out,
-                            txbox_error *err)
+int txbox_policy_check_argv(const txbox_policy *cp, char *const *argv, txbox_verdict *out, txbox_error *err)
 {
     if (!cp || !out || !argv)
         return tx_err(err, EINVAL, "txbox_policy_check_argv: bad arguments");
@@ -838,7 +836,9 @@ void policy_dump(const txbox_policy *cp, const char *cmd, size_t len, FILE *f)
     for (size_t i = 0; i < cmds.n; i++) {
         const pcmd *c = &cmds.v[i];
         fprintf(f, "  [%zu] depth=%d cwd=%s:%s via='%s' det=", i, c->depth,
-                c->cwd_kind == CWD_INSIDE ? "in" : c->cwd_kind == CWD_OUTSIDE ? "out" : "?",
+                c->cwd_kind == CWD_INSIDE    ? "in"
+                : c->cwd_kind == CWD_OUTSIDE ? "out"
+                                             : "?",
                 c->cwd ? c->cwd : "", c->via);
         for (int k = 0; k < D_COUNT; k++)
             if (c->det & (1u << k))
@@ -847,12 +847,12 @@ void policy_dump(const txbox_policy *cp, const char *cmd, size_t len, FILE *f)
         for (size_t j = 0; j < c->argc; j++) {
             const pword *w = &c->argv[j];
             unsigned pc = path_class(p, c, w);
-            fprintf(f, "<%s>%s%s%s{%x}", w->s, w->flags & W_DYN ? "D" : "",
-                    w->flags & W_TILDE ? "~" : "", w->flags & W_FETCH ? "F" : "", pc);
+            fprintf(f, "<%s>%s%s%s{%x}", w->s, w->flags & W_DYN ? "D" : "", w->flags & W_TILDE ? "~" : "",
+                    w->flags & W_FETCH ? "F" : "", pc);
         }
         for (size_t j = 0; j < c->nredir; j++)
-            fprintf(f, " redir(op=%d fd=%d <%s>{%x})", c->redir[j].op, c->redir[j].fd,
-                    c->redir[j].target.s, path_class(p, c, &c->redir[j].target));
+            fprintf(f, " redir(op=%d fd=%d <%s>{%x})", c->redir[j].op, c->redir[j].fd, c->redir[j].target.s,
+                    path_class(p, c, &c->redir[j].target));
         pcmds one = {.v = (pcmd *)c, .n = 1, .alloc = 1};
         txbox_verdict v;
         classify_cmds(p, &one, &v, NULL);

@@ -47,7 +47,8 @@ static const pword *operand(const txbox_policy *p, const pcmd *c, size_t k, cons
         return NULL;
     }
     if (k == 0)
-        return word_static(&c->argv[0]) ? &c->argv[0] : (*why = "the program is only known at run time", NULL);
+        return word_static(&c->argv[0]) ? &c->argv[0]
+                                        : (*why = "the program is only known at run time", NULL);
     const progspec *ps = word_static(&c->argv[0]) ? policy_prog(p, basename_of(c->argv[0].s)) : NULL;
     bool after_dd = false;
     size_t seen = 0;

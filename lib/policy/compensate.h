@@ -20,11 +20,11 @@ enum { COMP_CHECK, COMP_WORDS, COMP_CAPTURE };
 
 struct comp_ctx {
     int stage;
-    size_t ngroups;       /* COMP_CHECK: groups of the capture regex */
-    bool has_capture;     /* COMP_CHECK: the rule has a capture regex */
+    size_t ngroups;        /* COMP_CHECK: groups of the capture regex */
+    bool has_capture;      /* COMP_CHECK: the rule has a capture regex */
     const txbox_policy *p; /* COMP_WORDS */
     const pcmd *c;
-    const char *out;      /* COMP_CAPTURE: the command's standard output */
+    const char *out; /* COMP_CAPTURE: the command's standard output */
     regmatch_t *m;
     size_t nm;
 };

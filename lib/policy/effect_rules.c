@@ -129,8 +129,7 @@ static int compile_patterns(effect_rule *r, char *msg, size_t msglen)
         /* a leading (?i): case-insensitive (POSIX has no inline flags) */
         const char *pat = r->content_any.v[i];
         bool icase = !strncmp(pat, "(?i)", 4);
-        int e = regcomp(&re[i], icase ? pat + 4 : pat,
-                        REG_EXTENDED | REG_NEWLINE | (icase ? REG_ICASE : 0));
+        int e = regcomp(&re[i], icase ? pat + 4 : pat, REG_EXTENDED | REG_NEWLINE | (icase ? REG_ICASE : 0));
         if (e) {
             char why[200];
             regerror(e, &re[i], why, sizeof why);
@@ -340,7 +339,8 @@ void effect_judge_feed(struct effect_judge *j, const struct effect_entry *e)
         if (!has_limits(r))
             a->hit = true;
         if (counts && a->npaths++ < PATHS_CAP) {
-            _cleanup_free_ char *p = e->dir && *e->path ? xasprintf("%s/", e->path) : xstrdup(*e->path ? e->path : ".");
+            _cleanup_free_ char *p =
+                e->dir && *e->path ? xasprintf("%s/", e->path) : xstrdup(*e->path ? e->path : ".");
             json_array_append_new(a->paths, json_string(p));
         }
     }
@@ -419,10 +419,11 @@ json_t *effect_judge_end(struct effect_judge *j)
     }
     json_t *out = NULL;
     if (decide) {
-        _cleanup_free_ char *reason = *dwhy ? xasprintf("%s: %s", decide->reason, dwhy) : xstrdup(decide->reason);
+        _cleanup_free_ char *reason =
+            *dwhy ? xasprintf("%s: %s", decide->reason, dwhy) : xstrdup(decide->reason);
         out = json_pack("{s:s,s:s,s:s,s:s?,s:O,s:o}", "effect_rule", decide->id, "action",
-                        decide->action == EFF_HOLD ? "hold" : "rollback", "reason", reason,
-                        "suggestion", decide->suggestion, "paths", dpaths, "violations", all);
+                        decide->action == EFF_HOLD ? "hold" : "rollback", "reason", reason, "suggestion",
+                        decide->suggestion, "paths", dpaths, "violations", all);
     } else {
         json_decref(all);
     }
@@ -455,9 +456,14 @@ static bool example_hits(const txbox_policy *p, size_t ri, const effect_example 
     size_t nw = x->written.n;
     bool any_file = x->content || x->bytes >= 0 || x->binary || x->executable;
     for (size_t i = 0; i < (nw ? nw : any_file ? 1 : 0); i++) {
-        struct effect_entry e = {.path = nw ? x->written.v[i] : deflt[0], .kind = EFF_ADDED, .reg = true,
-                          .bytes = x->bytes >= 0 ? (uint64_t)x->bytes : clen, .binary = x->binary,
-                          .made_exec = x->executable, .data = content, .len = clen};
+        struct effect_entry e = {.path = nw ? x->written.v[i] : deflt[0],
+                                 .kind = EFF_ADDED,
+                                 .reg = true,
+                                 .bytes = x->bytes >= 0 ? (uint64_t)x->bytes : clen,
+                                 .binary = x->binary,
+                                 .made_exec = x->executable,
+                                 .data = content,
+                                 .len = clen};
         effect_judge_feed(&j, &e);
     }
     for (size_t i = 0; i < x->deleted.n; i++) {
@@ -465,7 +471,8 @@ static bool example_hits(const txbox_policy *p, size_t ri, const effect_example 
         effect_judge_feed(&j, &e);
     }
     for (int64_t i = 0; i < x->ndeleted; i++) {
-        _cleanup_free_ char *dp = xasprintf("%s/%lld", x->deleted_in ? x->deleted_in : "deleted", (long long)i);
+        _cleanup_free_ char *dp =
+            xasprintf("%s/%lld", x->deleted_in ? x->deleted_in : "deleted", (long long)i);
         struct effect_entry e = {.path = dp, .kind = EFF_DELETED};
         effect_judge_feed(&j, &e);
     }
@@ -504,9 +511,8 @@ int effects_check_examples(const txbox_policy *p, txbox_error *err)
         for (size_t k = 0; k < r->nex; k++) {
             const effect_example *x = &r->ex[k];
             if (example_hits(p, i, x) != x->must_match)
-                return tx_err(err, EINVAL, "policy %s:%d: effect rule %s: example %s", r->file,
-                              x->line, r->id,
-                              x->must_match ? "must match but does not" : "must not match but does");
+                return tx_err(err, EINVAL, "policy %s:%d: effect rule %s: example %s", r->file, x->line,
+                              r->id, x->must_match ? "must match but does not" : "must not match but does");
         }
     }
     return 0;

@@ -19,13 +19,13 @@ enum { EFF_GIT_NONE = 0, EFF_GIT_CONFIG = 1, EFF_GIT_HOOKS = 2 };
 
 /* One example write set of an effect rule (checked at load). */
 typedef struct effect_example {
-    strlist written;   /* paths added */
-    strlist deleted;   /* paths deleted */
-    int64_t ndeleted;  /* ... or this many files (-1: unset) */
-    char *deleted_in;  /* ... in this directory (NULL: deleted/) */
-    int64_t bytes;     /* size of each written file (-1: its content's) */
+    strlist written;  /* paths added */
+    strlist deleted;  /* paths deleted */
+    int64_t ndeleted; /* ... or this many files (-1: unset) */
+    char *deleted_in; /* ... in this directory (NULL: deleted/) */
+    int64_t bytes;    /* size of each written file (-1: its content's) */
     bool binary, executable;
-    char *content;     /* content of each written file (NULL: empty) */
+    char *content; /* content of each written file (NULL: empty) */
     int line;
     bool must_match;
 } effect_example;
@@ -38,9 +38,9 @@ typedef struct effect_rule {
     int git;    /* EFF_GIT_*: match {git: config|hooks}, alone */
     /* matchers: every one given must hold for an entry to count */
     strlist paths_any, paths_written, paths_deleted; /* globs (see effect_glob) */
-    strlist paths_none;   /* ... and an entry matching one of these never counts */
-    strlist content_any;  /* POSIX extended regular expressions */
-    regex_t *re;          /* compiled content_any */
+    strlist paths_none;                              /* ... and an entry matching one of these never counts */
+    strlist content_any;                             /* POSIX extended regular expressions */
+    regex_t *re;                                     /* compiled content_any */
     /* one pass instead of one per pattern: the patterns without and with
      * (?i), each set joined as one alternation (REG_NOSUB); an entry no
      * set matches matches no pattern. has_pre[k]: set k was compiled (a set
@@ -49,7 +49,7 @@ typedef struct effect_rule {
     regex_t pre[2];
     bool has_pre[2], pre_needed[2];
     bool multiline; /* a pattern holds a newline: it may match across lines */
-    bool pre_done; /* prefilters compiled (at the first entry the literal
+    bool pre_done;  /* prefilters compiled (at the first entry the literal
                     * filter lets through; the built-in rules' patterns one
                     * by one at the first entry a prefilter lets through) */
     /* The literal filter, before any regular expression (effect_lit_build):
@@ -96,12 +96,12 @@ struct effect_entry {
     const char *path;
     int kind;
     bool dir, reg;
-    uint64_t bytes;     /* added or modified regular file: its size */
-    bool binary;        /* added regular file with a NUL byte in its first bytes */
-    bool made_exec;     /* regular file executable now, and not before */
-    const char *data;   /* new content (first bytes), or NULL */
+    uint64_t bytes;   /* added or modified regular file: its size */
+    bool binary;      /* added regular file with a NUL byte in its first bytes */
+    bool made_exec;   /* regular file executable now, and not before */
+    const char *data; /* new content (first bytes), or NULL */
     size_t len;
-    const char *old;    /* modified: the old content (first bytes), or NULL */
+    const char *old; /* modified: the old content (first bytes), or NULL */
     size_t oldlen;
     /* windowed: a new match can only be in data[from, to) (content_window:
      * a modified file's lines that the old content does not share) */

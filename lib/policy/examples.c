@@ -47,15 +47,13 @@ static int examples_report(const txbox_policy *p, size_t from, FILE *f, txbox_er
             for (size_t k = 0; k < cmds.n && !hit; k++)
                 hit = rule_matches(p, r, &cmds.v[k]);
             if (hit != e->must_match && f) {
-                fprintf(f, "policy %s:%d: rule %s: example '%s' %s\n", r->file, e->line, r->id,
-                        e->cmd, e->must_match ? "must match but does not" : "must not match but does");
+                fprintf(f, "policy %s:%d: rule %s: example '%s' %s\n", r->file, e->line, r->id, e->cmd,
+                        e->must_match ? "must match but does not" : "must not match but does");
                 policy_dump(p, e->cmd, strlen(e->cmd), f);
                 rc = -1;
             } else if (hit != e->must_match)
-                rc = tx_err(err, EINVAL, "policy %s:%d: rule %s: example '%s' %s", r->file,
-                            e->line, r->id, e->cmd,
-                            e->must_match ? "must match but does not"
-                                          : "must not match but does");
+                rc = tx_err(err, EINVAL, "policy %s:%d: rule %s: example '%s' %s", r->file, e->line, r->id,
+                            e->cmd, e->must_match ? "must match but does not" : "must not match but does");
         }
     }
     arena_free(&ar);

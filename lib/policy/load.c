@@ -41,17 +41,21 @@
 
 static const char *kind_name(mode_t m)
 {
-    return S_ISLNK(m) ? "a symlink" : S_ISFIFO(m) ? "a fifo" : S_ISDIR(m) ? "a directory"
-         : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
-         : S_ISSOCK(m) ? "a socket" : "not a regular file";
+    return S_ISLNK(m)    ? "a symlink"
+           : S_ISFIFO(m) ? "a fifo"
+           : S_ISDIR(m)  ? "a directory"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
 }
 
 /* Reads the file name under dirfd (AT_FDCWD: a path): a regular file of
  * at most cap bytes, never blocking on it. untrusted: a symlink at name is
  * refused and a non-regular file is never opened. Returns 1 with *text
  * (NUL-terminated, caller frees), 0 when it is absent and absent_ok, <0. */
-static int read_policy_text(int dirfd, const char *name, const char *shown, bool untrusted,
-                            bool absent_ok, size_t cap, char **text, size_t *len, txbox_error *err)
+static int read_policy_text(int dirfd, const char *name, const char *shown, bool untrusted, bool absent_ok,
+                            size_t cap, char **text, size_t *len, txbox_error *err)
 {
     *text = NULL;
     struct stat st;
@@ -62,24 +66,29 @@ static int read_policy_text(int dirfd, const char *name, const char *shown, bool
             return tx_errno(err, errno, "policy %s: cannot read it", shown);
         }
         if (!S_ISREG(st.st_mode))
-            return tx_err(err, EINVAL, "policy %s: %s, not a regular file: txbox reads a policy "
-                          "only from a regular file (remove it or make it one)", shown,
-                          kind_name(st.st_mode));
+            return tx_err(err, EINVAL,
+                          "policy %s: %s, not a regular file: txbox reads a policy "
+                          "only from a regular file (remove it or make it one)",
+                          shown, kind_name(st.st_mode));
     }
     int fl = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | (untrusted ? O_NOFOLLOW : 0);
     _cleanup_close_ int fd = openat(dirfd, name, fl);
     if (fd < 0 && errno == ENOENT && absent_ok)
         return 0;
     if (fd < 0 && errno == ELOOP && untrusted)
-        return tx_err(err, ELOOP, "policy %s: a symlink, not a regular file: txbox never reads a "
-                      "policy through a symlink", shown);
+        return tx_err(err, ELOOP,
+                      "policy %s: a symlink, not a regular file: txbox never reads a "
+                      "policy through a symlink",
+                      shown);
     if (fd < 0)
         return tx_errno(err, errno, "policy %s: cannot open", shown);
     if (fstat(fd, &st) < 0)
         return tx_errno(err, errno, "policy %s: cannot stat", shown);
     if (!S_ISREG(st.st_mode))
-        return tx_err(err, EINVAL, "policy %s: %s, not a regular file: txbox reads a policy only "
-                      "from a regular file", shown, kind_name(st.st_mode));
+        return tx_err(err, EINVAL,
+                      "policy %s: %s, not a regular file: txbox reads a policy only "
+                      "from a regular file",
+                      shown, kind_name(st.st_mode));
     if ((uint64_t)st.st_size > cap)
         return tx_err(err, EFBIG, "policy %s: larger than %zu bytes", shown, cap);
     dbuf b;
@@ -147,8 +156,8 @@ static bool names_workspace(const char *e, const char *ws)
 }
 
 /* The configuration's text says whether ws is trusted. */
-static int config_trusts(const char *text, size_t len, const char *shown, const char *ws,
-                         bool *trusted, txbox_error *err)
+static int config_trusts(const char *text, size_t len, const char *shown, const char *ws, bool *trusted,
+                         txbox_error *err)
 {
     yaml_parser_t yp;
     yaml_document_t doc;
@@ -174,28 +183,31 @@ static int config_trusts(const char *text, size_t len, const char *shown, const 
         size_t line = k ? k->start_mark.line + 1 : 0;
         if (!strcmp(key, "version")) {
             if (!v || v->type != YAML_SCALAR_NODE || strcmp((const char *)v->data.scalar.value, "1"))
-                rc = tx_err(err, EINVAL, "config %s:%zu: unsupported version (this txbox reads 1)",
-                            shown, line);
+                rc = tx_err(err, EINVAL, "config %s:%zu: unsupported version (this txbox reads 1)", shown,
+                            line);
         } else if (!strcmp(key, "trusted_workspaces")) {
             if (!v || v->type != YAML_SEQUENCE_NODE) {
-                rc = tx_err(err, EINVAL, "config %s:%zu: trusted_workspaces must be a list of "
-                            "directories", shown, line);
+                rc = tx_err(err, EINVAL,
+                            "config %s:%zu: trusted_workspaces must be a list of "
+                            "directories",
+                            shown, line);
                 break;
             }
-            for (yaml_node_item_t *it = v->data.sequence.items.start;
-                 it < v->data.sequence.items.top && !rc; it++) {
+            for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top && !rc;
+                 it++) {
                 yaml_node_t *e = yaml_document_get_node(&doc, *it);
-                const char *s = e && e->type == YAML_SCALAR_NODE ? (const char *)e->data.scalar.value
-                                                                 : NULL;
+                const char *s = e && e->type == YAML_SCALAR_NODE ? (const char *)e->data.scalar.value : NULL;
                 if (!s || (s[0] != '/' && s[0] != '~'))
-                    rc = tx_err(err, EINVAL, "config %s:%zu: every trusted workspace is an absolute "
-                                "path (or ~/...)", shown, e ? e->start_mark.line + 1 : line);
+                    rc = tx_err(err, EINVAL,
+                                "config %s:%zu: every trusted workspace is an absolute "
+                                "path (or ~/...)",
+                                shown, e ? e->start_mark.line + 1 : line);
                 else if (names_workspace(s, ws))
                     *trusted = true;
             }
         } else {
-            rc = tx_err(err, EINVAL, "config %s:%zu: unknown key '%s' (version, trusted_workspaces)",
-                        shown, line, key);
+            rc = tx_err(err, EINVAL, "config %s:%zu: unknown key '%s' (version, trusted_workspaces)", shown,
+                        line, key);
         }
     }
     yaml_document_delete(&doc);
@@ -221,7 +233,8 @@ static int user_trusts(txbox_policy *p, const char *ws, bool *trusted, txbox_err
     _cleanup_free_ char *real = realpath(path, NULL);
     if (!real || path_under(real, ws)) {
         _cleanup_free_ char *n = xasprintf("config %s: inside the workspace, where commands can "
-                                           "write it: ignored (it trusts nothing)", path);
+                                           "write it: ignored (it trusts nothing)",
+                                           path);
         strlist_add(&p->notes, n);
         return 0;
     }
@@ -247,8 +260,7 @@ static txbox_policy *policy_new(void)
 }
 
 /* The built-in policy, then the user's file (text, when non-NULL). */
-static int load_trusted(txbox_policy *p, const char *utext, size_t ulen, const char *ufile,
-                        txbox_error *err)
+static int load_trusted(txbox_policy *p, const char *utext, size_t ulen, const char *ufile, txbox_error *err)
 {
     pdoc doc; /* policy/default.yaml, loaded at build time */
     txbox_default_policy_pdoc(&doc);
@@ -259,8 +271,8 @@ static int load_trusted(txbox_policy *p, const char *utext, size_t ulen, const c
 
 /* The workspace's untrusted file as p->layer (or nothing, when it adds
  * nothing a verdict could see); its rules on effects join p's. */
-static int load_layer(txbox_policy *p, const char *utext, size_t ulen, const char *ufile,
-                      const char *wtext, size_t wlen, const char *wfile, txbox_error *err)
+static int load_layer(txbox_policy *p, const char *utext, size_t ulen, const char *ufile, const char *wtext,
+                      size_t wlen, const char *wfile, txbox_error *err)
 {
     txbox_policy *l = policy_new();
     l->workspace = xstrdup(p->workspace);
@@ -296,8 +308,7 @@ static int load_layer(txbox_policy *p, const char *utext, size_t ulen, const cha
         l->path_in_workspace = path_reaches_workspace(getenv("PATH"), l->workspace);
         rc = policy_check_examples_from(l, nr, err);
     }
-    bool adds = l->nrules > nr || l->nprogs > np ||
-                l->fetchers.n + l->secrets.n + l->secret_programs.n > nl;
+    bool adds = l->nrules > nr || l->nprogs > np || l->fetchers.n + l->secrets.n + l->secret_programs.n > nl;
     if (rc == 0 && adds && !(l->parser = shell_parser_new()))
         rc = tx_err(err, EINVAL, "tree-sitter-bash: language version mismatch");
     if (rc < 0 || !adds) {
@@ -339,8 +350,7 @@ static void hold_user_file(txbox_policy *p, const char *user_file)
     p->effects[p->neffects++] = r;
 }
 
-int txbox_policy_load(const char *user_file, const char *workspace_dir, txbox_policy **out,
-                      txbox_error *err)
+int txbox_policy_load(const char *user_file, const char *workspace_dir, txbox_policy **out, txbox_error *err)
 {
     return policy_load(user_file, workspace_dir, POLICY_EXAMPLES_IF_FILES, out, err);
 }
@@ -356,8 +366,8 @@ int policy_load(const char *user_file, const char *workspace_dir, enum policy_ex
     size_t ulen = 0, wlen = 0;
     int rc = 0;
     if (user_file)
-        rc = read_policy_text(AT_FDCWD, user_file, user_file, false, false, USER_POLICY_CAP, &utext,
-                              &ulen, err);
+        rc = read_policy_text(AT_FDCWD, user_file, user_file, false, false, USER_POLICY_CAP, &utext, &ulen,
+                              err);
     if (rc >= 0)
         rc = load_trusted(p, utext, ulen, user_file, err);
     bool files = user_file != NULL; /* a policy file beyond the built-in one was read */
@@ -372,8 +382,8 @@ int policy_load(const char *user_file, const char *workspace_dir, enum policy_ex
                 real[--l] = 0;
             p->workspace = real;
             wfile = xasprintf("%s%s" WS_POLICY_NAME, real, l > 1 ? "/" : "");
-            rc = read_policy_text(wsfd, WS_POLICY_NAME, wfile, true, true, TXBOX_POLICY_MAX_WS_FILE,
-                                  &wtext, &wlen, err);
+            rc = read_policy_text(wsfd, WS_POLICY_NAME, wfile, true, true, TXBOX_POLICY_MAX_WS_FILE, &wtext,
+                                  &wlen, err);
         }
         if (wsfd < 0)
             free(real);
@@ -407,8 +417,7 @@ int policy_load(const char *user_file, const char *workspace_dir, enum policy_ex
      * what the built-in rules match, so with a file every example is
      * checked, the built-in ones too. A layer's own rules and effect
      * rules were checked in the layer. */
-    if (rc == 0 && (examples == POLICY_EXAMPLES_ALWAYS ||
-                    (examples == POLICY_EXAMPLES_IF_FILES && files)))
+    if (rc == 0 && (examples == POLICY_EXAMPLES_ALWAYS || (examples == POLICY_EXAMPLES_IF_FILES && files)))
         rc = policy_check_examples(p, err);
     if (rc == 0) {
         p->parser = shell_parser_new();

@@ -42,12 +42,14 @@ int pdoc_from_yaml(const yaml_document_t *d, pdoc *out)
             apool += n->data.scalar.length + 1; /* and its NUL (calloc) */
         } else if (n->type == YAML_SEQUENCE_NODE) {
             o->off = (uint32_t)ai;
-            for (const yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++)
+            for (const yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+                 it++)
                 items[ai++] = *it;
             o->len = (uint32_t)(ai - o->off);
         } else if (n->type == YAML_MAPPING_NODE) {
             o->off = (uint32_t)ap;
-            for (const yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+            for (const yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top;
+                 p++) {
                 pairs[2 * ap] = p->key;
                 pairs[2 * ap + 1] = p->value;
                 ap++;
@@ -55,8 +57,13 @@ int pdoc_from_yaml(const yaml_document_t *d, pdoc *out)
             o->len = (uint32_t)(ap - o->off);
         }
     }
-    *out = (pdoc){.nodes = nodes, .nnodes = nn, .items = items, .pairs = pairs, .pool = pl,
-                  .pool_len = pool, .owned = mem};
+    *out = (pdoc){.nodes = nodes,
+                  .nnodes = nn,
+                  .items = items,
+                  .pairs = pairs,
+                  .pool = pl,
+                  .pool_len = pool,
+                  .owned = mem};
     return 0;
 }
 

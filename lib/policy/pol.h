@@ -44,14 +44,13 @@ char *ar_strndup(arena *a, const char *s, size_t n);
 char *ar_strdup(arena *a, const char *s);
 /* Make room for one more element in the arena array `arr` (n used, `alloc`
  * allocated); false when the arena is exhausted. */
-void *ar_grow_copy(arena *a, const void *old, size_t n, size_t elem, size_t *alloc,
-                   size_t initial);
-#define AR_GROW(ar, arr, alloc, n, initial)                                                     \
-    ((n) < (alloc) || ({                                                                        \
+void *ar_grow_copy(arena *a, const void *old, size_t n, size_t elem, size_t *alloc, size_t initial);
+#define AR_GROW(ar, arr, alloc, n, initial)                                                        \
+    ((n) < (alloc) || ({                                                                           \
          __typeof__(arr) nv_ = ar_grow_copy((ar), (arr), (n), sizeof *(arr), &(alloc), (initial)); \
-         if (nv_)                                                                               \
-             (arr) = nv_;                                                                       \
-         nv_ != NULL;                                                                           \
+         if (nv_)                                                                                  \
+             (arr) = nv_;                                                                          \
+         nv_ != NULL;                                                                              \
      }))
 
 /* ---- lists of strings (policy side, malloc'd) ---- */
@@ -75,19 +74,19 @@ bool strlist_glob(const strlist *l, const char *s);
 
 /* ---- resolved words ---- */
 enum {
-    W_DYN = 1 << 0,   /* part of the text is not known statically */
-    W_GLOB = 1 << 1,  /* unquoted *, ? or [ (pathname expansion) */
-    W_TILDE = 1 << 2, /* starts with the home directory (~, $HOME) */
-    W_FETCH = 1 << 3, /* made by a substitution that runs a network fetcher */
-    W_SUBST = 1 << 4, /* made (partly) by a command/process substitution */
-    W_SYNTH = 1 << 5, /* dynamic tail cannot escape the static prefix (find's {}) */
+    W_DYN = 1 << 0,     /* part of the text is not known statically */
+    W_GLOB = 1 << 1,    /* unquoted *, ? or [ (pathname expansion) */
+    W_TILDE = 1 << 2,   /* starts with the home directory (~, $HOME) */
+    W_FETCH = 1 << 3,   /* made by a substitution that runs a network fetcher */
+    W_SUBST = 1 << 4,   /* made (partly) by a command/process substitution */
+    W_SYNTH = 1 << 5,   /* dynamic tail cannot escape the static prefix (find's {}) */
     W_SECRETV = 1 << 6, /* expands a variable whose name looks secret */
 };
 typedef struct pword {
-    const char *s;  /* resolved text; unknown parts show their source text */
+    const char *s; /* resolved text; unknown parts show their source text */
     size_t len;
     unsigned flags;
-    size_t dynpos;  /* offset of the first unknown byte (len when none) */
+    size_t dynpos; /* offset of the first unknown byte (len when none) */
 } pword;
 
 enum { RD_IN, RD_OUT, RD_APPEND, RD_INOUT, RD_DUP, RD_HEREDOC, RD_HERESTR };
@@ -99,25 +98,25 @@ typedef struct predir {
 
 /* Detector bits: facts the walker found that rules can match (`detector:`). */
 enum {
-    D_PARSE_ERROR = 1 << 0,  /* the syntax tree has errors */
-    D_DYN_PROGRAM = 1 << 1,  /* the program name is made at run time */
-    D_DYN_CODE = 1 << 2,     /* sh -c / eval / source of code not known statically */
-    D_REMOTE_CODE = 1 << 3,  /* code that comes from a network download */
+    D_PARSE_ERROR = 1 << 0, /* the syntax tree has errors */
+    D_DYN_PROGRAM = 1 << 1, /* the program name is made at run time */
+    D_DYN_CODE = 1 << 2,    /* sh -c / eval / source of code not known statically */
+    D_REMOTE_CODE = 1 << 3, /* code that comes from a network download */
     D_FORK_BOMB = 1 << 4,
-    D_TOO_DEEP = 1 << 5,     /* nesting past TXBOX_POLICY_MAX_DEPTH */
-    D_TOO_LARGE = 1 << 6,    /* input or work past the caps */
-    D_BAD_INPUT = 1 << 7,    /* NUL byte */
-    D_INLINE_CODE = 1 << 8,  /* interpreter given code inline (python -c ...) */
-    D_WRAPPER = 1 << 9,      /* this is a wrapper around a command reported apart */
-    D_EXEC_ENV = 1 << 10,    /* leading assignment of a variable that changes execution */
-    D_PATH_CHANGED = 1 << 11,/* PATH, an alias or a function shadows program lookup */
-    D_SCRIPT = 1 << 12,      /* runs a script file or reads commands from stdin */
-    D_EMPTY = 1 << 13,       /* nothing runs */
-    D_DYN_ARGS = 1 << 14,    /* arguments added at run time (xargs, parallel) */
-    D_REMOTE = 1 << 15,      /* runs on another host (ssh host CMD) */
-    D_SECRET_IN = 1 << 16,   /* stdin comes from a secret (file or environment) */
-    D_FETCH_IN = 1 << 17,    /* stdin comes from a network fetcher */
-    D_SECRET_READ = 1 << 18, /* reads a secret: a secret path, the environment */
+    D_TOO_DEEP = 1 << 5,      /* nesting past TXBOX_POLICY_MAX_DEPTH */
+    D_TOO_LARGE = 1 << 6,     /* input or work past the caps */
+    D_BAD_INPUT = 1 << 7,     /* NUL byte */
+    D_INLINE_CODE = 1 << 8,   /* interpreter given code inline (python -c ...) */
+    D_WRAPPER = 1 << 9,       /* this is a wrapper around a command reported apart */
+    D_EXEC_ENV = 1 << 10,     /* leading assignment of a variable that changes execution */
+    D_PATH_CHANGED = 1 << 11, /* PATH, an alias or a function shadows program lookup */
+    D_SCRIPT = 1 << 12,       /* runs a script file or reads commands from stdin */
+    D_EMPTY = 1 << 13,        /* nothing runs */
+    D_DYN_ARGS = 1 << 14,     /* arguments added at run time (xargs, parallel) */
+    D_REMOTE = 1 << 15,       /* runs on another host (ssh host CMD) */
+    D_SECRET_IN = 1 << 16,    /* stdin comes from a secret (file or environment) */
+    D_FETCH_IN = 1 << 17,     /* stdin comes from a network fetcher */
+    D_SECRET_READ = 1 << 18,  /* reads a secret: a secret path, the environment */
 };
 #define D_COUNT 19
 extern const char *const detector_names[D_COUNT];
@@ -141,26 +140,26 @@ enum { PC_INSIDE = 1, PC_OUTSIDE = 2, PC_DEVICE = 4, PC_SCRATCH = 8, PC_NULL = 1
 
 typedef struct progspec {
     bool borrowed; /* its strings are the built-in document's (rules.c) */
-    char *name; /* may be a glob */
+    char *name;    /* may be a glob */
     strlist options_with_value;
-    bool leading_operands_only;      /* operands stop at the first option (find) */
-    strlist script_operand_unless;   /* first operand is a script unless one of these */
+    bool leading_operands_only;    /* operands stop at the first option (find) */
+    strlist script_operand_unless; /* first operand is a script unless one of these */
     /* wrappers */
     bool wrapper;
-    int skip;                        /* operands to skip before the command */
-    bool assignments;                /* NAME=VALUE operands are skipped (env) */
-    strlist stop_flags;              /* with one of these it runs nothing (command -v) */
-    strlist command_option;          /* option whose value is a shell string (su -c) */
-    strlist chdir_option;            /* option whose value is the new cwd (env -C) */
-    strlist split_option;            /* option whose value is split into words (env -S) */
-    bool join;                       /* the command is its words joined by spaces, as shell */
-    bool remote;                     /* the command runs on another host */
-    bool append_args;                /* the command gets more arguments at run time */
-    char *until;                     /* the command ends at this word (parallel :::) */
+    int skip;               /* operands to skip before the command */
+    bool assignments;       /* NAME=VALUE operands are skipped (env) */
+    strlist stop_flags;     /* with one of these it runs nothing (command -v) */
+    strlist command_option; /* option whose value is a shell string (su -c) */
+    strlist chdir_option;   /* option whose value is the new cwd (env -C) */
+    strlist split_option;   /* option whose value is split into words (env -S) */
+    bool join;              /* the command is its words joined by spaces, as shell */
+    bool remote;            /* the command runs on another host */
+    bool append_args;       /* the command gets more arguments at run time */
+    char *until;            /* the command ends at this word (parallel :::) */
     /* shells and interpreters */
     bool shell;
-    strlist code_option;             /* interpreter: option whose value is code */
-    bool code_operand;               /* interpreter: first operand is code (awk) unless -f */
+    strlist code_option; /* interpreter: option whose value is code */
+    bool code_operand;   /* interpreter: first operand is code (awk) unless -f */
     bool interpreter;
 } progspec;
 
@@ -179,12 +178,12 @@ typedef struct rule {
     char *reason, *suggestion;
     bool network;
     strlist domains; /* network: the hosts its proxy lets through (empty: the defaults) */
-    bool fallback; /* uncertain, but only when no safe rule matches */
+    bool fallback;   /* uncertain, but only when no safe rule matches */
     char *file;
     int line;
     /* matchers: every one given must hold */
-    strlist program, subcommand, args_any, args_none, args_all, flags_any, flags_none,
-        operands_any, operands_none, via_any, global_args_none, global_args_any, script_none;
+    strlist program, subcommand, args_any, args_none, args_all, flags_any, flags_none, operands_any,
+        operands_none, via_any, global_args_none, global_args_any, script_none;
     unsigned operand_class_any, last_operand_class, redirect_class_any;
     unsigned detector;
     int max_operands; /* -1: no limit */
@@ -213,7 +212,7 @@ struct txbox_policy {
     progspec *progs;
     size_t nprogs, aprogs;
     strlist fetchers, secrets, secret_programs, harmless_env, null_paths, scratch_paths;
-    strlist hide; /* paths hidden from every command (absolute, or ~/ for $HOME) */
+    strlist hide;                /* paths hidden from every command (absolute, or ~/ for $HOME) */
     struct effect_rule *effects; /* rules on effects (effect_rules.h), in file order */
     size_t neffects;
     char *workspace; /* absolute, no trailing slash; NULL: unknown */
@@ -221,10 +220,10 @@ struct txbox_policy {
      * layer: a second policy (the user's, plus what the workspace adds
      * within the limits of policy_parse_layer) whose verdict can only
      * raise this one's (txbox_policy_check takes the worse of the two). */
-    int ws_mode;          /* TXBOX_WS_POLICY_* */
-    bool ws_trusted;      /* `workspace_policy: trusted` in the user's file */
+    int ws_mode;                /* TXBOX_WS_POLICY_* */
+    bool ws_trusted;            /* `workspace_policy: trusted` in the user's file */
     struct txbox_policy *layer; /* NULL: none */
-    strlist notes;        /* what the workspace policy was refused, one line each */
+    strlist notes;              /* what the workspace policy was refused, one line each */
     /* $PATH (at load) has an entry that is relative or in the workspace:
      * a program name may run a workspace file */
     bool path_in_workspace;
@@ -235,16 +234,15 @@ struct txbox_policy {
 };
 
 /* rules.c */
-int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char *file,
-                      txbox_error *err);
+int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char *file, txbox_error *err);
 /* The same for a workspace's untrusted policy, read on top of p (the
  * user's policy): only what can raise a verdict or hold more is taken
  * (uncertain and unsafe rules and effect rules that hold or roll back,
  * with new ids; more fetchers, secrets and secret programs; specs of
  * programs p does not describe); everything else is left out and noted
  * in refused, one line each ("policy FILE:LINE: ..."). */
-int policy_parse_layer(txbox_policy *p, const char *text, size_t len, const char *file,
-                       strlist *refused, txbox_error *err);
+int policy_parse_layer(txbox_policy *p, const char *text, size_t len, const char *file, strlist *refused,
+                       txbox_error *err);
 /* The id of the built-in effect rule that holds every change to a
  * workspace policy file (policy/default.yaml); no policy file can
  * replace it or switch it off. */
@@ -254,8 +252,7 @@ int policy_parse_layer(txbox_policy *p, const char *text, size_t len, const char
  * policy borrows the document's strings, and file: both must outlive it
  * (static data). */
 struct pdoc;
-int policy_parse_doc(txbox_policy *p, const struct pdoc *doc, const char *file,
-                     txbox_error *err);
+int policy_parse_doc(txbox_policy *p, const struct pdoc *doc, const char *file, txbox_error *err);
 void policy_clear(txbox_policy *p);
 /* examples.c: the examples of every rule (command rules, effect rules). */
 int policy_check_examples(const txbox_policy *p, txbox_error *err);
@@ -281,10 +278,8 @@ typedef struct pcmds {
     pcmd *v;
     size_t n, alloc;
 } pcmds;
-void shell_walk(const txbox_policy *p, void *parser, arena *ar, const char *src, size_t len,
-                pcmds *out);
-void shell_walk_argv(const txbox_policy *p, void *parser, arena *ar, char *const *argv,
-                     pcmds *out);
+void shell_walk(const txbox_policy *p, void *parser, arena *ar, const char *src, size_t len, pcmds *out);
+void shell_walk_argv(const txbox_policy *p, void *parser, arena *ar, char *const *argv, pcmds *out);
 void *shell_parser_new(void);
 void shell_parser_free(void *parser);
 
@@ -316,8 +311,7 @@ bool shell_builtin(const char *name);
 
 /* classify.c */
 unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w);
-int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out,
-                  const rule **winner_out);
+int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out, const rule **winner_out);
 /* Does rule r match simple command c? */
 bool rule_matches(const txbox_policy *p, const rule *r, const pcmd *c);
 const char *basename_of(const char *s);

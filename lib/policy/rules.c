@@ -13,10 +13,9 @@
 #include "pol.h"
 
 const char *const detector_names[D_COUNT] = {
-    "parse-error", "dynamic-program", "dynamic-code", "remote-code", "fork-bomb",
-    "too-deep",    "too-large",       "bad-input",    "inline-code", "wrapper",
-    "exec-env",    "path-changed",    "script",       "empty",       "dynamic-args",
-    "remote",      "secret-input",    "fetch-input",  "secret-read",
+    "parse-error",  "dynamic-program", "dynamic-code", "remote-code", "fork-bomb",    "too-deep", "too-large",
+    "bad-input",    "inline-code",     "wrapper",      "exec-env",    "path-changed", "script",   "empty",
+    "dynamic-args", "remote",          "secret-input", "fetch-input", "secret-read",
 };
 
 typedef struct yctx {
@@ -33,8 +32,8 @@ typedef struct yctx {
 } yctx;
 
 /* "policy FILE:LINE: MSG" for node n, in out. */
-static void ywhere(const yctx *y, const pnode *n, char *out, size_t size, const char *fmt,
-                   va_list ap) PRINTF(5, 0);
+static void ywhere(const yctx *y, const pnode *n, char *out, size_t size, const char *fmt, va_list ap)
+    PRINTF(5, 0);
 static void ywhere(const yctx *y, const pnode *n, char *out, size_t size, const char *fmt, va_list ap)
 {
     char msg[400];
@@ -158,8 +157,8 @@ static int yclasses(yctx *y, const pnode *n, unsigned *out, const char *what)
             if (!strcmp(l.v[i], cls[k].name))
                 break;
         if (k == ARRAY_SIZE(cls)) {
-            yerr(y, n, "%s: unknown path class '%s' (inside, outside, device, scratch, null, dynamic)",
-                 what, l.v[i]);
+            yerr(y, n, "%s: unknown path class '%s' (inside, outside, device, scratch, null, dynamic)", what,
+                 l.v[i]);
             strlist_free(&l);
             return -1;
         }
@@ -192,11 +191,11 @@ static int ydetectors(yctx *y, const pnode *n, unsigned *out)
     return 0;
 }
 
-#define FOR_PAIRS(y, map, K, V)                                                                 \
-    for (const int32_t *K##_pair = (y)->doc->pairs + 2 * (size_t)(map)->off;                     \
-         K##_pair < (y)->doc->pairs + 2 * ((size_t)(map)->off + (map)->len); K##_pair += 2)      \
-        for (const pnode *K##_node = ynode(y, K##_pair[0]), *V = ynode(y, K##_pair[1]);         \
-             K##_node; K##_node = NULL)                                                         \
+#define FOR_PAIRS(y, map, K, V)                                                                   \
+    for (const int32_t *K##_pair = (y)->doc->pairs + 2 * (size_t)(map)->off;                      \
+         K##_pair < (y)->doc->pairs + 2 * ((size_t)(map)->off + (map)->len); K##_pair += 2)       \
+        for (const pnode *K##_node = ynode(y, K##_pair[0]), *V = ynode(y, K##_pair[1]); K##_node; \
+             K##_node = NULL)                                                                     \
             for (const char *K = yscalar(y, K##_node) ? yscalar(y, K##_node) : ""; K; K = NULL)
 
 static void progspec_free(progspec *s)
@@ -227,10 +226,10 @@ static void rule_free(rule *r)
         for (size_t i = 0; i < r->nex; i++)
             free(r->ex[i].cmd);
     }
-    strlist *ls[] = {&r->program,      &r->subcommand,  &r->args_any,      &r->args_none,
-                     &r->args_all,     &r->flags_any,   &r->flags_none,    &r->operands_any,
-                     &r->operands_none, &r->via_any,    &r->global_args_none, &r->global_args_any, &r->script_none,
-                     &r->domains};
+    strlist *ls[] = {&r->program,       &r->subcommand, &r->args_any,         &r->args_none,
+                     &r->args_all,      &r->flags_any,  &r->flags_none,       &r->operands_any,
+                     &r->operands_none, &r->via_any,    &r->global_args_none, &r->global_args_any,
+                     &r->script_none,   &r->domains};
     for (size_t i = 0; i < ARRAY_SIZE(ls); i++)
         strlist_free(ls[i]);
     free(r->ex);
@@ -245,8 +244,8 @@ void policy_clear(txbox_policy *p)
     for (size_t i = 0; i < p->nprogs; i++)
         progspec_free(&p->progs[i]);
     free(p->progs);
-    strlist *ls[] = {&p->fetchers,     &p->secrets,    &p->secret_programs,
-                     &p->harmless_env, &p->null_paths, &p->scratch_paths, &p->hide};
+    strlist *ls[] = {&p->fetchers,      &p->secrets, &p->secret_programs, &p->harmless_env, &p->null_paths,
+                     &p->scratch_paths, &p->hide};
     for (size_t i = 0; i < ARRAY_SIZE(ls); i++)
         strlist_free(ls[i]);
     free(p->workspace);
@@ -336,9 +335,8 @@ static int parse_examples(yctx *y, const pnode *m, rule *r)
             const pnode *e = ynode(y, *it);
             if (!yscalar(y, e))
                 return yerr(y, e, "rule %s: every example must be a string", r->id);
-            r->ex[r->nex++] = (example){.cmd = ydup(y, yscalar(y, e)),
-                                        .line = (int)e->line + 1,
-                                        .must_match = must};
+            r->ex[r->nex++] =
+                (example){.cmd = ydup(y, yscalar(y, e)), .line = (int)e->line + 1, .must_match = must};
         }
     }
     return 0;
@@ -438,8 +436,10 @@ static int check_saga(yctx *y, const pnode *m, rule *r)
 static int parse_domains(yctx *y, const pnode *v, rule *r)
 {
     if (y->refused) {
-        refuse(y, v, "rule %s: domains: refused: a workspace policy cannot widen what the network "
-               "proxy lets through (domains come from the built-in policy or --policy only)", r->id);
+        refuse(y, v,
+               "rule %s: domains: refused: a workspace policy cannot widen what the network "
+               "proxy lets through (domains come from the built-in policy or --policy only)",
+               r->id);
         return 0;
     }
     if (ylist(y, v, &r->domains, "domains") < 0)
@@ -456,9 +456,9 @@ static int parse_domains(yctx *y, const pnode *v, rule *r)
 }
 
 /* Detectors for what the engine did not understand: never `safe`. */
-#define D_NOT_UNDERSTOOD                                                                        \
-    (D_PARSE_ERROR | D_DYN_PROGRAM | D_DYN_CODE | D_REMOTE_CODE | D_FORK_BOMB | D_TOO_DEEP |    \
-     D_TOO_LARGE | D_BAD_INPUT)
+#define D_NOT_UNDERSTOOD                                                                                   \
+    (D_PARSE_ERROR | D_DYN_PROGRAM | D_DYN_CODE | D_REMOTE_CODE | D_FORK_BOMB | D_TOO_DEEP | D_TOO_LARGE | \
+     D_BAD_INPUT)
 
 static int parse_rule(yctx *y, const pnode *m, rule *r)
 {
@@ -610,8 +610,10 @@ static int yi64(yctx *y, const pnode *n, int64_t *out, const char *what)
 static int parse_effect_example(yctx *y, const pnode *m, effect_rule *r, bool must)
 {
     if (!m || m->type != YAML_MAPPING_NODE)
-        return yerr(y, m, "effect rule %s: every example is a write set (a mapping: written, "
-                    "deleted, deleted_in, content, bytes, binary, executable)", r->id);
+        return yerr(y, m,
+                    "effect rule %s: every example is a write set (a mapping: written, "
+                    "deleted, deleted_in, content, bytes, binary, executable)",
+                    r->id);
     r->ex = xrealloc(r->ex, (r->nex + 1) * sizeof *r->ex);
     effect_example *x = &r->ex[r->nex++];
     memset(x, 0, sizeof *x);
@@ -625,7 +627,8 @@ static int parse_effect_example(yctx *y, const pnode *m, effect_rule *r, bool mu
             break;
         if (!strcmp(k, "written"))
             rc = ylist(y, v, &x->written, k);
-        else if (!strcmp(k, "deleted") && yscalar(y, v) && strspn(yscalar(y, v), "0123456789") == strlen(yscalar(y, v)))
+        else if (!strcmp(k, "deleted") && yscalar(y, v) &&
+                 strspn(yscalar(y, v), "0123456789") == strlen(yscalar(y, v)))
             rc = yi64(y, v, &x->ndeleted, k);
         else if (!strcmp(k, "deleted"))
             rc = ylist(y, v, &x->deleted, k);
@@ -678,7 +681,9 @@ static int parse_effect_match(yctx *y, const pnode *m, effect_rule *r)
             rc = yi64(y, v, &r->max_made_executable, k);
         else if (!strcmp(k, "git")) {
             const char *s = yscalar(y, v);
-            r->git = s && !strcmp(s, "config") ? EFF_GIT_CONFIG : s && !strcmp(s, "hooks") ? EFF_GIT_HOOKS : -1;
+            r->git = s && !strcmp(s, "config")  ? EFF_GIT_CONFIG
+                     : s && !strcmp(s, "hooks") ? EFF_GIT_HOOKS
+                                                : -1;
             if (r->git < 0)
                 rc = yerr(y, v, "effect rule %s: match.git must be config or hooks", r->id);
         } else
@@ -772,8 +777,10 @@ static int parse_effect_rule(yctx *y, const pnode *m, effect_rule *r)
         }
     }
     if (!has[1] || !has[0])
-        return yerr(y, examples, "effect rule %s: needs at least one example that must match and "
-                    "one that must not", r->id);
+        return yerr(y, examples,
+                    "effect rule %s: needs at least one example that must match and "
+                    "one that must not",
+                    r->id);
     return 0;
 }
 
@@ -795,10 +802,13 @@ static int parse_effects(txbox_policy *p, yctx *y, const pnode *v)
             /* a layer only adds rules that hold or roll back: one of the
              * same id would replace (or switch off) the user's */
             if (r.action == EFF_OFF)
-                refuse(y, at, "effect rule %s: refused: a workspace policy cannot switch an effect rule off", r.id);
+                refuse(y, at, "effect rule %s: refused: a workspace policy cannot switch an effect rule off",
+                       r.id);
             else
-                refuse(y, at, "effect rule %s: refused: a workspace policy cannot replace an effect rule of "
-                       "the same id (give it a new id)", r.id);
+                refuse(y, at,
+                       "effect rule %s: refused: a workspace policy cannot replace an effect rule of "
+                       "the same id (give it a new id)",
+                       r.id);
             effect_rule_free(&r);
             continue;
         }
@@ -830,19 +840,25 @@ static bool layer_rule_ok(txbox_policy *p, yctx *y, const pnode *at, rule *r)
     }
     for (size_t i = 0; i < p->nrules; i++) {
         if (!strcmp(p->rules[i].id, r->id)) {
-            refuse(y, at, "rule %s: refused: a workspace policy cannot replace a rule of the same id "
-                   "(give it a new id)", r->id);
+            refuse(y, at,
+                   "rule %s: refused: a workspace policy cannot replace a rule of the same id "
+                   "(give it a new id)",
+                   r->id);
             return false;
         }
     }
     if (r->network) {
-        refuse(y, at, "rule %s: network: refused: a workspace policy cannot grant network (the rule "
-               "applies without it)", r->id);
+        refuse(y, at,
+               "rule %s: network: refused: a workspace policy cannot grant network (the rule "
+               "applies without it)",
+               r->id);
         r->network = false;
     }
     if (r->external || r->compensate || r->capture) {
-        refuse(y, at, "rule %s: external/compensate/capture: refused: a workspace policy cannot "
-               "declare commands that txbox runs (the rule applies without them)", r->id);
+        refuse(y, at,
+               "rule %s: external/compensate/capture: refused: a workspace policy cannot "
+               "declare commands that txbox runs (the rule applies without them)",
+               r->id);
         r->external = false;
         free(r->compensate);
         free(r->capture);
@@ -868,17 +884,20 @@ static int parse_doc(txbox_policy *p, yctx *y)
         } else if (!strcmp(k, "workspace_policy")) {
             const char *s = yscalar(y, v);
             if (y->refused)
-                refuse(y, k_node, "workspace_policy: refused: only the user's own configuration can "
+                refuse(y, k_node,
+                       "workspace_policy: refused: only the user's own configuration can "
                        "trust a workspace's policy");
             else if (s && (!strcmp(s, "trusted") || !strcmp(s, "tighten")))
                 p->ws_trusted = !strcmp(s, "trusted");
             else
                 rc = yerr(y, v, "workspace_policy must be tighten or trusted");
-        } else if (y->refused && (!strcmp(k, "harmless_env") || !strcmp(k, "null_paths") ||
-                                  !strcmp(k, "scratch_paths"))) {
+        } else if (y->refused &&
+                   (!strcmp(k, "harmless_env") || !strcmp(k, "null_paths") || !strcmp(k, "scratch_paths"))) {
             /* each entry of these lists makes a command look more harmless */
-            refuse(y, k_node, "%s: refused: a workspace policy cannot extend this list (it would "
-                   "loosen the rules)", k);
+            refuse(y, k_node,
+                   "%s: refused: a workspace policy cannot extend this list (it would "
+                   "loosen the rules)",
+                   k);
         } else if (!strcmp(k, "fetchers"))
             rc = ylist(y, v, &p->fetchers, k);
         else if (!strcmp(k, "secrets"))
@@ -908,8 +927,10 @@ static int parse_doc(txbox_policy *p, yctx *y)
                 }
                 if (y->refused && (strpbrk(pn, "*?[") || policy_prog(p, pn))) {
                     /* how a program's words are read decides what rules see */
-                    refuse(y, pn_node, "programs.%s: refused: a workspace policy can describe only a "
-                           "program the user's policy does not", pn);
+                    refuse(y, pn_node,
+                           "programs.%s: refused: a workspace policy can describe only a "
+                           "program the user's policy does not",
+                           pn);
                     progspec_free(&s);
                     continue;
                 }
@@ -952,8 +973,8 @@ static int parse_doc(txbox_policy *p, yctx *y)
     return 0;
 }
 
-static int parse_text(txbox_policy *p, const char *text, size_t len, const char *file,
-                      strlist *refused, txbox_error *err)
+static int parse_text(txbox_policy *p, const char *text, size_t len, const char *file, strlist *refused,
+                      txbox_error *err)
 {
     yaml_parser_t parser;
     yaml_document_t doc;
@@ -961,10 +982,9 @@ static int parse_text(txbox_policy *p, const char *text, size_t len, const char 
         return tx_err(err, ENOMEM, "policy %s: cannot start the YAML parser", file);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &doc)) {
-        int rc = tx_err(err, EINVAL, "policy %s:%zu: %s%s%s", file,
-                        (size_t)(parser.problem_mark.line + 1),
-                        parser.problem ? parser.problem : "invalid YAML",
-                        parser.context ? " " : "", parser.context ? parser.context : "");
+        int rc = tx_err(err, EINVAL, "policy %s:%zu: %s%s%s", file, (size_t)(parser.problem_mark.line + 1),
+                        parser.problem ? parser.problem : "invalid YAML", parser.context ? " " : "",
+                        parser.context ? parser.context : "");
         yaml_parser_delete(&parser);
         return rc;
     }
@@ -980,14 +1000,13 @@ static int parse_text(txbox_policy *p, const char *text, size_t len, const char 
     return rc;
 }
 
-int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char *file,
-                      txbox_error *err)
+int policy_parse_yaml(txbox_policy *p, const char *text, size_t len, const char *file, txbox_error *err)
 {
     return parse_text(p, text, len, file, NULL, err);
 }
 
-int policy_parse_layer(txbox_policy *p, const char *text, size_t len, const char *file,
-                       strlist *refused, txbox_error *err)
+int policy_parse_layer(txbox_policy *p, const char *text, size_t len, const char *file, strlist *refused,
+                       txbox_error *err)
 {
     return parse_text(p, text, len, file, refused, err);
 }

@@ -188,8 +188,8 @@ static void text(sedp *p)
 static void label(sedp *p)
 {
     skip_blanks(p);
-    while (peek(p) != EOF && peek(p) != '\n' && peek(p) != ';' && peek(p) != ' ' &&
-           peek(p) != '\t' && peek(p) != '}')
+    while (peek(p) != EOF && peek(p) != '\n' && peek(p) != ';' && peek(p) != ' ' && peek(p) != '\t' &&
+           peek(p) != '}')
         p->i++;
 }
 
@@ -197,8 +197,7 @@ static void subst_flags(sedp *p)
 {
     for (;;) {
         int ch = peek(p);
-        if (ch == 'g' || ch == 'p' || ch == 'i' || ch == 'I' || ch == 'm' || ch == 'M' ||
-            isdigit(ch)) {
+        if (ch == 'g' || ch == 'p' || ch == 'i' || ch == 'I' || ch == 'm' || ch == 'M' || isdigit(ch)) {
             p->i++;
         } else if (ch == 'e') {
             p->i++;
@@ -233,35 +232,59 @@ static void command(sedp *p, int *depth)
             p->bad = true;
         end_of_command(p);
         return;
-    case ':': case 'b': case 't': case 'T': case 'v':
+    case ':':
+    case 'b':
+    case 't':
+    case 'T':
+    case 'v':
         label(p);
         end_of_command(p);
         return;
-    case '=': case 'd': case 'D': case 'g': case 'G': case 'h': case 'H': case 'n': case 'N':
-    case 'p': case 'P': case 'x': case 'z': case 'F':
+    case '=':
+    case 'd':
+    case 'D':
+    case 'g':
+    case 'G':
+    case 'h':
+    case 'H':
+    case 'n':
+    case 'N':
+    case 'p':
+    case 'P':
+    case 'x':
+    case 'z':
+    case 'F':
         end_of_command(p);
         return;
-    case 'l': case 'L': case 'q': case 'Q':
+    case 'l':
+    case 'L':
+    case 'q':
+    case 'Q':
         skip_blanks(p);
         number(p);
         end_of_command(p);
         return;
-    case 'a': case 'i': case 'c':
+    case 'a':
+    case 'i':
+    case 'c':
         text(p);
         return;
     case 'e':
         rest_of_line(p, &a, &b);
         effect(p, SED_EXEC, a, b); /* empty: runs the pattern space */
         return;
-    case 'r': case 'R':
+    case 'r':
+    case 'R':
         rest_of_line(p, &a, &b);
         effect(p, SED_READ, a, b);
         return;
-    case 'w': case 'W':
+    case 'w':
+    case 'W':
         rest_of_line(p, &a, &b);
         effect(p, SED_WRITE, a, b);
         return;
-    case 's': case 'y': {
+    case 's':
+    case 'y': {
         int delim = next(p);
         if (delim == EOF || delim == '\n' || delim == '\\' || !delimited(p, delim, ch == 's') ||
             !delimited(p, delim, false)) {

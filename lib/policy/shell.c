@@ -44,8 +44,8 @@ typedef struct rstr {
     char *s;
     uint8_t *f;
     size_t len, cap;
-    unsigned wflags;  /* W_FETCH, W_SUBST collected while building */
-    bool had_quotes;  /* an empty result still makes one word */
+    unsigned wflags; /* W_FETCH, W_SUBST collected while building */
+    bool had_quotes; /* an empty result still makes one word */
 } rstr;
 
 static void rs_free(rstr *r)
@@ -112,7 +112,7 @@ typedef struct wstate {
     const char *cwd;
     bool path_changed;
     bool env_changed; /* an exported variable that changes how programs run was set */
-    pword *pos; /* positional parameters $1.. (NULL: unknown) */
+    pword *pos;       /* positional parameters $1.. (NULL: unknown) */
     size_t npos;
 } wstate;
 
@@ -232,8 +232,7 @@ static pcmd *push(W *w, pword *argv, size_t argc, unsigned det, const ctx *c)
                   !shell_builtin(argv[0].s); /* found through $PATH */
     r->det = det | (c ? c->stdin_det : 0) |
              (w->st.path_changed || (lookup && w->p->path_in_workspace) ? D_PATH_CHANGED : 0) |
-             (w->st.env_changed ? D_EXEC_ENV : 0) |
-             (c && c->remote ? D_REMOTE : 0) |
+             (w->st.env_changed ? D_EXEC_ENV : 0) | (c && c->remote ? D_REMOTE : 0) |
              (reads_secret(w, argv, argc, det) ? D_SECRET_READ : 0);
     r->cwd_kind = w->st.cwd_kind;
     r->cwd = w->st.cwd;
@@ -391,18 +390,43 @@ static size_t c_escape(rstr *r, const char *s, size_t n, uint8_t fl, bool *stop)
     }
     char ch = s[0], o;
     switch (ch) {
-    case 'n': o = '\n'; break;
-    case 't': o = '\t'; break;
-    case 'r': o = '\r'; break;
-    case 'a': o = '\a'; break;
-    case 'b': o = '\b'; break;
-    case 'e': case 'E': o = 27; break;
-    case 'f': o = '\f'; break;
-    case 'v': o = '\v'; break;
-    case '\\': o = '\\'; break;
-    case '\'': o = '\''; break;
-    case '"': o = '"'; break;
-    case '?': o = '?'; break;
+    case 'n':
+        o = '\n';
+        break;
+    case 't':
+        o = '\t';
+        break;
+    case 'r':
+        o = '\r';
+        break;
+    case 'a':
+        o = '\a';
+        break;
+    case 'b':
+        o = '\b';
+        break;
+    case 'e':
+    case 'E':
+        o = 27;
+        break;
+    case 'f':
+        o = '\f';
+        break;
+    case 'v':
+        o = '\v';
+        break;
+    case '\\':
+        o = '\\';
+        break;
+    case '\'':
+        o = '\'';
+        break;
+    case '"':
+        o = '"';
+        break;
+    case '?':
+        o = '?';
+        break;
     case 'c':
         if (stop)
             *stop = true;
@@ -420,7 +444,8 @@ static size_t c_escape(rstr *r, const char *s, size_t n, uint8_t fl, bool *stop)
         rs_add(r, &b, 1, fl);
         return i;
     }
-    case 'u': case 'U': {
+    case 'u':
+    case 'U': {
         size_t i = 1, max = ch == 'u' ? 5 : 9;
         unsigned long v = 0;
         while (i < n && i < max && hexval((unsigned char)s[i]) >= 0)
@@ -468,8 +493,7 @@ static void rs_node(W *w, TSNode n, rstr *r, bool quoted, const ctx *c);
 
 /* Append the value of variable `name` (n bytes); src/srclen is the source
  * text shown when the value is unknown. */
-static void rs_var(W *w, rstr *r, const char *name, size_t n, const char *src, size_t srclen,
-                   bool quoted)
+static void rs_var(W *w, rstr *r, const char *name, size_t n, const char *src, size_t srclen, bool quoted)
 {
     uint8_t q = quoted ? RF_QUOTED : RF_SPLIT;
     if (!quoted && w->ifs_changed) {
@@ -662,8 +686,7 @@ static void rs_node(W *w, TSNode n, rstr *r, bool quoted, const ctx *c)
                     plain = false;
             }
         }
-        if (plain && named == 1 &&
-            (is(vn, "variable_name") || is(vn, "special_variable_name"))) {
+        if (plain && named == 1 && (is(vn, "variable_name") || is(vn, "special_variable_name"))) {
             size_t vl;
             const char *vs = ntext(w, vn, &vl);
             rs_var(w, r, vs, vl, s, len, quoted);
@@ -686,9 +709,8 @@ static void rs_node(W *w, TSNode n, rstr *r, bool quoted, const ctx *c)
     } else if (!strcmp(t, "arithmetic_expansion")) {
         walk_subst_only(w, n, c);
         rs_add(r, s, len, (uint8_t)((quoted ? RF_QUOTED : RF_SPLIT) | RF_DYN));
-    } else if (!strcmp(t, "number") || !strcmp(t, "brace_expression") ||
-               !strcmp(t, "extglob_pattern") || !strcmp(t, "regex") ||
-               !strcmp(t, "variable_name") || !strcmp(t, "special_variable_name") ||
+    } else if (!strcmp(t, "number") || !strcmp(t, "brace_expression") || !strcmp(t, "extglob_pattern") ||
+               !strcmp(t, "regex") || !strcmp(t, "variable_name") || !strcmp(t, "special_variable_name") ||
                !strcmp(t, "test_operator")) {
         if (ts_node_named_child_count(n) && !is(n, "brace_expression")) {
             walk_subst_only(w, n, c);
@@ -734,8 +756,7 @@ static void field_word(W *w, const rstr *r, size_t a, size_t b, wlist *out)
         if (!(f & (RF_QUOTED | RF_DYN)) && strchr("*?[", r->s[i]))
             pw.flags |= W_GLOB;
     }
-    if (b > a && ((r->s[a] == '~' && !(r->f[a] & (RF_QUOTED | RF_DYN | RF_SPLIT))) ||
-                  (r->f[a] & RF_HOME)))
+    if (b > a && ((r->s[a] == '~' && !(r->f[a] & (RF_QUOTED | RF_DYN | RF_SPLIT))) || (r->f[a] & RF_HOME)))
         pw.flags |= W_TILDE;
     if (r->wflags & W_TILDE && a == 0)
         pw.flags |= W_TILDE;
@@ -925,8 +946,8 @@ static void walk_subst_only(W *w, TSNode n, const ctx *c)
             rstr r = {0};
             rs_subst(w, ch, &r, true, c, is(ch, "process_substitution"));
             rs_free(&r);
-        } else if (is(ch, "redirected_statement") || is(ch, "command") ||
-                   is(ch, "compound_statement") || is(ch, "subshell")) {
+        } else if (is(ch, "redirected_statement") || is(ch, "command") || is(ch, "compound_statement") ||
+                   is(ch, "subshell")) {
             walk_node(w, ch, c, NULL);
         } else {
             walk_subst_only(w, ch, c);
@@ -982,8 +1003,8 @@ static bool fetcher_in(W *w, size_t first)
  * homes, /etc, /proc, secret mounts, the root. dir: normalized. */
 static bool secret_dir(const char *dir)
 {
-    static const char *const roots[] = {"/root", "/home", "/etc", "/proc", "/run/secrets",
-                                        "/var/run/secrets"};
+    static const char *const roots[] = {"/root", "/home",        "/etc",
+                                        "/proc", "/run/secrets", "/var/run/secrets"};
     if (dir[0] == '~' || !strcmp(dir, "/") || !*dir)
         return true;
     for (size_t i = 0; i < ARRAY_SIZE(roots); i++) {
@@ -1037,8 +1058,8 @@ static bool secret_anywhere(W *w, const char *rel)
         while (*d == '*')
             d++;
         char buf[PATH_MAX];
-        if ((size_t)snprintf(buf, sizeof buf, "%.*s/%s", (int)(sl - d > 0 ? sl - d : 0), d,
-                             rel) >= sizeof buf)
+        if ((size_t)snprintf(buf, sizeof buf, "%.*s/%s", (int)(sl - d > 0 ? sl - d : 0), d, rel) >=
+            sizeof buf)
             return true;
         if (strlist_glob(l, buf))
             return true;
@@ -1123,8 +1144,7 @@ static bool recursive_reader(const char *prog, const pword *argv, size_t argc)
 {
     if (!strcmp(prog, "rg") || !strcmp(prog, "ag") || !strcmp(prog, "ack"))
         return true;
-    if (strcmp(prog, "grep") && strcmp(prog, "egrep") && strcmp(prog, "fgrep") &&
-        strcmp(prog, "zgrep"))
+    if (strcmp(prog, "grep") && strcmp(prog, "egrep") && strcmp(prog, "fgrep") && strcmp(prog, "zgrep"))
         return false;
     for (size_t i = 1; i < argc; i++) {
         const char *a = argv[i].s;
@@ -1141,9 +1161,9 @@ static bool recursive_reader(const char *prog, const pword *argv, size_t argc)
  * a file holds: a secret path there reads nothing. */
 static bool names_only(const char *prog)
 {
-    static const char *const v[] = {"echo", "printf", "basename", "dirname", "test", "[",
-                                    "realpath", "readlink", "ls", "stat", "cd", "pushd",
-                                    "type", "which", "command", "mkdir", "touch"};
+    static const char *const v[] = {"echo",     "printf",   "basename", "dirname", "test", "[",
+                                    "realpath", "readlink", "ls",       "stat",    "cd",   "pushd",
+                                    "type",     "which",    "command",  "mkdir",   "touch"};
     for (size_t i = 0; i < ARRAY_SIZE(v); i++)
         if (!strcmp(prog, v[i]))
             return true;
@@ -1162,10 +1182,10 @@ static bool reads_secret(W *w, const pword *argv, size_t argc, unsigned det)
         bool names = argc > 1;
         for (size_t i = 1; i < argc && names; i++) {
             const char *a = argv[i].s;
-            names = !(argv[i].flags & W_DYN) && (isalpha((unsigned char)a[0]) || a[0] == '_') &&
-                    strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
-                        argv[i].len &&
-                    env_name_passes(a, argv[i].len);
+            names =
+                !(argv[i].flags & W_DYN) && (isalpha((unsigned char)a[0]) || a[0] == '_') &&
+                strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") == argv[i].len &&
+                env_name_passes(a, argv[i].len);
         }
         if (!names)
             return true;
@@ -1175,8 +1195,7 @@ static bool reads_secret(W *w, const pword *argv, size_t argc, unsigned det)
     if (names_only(prog)) {
         /* echo "$GITHUB_TOKEN": a secret-looking variable's value */
         for (size_t i = 1; i < argc; i++)
-            if ((argv[i].flags & W_DYN) && strchr(argv[i].s, '$') &&
-                strlist_glob(&w->p->secrets, argv[i].s))
+            if ((argv[i].flags & W_DYN) && strchr(argv[i].s, '$') && strlist_glob(&w->p->secrets, argv[i].s))
                 return true;
         return false;
     }
@@ -1195,8 +1214,7 @@ static bool secret_in(W *w, size_t first)
             return true;
         if (!pc->argc)
             continue;
-        if (!(pc->argv[0].flags & W_DYN) &&
-            strlist_has(&w->p->secret_programs, basename_of(pc->argv[0].s)))
+        if (!(pc->argv[0].flags & W_DYN) && strlist_has(&w->p->secret_programs, basename_of(pc->argv[0].s)))
             return true;
         for (size_t j = 1; j < pc->argc; j++)
             if (word_secret(w, &pc->argv[j]))
@@ -1206,8 +1224,8 @@ static bool secret_in(W *w, size_t first)
 }
 
 /* Walk the stages of a pipeline, each with its upstream facts. */
-static const char *walk_stages(W *w, kid *k, size_t nk, const ctx *c, const char *up,
-                               size_t uplen, unsigned updet, size_t *olen)
+static const char *walk_stages(W *w, kid *k, size_t nk, const ctx *c, const char *up, size_t uplen,
+                               unsigned updet, size_t *olen)
 {
     const char *out = up;
     size_t outlen = uplen;
@@ -1283,8 +1301,7 @@ static bool file_redirect(W *w, TSNode n, const ctx *c, predir *out)
                 d.op = RD_APPEND;
             else if (!strcmp(t, "<>"))
                 d.op = RD_INOUT;
-            else if (!strcmp(t, ">&") || !strcmp(t, "<&") || !strcmp(t, ">&-") ||
-                     !strcmp(t, "<&-"))
+            else if (!strcmp(t, ">&") || !strcmp(t, "<&") || !strcmp(t, ">&-") || !strcmp(t, "<&-"))
                 d.op = RD_DUP;
             else
                 d.op = RD_OUT;
@@ -1336,8 +1353,8 @@ static void herestring(W *w, TSNode n, const ctx *c, ctx *sc)
 
 /* Text of a here-document body, with its expansions when the delimiter is
  * unquoted. */
-static const char *heredoc_text(W *w, TSNode start, TSNode body, bool have_body, const ctx *c,
-                                size_t *len, unsigned *wflags)
+static const char *heredoc_text(W *w, TSNode start, TSNode body, bool have_body, const ctx *c, size_t *len,
+                                unsigned *wflags)
 {
     if (!have_body) {
         *len = 0;
@@ -1434,8 +1451,7 @@ static const char *walk_redirected(W *w, TSNode n, const ctx *c, size_t *olen)
                         rd[nrd++] = d;
                 } else if (is(x, "herestring_redirect")) {
                     walk_subst_only(w, x, c);
-                } else if (ts_node_is_named(x) && !is(x, "heredoc_end") &&
-                           !is(x, "file_descriptor")) {
+                } else if (ts_node_is_named(x) && !is(x, "heredoc_end") && !is(x, "file_descriptor")) {
                     cont = x;
                     have_cont = true;
                 }
@@ -1778,14 +1794,12 @@ static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen)
         }
         add_redirs(w, c, &sc, rd, nrd);
         for (size_t i = 0; i < nrd; i++)
-            if ((rd[i].op == RD_OUT || rd[i].op == RD_APPEND) &&
-                (rd[i].fd == -1 || rd[i].fd == 1))
+            if ((rd[i].op == RD_OUT || rd[i].op == RD_APPEND) && (rd[i].fd == -1 || rd[i].fd == 1))
                 sc.stdin_det |= 0; /* stdout goes to a file: no static output */
         size_t ol = 0;
         out = emit(w, argv.v, argv.n, det, &sc, &ol);
         for (size_t i = 0; i < nrd; i++)
-            if ((rd[i].op == RD_OUT || rd[i].op == RD_APPEND) &&
-                (rd[i].fd == -1 || rd[i].fd == 1))
+            if ((rd[i].op == RD_OUT || rd[i].op == RD_APPEND) && (rd[i].fd == -1 || rd[i].fd == 1))
                 out = NULL;
         if (olen)
             *olen = ol;
@@ -1843,8 +1857,8 @@ static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen)
         }
     } else if (!strcmp(t, "function_definition")) {
         walk_function_def(w, n, c);
-    } else if (!strcmp(t, "if_statement") || !strcmp(t, "case_statement") ||
-               !strcmp(t, "while_statement") || !strcmp(t, "c_style_for_statement")) {
+    } else if (!strcmp(t, "if_statement") || !strcmp(t, "case_statement") || !strcmp(t, "while_statement") ||
+               !strcmp(t, "c_style_for_statement")) {
         /* condition and bodies: each may or may not run */
         wstate before = w->st;
         kid *k;
@@ -1853,13 +1867,11 @@ static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen)
             TSNode ch = k[i].n;
             if (!ts_node_is_named(ch) || is(ch, "comment"))
                 continue;
-            if (is(ch, "elif_clause") || is(ch, "else_clause") || is(ch, "case_item") ||
-                is(ch, "do_group"))
+            if (is(ch, "elif_clause") || is(ch, "else_clause") || is(ch, "case_item") || is(ch, "do_group"))
                 walk_conditional_seq(w, ch, c);
             else if (k[i].field && !strcmp(k[i].field, "value"))
                 walk_subst_only(w, ch, c);
-            else if (!strcmp(t, "c_style_for_statement") && k[i].field &&
-                     strcmp(k[i].field, "body"))
+            else if (!strcmp(t, "c_style_for_statement") && k[i].field && strcmp(k[i].field, "body"))
                 walk_subst_only(w, ch, c);
             else
                 walk_node(w, ch, c, NULL);
@@ -1867,8 +1879,7 @@ static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen)
         merge_uncertain(w, &before);
     } else if (!strcmp(t, "for_statement")) {
         walk_for(w, n, c);
-    } else if (!strcmp(t, "do_group") || !strcmp(t, "else_clause") ||
-               !strcmp(t, "elif_clause")) {
+    } else if (!strcmp(t, "do_group") || !strcmp(t, "else_clause") || !strcmp(t, "elif_clause")) {
         walk_conditional_seq(w, n, c);
     } else if (!strcmp(t, "negated_command")) {
         walk_seq(w, n, c, NULL);
@@ -1956,8 +1967,8 @@ static void note_download(W *w, const char *name)
 }
 
 /* A code string (sh -c, eval, inline interpreter literal): walk it. */
-static void run_code(W *w, const pword *code, const ctx *c, const char *via, pword *pos,
-                     size_t npos, pcmd *owner)
+static void run_code(W *w, const pword *code, const ctx *c, const char *via, pword *pos, size_t npos,
+                     pcmd *owner)
 {
     if (code->flags & W_DYN) {
         if (owner)
@@ -1986,14 +1997,14 @@ static bool is_ident_char(char ch) { return isalnum((unsigned char)ch) || ch == 
  * calls on literal paths into the equivalent commands. */
 static void inline_code(W *w, const char *code, size_t len, const ctx *c, const char *prog)
 {
-    static const char *const del_api[] = {"rmtree", "rmSync", "rm_rf", "remove_dir_all",
-                                          "unlink", "remove(", "rmdir", "rimraf", "rm(",
-                                          "rm_r", "deleteSync", "removeSync", "emptyDir"};
-    static const char *const write_api[] = {"writeFile", "write_text", "write_bytes",
-                                            "File.write", "appendFile", "open(", "fopen",
-                                            "copyFile", "rename", "createWriteStream"};
-    static const char *const exec_api[] = {"system", "popen", "exec", "spawn", "subprocess",
-                                           "Popen", "check_output", "`", "qx", "Command"};
+    static const char *const del_api[] = {
+        "rmtree", "rmSync", "rm_rf", "remove_dir_all", "unlink",     "remove(", "rmdir",
+        "rimraf", "rm(",    "rm_r",  "deleteSync",     "removeSync", "emptyDir"};
+    static const char *const write_api[] = {
+        "writeFile", "write_text", "write_bytes", "File.write", "appendFile",
+        "open(",     "fopen",      "copyFile",    "rename",     "createWriteStream"};
+    static const char *const exec_api[] = {"system", "popen",        "exec", "spawn", "subprocess",
+                                           "Popen",  "check_output", "`",    "qx",    "Command"};
     const char *via = via_add(w, c, prog);
     bool del = false, wr = false, ex = false;
     for (size_t i = 0; i < ARRAY_SIZE(del_api); i++)
@@ -2005,9 +2016,8 @@ static void inline_code(W *w, const char *code, size_t len, const ctx *c, const 
     for (size_t i = 0; i < ARRAY_SIZE(exec_api); i++)
         if (memmem(code, len, exec_api[i], strlen(exec_api[i])))
             ex = true;
-    if (memmem(code, len, "fork", 4) &&
-        (memmem(code, len, "while", 5) || memmem(code, len, "for ", 4) ||
-         memmem(code, len, "loop", 4) || memmem(code, len, "until", 5))) {
+    if (memmem(code, len, "fork", 4) && (memmem(code, len, "while", 5) || memmem(code, len, "for ", 4) ||
+                                         memmem(code, len, "loop", 4) || memmem(code, len, "until", 5))) {
         pword *a = ar_alloc(w->ar, sizeof *a);
         if (a) {
             *a = mkword(w, prog, strlen(prog), 0);
@@ -2086,8 +2096,7 @@ static void inline_code(W *w, const char *code, size_t len, const ctx *c, const 
     }
 }
 
-static const char *static_stdout(W *w, const char *prog, pword *argv, size_t argc,
-                                 const ctx *c, size_t *olen)
+static const char *static_stdout(W *w, const char *prog, pword *argv, size_t argc, const ctx *c, size_t *olen)
 {
     for (size_t i = 0; i < argc; i++)
         if (argv[i].flags & (W_DYN | W_GLOB))
@@ -2189,8 +2198,7 @@ static const char *static_stdout(W *w, const char *prog, pword *argv, size_t arg
         rs_add(&r, c->stdin_text, c->stdin_len, 0);
         res = "";
     } else if (c->stdin_text && !strcmp(prog, "base64") && argc >= 2 &&
-               (!strcmp(argv[1].s, "-d") || !strcmp(argv[1].s, "--decode") ||
-                !strcmp(argv[1].s, "-D"))) {
+               (!strcmp(argv[1].s, "-d") || !strcmp(argv[1].s, "--decode") || !strcmp(argv[1].s, "-D"))) {
         unsigned acc = 0;
         int bits = 0;
         for (size_t i = 0; i < c->stdin_len; i++) {
@@ -2294,8 +2302,7 @@ static void do_cd(W *w, const pword *argv, size_t argc)
     char *outp = xmalloc(strlen(joined) + 1);
     size_t ol = 0;
     bool escaped = false;
-    for (char *save = NULL, *tok = strtok_r(joined, "/", &save); tok;
-         tok = strtok_r(NULL, "/", &save)) {
+    for (char *save = NULL, *tok = strtok_r(joined, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
         if (!strcmp(tok, "."))
             continue;
         if (!strcmp(tok, "..")) {
@@ -2345,9 +2352,9 @@ static bool opt_has(const strlist *l, const char *a)
 
 /* GNU sed's long options ('=': takes a value). */
 static const char *const sed_long[] = {
-    "--binary", "--debug", "--expression=", "--file=", "--follow-symlinks", "--help",
-    "--in-place", "--line-length=", "--null-data", "--zero-terminated", "--posix", "--quiet",
-    "--silent", "--regexp-extended", "--sandbox", "--separate", "--unbuffered", "--version",
+    "--binary",   "--debug",           "--expression=", "--file=",           "--follow-symlinks", "--help",
+    "--in-place", "--line-length=",    "--null-data",   "--zero-terminated", "--posix",           "--quiet",
+    "--silent",   "--regexp-extended", "--sandbox",     "--separate",        "--unbuffered",      "--version",
     NULL};
 
 /* sed [OPTIONS] [SCRIPT] [FILE...]: the script (the -e/--expression values
@@ -2492,8 +2499,8 @@ static const char *emit_sed(W *w, pword *argv, size_t argc, unsigned det, const 
  * mapfile, getopts, unset PATH). */
 static bool changes_lookup(const char *prog, const pword *argv, size_t argc)
 {
-    bool assigns = !strcmp(prog, "read") || !strcmp(prog, "mapfile") ||
-                   !strcmp(prog, "readarray") || !strcmp(prog, "getopts") || !strcmp(prog, "unset");
+    bool assigns = !strcmp(prog, "read") || !strcmp(prog, "mapfile") || !strcmp(prog, "readarray") ||
+                   !strcmp(prog, "getopts") || !strcmp(prog, "unset");
     for (size_t i = 1; !strcmp(prog, "printf") && i < argc; i++)
         if (!strncmp(argv[i].s, "-v", 2)) /* printf -v NAME */
             assigns = true;
@@ -2514,8 +2521,7 @@ static bool changes_lookup(const char *prog, const pword *argv, size_t argc)
 
 /* A function or alias defined earlier in the string: its body walked with
  * the arguments as positional parameters (an alias: the arguments appended). */
-static void emit_function(W *w, const func *fn, pword *argv, size_t argc, unsigned det,
-                          const ctx *c)
+static void emit_function(W *w, const func *fn, pword *argv, size_t argc, unsigned det, const ctx *c)
 {
     if (inlining(w, fn->name)) {
         /* recursion: in a pipeline or the background, a fork bomb */
@@ -2580,8 +2586,8 @@ static void note_fetched(W *w, pword *argv, size_t argc)
 }
 
 /* A shell: sh [-flags] [-c STRING [NAME ARGS...] | FILE | (stdin)]. */
-static void emit_shell(W *w, const progspec *ps, const char *prog, pword *argv, size_t argc,
-                       unsigned det, const ctx *c)
+static void emit_shell(W *w, const progspec *ps, const char *prog, pword *argv, size_t argc, unsigned det,
+                       const ctx *c)
 {
     bool cflag = false, sflag = false;
     size_t i = 1;
@@ -2718,8 +2724,8 @@ static void emit_interpreter(W *w, const progspec *ps, const char *prog, pword *
 
 /* A wrapper (env, sudo, xargs, timeout, ssh...): its own options, then the
  * command it runs, walked as a command of its own. */
-static void emit_wrapper(W *w, const progspec *ps, const char *prog, pword *argv, size_t argc,
-                         unsigned det, const ctx *c)
+static void emit_wrapper(W *w, const progspec *ps, const char *prog, pword *argv, size_t argc, unsigned det,
+                         const ctx *c)
 {
     bool stop = false;
     size_t i = 1;
@@ -2772,8 +2778,8 @@ static void emit_wrapper(W *w, const progspec *ps, const char *prog, pword *argv
         if (!(argv[j].flags & W_DYN) && opt_has(&ps->command_option, argv[j].s))
             cmdopt = &argv[j + 1];
     if (ps->assignments)
-        while (i < argc && !(argv[i].flags & W_DYN) && strchr(argv[i].s, '=') &&
-               argv[i].s[0] != '=' && argv[i].s[0] != '-') {
+        while (i < argc && !(argv[i].flags & W_DYN) && strchr(argv[i].s, '=') && argv[i].s[0] != '=' &&
+               argv[i].s[0] != '-') {
             char nb[128];
             size_t nl = (size_t)(strchr(argv[i].s, '=') - argv[i].s);
             if (nl < sizeof nb) {
@@ -2801,8 +2807,7 @@ static void emit_wrapper(W *w, const progspec *ps, const char *prog, pword *argv
         sc.remote = true;
     }
     pcmd *self = push(w, argv, cmdopt || splitopt || stop || i >= end ? argc : i,
-                      det | ((stop || (i >= end && !cmdopt && !splitopt)) ? 0 : D_WRAPPER),
-                      c);
+                      det | ((stop || (i >= end && !cmdopt && !splitopt)) ? 0 : D_WRAPPER), c);
     if (stop)
         return;
     if (cmdopt) {
@@ -2826,8 +2831,8 @@ static void emit_wrapper(W *w, const progspec *ps, const char *prog, pword *argv
         const char *s = join_words(w, argv + i, end - i, &dyn, &wf);
         for (size_t j = end + 1; j < argc && j <= end + MAX_FOR_VALUES; j++) {
             char *src = xasprintf("%s %s", s, argv[j].s);
-            pword code = mkword(w, src, strlen(src),
-                                (dyn || (argv[j].flags & W_DYN) ? W_DYN : 0) | (wf & W_FETCH));
+            pword code =
+                mkword(w, src, strlen(src), (dyn || (argv[j].flags & W_DYN) ? W_DYN : 0) | (wf & W_FETCH));
             free(src);
             run_code(w, &code, &sc, sc.via, NULL, 0, self);
         }
@@ -2887,8 +2892,8 @@ static void emit_find(W *w, pword *argv, size_t argc, unsigned det, const ctx *c
     size_t nk = 0;
     for (size_t i = 0; i < argc; i++) {
         const char *a = argv[i].s;
-        if (i > 0 && (!strcmp(a, "-exec") || !strcmp(a, "-execdir") || !strcmp(a, "-ok") ||
-                      !strcmp(a, "-okdir"))) {
+        if (i > 0 &&
+            (!strcmp(a, "-exec") || !strcmp(a, "-execdir") || !strcmp(a, "-ok") || !strcmp(a, "-okdir"))) {
             keep[nk++] = argv[i];
             size_t j = i + 1;
             while (j < argc && strcmp(argv[j].s, ";") && strcmp(argv[j].s, "+"))
@@ -2906,8 +2911,7 @@ static void emit_find(W *w, pword *argv, size_t argc, unsigned det, const ctx *c
                         char *s = xasprintf("%s/%s", base, inner[m].s);
                         size_t dp = strlen(base) + 1 + (size_t)(br - inner[m].s);
                         inner[m] = mkword(w, s, strlen(s),
-                                          W_DYN | W_SYNTH |
-                                              (start ? start->flags & (W_TILDE | W_DYN) : 0));
+                                          W_DYN | W_SYNTH | (start ? start->flags & (W_TILDE | W_DYN) : 0));
                         inner[m].dynpos = start && (start->flags & W_DYN) ? start->dynpos : dp;
                         free(s);
                     }
@@ -2929,8 +2933,7 @@ static void emit_find(W *w, pword *argv, size_t argc, unsigned det, const ctx *c
 
 /* git -c alias.NAME=VALUE: a `!cmd` alias is shell code, walked; another is
  * expanded where the command uses it. The command itself is emitted after. */
-static void git_aliases(W *w, const progspec *ps, pword *argv, size_t argc, unsigned det,
-                        const ctx *c)
+static void git_aliases(W *w, const progspec *ps, pword *argv, size_t argc, unsigned det, const ctx *c)
 {
     size_t i = 1;
     const char *alias_name = NULL, *alias_val = NULL;
@@ -2947,8 +2950,8 @@ static void git_aliases(W *w, const progspec *ps, pword *argv, size_t argc, unsi
             alias_name = ar_strndup(w->ar, kv + 6, (size_t)(eq - kv - 6));
             alias_val = eq + 1;
             if (alias_val[0] == '!') {
-                pword code = mkword(w, alias_val + 1, strlen(alias_val + 1),
-                                    argv[i + 1].flags & (W_DYN | W_FETCH));
+                pword code =
+                    mkword(w, alias_val + 1, strlen(alias_val + 1), argv[i + 1].flags & (W_DYN | W_FETCH));
                 run_code(w, &code, c, via_add(w, c, "git alias"), NULL, 0, NULL);
             }
         }
@@ -2956,8 +2959,7 @@ static void git_aliases(W *w, const progspec *ps, pword *argv, size_t argc, unsi
             i++;
         i++;
     }
-    if (alias_name && alias_val && alias_val[0] != '!' && i < argc &&
-        !strcmp(argv[i].s, alias_name)) {
+    if (alias_name && alias_val && alias_val[0] != '!' && i < argc && !strcmp(argv[i].s, alias_name)) {
         /* git -c alias.x='push --force' x: expand */
         char *src = xasprintf("git %s", alias_val);
         pcmd *marker = push(w, argv, 1, det | D_WRAPPER, c);
@@ -3112,8 +3114,7 @@ static const char *str_read(void *payload, uint32_t byte, TSPoint pt, uint32_t *
     return in->s + byte;
 }
 
-static const char *walk_source(W *w, const char *src, size_t len, const ctx *c, const char *via,
-                               size_t *olen)
+static const char *walk_source(W *w, const char *src, size_t len, const ctx *c, const char *via, size_t *olen)
 {
     if (olen)
         *olen = 0;
@@ -3148,8 +3149,7 @@ static const char *walk_source(W *w, const char *src, size_t len, const ctx *c, 
     strinput in = {.s = src, .len = len};
     TSParseOptions opt = {.payload = w, .progress_callback = progress_cb};
     TSTree *tree = ts_parser_parse_with_options(
-        w->parser, NULL, (TSInput){.payload = &in, .read = str_read, .encoding = TSInputEncodingUTF8},
-        opt);
+        w->parser, NULL, (TSInput){.payload = &in, .read = str_read, .encoding = TSInputEncodingUTF8}, opt);
     if (!tree) {
         ts_parser_reset(w->parser);
         push_det(w, D_TOO_LARGE, "(parse time limit)", c);
@@ -3247,8 +3247,7 @@ static void recover_segments(W *w, const char *src, size_t len, const ctx *c)
             strinput in = {.s = seg, .len = sl};
             TSParseOptions opt = {.payload = w, .progress_callback = progress_cb};
             TSTree *t = ts_parser_parse_with_options(
-                w->parser, NULL,
-                (TSInput){.payload = &in, .read = str_read, .encoding = TSInputEncodingUTF8},
+                w->parser, NULL, (TSInput){.payload = &in, .read = str_read, .encoding = TSInputEncodingUTF8},
                 opt);
             if (!t) {
                 ts_parser_reset(w->parser);
@@ -3306,8 +3305,7 @@ static void w_finish(W *w)
         push_det(w, D_EMPTY, "", NULL);
 }
 
-void shell_walk(const txbox_policy *p, void *parser, arena *ar, const char *src, size_t len,
-                pcmds *out)
+void shell_walk(const txbox_policy *p, void *parser, arena *ar, const char *src, size_t len, pcmds *out)
 {
     W w;
     w_init(&w, p, parser, ar, out);
@@ -3321,8 +3319,7 @@ void shell_walk(const txbox_policy *p, void *parser, arena *ar, const char *src,
     w_finish(&w);
 }
 
-void shell_walk_argv(const txbox_policy *p, void *parser, arena *ar, char *const *argv,
-                     pcmds *out)
+void shell_walk_argv(const txbox_policy *p, void *parser, arena *ar, char *const *argv, pcmds *out)
 {
     W w;
     w_init(&w, p, parser, ar, out);

@@ -23,10 +23,10 @@ const progspec *policy_prog(const txbox_policy *p, const char *name)
 bool shell_builtin(const char *name)
 {
     static const char *const v[] = {
-        "echo", "printf", "pwd", "true", "false", "test", "[", "cd", "pushd", "popd", "dirs",
-        "exit", "return", "shift", "set", "unset", "read", "wait", "alias", "unalias", ":",
-        "getopts", "hash", "jobs", "break", "continue", "shopt", "umask", "ulimit", "type",
-        "command", "help", "builtin", "eval", "exec", "trap", "kill"};
+        "echo",    "printf",  "pwd",     "true",  "false", "test",     "[",     "cd",    "pushd",  "popd",
+        "dirs",    "exit",    "return",  "shift", "set",   "unset",    "read",  "wait",  "alias",  "unalias",
+        ":",       "getopts", "hash",    "jobs",  "break", "continue", "shopt", "umask", "ulimit", "type",
+        "command", "help",    "builtin", "eval",  "exec",  "trap",     "kill"};
     for (size_t i = 0; i < ARRAY_SIZE(v); i++)
         if (!strcmp(name, v[i]))
             return true;

@@ -26,8 +26,8 @@ enum {
 typedef enum agent_protocol { PROTO_AUTO = 0, PROTO_TOOLS, PROTO_TEXT } agent_protocol;
 
 typedef struct agent_cfg {
-    const char *ws;              /* workspace (absolute) */
-    const char *endpoint;        /* as given (recorded; carries no credentials) */
+    const char *ws;       /* workspace (absolute) */
+    const char *endpoint; /* as given (recorded; carries no credentials) */
     const char *model;
     const char *task;
     agent_protocol protocol;
@@ -37,13 +37,13 @@ typedef struct agent_cfg {
     int max_steps;
     long long token_budget;
     double command_timeout_s;
-    const char *policy;          /* passed to txbox run, or NULL */
-    const char *api_key_env;     /* the key's variable: kept from the children */
-    double temperature;          /* < 0: not sent */
-    long max_completion_tokens;  /* 0: not sent */
-    size_t result_bytes;         /* size of one tool result for the model */
-    bool per_command;            /* --no-transaction: each command commits on its own */
-    const char *verify;          /* --verify: the commit gate of the task's transaction
+    const char *policy;         /* passed to txbox run, or NULL */
+    const char *api_key_env;    /* the key's variable: kept from the children */
+    double temperature;         /* < 0: not sent */
+    long max_completion_tokens; /* 0: not sent */
+    size_t result_bytes;        /* size of one tool result for the model */
+    bool per_command;           /* --no-transaction: each command commits on its own */
+    const char *verify;         /* --verify: the commit gate of the task's transaction
                                     (limited by command_timeout_s) */
     llm_cfg llm;
 } agent_cfg;

@@ -26,8 +26,7 @@ void chat_reply_free(chat_reply *r)
     memset(r, 0, sizeof *r);
 }
 
-static int add_capped(dbuf *b, size_t cap, const char *s, size_t n, const char *what,
-                      txbox_error *err)
+static int add_capped(dbuf *b, size_t cap, const char *s, size_t n, const char *what, txbox_error *err)
 {
     dbuf_add(b, s, n);
     if (b->dropped || b->len > cap)
@@ -58,11 +57,11 @@ static int add_content(chat_reply *r, json_t *content, txbox_error *err)
         /* Content parts: [{"type":"text","text":"..."}]. */
         size_t i;
         json_t *part;
-        json_array_foreach(content, i, part) {
+        json_array_foreach(content, i, part)
+        {
             json_t *t = json_object_get(part, "text");
-            if (json_is_string(t) &&
-                add_capped(&r->content, r->content_cap, json_string_value(t), json_string_length(t),
-                           "content", err) < 0)
+            if (json_is_string(t) && add_capped(&r->content, r->content_cap, json_string_value(t),
+                                                json_string_length(t), "content", err) < 0)
                 return -1;
         }
         return 0;
@@ -164,8 +163,8 @@ static int read_call(chat_reply *r, json_t *tc, txbox_error *err)
     json_t *id = json_object_get(tc, "id");
     if (json_is_string(id) && json_string_length(id) && json_string_length(id) < 128)
         c->id = xstrdup(json_string_value(id));
-    if (add_capped(&c->name, NAME_CAP, json_string_value(name), json_string_length(name),
-                   "tool name", err) < 0)
+    if (add_capped(&c->name, NAME_CAP, json_string_value(name), json_string_length(name), "tool name", err) <
+        0)
         return -1;
     if (json_is_string(args))
         return add_capped(&c->args, r->args_cap, json_string_value(args), json_string_length(args),
@@ -173,8 +172,7 @@ static int read_call(chat_reply *r, json_t *tc, txbox_error *err)
     if (json_is_object(args)) {
         /* Some servers send the arguments as an object, not a JSON text. */
         char *s = json_dumps(args, JSON_COMPACT);
-        int rc = add_capped(&c->args, r->args_cap, s ? s : "{}", s ? strlen(s) : 2,
-                            "tool arguments", err);
+        int rc = add_capped(&c->args, r->args_cap, s ? s : "{}", s ? strlen(s) : 2, "tool arguments", err);
         free(s);
         return rc;
     }
@@ -204,7 +202,8 @@ static json_t *first_choice(json_t *root, txbox_error *err, bool allow_empty)
     /* We ask for one choice; take the one with index 0 (or the first). */
     size_t i;
     json_t *c = NULL;
-    json_array_foreach(choices, i, c) {
+    json_array_foreach(choices, i, c)
+    {
         json_t *idx = json_object_get(c, "index");
         if (!idx || (json_is_integer(idx) && json_integer_value(idx) == 0))
             break;
@@ -226,8 +225,7 @@ int chat_parse_response(const char *body, size_t len, chat_reply *r, txbox_error
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
-        return tx_err(err, EPROTO, "malformed JSON from the endpoint: %s (at byte %d)", je.text,
-                      je.position);
+        return tx_err(err, EPROTO, "malformed JSON from the endpoint: %s (at byte %d)", je.text, je.position);
     int rc = -1;
     const char *em;
     if (!json_is_object(root)) {
@@ -246,8 +244,9 @@ int chat_parse_response(const char *body, size_t len, chat_reply *r, txbox_error
     json_t *msg = json_object_get(c, "message");
     if (!json_is_object(msg)) {
         if (json_object_get(c, "text"))
-            tx_err(err, EPROTO, "the response is a text completion, not a chat completion "
-                                "(is the endpoint /v1/completions?)");
+            tx_err(err, EPROTO,
+                   "the response is a text completion, not a chat completion "
+                   "(is the endpoint /v1/completions?)");
         else
             tx_err(err, EPROTO, "the response's choice has no message object");
         goto out;
@@ -263,7 +262,8 @@ int chat_parse_response(const char *body, size_t len, chat_reply *r, txbox_error
         }
         size_t i;
         json_t *tc;
-        json_array_foreach(tcs, i, tc) {
+        json_array_foreach(tcs, i, tc)
+        {
             if (read_call(r, tc, err) < 0)
                 goto out;
         }
@@ -316,8 +316,7 @@ static chat_call *delta_slot(chat_reply *r, json_t *tc, size_t *map, txbox_error
     return c;
 }
 
-int chat_stream_event(chat_reply *r, const char *event, const char *data, size_t len,
-                      txbox_error *err)
+int chat_stream_event(chat_reply *r, const char *event, const char *data, size_t len, txbox_error *err)
 {
     r->chunks++;
     if (!strcmp(event, "error")) {
@@ -334,8 +333,8 @@ int chat_stream_event(chat_reply *r, const char *event, const char *data, size_t
     json_error_t je;
     json_t *root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
-        return tx_err(err, EPROTO, "malformed JSON in stream chunk %llu: %s",
-                      (unsigned long long)r->chunks, je.text);
+        return tx_err(err, EPROTO, "malformed JSON in stream chunk %llu: %s", (unsigned long long)r->chunks,
+                      je.text);
     int rc = -1;
     const char *em;
     if (!json_is_object(root)) {
@@ -349,8 +348,10 @@ int chat_stream_event(chat_reply *r, const char *event, const char *data, size_t
         goto out;
     }
     if (!json_object_get(root, "choices") && !json_object_get(root, "usage")) {
-        tx_err(err, EPROTO, "stream chunk %llu has no choices: not an OpenAI-compatible chat "
-                            "completion chunk", (unsigned long long)r->chunks);
+        tx_err(err, EPROTO,
+               "stream chunk %llu has no choices: not an OpenAI-compatible chat "
+               "completion chunk",
+               (unsigned long long)r->chunks);
         goto out;
     }
     read_usage(r, json_object_get(root, "usage"));
@@ -377,7 +378,8 @@ int chat_stream_event(chat_reply *r, const char *event, const char *data, size_t
             }
             size_t i;
             json_t *tc;
-            json_array_foreach(tcs, i, tc) {
+            json_array_foreach(tcs, i, tc)
+            {
                 if (!json_is_object(tc)) {
                     tx_err(err, EPROTO, "a tool call delta is not an object");
                     goto out;
@@ -391,13 +393,11 @@ int chat_stream_event(chat_reply *r, const char *event, const char *data, size_t
                     goto out;
                 }
                 json_t *n = json_object_get(fn, "name"), *a = json_object_get(fn, "arguments");
-                if (json_is_string(n) &&
-                    add_capped(&call->name, NAME_CAP, json_string_value(n), json_string_length(n),
-                               "tool name", err) < 0)
+                if (json_is_string(n) && add_capped(&call->name, NAME_CAP, json_string_value(n),
+                                                    json_string_length(n), "tool name", err) < 0)
                     goto out;
-                if (json_is_string(a) &&
-                    add_capped(&call->args, r->args_cap, json_string_value(a), json_string_length(a),
-                               "tool arguments", err) < 0)
+                if (json_is_string(a) && add_capped(&call->args, r->args_cap, json_string_value(a),
+                                                    json_string_length(a), "tool arguments", err) < 0)
                     goto out;
             }
         }
@@ -415,8 +415,9 @@ out:
 int chat_stream_end(chat_reply *r, txbox_error *err)
 {
     if (!r->chunks)
-        return tx_err(err, EPROTO, "the event stream ended without any event: not an "
-                                   "OpenAI-compatible chat completion stream");
+        return tx_err(err, EPROTO,
+                      "the event stream ended without any event: not an "
+                      "OpenAI-compatible chat completion stream");
     if (!r->choice)
         return tx_err(err, EPROTO, "the event stream ended without a choice");
     /* Servers end with [DONE]; one that closes after a finish_reason has
@@ -449,10 +450,9 @@ json_t *chat_reply_message(const chat_reply *r)
             const chat_call *c = &r->calls[i];
             json_t *name = json_stringn(c->name.p ? c->name.p : "", c->name.len);
             json_t *args = json_stringn(c->args.p ? c->args.p : "", c->args.len);
-            json_array_append_new(
-                a, json_pack("{s:s,s:s,s:{s:o,s:o}}", "id", chat_call_id(r, i, idb), "type", "function",
-                             "function", "name", name ? name : json_string(""), "arguments",
-                             args ? args : json_string("{}")));
+            json_array_append_new(a, json_pack("{s:s,s:s,s:{s:o,s:o}}", "id", chat_call_id(r, i, idb), "type",
+                                               "function", "function", "name", name ? name : json_string(""),
+                                               "arguments", args ? args : json_string("{}")));
         }
         json_object_set_new(m, "tool_calls", a);
     }

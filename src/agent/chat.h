@@ -19,9 +19,9 @@
 #define CHAT_MAX_CALLS 16
 
 typedef struct chat_call {
-    char *id;   /* as the server gave it, or NULL */
+    char *id; /* as the server gave it, or NULL */
     dbuf name;
-    dbuf args;  /* the arguments as a JSON text (possibly invalid: the model wrote it) */
+    dbuf args; /* the arguments as a JSON text (possibly invalid: the model wrote it) */
 } chat_call;
 
 typedef struct chat_reply {
@@ -31,8 +31,8 @@ typedef struct chat_reply {
     char finish_reason[32];
     json_int_t prompt_tokens, completion_tokens, total_tokens;
     bool have_usage;
-    bool done;      /* streamed: `data: [DONE]` seen */
-    bool choice;    /* at least one choice seen */
+    bool done;   /* streamed: `data: [DONE]` seen */
+    bool choice; /* at least one choice seen */
     uint64_t chunks;
     size_t content_cap, args_cap;
     size_t slot_map[CHAT_MAX_CALLS]; /* streamed delta index -> calls[] slot */

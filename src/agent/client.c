@@ -42,8 +42,9 @@ char *llm_endpoint_url(const char *endpoint, txbox_error *err)
     curl_free(frag);
     curl_url_cleanup(u);
     if (bad_user) {
-        tx_err(err, EINVAL, "--endpoint must not carry credentials; put the key in an environment "
-                            "variable and name it with --api-key-env");
+        tx_err(err, EINVAL,
+               "--endpoint must not carry credentials; put the key in an environment "
+               "variable and name it with --api-key-env");
         return NULL;
     }
     if (extra) {
@@ -264,11 +265,14 @@ static int one_attempt(llm_client *c, const char *body, chat_reply *reply, llm_c
             if (chat_stream_end(reply, err) == 0)
                 res = A_DONE;
         } else if (!strncasecmp(a.ctype, "text/html", 9)) {
-            tx_err(err, EPROTO, "the endpoint is not OpenAI-compatible: it answered %s with an "
-                                "HTML page (Content-Type %s)", cfg->url, a.ctype);
+            tx_err(err, EPROTO,
+                   "the endpoint is not OpenAI-compatible: it answered %s with an "
+                   "HTML page (Content-Type %s)",
+                   cfg->url, a.ctype);
         } else if (a.body.len == 0) {
-            tx_err(err, EPROTO, "the endpoint answered with an empty body: not an "
-                                "OpenAI-compatible chat completion");
+            tx_err(err, EPROTO,
+                   "the endpoint answered with an empty body: not an "
+                   "OpenAI-compatible chat completion");
         } else if (chat_parse_response(dbuf_str(&a.body), a.body.len, reply, err) == 0) {
             res = A_DONE;
         }
@@ -288,8 +292,9 @@ static int one_attempt(llm_client *c, const char *body, chat_reply *reply, llm_c
                    loc ? loc : "?");
         } else if (a.status == 404 || a.status == 405) {
             call->fail = LLM_REJECTED;
-            tx_err(err, EPROTO, "HTTP %ld from %s: no OpenAI-compatible chat completions API there "
-                                "(the endpoint is usually the server's base URL or .../v1): %s",
+            tx_err(err, EPROTO,
+                   "HTTP %ld from %s: no OpenAI-compatible chat completions API there "
+                   "(the endpoint is usually the server's base URL or .../v1): %s",
                    a.status, cfg->url, msg);
         } else if (a.status == 401 || a.status == 403) {
             call->fail = LLM_REJECTED;
@@ -302,9 +307,8 @@ static int one_attempt(llm_client *c, const char *body, chat_reply *reply, llm_c
             tx_err(err, EPROTO, "HTTP %ld: the endpoint rejected the request: %s", a.status, msg);
         }
     }
-    json_t *entry = json_pack("{s:i,s:I,s:I,s:f}", "attempt", call->attempts, "status",
-                              (json_int_t)a.status, "bytes", (json_int_t)a.bytes, "ms",
-                              round(ms_since(t0)));
+    json_t *entry = json_pack("{s:i,s:I,s:I,s:f}", "attempt", call->attempts, "status", (json_int_t)a.status,
+                              "bytes", (json_int_t)a.bytes, "ms", round(ms_since(t0)));
     if (res != A_DONE)
         json_object_set_new(entry, "error", json_string(err->msg));
     if (a.sse_mode)
@@ -316,8 +320,7 @@ static int one_attempt(llm_client *c, const char *body, chat_reply *reply, llm_c
     return res;
 }
 
-int llm_complete(llm_client *c, const char *body, chat_reply *reply, llm_call *call,
-                 txbox_error *err)
+int llm_complete(llm_client *c, const char *body, chat_reply *reply, llm_call *call, txbox_error *err)
 {
     memset(call, 0, sizeof *call);
     call->log = json_array();

@@ -12,34 +12,34 @@
 #include "chat.h"
 
 typedef struct llm_cfg {
-    char *url;                  /* full URL of .../chat/completions */
-    const char *api_key;        /* or NULL */
+    char *url;           /* full URL of .../chat/completions */
+    const char *api_key; /* or NULL */
     double connect_timeout_s;
-    double timeout_s;           /* whole request */
-    double idle_timeout_s;      /* no byte received for this long: give up */
-    int retries;                /* further attempts after a transient failure */
-    double retry_delay_s;       /* first backoff; doubles each attempt (cap 30 s) */
-    size_t max_bytes;           /* response body cap */
+    double timeout_s;      /* whole request */
+    double idle_timeout_s; /* no byte received for this long: give up */
+    int retries;           /* further attempts after a transient failure */
+    double retry_delay_s;  /* first backoff; doubles each attempt (cap 30 s) */
+    size_t max_bytes;      /* response body cap */
     size_t content_cap, args_cap;
     volatile sig_atomic_t *cancel;
 } llm_cfg;
 
 typedef enum llm_fail {
     LLM_OK = 0,
-    LLM_REJECTED,     /* a 4xx other than 429: the request was refused */
-    LLM_BAD_REPLY,    /* malformed, oversized, not OpenAI-compatible */
-    LLM_UNAVAILABLE,  /* transient failures outlasted the retries */
-    LLM_CANCELLED,    /* interrupted by a signal */
-    LLM_SETUP,        /* bad URL or libcurl failure */
+    LLM_REJECTED,    /* a 4xx other than 429: the request was refused */
+    LLM_BAD_REPLY,   /* malformed, oversized, not OpenAI-compatible */
+    LLM_UNAVAILABLE, /* transient failures outlasted the retries */
+    LLM_CANCELLED,   /* interrupted by a signal */
+    LLM_SETUP,       /* bad URL or libcurl failure */
 } llm_fail;
 
 typedef struct llm_call {
     llm_fail fail;
-    long status;       /* last HTTP status (0: none) */
+    long status; /* last HTTP status (0: none) */
     int attempts;
-    bool streamed;     /* the reply came as an event stream */
+    bool streamed; /* the reply came as an event stream */
     size_t sent_bytes, received_bytes;
-    json_t *log;       /* one object per attempt: status, error, ms, bytes */
+    json_t *log; /* one object per attempt: status, error, ms, bytes */
 } llm_call;
 
 typedef struct llm_client llm_client;

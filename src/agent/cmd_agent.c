@@ -15,27 +15,26 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: txbox agent --endpoint URL --model NAME (--task TEXT | --task-file F)\n"
-            "                   [-C DIR] [--max-steps N] [--token-budget N] [--api-key-env VAR]\n"
-            "                   [--json] [--quiet] [--stream] [--protocol auto|tools|text]\n"
-            "                   [--timeout S] [--connect-timeout S] [--idle-timeout S]\n"
-            "                   [--retries N] [--retry-delay S] [--max-response-bytes N]\n"
-            "                   [--command-timeout S] [--policy FILE] [--temperature T]\n"
-            "                   [--max-completion-tokens N] [--result-bytes N]\n"
-            "                   [--verify CMD | --no-transaction]\n"
-            "\n"
-            "A headless agent loop against an OpenAI-compatible chat completions server\n"
-            "(vLLM, llama.cpp's server, Ollama, hosted APIs). The task is one txbox\n"
-            "transaction: each command the model asks for runs in it (a failing one rolls\n"
-            "back only itself), and it is committed when the model calls finish (with\n"
-            "--verify, only if CMD then passes on the result), else aborted: nothing of an\n"
-            "unfinished task reaches the workspace. --no-transaction commits each command\n"
-            "on its own instead. See docs/agent.md.\n"
-            "Exit status: 0 finished; 110 step budget, 111 token budget, 112 stopped for\n"
-            "repeating a blocked/failing command, 113 model ignored the protocol, 114\n"
-            "endpoint error, 115 interrupted, 116 the task's transaction conflicted at\n"
-            "finish; 125 txbox error.\n");
+    fprintf(f, "usage: txbox agent --endpoint URL --model NAME (--task TEXT | --task-file F)\n"
+               "                   [-C DIR] [--max-steps N] [--token-budget N] [--api-key-env VAR]\n"
+               "                   [--json] [--quiet] [--stream] [--protocol auto|tools|text]\n"
+               "                   [--timeout S] [--connect-timeout S] [--idle-timeout S]\n"
+               "                   [--retries N] [--retry-delay S] [--max-response-bytes N]\n"
+               "                   [--command-timeout S] [--policy FILE] [--temperature T]\n"
+               "                   [--max-completion-tokens N] [--result-bytes N]\n"
+               "                   [--verify CMD | --no-transaction]\n"
+               "\n"
+               "A headless agent loop against an OpenAI-compatible chat completions server\n"
+               "(vLLM, llama.cpp's server, Ollama, hosted APIs). The task is one txbox\n"
+               "transaction: each command the model asks for runs in it (a failing one rolls\n"
+               "back only itself), and it is committed when the model calls finish (with\n"
+               "--verify, only if CMD then passes on the result), else aborted: nothing of an\n"
+               "unfinished task reaches the workspace. --no-transaction commits each command\n"
+               "on its own instead. See docs/agent.md.\n"
+               "Exit status: 0 finished; 110 step budget, 111 token budget, 112 stopped for\n"
+               "repeating a blocked/failing command, 113 model ignored the protocol, 114\n"
+               "endpoint error, 115 interrupted, 116 the task's transaction conflicted at\n"
+               "finish; 125 txbox error.\n");
 }
 
 static bool num(const char *s, double lo, double hi, double *out)
@@ -104,10 +103,31 @@ struct agent_args {
 static int parse_agent(int argc, char **argv, agent_cfg *cfg, struct agent_args *a)
 {
     enum {
-        O_ENDPOINT = 256, O_MODEL, O_TASK, O_TASK_FILE, O_MAX_STEPS, O_TOKENS, O_KEY_ENV, O_JSON,
-        O_QUIET, O_STREAM, O_PROTOCOL, O_TIMEOUT, O_CONNECT, O_IDLE, O_RETRIES, O_RETRY_DELAY,
-        O_MAX_BYTES, O_CMD_TIMEOUT, O_POLICY, O_TEMP, O_MAX_COMPLETION, O_RESULT_BYTES, O_HELP,
-        O_VERIFY, O_NO_TX,
+        O_ENDPOINT = 256,
+        O_MODEL,
+        O_TASK,
+        O_TASK_FILE,
+        O_MAX_STEPS,
+        O_TOKENS,
+        O_KEY_ENV,
+        O_JSON,
+        O_QUIET,
+        O_STREAM,
+        O_PROTOCOL,
+        O_TIMEOUT,
+        O_CONNECT,
+        O_IDLE,
+        O_RETRIES,
+        O_RETRY_DELAY,
+        O_MAX_BYTES,
+        O_CMD_TIMEOUT,
+        O_POLICY,
+        O_TEMP,
+        O_MAX_COMPLETION,
+        O_RESULT_BYTES,
+        O_HELP,
+        O_VERIFY,
+        O_NO_TX,
     };
     static const struct option opts[] = {
         {"endpoint", required_argument, NULL, O_ENDPOINT},
@@ -300,12 +320,10 @@ static int take_api_key(agent_cfg *cfg, const char *key_env)
 {
     const char *k = getenv(key_env);
     if (!k || !*k)
-        return cli_failf("agent: --api-key-env %s: that environment variable is not set or empty",
-                         key_env);
+        return cli_failf("agent: --api-key-env %s: that environment variable is not set or empty", key_env);
     for (const char *p = k; *p; p++)
         if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
-            return cli_failf("agent: the key in %s contains a blank or unprintable character",
-                             key_env);
+            return cli_failf("agent: the key in %s contains a blank or unprintable character", key_env);
     cfg->llm.api_key = k;
     cfg->api_key_env = key_env;
     return -1;
@@ -319,8 +337,13 @@ int cmd_agent(int argc, char **argv)
         .command_timeout_s = 600,
         .temperature = -1,
         .result_bytes = 2000,
-        .llm = {.connect_timeout_s = 10, .timeout_s = 600, .idle_timeout_s = 120, .retries = 4,
-                .retry_delay_s = 1, .max_bytes = 8 << 20, .content_cap = 256 << 10,
+        .llm = {.connect_timeout_s = 10,
+                .timeout_s = 600,
+                .idle_timeout_s = 120,
+                .retries = 4,
+                .retry_delay_s = 1,
+                .max_bytes = 8 << 20,
+                .content_cap = 256 << 10,
                 .args_cap = 64 << 10},
     };
     struct agent_args a = {.dir = "."};

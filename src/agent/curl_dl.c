@@ -19,13 +19,20 @@ int curl_dl_load(txbox_error *err)
         size_t off;
     } syms[] = {
 #define SYM(field, name) {name, offsetof(struct curl_dl, field)}
-        SYM(global_init, "curl_global_init"),   SYM(easy_init, "curl_easy_init"),
-        SYM(easy_setopt, "curl_easy_setopt"),   SYM(easy_perform, "curl_easy_perform"),
-        SYM(easy_getinfo, "curl_easy_getinfo"), SYM(easy_reset, "curl_easy_reset"),
-        SYM(easy_cleanup, "curl_easy_cleanup"), SYM(easy_strerror, "curl_easy_strerror"),
-        SYM(slist_append, "curl_slist_append"), SYM(slist_free_all, "curl_slist_free_all"),
-        SYM(url, "curl_url"),                   SYM(url_set, "curl_url_set"),
-        SYM(url_get, "curl_url_get"),           SYM(url_cleanup, "curl_url_cleanup"),
+        SYM(global_init, "curl_global_init"),
+        SYM(easy_init, "curl_easy_init"),
+        SYM(easy_setopt, "curl_easy_setopt"),
+        SYM(easy_perform, "curl_easy_perform"),
+        SYM(easy_getinfo, "curl_easy_getinfo"),
+        SYM(easy_reset, "curl_easy_reset"),
+        SYM(easy_cleanup, "curl_easy_cleanup"),
+        SYM(easy_strerror, "curl_easy_strerror"),
+        SYM(slist_append, "curl_slist_append"),
+        SYM(slist_free_all, "curl_slist_free_all"),
+        SYM(url, "curl_url"),
+        SYM(url_set, "curl_url_set"),
+        SYM(url_get, "curl_url_get"),
+        SYM(url_cleanup, "curl_url_cleanup"),
         SYM(free, "curl_free"),
 #undef SYM
     };

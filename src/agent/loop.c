@@ -15,9 +15,9 @@
 #include "textproto.h"
 #include "tools.h"
 
-#define MAX_MISSES 3      /* consecutive replies without a valid action */
-#define STUCK_WARN 2      /* the repeat that earns a warning */
-#define STUCK_STOP 3      /* the repeat that ends the run */
+#define MAX_MISSES 3 /* consecutive replies without a valid action */
+#define STUCK_WARN 2 /* the repeat that earns a warning */
+#define STUCK_STOP 3 /* the repeat that ends the run */
 #define MAX_CALLS_PER_REPLY 8
 #define MAX_COMMAND (16 * 1024)
 #define MAX_PATHS 20
@@ -42,19 +42,19 @@ typedef struct agent {
     const agent_cfg *cfg;
     llm_client *llm;
     agent_protocol proto;
-    char *fallback;        /* why the text protocol replaced tool calling */
+    char *fallback; /* why the text protocol replaced tool calling */
     json_t *messages, *steps, *txs, *files, *undone, *by_outcome, *by_verdict;
-    json_t *step_rec;      /* the transcript record of the current step */
+    json_t *step_rec; /* the transcript record of the current step */
     int step, misses, commands, errors, http_requests, http_retries;
     long long prompt_tokens, completion_tokens, total_tokens;
     bool estimated, stream_seen;
-    unsigned gen;          /* bumped by every commit and undo */
+    unsigned gen; /* bumped by every commit and undo */
     repeat *repeats;
     char run_id[48], started[32];
-    int dirfd;             /* WS/.txbox/agent */
-    char **env;            /* the children's environment: ours without the key */
-    char *mtx;             /* the task's transaction (NULL with --no-transaction) */
-    json_t *tx_info;       /* summary.transaction: how it ended */
+    int dirfd;       /* WS/.txbox/agent */
+    char **env;      /* the children's environment: ours without the key */
+    char *mtx;       /* the task's transaction (NULL with --no-transaction) */
+    json_t *tx_info; /* summary.transaction: how it ended */
     /* how it ended */
     const char *status;
     int exit_code;
@@ -112,7 +112,8 @@ static void merge_changes(agent *a, json_t *changes)
     for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
         size_t i;
         json_t *p;
-        json_array_foreach(json_object_get(changes, kinds[k]), i, p) {
+        json_array_foreach(json_object_get(changes, kinds[k]), i, p)
+        {
             const char *path = json_string_value(p);
             if (!path)
                 continue;
@@ -136,7 +137,8 @@ static json_t *files_changed(agent *a)
     json_t *o = json_pack("{s:[],s:[],s:[]}", "added", "modified", "deleted");
     const char *path;
     json_t *kind;
-    json_object_foreach(a->files, path, kind) {
+    json_object_foreach(a->files, path, kind)
+    {
         json_array_append_new(json_object_get(o, json_string_value(kind)), json_string(path));
     }
     return o;
@@ -152,8 +154,7 @@ static json_t *summary(agent *a)
     json_object_set_new(s, "status", json_string(a->status ? a->status : "running"));
     json_object_set_new(s, "exit_code", json_integer(a->exit_code));
     json_object_set_new(s, "reason", a->reason ? json_string(a->reason) : json_null());
-    json_object_set_new(s, "final_message",
-                        a->final_message ? json_string(a->final_message) : json_null());
+    json_object_set_new(s, "final_message", a->final_message ? json_string(a->final_message) : json_null());
     json_object_set_new(s, "steps", json_integer(a->step));
     json_object_set_new(s, "max_steps", json_integer(c->max_steps));
     json_object_set_new(s, "protocol", json_string(a->proto == PROTO_TEXT ? "text" : "tools"));
@@ -168,14 +169,14 @@ static json_t *summary(agent *a)
                                   (json_int_t)a->total_tokens, "budget", (json_int_t)c->token_budget,
                                   "estimated", a->estimated));
     json_object_set_new(s, "commands",
-                        json_pack("{s:i,s:O,s:O}", "total", a->commands, "by_outcome",
-                                  a->by_outcome, "by_verdict", a->by_verdict));
+                        json_pack("{s:i,s:O,s:O}", "total", a->commands, "by_outcome", a->by_outcome,
+                                  "by_verdict", a->by_verdict));
     json_object_set_new(s, "files_changed", files_changed(a));
     json_object_set(s, "transaction", a->tx_info ? a->tx_info : json_null());
     json_object_set(s, "txs", a->txs);
     json_object_set(s, "undone", a->undone);
-    json_object_set_new(s, "http", json_pack("{s:i,s:i}", "requests", a->http_requests, "retries",
-                                             a->http_retries));
+    json_object_set_new(s, "http",
+                        json_pack("{s:i,s:i}", "requests", a->http_requests, "retries", a->http_retries));
     json_object_set_new(s, "transcript", json_sprintf(".txbox/agent/%s.json", a->run_id));
     return s;
 }
@@ -250,8 +251,8 @@ static void stubborn_check(agent *a, const char *cmd, json_t *run, json_t *resul
     const char *outcome = json_string_value(json_object_get(run, "outcome"));
     bool blocked = outcome && !strcmp(outcome, "blocked");
     json_t *ec = json_object_get(run, "exit_code");
-    bool failed_ro = outcome && !strcmp(outcome, "read_only") && json_is_integer(ec) &&
-                     json_integer_value(ec) != 0;
+    bool failed_ro =
+        outcome && !strcmp(outcome, "read_only") && json_is_integer(ec) && json_integer_value(ec) != 0;
     bool bad = blocked || failed_ro ||
                (outcome && (!strcmp(outcome, "rolled_back") || !strcmp(outcome, "timed_out")));
     char *norm = normalize_command(cmd);
@@ -370,9 +371,8 @@ static json_t *do_run(agent *a, const char *cmd, json_t *action)
         json_t *tx = json_object_get(run, "tx");
         count(a->by_outcome, outcome);
         count(a->by_verdict, verdict ? verdict : "unknown");
-        json_t *rec = json_pack("{s:O?,s:s,s:s,s:s?,s:O?,s:O?}", "tx", tx, "command", cmd,
-                                "outcome", outcome, "verdict", verdict, "rule",
-                                json_object_get(run, "rule"), "exit_code",
+        json_t *rec = json_pack("{s:O?,s:s,s:s,s:s?,s:O?,s:O?}", "tx", tx, "command", cmd, "outcome", outcome,
+                                "verdict", verdict, "rule", json_object_get(run, "rule"), "exit_code",
                                 json_object_get(run, "exit_code"));
         json_array_append_new(a->txs, rec);
         if (!strcmp(outcome, "committed")) {
@@ -381,9 +381,9 @@ static json_t *do_run(agent *a, const char *cmd, json_t *action)
         } else if (!strcmp(outcome, "staged")) {
             a->gen++; /* the transaction's view changed: a failed command may now pass */
         }
-        static const char *const keep[] = {"tx", "verdict", "rule", "reason", "suggestion",
-                                           "outcome", "exit_code", "changes", "conflict_path",
-                                           "stdout_truncated", "stderr_truncated", "overhead_ms"};
+        static const char *const keep[] = {
+            "tx",        "verdict", "rule",          "reason",           "suggestion",       "outcome",
+            "exit_code", "changes", "conflict_path", "stdout_truncated", "stderr_truncated", "overhead_ms"};
         json_t *brief = json_object();
         for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
             json_t *v = json_object_get(run, keep[i]);
@@ -433,21 +433,22 @@ static json_t *do_undo(agent *a, const char *tx, json_t *action)
             json_object_set_new(result, "undo_of", json_string(of));
         merge_changes(a, json_object_get(out, "changes"));
         a->gen++;
-        json_array_append_new(a->undone, json_pack("{s:O?,s:s?}", "tx", json_object_get(out, "tx"),
-                                                   "undo_of", of));
+        json_array_append_new(a->undone,
+                              json_pack("{s:O?,s:s?}", "tx", json_object_get(out, "tx"), "undo_of", of));
         progress(a, "undo %s -> undone", of ? of : "(last)");
     } else if (json_is_object(out) && cr.status == TXBOX_EXIT_CONFLICT) {
         /* Refused: later transactions changed the same paths. */
         json_t *paths = json_array();
         size_t i;
         json_t *v;
-        json_array_foreach(json_object_get(out, "conflicts"), i, v) {
+        json_array_foreach(json_object_get(out, "conflicts"), i, v)
+        {
             if (i < MAX_PATHS)
                 json_array_append(paths, json_object_get(v, "path"));
         }
-        result = json_pack("{s:s,s:s?,s:o,s:s}", "outcome", "conflict", "undo_of", of, "paths", paths,
-                           "note", "later transactions changed the same paths, so nothing was "
-                                   "undone; undo those first, or change the files directly");
+        result = json_pack("{s:s,s:s?,s:o,s:s}", "outcome", "conflict", "undo_of", of, "paths", paths, "note",
+                           "later transactions changed the same paths, so nothing was "
+                           "undone; undo those first, or change the files directly");
         progress(a, "undo %s -> refused (conflict)", of ? of : "(last)");
     } else {
         char *why = child_failure(&cr, out);
@@ -497,8 +498,8 @@ static int tx_child(agent *a, const char *sub, const char *const *extra, const c
     }
     argv[n] = NULL;
     *out = NULL;
-    if (run_self((char *const *)argv, a->env, c->ws, c->command_timeout_s + 60, cancellable ? &cancelled : NULL,
-                 cr, err) < 0)
+    if (run_self((char *const *)argv, a->env, c->ws, c->command_timeout_s + 60,
+                 cancellable ? &cancelled : NULL, cr, err) < 0)
         return -1;
     *out = answer_parse(cr->out.p ? cr->out.p : "", cr->out.len);
     return cr->status;
@@ -518,8 +519,10 @@ static int tx_begin(agent *a, txbox_error *err)
         rc = -1;
     } else if (st != 0 || !json_is_string(json_object_get(out, "tx"))) {
         char *why = child_failure(&cr, out);
-        rc = tx_err(err, EIO, "cannot begin the task's transaction: %s (--no-transaction runs each "
-                              "command as a transaction of its own)", why);
+        rc = tx_err(err, EIO,
+                    "cannot begin the task's transaction: %s (--no-transaction runs each "
+                    "command as a transaction of its own)",
+                    why);
         free(why);
     } else {
         a->mtx = xstrdup(json_string_value(json_object_get(out, "tx")));
@@ -535,8 +538,9 @@ static json_t *do_savepoint(agent *a, const char *sub, const char *name, json_t 
     if (!a->mtx)
         return tool_error("there is no %s here: each command is committed on its own (use undo)", sub);
     for (const char *p = name; p && *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-              *p == '-' || *p == '_' || *p == '.') || strlen(name) > 64 || name[0] == '.')
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '-' ||
+              *p == '_' || *p == '.') ||
+            strlen(name) > 64 || name[0] == '.')
             return tool_error("%s: '%s' is not a savepoint name (letters, digits, '.', '_', '-')", sub, name);
     if (!strcmp(sub, "savepoint") && (!name || !*name))
         return tool_error("savepoint needs {\"name\": \"...\"}");
@@ -599,10 +603,10 @@ static json_t *tx_commit(agent *a, json_t *action)
     const char *outcome = json_string_value(json_object_get(out, "outcome"));
     json_t *result = NULL;
     if (st >= 0 && outcome) {
-        json_t *brief = json_pack("{s:s,s:O?,s:O?,s:O?}", "outcome", outcome, "changes",
-                                  json_object_get(out, "changes"), "conflict_paths",
-                                  json_object_get(out, "conflict_paths"), "commit_ms",
-                                  json_object_get(out, "commit_ms"));
+        json_t *brief =
+            json_pack("{s:s,s:O?,s:O?,s:O?}", "outcome", outcome, "changes", json_object_get(out, "changes"),
+                      "conflict_paths", json_object_get(out, "conflict_paths"), "commit_ms",
+                      json_object_get(out, "commit_ms"));
         json_t *v = json_object_get(out, "verify");
         if (v)
             json_object_set_new(brief, "verify",
@@ -615,7 +619,8 @@ static json_t *tx_commit(agent *a, json_t *action)
         char *why = st < 0 ? xstrdup(err.msg) : child_failure(&cr, out);
         json_object_set_new(action, "error", json_string(why));
         json_object_set_new(a->tx_info, "error", json_string(why));
-        stop(a, "txbox_error", TXBOX_EXIT_ERROR, xasprintf("the commit of the task's transaction failed: %s", why));
+        stop(a, "txbox_error", TXBOX_EXIT_ERROR,
+             xasprintf("the commit of the task's transaction failed: %s", why));
         free(why);
     } else if (!strcmp(outcome, "committed")) {
         merge_changes(a, json_object_get(out, "changes"));
@@ -695,13 +700,16 @@ static void tx_abort_open(agent *a)
     if (st == 0 && json_is_object(out) && !json_object_get(out, "error")) {
         json_object_set_new(a->tx_info, "outcome", json_string("aborted"));
         if (!a->cfg->json && !a->cfg->quiet)
-            fprintf(stderr, "txbox: the task's transaction %s was aborted: nothing of it reached the workspace\n",
+            fprintf(stderr,
+                    "txbox: the task's transaction %s was aborted: nothing of it reached the workspace\n",
                     a->mtx);
     } else {
         char *why = st < 0 ? xstrdup(err.msg) : child_failure(&cr, out);
         json_object_set_new(a->tx_info, "error", json_string(why));
-        fprintf(stderr, "txbox: warning: cannot abort the task's transaction %s: %s (nothing of it was "
-                        "applied; 'txbox abort %s' drops it)\n", a->mtx, why, a->mtx);
+        fprintf(stderr,
+                "txbox: warning: cannot abort the task's transaction %s: %s (nothing of it was "
+                "applied; 'txbox abort %s' drops it)\n",
+                a->mtx, why, a->mtx);
         free(why);
     }
     json_decref(out);
@@ -752,7 +760,8 @@ static json_t *act(agent *a, const char *name, json_t *args, json_t *action)
         return NULL;
     }
     if (a->mtx)
-        return tool_error("there is no tool '%s'; the tools are run_command, savepoint, rollback and finish", name);
+        return tool_error("there is no tool '%s'; the tools are run_command, savepoint, rollback and finish",
+                          name);
     return tool_error("there is no tool '%s'; the tools are run_command, undo and finish", name);
 }
 
@@ -801,11 +810,10 @@ static void handle_tools(agent *a, chat_reply *r)
             json_t *args = r->calls[i].args.len ? json_loads(txt, 0, &je) : json_object();
             json_object_set_new(action, "arguments", json_string(txt));
             if (!json_is_object(args)) {
-                result = tool_error("the arguments are not a JSON object%s%s%s",
-                                    args ? "" : ": ", args ? "" : je.text,
-                                    !strcmp(r->finish_reason, "length")
-                                        ? " (your reply was cut off at the length limit)"
-                                        : "");
+                result = tool_error(
+                    "the arguments are not a JSON object%s%s%s", args ? "" : ": ", args ? "" : je.text,
+                    !strcmp(r->finish_reason, "length") ? " (your reply was cut off at the length limit)"
+                                                        : "");
             } else {
                 valid = valid || !strcmp(name, "run_command") || !strcmp(name, "finish") ||
                         (a->mtx ? !strcmp(name, "savepoint") || !strcmp(name, "rollback")
@@ -818,8 +826,7 @@ static void handle_tools(agent *a, chat_reply *r)
             continue; /* finish */
         json_object_set(action, "result", result);
         char *s = json_dumps(result, JSON_COMPACT);
-        add_msg(a, json_pack("{s:s,s:s,s:s}", "role", "tool", "tool_call_id", id, "content",
-                             s ? s : "{}"));
+        add_msg(a, json_pack("{s:s,s:s,s:s}", "role", "tool", "tool_call_id", id, "content", s ? s : "{}"));
         free(s);
         json_decref(result);
     }
@@ -843,8 +850,8 @@ static void handle_text(agent *a, chat_reply *r)
     }
     a->misses = 0;
     json_t *action = new_action(a->step_rec, t.kind == TP_RUN ? "run_command" : tp_kind_name(t.kind));
-    json_t *args = t.kind == TP_RUN      ? json_pack("{s:s}", "command", t.body)
-                   : t.kind == TP_UNDO   ? (*t.body ? json_pack("{s:s}", "tx", t.body) : json_object())
+    json_t *args = t.kind == TP_RUN    ? json_pack("{s:s}", "command", t.body)
+                   : t.kind == TP_UNDO ? (*t.body ? json_pack("{s:s}", "tx", t.body) : json_object())
                    : t.kind == TP_SAVEPOINT || t.kind == TP_ROLLBACK
                        ? (*t.body ? json_pack("{s:s}", "name", t.body) : json_object())
                        : json_pack("{s:s}", "summary", t.body);
@@ -868,8 +875,7 @@ static void handle_text(agent *a, chat_reply *r)
 static char *request_body(agent *a)
 {
     const agent_cfg *c = a->cfg;
-    json_t *req = json_pack("{s:s,s:O,s:b}", "model", c->model, "messages", a->messages, "stream",
-                            c->stream);
+    json_t *req = json_pack("{s:s,s:O,s:b}", "model", c->model, "messages", a->messages, "stream", c->stream);
     if (c->stream)
         json_object_set_new(req, "stream_options", json_pack("{s:b}", "include_usage", 1));
     if (a->proto == PROTO_TOOLS)
@@ -954,10 +960,9 @@ static void turn(agent *a)
     }
     free(body);
     json_object_set_new(a->step_rec, "finish_reason", json_string(r.finish_reason));
-    add_msg(a, a->proto == PROTO_TOOLS
-                   ? chat_reply_message(&r)
-                   : json_pack("{s:s,s:s%}", "role", "assistant", "content",
-                               r.content.p ? r.content.p : "", r.content.len));
+    add_msg(a, a->proto == PROTO_TOOLS ? chat_reply_message(&r)
+                                       : json_pack("{s:s,s:s%}", "role", "assistant", "content",
+                                                   r.content.p ? r.content.p : "", r.content.len));
     if (a->proto == PROTO_TOOLS)
         handle_tools(a, &r);
     else
@@ -1014,7 +1019,8 @@ static void print_human(agent *a, json_t *s)
     const char *k;
     json_t *v;
     bool first = true;
-    json_object_foreach(bo, k, v) {
+    json_object_foreach(bo, k, v)
+    {
         if (json_integer_value(v)) {
             printf("%s%lld %s", first ? " (" : ", ", (long long)json_integer_value(v), k);
             first = false;
@@ -1031,7 +1037,8 @@ static void print_human(agent *a, json_t *s)
     size_t shown = 0;
     for (size_t i = 0; i < 3; i++) {
         size_t j;
-        json_array_foreach(json_object_get(fc, kinds[i]), j, v) {
+        json_array_foreach(json_object_get(fc, kinds[i]), j, v)
+        {
             if (shown++ < 12) {
                 printf(" %c", marks[i]);
                 cli_print_clean(stdout, json_string_value(v), 0);
@@ -1085,8 +1092,8 @@ int agent_run(const agent_cfg *cfg)
     a.txs = json_array();
     a.files = json_object();
     a.undone = json_array();
-    a.by_outcome = json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "committed", 0, "rolled_back", 0,
-                             "blocked", 0, "read_only", 0, "conflict", 0, "timed_out", 0, "error", 0);
+    a.by_outcome = json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "committed", 0, "rolled_back", 0, "blocked", 0,
+                             "read_only", 0, "conflict", 0, "timed_out", 0, "error", 0);
     if (!cfg->per_command)
         json_object_set_new(a.by_outcome, "staged", json_integer(0));
     a.by_verdict = json_pack("{s:i,s:i,s:i}", "safe", 0, "unsafe", 0, "uncertain", 0);
@@ -1112,8 +1119,7 @@ int agent_run(const agent_cfg *cfg)
         }
         if (a.total_tokens >= cfg->token_budget) {
             stop(&a, "token_budget", AGENT_EXIT_TOKENS,
-                 xasprintf("the token budget (%lld) ran out: %lld used", cfg->token_budget,
-                           a.total_tokens));
+                 xasprintf("the token budget (%lld) ran out: %lld used", cfg->token_budget, a.total_tokens));
             break;
         }
         turn(&a);

@@ -125,7 +125,8 @@ json_t *agent_tool_defs(bool tx)
                  "command", "the shell command", true),
             tool("savepoint", "Mark the task's current state under a name, to roll back to later.", "name",
                  "letters, digits, '.', '_', '-'", true),
-            tool("rollback", "Discard the changes staged since a savepoint (kept), or without a name all of them.",
+            tool("rollback",
+                 "Discard the changes staged since a savepoint (kept), or without a name all of them.",
                  "name", "a savepoint name; default: the start of the task", false),
             tool("finish",
                  "End the task with a short summary: applies the staged changes to the workspace (or "
@@ -137,7 +138,8 @@ json_t *agent_tool_defs(bool tx)
              "Run one shell command (sh -c) in the workspace as a transaction: committed if it exits "
              "0, rolled back otherwise.",
              "command", "the shell command", true),
-        tool("undo", "Revert a committed transaction.", "tx", "its tx id; default: the last committed one", false),
+        tool("undo", "Revert a committed transaction.", "tx", "its tx id; default: the last committed one",
+             false),
         tool("finish", "End the task with a short summary of what was done (or why it cannot be done).",
              "summary", "what was done", true));
 }

@@ -17,16 +17,15 @@
 /* Called once per dispatched event; event is "message" when the stream gave
  * no `event:` field. data is NUL-terminated (len excludes the NUL). Return
  * <0 (and fill err) to stop the stream. */
-typedef int (*sse_event_fn)(void *ctx, const char *event, const char *data, size_t len,
-                            txbox_error *err);
+typedef int (*sse_event_fn)(void *ctx, const char *event, const char *data, size_t len, txbox_error *err);
 
 typedef struct sse_parser {
-    dbuf line;     /* the line being collected (cap: max_line) */
-    dbuf data;     /* the event's data (cap: max_data) */
+    dbuf line; /* the line being collected (cap: max_line) */
+    dbuf data; /* the event's data (cap: max_data) */
     char event[64];
-    bool cr;       /* the last byte seen was a CR */
-    bool started;  /* past the optional leading BOM */
-    unsigned bom;  /* BOM bytes matched so far */
+    bool cr;      /* the last byte seen was a CR */
+    bool started; /* past the optional leading BOM */
+    unsigned bom; /* BOM bytes matched so far */
     bool failed;
     size_t max_line, max_data;
     uint64_t events; /* events dispatched */

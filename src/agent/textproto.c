@@ -1,14 +1,11 @@
 /* The text protocol parser; see textproto.h. */
 #include "textproto.h"
 
-static const char *const kind_names[] = {[TP_NONE] = "none", [TP_RUN] = "run",
-                                         [TP_UNDO] = "undo", [TP_FINISH] = "finish",
-                                         [TP_SAVEPOINT] = "savepoint", [TP_ROLLBACK] = "rollback"};
+static const char *const kind_names[] = {
+    [TP_NONE] = "none",           [TP_RUN] = "run",          [TP_UNDO] = "undo", [TP_FINISH] = "finish",
+    [TP_SAVEPOINT] = "savepoint", [TP_ROLLBACK] = "rollback"};
 
-const char *tp_kind_name(tp_kind k)
-{
-    return (unsigned)k < ARRAY_SIZE(kind_names) ? kind_names[k] : "?";
-}
+const char *tp_kind_name(tp_kind k) { return (unsigned)k < ARRAY_SIZE(kind_names) ? kind_names[k] : "?"; }
 
 void tp_action_clear(tp_action *a)
 {
@@ -124,8 +121,8 @@ int textproto_parse(const char *text, size_t len, tp_action *out)
     if (bl && text[body_start + bl - 1] == '\r')
         bl--;
     if (bl > TP_MAX_BODY) {
-        snprintf(out->err, sizeof out->err, "the ```%s block is longer than %d bytes",
-                 tp_kind_name(found), TP_MAX_BODY);
+        snprintf(out->err, sizeof out->err, "the ```%s block is longer than %d bytes", tp_kind_name(found),
+                 TP_MAX_BODY);
         return -1;
     }
     const char *b = text + body_start;
@@ -140,8 +137,8 @@ int textproto_parse(const char *text, size_t len, tp_action *out)
             e--;
         for (size_t i = s; i < e; i++) {
             char c = b[i];
-            if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                  c == '-' || c == '_'))
+            if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
+                  c == '_'))
                 return bad(out, "the ```undo block holds either nothing (undo the last "
                                 "transaction) or one transaction id");
         }

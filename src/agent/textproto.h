@@ -39,8 +39,8 @@ typedef enum tp_kind { TP_NONE = 0, TP_RUN, TP_UNDO, TP_FINISH, TP_SAVEPOINT, TP
 
 typedef struct tp_action {
     tp_kind kind;
-    char *body;      /* malloc'd; the command, tx id ("" for the last) or summary */
-    char err[256];   /* on failure: what was wrong, in words for the model */
+    char *body;    /* malloc'd; the command, tx id ("" for the last) or summary */
+    char err[256]; /* on failure: what was wrong, in words for the model */
 } tp_action;
 
 /* Returns 0 with out->kind set, or -1 with out->err set (out->body NULL). */

@@ -124,7 +124,8 @@ static json_t *paths(json_t *list, size_t max, size_t *more)
     json_t *a = json_array();
     size_t i;
     json_t *v;
-    json_array_foreach(list, i, v) {
+    json_array_foreach(list, i, v)
+    {
         if (i >= max) {
             *more += json_array_size(list) - max;
             break;
@@ -174,21 +175,26 @@ json_t *compact_run_result(json_t *run, size_t max_bytes, size_t max_paths)
     if (json_is_integer(ec))
         json_object_set(o, "exit_code", ec);
     if (!strcmp(outcome, "rolled_back"))
-        json_object_set_new(o, "note", json_string("it failed, so all its changes were discarded: "
-                                                   "the workspace is exactly as before"));
+        json_object_set_new(o, "note",
+                            json_string("it failed, so all its changes were discarded: "
+                                        "the workspace is exactly as before"));
     else if (!strcmp(outcome, "timed_out"))
-        json_object_set_new(o, "note", json_string("killed at the time limit and rolled back: the "
-                                                   "workspace is exactly as before"));
+        json_object_set_new(o, "note",
+                            json_string("killed at the time limit and rolled back: the "
+                                        "workspace is exactly as before"));
     else if (!strcmp(outcome, "read_only") && json_integer_value(ec) != 0)
-        json_object_set_new(o, "note", json_string("a read-only command that failed; nothing "
-                                                   "changed"));
+        json_object_set_new(o, "note",
+                            json_string("a read-only command that failed; nothing "
+                                        "changed"));
     else if (!strcmp(outcome, "staged"))
-        json_object_set_new(o, "note", json_string("kept in the task's transaction: later commands "
-                                                   "see it; applied to the workspace at finish"));
+        json_object_set_new(o, "note",
+                            json_string("kept in the task's transaction: later commands "
+                                        "see it; applied to the workspace at finish"));
     else if (!strcmp(outcome, "conflict"))
-        json_object_set_new(o, "note", json_string("it succeeded, but another change touched the "
-                                                   "same files meanwhile; its changes were set "
-                                                   "aside, not applied: re-read and redo"));
+        json_object_set_new(o, "note",
+                            json_string("it succeeded, but another change touched the "
+                                        "same files meanwhile; its changes were set "
+                                        "aside, not applied: re-read and redo"));
     json_t *ch = json_object_get(run, "changes");
     if ((!strcmp(outcome, "committed") || !strcmp(outcome, "staged")) && json_is_object(ch)) {
         json_t *c = json_object();
@@ -213,7 +219,8 @@ json_t *compact_run_result(json_t *run, size_t max_bytes, size_t max_paths)
     size_t room = max_bytes > used + 64 ? max_bytes - used - 64 : 64;
     size_t so = json_string_length(json_object_get(run, "stdout")),
            se = json_string_length(json_object_get(run, "stderr"));
-    size_t e_max = se < room / 3 ? se : (room > so ? (room - so > room / 3 ? room - so : room / 3) : room / 3);
+    size_t e_max =
+        se < room / 3 ? se : (room > so ? (room - so > room / 3 ? room - so : room / 3) : room / 3);
     size_t s_max = room > (se < e_max ? se : e_max) ? room - (se < e_max ? se : e_max) : 0;
     tail_field(o, run, "stdout", s_max);
     tail_field(o, run, "stderr", e_max);

@@ -12,9 +12,9 @@
 #include "util.h"
 
 typedef struct child_result {
-    int status;          /* exit code, or 128+signal */
-    bool killed;         /* we killed it (deadline or cancel) */
-    dbuf out, err;       /* captured, capped */
+    int status;    /* exit code, or 128+signal */
+    bool killed;   /* we killed it (deadline or cancel) */
+    dbuf out, err; /* captured, capped */
 } child_result;
 
 /* Runs the txbox binary itself with argv (argv[0] is its name) and the

@@ -218,7 +218,8 @@ static char *command_dir(json_t *in, json_t *tinput, const char *ws, char *why, 
     }
     const char *rest = real + (strcmp(ws, "/") ? strlen(ws) : 0);
     if (!under(real, ws) || (!strncmp(rest, "/.txbox", 7) && (rest[7] == 0 || rest[7] == '/'))) {
-        snprintf(why, whylen, "the command's directory (%s) '%.200s' is not in the workspace %.200s", key, real, ws);
+        snprintf(why, whylen, "the command's directory (%s) '%.200s' is not in the workspace %.200s", key,
+                 real, ws);
         free(real);
         return NULL;
     }
@@ -257,7 +258,7 @@ static int handle(agent a, json_t *in, const hook_opts *ho)
     json_t *tinput = json_object_get(in, "tool_input");
     if (event && (!json_is_string(event) || strcmp(json_string_value(event), ai->event)))
         return block("this hook handles %s events, not '%.64s'; register it under %s", ai->event,
-                   json_is_string(event) ? json_string_value(event) : "?", ai->event);
+                     json_is_string(event) ? json_string_value(event) : "?", ai->event);
     if (!json_is_string(tool) || !json_is_object(tinput))
         return block("the %s hook input lacks tool_name (a string) or tool_input (an object)", ai->event);
     const char *tname = json_string_value(tool);
@@ -339,7 +340,8 @@ static int handle(agent a, json_t *in, const hook_opts *ho)
         return rewrites ? decide(gemini, "deny", reason, NULL) : block("%s", reason);
     }
     if (safe && ho->trust_safe) {
-        snprintf(reason, sizeof reason, "txbox: read-only command, allowed as it is (--trust-safe; rule %s)", v.rule);
+        snprintf(reason, sizeof reason, "txbox: read-only command, allowed as it is (--trust-safe; rule %s)",
+                 v.rule);
         return decide(gemini, "allow", reason, NULL);
     }
     if (!rewrites)
@@ -372,8 +374,8 @@ static int handle(agent a, json_t *in, const hook_opts *ho)
     json_object_set_new(upd, "command", json_stringn(dbuf_str(&b), b.len));
     dbuf_free(&b);
     if (safe)
-        snprintf(reason, sizeof reason, "txbox: read-only command, runs read-only in the txbox sandbox (rule %s)",
-                 v.rule);
+        snprintf(reason, sizeof reason,
+                 "txbox: read-only command, runs read-only in the txbox sandbox (rule %s)", v.rule);
     else
         snprintf(reason, sizeof reason, "txbox: runs as a transaction (rule %s: %s)", v.rule, v.reason);
     return decide(gemini, "allow", reason, upd);
@@ -410,16 +412,25 @@ int cmd_hook(int argc, char **argv)
     argc--, argv++;
     while ((c = getopt_long(argc, argv, "+C:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'C': ho.dir = optarg; break;
-        case 'p': ho.policy = optarg; break;
-        case 't': ho.trust_safe = true; break;
+        case 'C':
+            ho.dir = optarg;
+            break;
+        case 'p':
+            ho.policy = optarg;
+            break;
+        case 't':
+            ho.trust_safe = true;
+            break;
         case 'P':
             if (ho.npass >= MAX_PASS || !*optarg)
                 return block("--pass-tool: at most %d non-empty names", MAX_PASS);
             ho.pass[ho.npass++] = optarg;
             break;
-        case 'h': usage(stdout); return 0;
-        default: return block("unknown option or missing value '%s' (see 'txbox hook --help')", argv[optind - 1]);
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            return block("unknown option or missing value '%s' (see 'txbox hook --help')", argv[optind - 1]);
         }
     }
     if (optind < argc)

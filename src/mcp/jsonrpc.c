@@ -70,17 +70,11 @@ void jrpc_framer_eof(jrpc_framer *f, jrpc_line_fn fn, void *ctx)
     f->line.len = 0;
 }
 
-void jrpc_framer_free(jrpc_framer *f)
-{
-    dbuf_free(&f->line);
-}
+void jrpc_framer_free(jrpc_framer *f) { dbuf_free(&f->line); }
 
 /* ---- classification ---- */
 
-bool jrpc_valid_id(const json_t *id)
-{
-    return id && (json_is_string(id) || json_is_number(id));
-}
+bool jrpc_valid_id(const json_t *id) { return id && (json_is_string(id) || json_is_number(id)); }
 
 /* An INVALID message: "Parse error: DETAIL" or "Invalid Request: DETAIL". */
 static jrpc_msg_type invalid(jrpc_msg *m, int code, json_t *id, const char *detail)
@@ -131,7 +125,9 @@ jrpc_msg_type jrpc_parse(const char *buf, size_t len, jrpc_msg *m)
     if (!json_is_string(ver) || strcmp(json_string_value(ver), "2.0"))
         return invalid(m, JRPC_INVALID_REQUEST, id, "\"jsonrpc\" must be \"2.0\"");
     if (id && !jrpc_valid_id(id))
-        return invalid(m, JRPC_INVALID_REQUEST, NULL, json_is_null(id) ? "the id must not be null (MCP)" : "the id must be a string or a number");
+        return invalid(m, JRPC_INVALID_REQUEST, NULL,
+                       json_is_null(id) ? "the id must not be null (MCP)"
+                                        : "the id must be a string or a number");
 
     if (!method) {
         if (has_result || has_error) {

@@ -38,7 +38,7 @@ typedef enum {
 typedef void (*jrpc_line_fn)(void *ctx, jrpc_frame_kind kind, const char *line, size_t len);
 
 typedef struct jrpc_framer {
-    dbuf line;     /* the line being assembled, at most cap bytes */
+    dbuf line; /* the line being assembled, at most cap bytes */
     size_t cap;
     bool draining; /* inside an over-long line: dropping bytes until its newline */
 } jrpc_framer;

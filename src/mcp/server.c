@@ -50,16 +50,16 @@
 #include "../spawn.h"
 #include "txbox_policy.h"
 
-#define MAX_CALLS_DEFAULT 8     /* children at once; more calls wait in a queue */
-#define MAX_QUEUED 256          /* calls waiting; more are refused */
-#define CHILD_OUT_CAP (64u << 20) /* a child's stdout (the CLI's JSON) */
-#define CHILD_ERR_CAP (64u << 10) /* a child's stderr (its error line) */
-#define OUTQ_PAUSE (64u << 20)  /* stop reading requests while this much output waits */
+#define MAX_CALLS_DEFAULT 8                   /* children at once; more calls wait in a queue */
+#define MAX_QUEUED 256                        /* calls waiting; more are refused */
+#define CHILD_OUT_CAP (64u << 20)             /* a child's stdout (the CLI's JSON) */
+#define CHILD_ERR_CAP (64u << 10)             /* a child's stderr (its error line) */
+#define OUTQ_PAUSE (64u << 20)                /* stop reading requests while this much output waits */
 #define KILL_AFTER_NS (30ull * 1000000000ull) /* a cancelled child that ignores SIGTERM */
-#define SERVER_ERROR (-32000)   /* implementation-defined server error */
-#define PROGRESS_EVERY_NS 1000000000ull /* notifications/progress while a call runs */
-#define RECENT_CAP 2048         /* the output kept for the progress message */
-#define TEE_FD 3                /* where `txbox run --tee-fd` copies the output in the child */
+#define SERVER_ERROR (-32000)                 /* implementation-defined server error */
+#define PROGRESS_EVERY_NS 1000000000ull       /* notifications/progress while a call runs */
+#define RECENT_CAP 2048                       /* the output kept for the progress message */
+#define TEE_FD 3                              /* where `txbox run --tee-fd` copies the output in the child */
 #define TEE_FD_STR "3"
 
 typedef enum { CALL_QUEUED, CALL_RUNNING } call_state;
@@ -90,16 +90,16 @@ typedef struct server {
     mcp_config cfg;
     int in_fd, out_fd, sig_fd;
     jrpc_framer framer;
-    dbuf outq;        /* bytes waiting to be written to the client */
+    dbuf outq; /* bytes waiting to be written to the client */
     size_t outq_off;
-    bool out_broken;  /* the client closed our stdout */
+    bool out_broken; /* the client closed our stdout */
     bool eof, stopping;
     enum { S_NEW, S_READY } state;
     const char *version; /* negotiated */
     call *calls;
     unsigned running, queued, max_calls;
-    json_t *begun;    /* ids of the transactions `begin` opened in this session */
-    bool keep_txs;    /* --keep-transactions: leave them open at the end */
+    json_t *begun; /* ids of the transactions `begin` opened in this session */
+    bool keep_txs; /* --keep-transactions: leave them open at the end */
 } server;
 
 static void logmsg(const char *fmt, ...) PRINTF(1, 2);
@@ -124,10 +124,7 @@ static void send_line(server *s, char *msg)
     free(msg);
 }
 
-static void reply(server *s, const json_t *id, json_t *result)
-{
-    send_line(s, jrpc_result(id, result));
-}
+static void reply(server *s, const json_t *id, json_t *result) { send_line(s, jrpc_result(id, result)); }
 
 static void reply_error(server *s, const json_t *id, int code, const char *fmt, ...) PRINTF(4, 5);
 static void reply_error(server *s, const json_t *id, int code, const char *fmt, ...)
@@ -239,8 +236,9 @@ static void start_queued(server *s)
         if (c->state == CALL_QUEUED) {
             if (spawn(s, c) < 0) {
                 int e = errno;
-                reply(s, c->id, mcp_error_result("txbox mcp: cannot start txbox %s: %s",
-                                                 mcp_tool_name(c->tool), strerror(e)));
+                reply(s, c->id,
+                      mcp_error_result("txbox mcp: cannot start txbox %s: %s", mcp_tool_name(c->tool),
+                                       strerror(e)));
                 unlink_call(s, c);
                 call_free(c);
             } else {
@@ -334,7 +332,8 @@ static void send_progress(server *s, call *c, uint64_t now)
         json_object_set_new(params, "message", msg);
         dbuf_free(&m);
     }
-    json_t *n = json_pack("{s:s,s:s,s:o}", "jsonrpc", "2.0", "method", "notifications/progress", "params", params);
+    json_t *n =
+        json_pack("{s:s,s:s,s:o}", "jsonrpc", "2.0", "method", "notifications/progress", "params", params);
     char *line = json_dumps(n, JSON_COMPACT);
     json_decref(n);
     if (line)
@@ -371,7 +370,8 @@ static void abort_begun(server *s)
     json_t *open = json_object_get(all, "transactions");
     size_t i;
     json_t *id;
-    json_array_foreach(s->begun, i, id) {
+    json_array_foreach(s->begun, i, id)
+    {
         bool is_open = false;
         size_t k;
         json_t *o;
@@ -379,15 +379,18 @@ static void abort_begun(server *s)
         if (!is_open)
             continue;
         if (s->keep_txs) {
-            logmsg("transaction %s begun in this session is left open (--keep-transactions)", json_string_value(id));
+            logmsg("transaction %s begun in this session is left open (--keep-transactions)",
+                   json_string_value(id));
             continue;
         }
         txbox_multi *m = NULL;
         err = (txbox_error){0};
         if (txbox_multi_open(ws, json_string_value(id), &m, &err) == 0 && txbox_multi_abort(m, &err) == 0)
-            logmsg("transaction %s begun in this session and never committed: aborted", json_string_value(id));
+            logmsg("transaction %s begun in this session and never committed: aborted",
+                   json_string_value(id));
         else
-            logmsg("transaction %s begun in this session: cannot abort it: %s", json_string_value(id), err.msg);
+            logmsg("transaction %s begun in this session: cannot abort it: %s", json_string_value(id),
+                   err.msg);
         txbox_multi_close(m);
     }
     json_decref(all);
@@ -415,8 +418,9 @@ static void finish(server *s, call *c)
             json_decref(r);
         }
     } else if (c->out.dropped) {
-        reply(s, c->id, mcp_error_result("txbox %s printed more than %u bytes; result dropped",
-                                         mcp_tool_name(c->tool), CHILD_OUT_CAP));
+        reply(s, c->id,
+              mcp_error_result("txbox %s printed more than %u bytes; result dropped", mcp_tool_name(c->tool),
+                               CHILD_OUT_CAP));
     } else {
         json_t *r = mcp_tool_result(c->tool, &c->inv, wstatus, dbuf_str(&c->out), c->out.len,
                                     dbuf_str(&c->err), c->err.len);
@@ -455,7 +459,8 @@ static void do_initialize(server *s, const json_t *id, json_t *params)
         return;
     }
     if ((caps && !json_is_object(caps)) || (info && !json_is_object(info))) {
-        reply_error(s, id, JRPC_INVALID_PARAMS, "Invalid params: capabilities and clientInfo must be objects");
+        reply_error(s, id, JRPC_INVALID_PARAMS,
+                    "Invalid params: capabilities and clientInfo must be objects");
         return;
     }
     if (s->state != S_NEW) {
@@ -504,7 +509,8 @@ static void do_tools_call(server *s, const json_t *id, json_t *params)
     }
     const mcp_tool *t = mcp_tool_find(json_string_value(name));
     if (!t) {
-        reply_error(s, id, JRPC_INVALID_PARAMS, "Invalid params: unknown tool '%.64s'", json_string_value(name));
+        reply_error(s, id, JRPC_INVALID_PARAMS, "Invalid params: unknown tool '%.64s'",
+                    json_string_value(name));
         return;
     }
     if (s->queued >= MAX_QUEUED) {
@@ -561,7 +567,8 @@ static call *find_call(server *s, const json_t *id)
 static void do_request(server *s, const json_t *id, const char *method, json_t *params)
 {
     if (find_call(s, id)) {
-        reply_error(s, id, JRPC_INVALID_REQUEST, "Invalid Request: id already in use by a request in progress");
+        reply_error(s, id, JRPC_INVALID_REQUEST,
+                    "Invalid Request: id already in use by a request in progress");
         return;
     }
     if (!strcmp(method, "initialize")) {
@@ -579,7 +586,8 @@ static void do_request(server *s, const json_t *id, const char *method, json_t *
     if (!strcmp(method, "tools/list")) {
         json_t *cursor = json_object_get(params, "cursor");
         if ((params && !json_is_object(params)) || (cursor && !json_is_string(cursor))) {
-            reply_error(s, id, JRPC_INVALID_PARAMS, "Invalid params: tools/list takes an optional string cursor");
+            reply_error(s, id, JRPC_INVALID_PARAMS,
+                        "Invalid params: tools/list takes an optional string cursor");
             return;
         }
         reply(s, id, mcp_tools_list());
@@ -612,7 +620,8 @@ static void on_line(void *ctx, jrpc_frame_kind kind, const char *line, size_t le
 {
     server *s = ctx;
     if (kind == JRPC_FRAME_OVERLONG) {
-        reply_error(s, NULL, JRPC_INVALID_REQUEST, "Invalid Request: message longer than %u bytes", JRPC_MAX_LINE);
+        reply_error(s, NULL, JRPC_INVALID_REQUEST, "Invalid Request: message longer than %u bytes",
+                    JRPC_MAX_LINE);
         return;
     }
     jrpc_msg m;
@@ -768,14 +777,15 @@ static int loop(server *s)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: txbox mcp [-C DIR] [--policy FILE] [--max-calls N] [--keep-transactions]\n"
-               "\nA Model Context Protocol server on stdin/stdout (newline-delimited JSON-RPC 2.0).\n"
-               "Tools: run, check, log, show, diff, undo, and for multi-command transactions\n"
-               "begin, savepoint, rollback, commit, abort, status; each call runs the txbox CLI\n"
-               "on the workspace DIR (default: the current directory). --max-calls: commands\n"
-               "running at once (default %d; more wait their turn). Transactions begun in the\n"
-               "session and still open when it ends are aborted, unless --keep-transactions.\n"
-               "See docs/mcp.md.\n",
+    fprintf(f,
+            "usage: txbox mcp [-C DIR] [--policy FILE] [--max-calls N] [--keep-transactions]\n"
+            "\nA Model Context Protocol server on stdin/stdout (newline-delimited JSON-RPC 2.0).\n"
+            "Tools: run, check, log, show, diff, undo, and for multi-command transactions\n"
+            "begin, savepoint, rollback, commit, abort, status; each call runs the txbox CLI\n"
+            "on the workspace DIR (default: the current directory). --max-calls: commands\n"
+            "running at once (default %d; more wait their turn). Transactions begun in the\n"
+            "session and still open when it ends are aborted, unless --keep-transactions.\n"
+            "See docs/mcp.md.\n",
             MAX_CALLS_DEFAULT);
 }
 
@@ -796,8 +806,12 @@ int cmd_mcp(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+C:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'C': dir = optarg; break;
-        case 'p': policy = optarg; break;
+        case 'C':
+            dir = optarg;
+            break;
+        case 'p':
+            policy = optarg;
+            break;
         case 'm': {
             uint64_t v;
             if (!parse_u64(optarg, &v) || v < 1 || v > 64)
@@ -805,8 +819,12 @@ int cmd_mcp(int argc, char **argv)
             max_calls = (unsigned)v;
             break;
         }
-        case 'k': keep_txs = true; break;
-        case 'h': usage(stdout); return 0;
+        case 'k':
+            keep_txs = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
         default:
             return cli_failf("mcp: unknown option or missing value '%s' (see 'txbox mcp --help')",
                              argv[optind - 1]);
@@ -815,7 +833,11 @@ int cmd_mcp(int argc, char **argv)
     if (optind < argc)
         return cli_failf("mcp: unexpected argument '%s'", argv[optind]);
 
-    server s = {.in_fd = -1, .out_fd = -1, .sig_fd = -1, .max_calls = max_calls, .version = mcp_protocol_versions[0],
+    server s = {.in_fd = -1,
+                .out_fd = -1,
+                .sig_fd = -1,
+                .max_calls = max_calls,
+                .version = mcp_protocol_versions[0],
                 .keep_txs = keep_txs};
     s.cfg.workspace = realpath(dir, NULL);
     if (!s.cfg.workspace)

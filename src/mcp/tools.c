@@ -40,17 +40,17 @@ struct mcp_tool {
     const char *json;       /* the Tool object minus name */
 };
 
-#define OUTCOMES                                                                                  \
-    "\"committed\",\"staged\",\"rolled_back\",\"blocked\",\"read_only\",\"conflict\",\"timed_out\","     \
+#define OUTCOMES                                                                                     \
+    "\"committed\",\"staged\",\"rolled_back\",\"blocked\",\"read_only\",\"conflict\",\"timed_out\"," \
     "\"rejected\",\"held\""
-#define TX_ARG(what)                                                                              \
-    "\"tx\":{\"type\":\"string\",\"pattern\":\"^[0-9A-Za-z][0-9A-Za-z._:-]{0,63}$\","            \
+#define TX_ARG(what)                                                                  \
+    "\"tx\":{\"type\":\"string\",\"pattern\":\"^[0-9A-Za-z][0-9A-Za-z._:-]{0,63}$\"," \
     "\"description\":\"" what "\"}"
 /* a multi-command transaction's id (from `begin`): digits */
-#define MTX_ARG(what)                                                                             \
+#define MTX_ARG(what) \
     "\"tx\":{\"type\":\"string\",\"pattern\":\"^[1-9][0-9]{0,19}$\",\"description\":\"" what "\"}"
-#define SP_ARG(what)                                                                              \
-    "\"name\":{\"type\":\"string\",\"pattern\":\"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$\","         \
+#define SP_ARG(what)                                                                     \
+    "\"name\":{\"type\":\"string\",\"pattern\":\"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$\"," \
     "\"description\":\"" what "\"}"
 #define LOOSE_OUTPUT "\"outputSchema\":{\"type\":\"object\",\"additionalProperties\":true}"
 
@@ -85,25 +85,26 @@ static const mcp_tool tools[] = {
      "rolled back.\"},"
      "\"network\":{\"type\":\"boolean\",\"default\":false,\"description\":\"Allow network "
      "access through txbox's proxy, to the package registries and git hosts only (off by default, "
-     "unless a policy rule grants it to this command).\"},"
-     MTX_ARG("Run inside this open transaction (an id from `begin`): the command's changes are "
-             "staged, applied only by `commit`. Omit for a command committed on its own.") "},"
-     "\"required\":[\"command\"],\"additionalProperties\":false},"
-     "\"outputSchema\":{\"type\":\"object\",\"properties\":{"
-     "\"tx\":{\"type\":\"string\"},"
-     "\"verdict\":{\"type\":\"string\",\"enum\":[\"safe\",\"uncertain\",\"unsafe\"]},"
-     "\"rule\":{\"type\":[\"string\",\"null\"]},\"reason\":{\"type\":[\"string\",\"null\"]},"
-     "\"suggestion\":{\"type\":\"string\"},"
-     "\"outcome\":{\"type\":\"string\",\"enum\":[" OUTCOMES "]},"
-     "\"exit_code\":{\"type\":\"integer\"},"
-     "\"changes\":{\"type\":\"object\"},"
-     "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"
-     "\"stdout_truncated\":{\"type\":\"boolean\"},\"stderr_truncated\":{\"type\":\"boolean\"},"
-     "\"protections\":{\"type\":\"object\"},\"overhead_ms\":{\"type\":\"number\"},"
-     "\"transaction\":{\"type\":\"string\"}},"
-     "\"required\":[\"tx\",\"verdict\",\"outcome\",\"exit_code\",\"changes\"]},"
-     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,"
-     "\"idempotentHint\":false,\"openWorldHint\":true}}"},
+     "unless a policy rule grants it to this command).\"}," MTX_ARG(
+         "Run inside this open transaction (an id from `begin`): the command's changes are "
+         "staged, applied only by `commit`. Omit for a command committed on its own.") "},"
+                                                                                       "\"required\":[\"command\"],\"additionalProperties\":false},"
+                                                                                       "\"outputSchema\":{\"type\":\"object\",\"properties\":{"
+                                                                                       "\"tx\":{\"type\":\"string\"},"
+                                                                                       "\"verdict\":{\"type\":\"string\",\"enum\":[\"safe\",\"uncertain\",\"unsafe\"]},"
+                                                                                       "\"rule\":{\"type\":[\"string\",\"null\"]},\"reason\":{\"type\":[\"string\",\"null\"]},"
+                                                                                       "\"suggestion\":{\"type\":\"string\"},"
+                                                                                       "\"outcome\":{\"type\":\"string\",\"enum\":[" OUTCOMES
+                                                                                       "]},"
+                                                                                       "\"exit_code\":{\"type\":\"integer\"},"
+                                                                                       "\"changes\":{\"type\":\"object\"},"
+                                                                                       "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"
+                                                                                       "\"stdout_truncated\":{\"type\":\"boolean\"},\"stderr_truncated\":{\"type\":\"boolean\"},"
+                                                                                       "\"protections\":{\"type\":\"object\"},\"overhead_ms\":{\"type\":\"number\"},"
+                                                                                       "\"transaction\":{\"type\":\"string\"}},"
+                                                                                       "\"required\":[\"tx\",\"verdict\",\"outcome\",\"exit_code\",\"changes\"]},"
+                                                                                       "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,"
+                                                                                       "\"idempotentHint\":false,\"openWorldHint\":true}}"},
     {"check", K_CHECK, "check", NULL, true,
      "{\"title\":\"Classify a command without running it\","
      "\"description\":\"Asks the policy how it would treat a shell command; nothing runs. "
@@ -135,25 +136,31 @@ static const mcp_tool tools[] = {
      "\"description\":\"Shows one transaction: its command, the policy verdict and rule, the "
      "protections in force, its outcome and exit status, and the paths it added, modified or "
      "deleted.\","
-     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" TX_ARG("Transaction id (from `run` or `log`).") "},"
-     "\"required\":[\"tx\"],\"additionalProperties\":false}," LOOSE_OUTPUT ","
-     "\"annotations\":{\"readOnlyHint\":true,\"idempotentHint\":true,\"openWorldHint\":false}}"},
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" TX_ARG(
+         "Transaction id (from `run` or `log`).") "},"
+                                                  "\"required\":[\"tx\"],\"additionalProperties\":false}," LOOSE_OUTPUT
+                                                  ","
+                                                  "\"annotations\":{\"readOnlyHint\":true,\"idempotentHint\":true,\"openWorldHint\":false}}"},
     {"diff", K_HISTORY, "diff", "diff", false,
      "{\"title\":\"Show a transaction's changes\","
      "\"description\":\"Shows what one transaction changed in the workspace as a unified diff "
      "(text files; sizes and hashes for binary ones), in `diff`.\","
-     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" TX_ARG("Transaction id (from `run` or `log`).") "},"
-     "\"required\":[\"tx\"],\"additionalProperties\":false}," LOOSE_OUTPUT ","
-     "\"annotations\":{\"readOnlyHint\":true,\"idempotentHint\":true,\"openWorldHint\":false}}"},
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" TX_ARG(
+         "Transaction id (from `run` or `log`).") "},"
+                                                  "\"required\":[\"tx\"],\"additionalProperties\":false}," LOOSE_OUTPUT
+                                                  ","
+                                                  "\"annotations\":{\"readOnlyHint\":true,\"idempotentHint\":true,\"openWorldHint\":false}}"},
     {"undo", K_HISTORY, "undo", "items", true,
      "{\"title\":\"Revert a committed transaction\","
      "\"description\":\"Reverts a committed transaction (default: the most recent one), itself as "
      "a new transaction. If files it touched have changed since, undo reports a `conflict` and "
      "changes nothing: inspect them with `diff` and fix by hand or with `run`.\","
-     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" TX_ARG("Transaction to revert (default: the last committed one).") "},"
-     "\"additionalProperties\":false}," LOOSE_OUTPUT ","
-     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":false,"
-     "\"openWorldHint\":false}}"},
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" TX_ARG(
+         "Transaction to revert (default: the last committed one).") "},"
+                                                                     "\"additionalProperties\":false}," LOOSE_OUTPUT
+                                                                     ","
+                                                                     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":false,"
+                                                                     "\"openWorldHint\":false}}"},
     {"begin", K_TX, "begin", NULL, true,
      "{\"title\":\"Begin a multi-command transaction\","
      "\"description\":\"Opens a transaction that holds several commands and returns its id in "
@@ -163,35 +170,35 @@ static const mcp_tool tools[] = {
      "`savepoint` and `rollback` to step back within it. Use it when a change takes several "
      "commands and should land whole or not at all. A transaction begun here and neither "
      "committed nor aborted is aborted when the client disconnects.\","
-     "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
-     SP_ARG("An optional label shown by `status`.") "},\"additionalProperties\":false},"
-     "\"outputSchema\":{\"type\":\"object\",\"properties\":{\"tx\":{\"type\":\"string\"},"
-     "\"name\":{\"type\":[\"string\",\"null\"]}},\"required\":[\"tx\"]},"
-     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":false,\"idempotentHint\":false,"
-     "\"openWorldHint\":false}}"},
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" SP_ARG(
+         "An optional label shown by `status`.") "},\"additionalProperties\":false},"
+                                                 "\"outputSchema\":{\"type\":\"object\",\"properties\":{\"tx\":{\"type\":\"string\"},"
+                                                 "\"name\":{\"type\":[\"string\",\"null\"]}},\"required\":[\"tx\"]},"
+                                                 "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":false,\"idempotentHint\":false,"
+                                                 "\"openWorldHint\":false}}"},
     {"savepoint", K_TX, "savepoint", NULL, true,
      "{\"title\":\"Mark a savepoint in a transaction\","
      "\"description\":\"Marks the current state of an open transaction (from `begin`) as "
      "savepoint `name` (replacing one of the same name). `rollback` with that name returns the "
      "transaction to this state later. Nothing is applied to the workspace.\","
-     "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
-     MTX_ARG("The open transaction (from `begin`).") ","
-     SP_ARG("The savepoint's name: letters, digits, '.', '_', '-'.") "},"
-     "\"required\":[\"tx\",\"name\"],\"additionalProperties\":false}," LOOSE_OUTPUT ","
-     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":false,\"idempotentHint\":false,"
-     "\"openWorldHint\":false}}"},
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" MTX_ARG("The open transaction (from `begin`).") "," SP_ARG(
+         "The savepoint's name: letters, digits, '.', '_', '-'.") "},"
+                                                                  "\"required\":[\"tx\",\"name\"],\"additionalProperties\":false}," LOOSE_OUTPUT
+                                                                  ","
+                                                                  "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":false,\"idempotentHint\":false,"
+                                                                  "\"openWorldHint\":false}}"},
     {"rollback", K_TX, "rollback", NULL, true,
      "{\"title\":\"Roll a transaction back to a savepoint\","
      "\"description\":\"Returns an open transaction to savepoint `name` (it is kept; later "
      "savepoints are dropped), or without `name` to its start, discarding the changes its "
      "commands staged since. The transaction stays open; the workspace itself is untouched "
      "(nothing of the transaction was applied yet).\","
-     "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
-     MTX_ARG("The open transaction (from `begin`).") ","
-     SP_ARG("The savepoint to return to (default: the transaction's start).") "},"
-     "\"required\":[\"tx\"],\"additionalProperties\":false}," LOOSE_OUTPUT ","
-     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":true,"
-     "\"openWorldHint\":false}}"},
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" MTX_ARG("The open transaction (from `begin`).") "," SP_ARG(
+         "The savepoint to return to (default: the transaction's start).") "},"
+                                                                           "\"required\":[\"tx\"],\"additionalProperties\":false}," LOOSE_OUTPUT
+                                                                           ","
+                                                                           "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":true,"
+                                                                           "\"openWorldHint\":false}}"},
     {"commit", K_TX, "commit", NULL, true,
      "{\"title\":\"Commit a multi-command transaction\","
      "\"description\":\"Applies every change staged in an open transaction to the workspace at "
@@ -205,31 +212,32 @@ static const mcp_tool tools[] = {
      "is closed; begin a new one and redo the work on the current files), `rejected` or `held` "
      "(a rule on what the transaction changed refused it, or holds it for a person's review: "
      "nothing applied, the transaction is closed; see `effect_rule`, `reason`, `paths`).\","
-     "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
-     MTX_ARG("The open transaction (from `begin`).") ","
-     "\"verify\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":65536,\"description\":"
-     "\"A shell command (bash -c) that must exit 0 on the transaction's final state for the "
-     "commit to happen, e.g. the test suite.\"},"
-     "\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":604800,"
-     "\"description\":\"Wall-clock limit for `verify`, in seconds.\"}},"
-     "\"required\":[\"tx\"],\"additionalProperties\":false},"
-     "\"outputSchema\":{\"type\":\"object\",\"properties\":{"
-     "\"tx\":{\"type\":\"string\"},"
-     "\"outcome\":{\"type\":\"string\",\"enum\":[\"committed\",\"verify_failed\",\"conflict\",\"rejected\",\"held\"]},"
-     "\"exit_code\":{\"type\":\"integer\"},\"commands\":{\"type\":\"integer\"},"
-     "\"changes\":{\"type\":\"object\"},\"conflict_paths\":{\"type\":\"array\"},"
-     "\"verify\":{\"type\":\"object\"}},\"required\":[\"tx\",\"outcome\",\"exit_code\"]},"
-     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":false,"
-     "\"openWorldHint\":true}}"},
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" MTX_ARG(
+         "The open transaction (from `begin`).") ","
+                                                 "\"verify\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":65536,\"description\":"
+                                                 "\"A shell command (bash -c) that must exit 0 on the transaction's final state for the "
+                                                 "commit to happen, e.g. the test suite.\"},"
+                                                 "\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":604800,"
+                                                 "\"description\":\"Wall-clock limit for `verify`, in seconds.\"}},"
+                                                 "\"required\":[\"tx\"],\"additionalProperties\":false},"
+                                                 "\"outputSchema\":{\"type\":\"object\",\"properties\":{"
+                                                 "\"tx\":{\"type\":\"string\"},"
+                                                 "\"outcome\":{\"type\":\"string\",\"enum\":[\"committed\",\"verify_failed\",\"conflict\",\"rejected\",\"held\"]},"
+                                                 "\"exit_code\":{\"type\":\"integer\"},\"commands\":{\"type\":\"integer\"},"
+                                                 "\"changes\":{\"type\":\"object\"},\"conflict_paths\":{\"type\":\"array\"},"
+                                                 "\"verify\":{\"type\":\"object\"}},\"required\":[\"tx\",\"outcome\",\"exit_code\"]},"
+                                                 "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":false,"
+                                                 "\"openWorldHint\":true}}"},
     {"abort", K_TX, "abort", NULL, true,
      "{\"title\":\"Abort a multi-command transaction\","
      "\"description\":\"Drops an open transaction: nothing it staged is ever applied, and the "
      "workspace stays as it is. The transaction is closed.\","
-     "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
-     MTX_ARG("The open transaction (from `begin`).") "},"
-     "\"required\":[\"tx\"],\"additionalProperties\":false}," LOOSE_OUTPUT ","
-     "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":false,"
-     "\"openWorldHint\":false}}"},
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" MTX_ARG(
+         "The open transaction (from `begin`).") "},"
+                                                 "\"required\":[\"tx\"],\"additionalProperties\":false}," LOOSE_OUTPUT
+                                                 ","
+                                                 "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":false,"
+                                                 "\"openWorldHint\":false}}"},
     {"status", K_TX, "status", NULL, true,
      "{\"title\":\"List open multi-command transactions\","
      "\"description\":\"Lists the workspace's open multi-command transactions: id, name, when "
@@ -302,7 +310,8 @@ static int only_known(json_t *args, const char *const *allowed, txbox_error *err
 {
     const char *k;
     json_t *v;
-    json_object_foreach(args, k, v) {
+    json_object_foreach(args, k, v)
+    {
         bool ok = false;
         for (size_t i = 0; allowed[i] && !ok; i++)
             ok = !strcmp(k, allowed[i]);
@@ -312,8 +321,7 @@ static int only_known(json_t *args, const char *const *allowed, txbox_error *err
     return 0;
 }
 
-static int get_string(json_t *args, const char *name, bool required, const char **out,
-                      txbox_error *err)
+static int get_string(json_t *args, const char *name, bool required, const char **out, txbox_error *err)
 {
     json_t *v = json_object_get(args, name);
     *out = NULL;
@@ -373,7 +381,8 @@ static int get_tx(json_t *args, bool required, const char **out, txbox_error *er
 
 static int get_mtx(json_t *args, bool required, const char **out, txbox_error *err)
 {
-    return get_checked(args, "tx", required, mtx_ok, "a transaction id from `begin`, such as \"12\"", out, err);
+    return get_checked(args, "tx", required, mtx_ok, "a transaction id from `begin`, such as \"12\"", out,
+                       err);
 }
 
 static int get_name(json_t *args, bool required, const char **out, txbox_error *err)
@@ -464,9 +473,11 @@ int mcp_tool_prepare(const mcp_tool *t, const mcp_config *cfg, json_t *args, mcp
                 get_string(args, "verify", false, &verify, err) < 0 || get_timeout(args, &timeout, err) < 0)
                 return -1;
             if (verify && (!*verify || strlen(verify) > MAX_VERIFY))
-                return tx_err(err, EINVAL, "argument 'verify' must be a command of 1 to %d bytes", MAX_VERIFY);
+                return tx_err(err, EINVAL, "argument 'verify' must be a command of 1 to %d bytes",
+                              MAX_VERIFY);
             if (timeout && !verify)
-                return tx_err(err, EINVAL, "argument 'timeout' limits the 'verify' command: give 'verify' too");
+                return tx_err(err, EINVAL,
+                              "argument 'timeout' limits the 'verify' command: give 'verify' too");
         } else if (!strcmp(t->name, "savepoint") || !strcmp(t->name, "rollback")) {
             if (only_known(args, sp_args, err) < 0 || get_mtx(args, true, &mtx, err) < 0 ||
                 get_name(args, !strcmp(t->name, "savepoint"), &name, err) < 0)
@@ -675,7 +686,8 @@ static json_t *run_result(json_t *o, const char *mtx)
             {"committed", "its changes were committed to the workspace"},
             {"read_only", "read-only command: ran without a transaction"},
             {"rolled_back", "it failed: its changes were rolled back and the workspace is as before"},
-            {"conflict", "it succeeded, but the workspace changed meanwhile: its changes were kept aside, not applied"},
+            {"conflict",
+             "it succeeded, but the workspace changed meanwhile: its changes were kept aside, not applied"},
             {"timed_out", "killed at the time limit: its changes were rolled back"},
             {"rejected", "a rule on what it changed refused the changes (see effect_rule, reason, "
                          "suggestion, paths): nothing was applied"},
@@ -703,8 +715,8 @@ static json_t *run_result(json_t *o, const char *mtx)
             snprintf(in_tx, sizeof in_tx, " in transaction %s", mtx);
         }
         snprintf(line, sizeof line, "%s (exit status %lld, %s %s%s): %s", outcome,
-                 (long long)json_integer_value(json_object_get(o, "exit_code")), mtx ? "command" : "transaction",
-                 str(o, "tx"), in_tx, meaning);
+                 (long long)json_integer_value(json_object_get(o, "exit_code")),
+                 mtx ? "command" : "transaction", str(o, "tx"), in_tx, meaning);
         dbuf_addstr(&b, line);
         json_t *ch = json_object_get(o, "changes");
         add_paths(&b, ch, "added", "added");
@@ -733,7 +745,8 @@ static json_t *tx_result(const mcp_tool *t, json_t *o, int code)
                  id, id);
         dbuf_addstr(&b, line);
     } else if (!strcmp(t->name, "savepoint")) {
-        snprintf(line, sizeof line, "savepoint %s marked in transaction %s; `rollback` with this name returns to it.",
+        snprintf(line, sizeof line,
+                 "savepoint %s marked in transaction %s; `rollback` with this name returns to it.",
                  str(o, "savepoint"), id);
         dbuf_addstr(&b, line);
     } else if (!strcmp(t->name, "rollback")) {
@@ -741,7 +754,8 @@ static json_t *tx_result(const mcp_tool *t, json_t *o, int code)
             snprintf(line, sizeof line, "transaction %s rolled back to savepoint %s; it stays open.", id,
                      str(o, "savepoint"));
         else
-            snprintf(line, sizeof line, "transaction %s rolled back to its start (nothing staged); it stays open.", id);
+            snprintf(line, sizeof line,
+                     "transaction %s rolled back to its start (nothing staged); it stays open.", id);
         dbuf_addstr(&b, line);
     } else if (!strcmp(t->name, "abort")) {
         snprintf(line, sizeof line, "transaction %s aborted: nothing of it was applied; it is closed.", id);
@@ -752,7 +766,8 @@ static json_t *tx_result(const mcp_tool *t, json_t *o, int code)
             dbuf_addstr(&b, "no open transactions");
         size_t i;
         json_t *x;
-        json_array_foreach(arr, i, x) {
+        json_array_foreach(arr, i, x)
+        {
             if (b.len > 32768) {
                 dbuf_addstr(&b, "\n[... more in structuredContent]");
                 break;
@@ -764,7 +779,8 @@ static json_t *tx_result(const mcp_tool *t, json_t *o, int code)
             dbuf_addstr(&b, line);
             size_t k;
             json_t *sp;
-            json_array_foreach(json_object_get(x, "savepoints"), k, sp) {
+            json_array_foreach(json_object_get(x, "savepoints"), k, sp)
+            {
                 dbuf_addstr(&b, k ? ", " : "; savepoints: ");
                 add_clipped(&b, json_is_string(sp) ? json_string_value(sp) : "?", 64);
             }
@@ -773,8 +789,9 @@ static json_t *tx_result(const mcp_tool *t, json_t *o, int code)
         const char *outcome = str(o, "outcome");
         json_t *ch = json_object_get(o, "changes");
         if (!strcmp(outcome, "committed")) {
-            snprintf(line, sizeof line, "committed transaction %s (%lld commands): its changes are now in the workspace.",
-                     id, (long long)json_integer_value(json_object_get(o, "commands")));
+            snprintf(line, sizeof line,
+                     "committed transaction %s (%lld commands): its changes are now in the workspace.", id,
+                     (long long)json_integer_value(json_object_get(o, "commands")));
             dbuf_addstr(&b, line);
             add_paths(&b, ch, "added", "added");
             add_paths(&b, ch, "modified", "modified");
@@ -873,7 +890,8 @@ static bool log_lines(dbuf *b, json_t *arr)
         dbuf_addstr(b, "no transactions yet");
     size_t i;
     json_t *t;
-    json_array_foreach(arr, i, t) {
+    json_array_foreach(arr, i, t)
+    {
         if (b->len > 32768) {
             dbuf_addstr(b, "\n[... more in structuredContent]");
             break;
@@ -903,7 +921,8 @@ json_t *mcp_tool_result(const mcp_tool *t, const mcp_invocation *inv, int wstatu
     json_t *v = answer_parse(out, outlen);
     json_t *error = json_is_object(v) ? json_object_get(v, "error") : NULL;
     if (error && code != 0) {
-        json_t *r = mcp_error_result("txbox %s: %s", t->subcommand, answer_why(v, errtext, eline, sizeof eline));
+        json_t *r =
+            mcp_error_result("txbox %s: %s", t->subcommand, answer_why(v, errtext, eline, sizeof eline));
         json_decref(v);
         return r;
     }
@@ -950,6 +969,6 @@ json_t *mcp_tool_result(const mcp_tool *t, const mcp_invocation *inv, int wstatu
         break;
     }
     json_decref(v);
-    return mcp_error_result("txbox %s failed (exit status %d)%s%s", t->subcommand, code,
-                            *errtext ? ": " : "", answer_first_line(errtext, eline, sizeof eline));
+    return mcp_error_result("txbox %s failed (exit status %d)%s%s", t->subcommand, code, *errtext ? ": " : "",
+                            answer_first_line(errtext, eline, sizeof eline));
 }

@@ -243,9 +243,9 @@ static void test_chat_whole(void **state)
     assert_int_equal(r.total_tokens, 7);
     assert_string_equal(r.finish_reason, "tool_calls");
     json_t *m = chat_reply_message(&r);
-    assert_string_equal(json_string_value(json_object_get(
-                            json_array_get(json_object_get(m, "tool_calls"), 1), "id")),
-                        "call_1");
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(json_object_get(m, "tool_calls"), 1), "id")),
+        "call_1");
     json_decref(m);
     chat_reply_free(&r);
 
@@ -288,14 +288,43 @@ static void test_chat_stream(void **state)
     chat_reply r;
     txbox_error err = {0};
     chat_reply_init(&r, 1024, 1024);
-    assert_int_equal(feed_chunk(&r, "{\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hel\"}}]}", &err), 0);
-    assert_int_equal(feed_chunk(&r, "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\",\"tool_calls\":[{\"index\":0,\"id\":\"a\",\"type\":\"function\",\"function\":{\"name\":\"run_\",\"arguments\":\"\"}}]}}]}", &err), 0);
-    assert_int_equal(feed_chunk(&r, "{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"command\",\"arguments\":\"{\\\"command\\\":\"}}]}}]}", &err), 0);
-    assert_int_equal(feed_chunk(&r, "{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"\\\"ls\\\"}\"}}]}}]}", &err), 0);
+    assert_int_equal(
+        feed_chunk(&r, "{\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hel\"}}]}",
+                   &err),
+        0);
+    assert_int_equal(
+        feed_chunk(
+            &r,
+            "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\",\"tool_calls\":[{\"index\":0,\"id\":\"a\",\"type\":\"function\",\"function\":{\"name\":\"run_\",\"arguments\":\"\"}}]}}]}",
+            &err),
+        0);
+    assert_int_equal(
+        feed_chunk(
+            &r,
+            "{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"command\",\"arguments\":\"{\\\"command\\\":\"}}]}}]}",
+            &err),
+        0);
+    assert_int_equal(
+        feed_chunk(
+            &r,
+            "{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"\\\"ls\\\"}\"}}]}}]}",
+            &err),
+        0);
     /* Ollama: a new id at index 0 is a second call */
-    assert_int_equal(feed_chunk(&r, "{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"b\",\"function\":{\"name\":\"finish\",\"arguments\":\"{}\"}}]}}]}", &err), 0);
-    assert_int_equal(feed_chunk(&r, "{\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}", &err), 0);
-    assert_int_equal(feed_chunk(&r, "{\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"total_tokens\":7}}", &err), 0);
+    assert_int_equal(
+        feed_chunk(
+            &r,
+            "{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"b\",\"function\":{\"name\":\"finish\",\"arguments\":\"{}\"}}]}}]}",
+            &err),
+        0);
+    assert_int_equal(
+        feed_chunk(&r, "{\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}", &err),
+        0);
+    assert_int_equal(
+        feed_chunk(
+            &r, "{\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"total_tokens\":7}}",
+            &err),
+        0);
     assert_int_equal(feed_chunk(&r, "[DONE]", &err), 0);
     assert_int_equal(feed_chunk(&r, "{not even json", &err), 0); /* after [DONE]: ignored */
     assert_int_equal(chat_stream_end(&r, &err), 0);
@@ -319,7 +348,8 @@ static void test_chat_stream(void **state)
     assert_non_null(strstr(err.msg, "without any event"));
     chat_reply_free(&r);
     chat_reply_init(&r, 1024, 1024);
-    assert_int_equal(feed_chunk(&r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":16}]}}]}", &err), -1);
+    assert_int_equal(feed_chunk(&r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":16}]}}]}", &err),
+                     -1);
     assert_non_null(strstr(err.msg, "out of range"));
     chat_reply_free(&r);
     chat_reply_init(&r, 1024, 1024);
@@ -331,7 +361,12 @@ static void test_chat_stream(void **state)
     assert_non_null(strstr(err.msg, "boom"));
     chat_reply_free(&r);
     chat_reply_init(&r, 1024, 8);
-    assert_int_equal(feed_chunk(&r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"f\",\"arguments\":\"123456789\"}}]}}]}", &err), -1);
+    assert_int_equal(
+        feed_chunk(
+            &r,
+            "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"f\",\"arguments\":\"123456789\"}}]}}]}",
+            &err),
+        -1);
     assert_non_null(strstr(err.msg, "tool arguments exceeds 8 bytes"));
     chat_reply_free(&r);
 }
@@ -386,10 +421,7 @@ static void test_normalize(void **state)
     static const struct {
         const char *in, *out;
     } t[] = {
-        {"ls", "ls"},
-        {"  ls   -la ;", "ls -la"},
-        {"make\ttest;;", "make test"},
-        {"a\n&&\nb", "a && b"},
+        {"ls", "ls"}, {"  ls   -la ;", "ls -la"}, {"make\ttest;;", "make test"}, {"a\n&&\nb", "a && b"},
         {"", ""},
     };
     for (size_t i = 0; i < ARRAY_SIZE(t); i++) {
@@ -420,11 +452,13 @@ static void test_compact(void **state)
     assert_string_equal(json_string_value(json_object_get(c, "stdout")), "0123456789abcdefghij");
     json_decref(c);
     /* a small budget keeps the tail of the output */
-    json_object_set_new(run, "stdout", json_string(
-        "........................................................................................"
-        "........................................................................................"
-        "..........................................................................................."
-        "......................................................................................END"));
+    json_object_set_new(
+        run, "stdout",
+        json_string(
+            "........................................................................................"
+            "........................................................................................"
+            "..........................................................................................."
+            "......................................................................................END"));
     c = compact_run_result(run, 256, 2);
     const char *so = json_string_value(json_object_get(c, "stdout"));
     assert_non_null(so);
@@ -451,16 +485,11 @@ static void test_compact(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sse_every_split),
-        cmocka_unit_test(test_sse_cr_lf_across_chunks),
-        cmocka_unit_test(test_sse_caps),
-        cmocka_unit_test(test_sse_callback_error),
-        cmocka_unit_test(test_textproto),
-        cmocka_unit_test(test_chat_whole),
-        cmocka_unit_test(test_chat_stream),
-        cmocka_unit_test(test_error_text),
-        cmocka_unit_test(test_endpoint_url),
-        cmocka_unit_test(test_normalize),
+        cmocka_unit_test(test_sse_every_split), cmocka_unit_test(test_sse_cr_lf_across_chunks),
+        cmocka_unit_test(test_sse_caps),        cmocka_unit_test(test_sse_callback_error),
+        cmocka_unit_test(test_textproto),       cmocka_unit_test(test_chat_whole),
+        cmocka_unit_test(test_chat_stream),     cmocka_unit_test(test_error_text),
+        cmocka_unit_test(test_endpoint_url),    cmocka_unit_test(test_normalize),
         cmocka_unit_test(test_compact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -112,7 +112,10 @@ static int do_fdops(int argc, char **argv)
             report(n, -1);
             continue;
         }
-        printf("INFO fd %d is a %s\n", fd, S_ISDIR(st.st_mode) ? "directory" : S_ISREG(st.st_mode) ? "file" : "other");
+        printf("INFO fd %d is a %s\n", fd,
+               S_ISDIR(st.st_mode)   ? "directory"
+               : S_ISREG(st.st_mode) ? "file"
+                                     : "other");
         snprintf(n, sizeof n, "fchmod-%d", fd);
         report(n, fchmod(fd, (st.st_mode & 07777) ^ 0001));
         snprintf(n, sizeof n, "fchown-same-owner-%d", fd);
@@ -273,7 +276,8 @@ static int do_openat(const char *ws, const char *out)
     report("fsetxattr-O_RDONLY-dir", fsetxattr(outrd, "user.txbox-probe", "1", 1, 0));
     report("unlinkat-out", unlinkat(outfd, "b.txt", 0));
     report("renameat-out", renameat(outfd, "a.txt", outfd, "a.moved"));
-    report("renameat2-exchange-ws-out", syscall(SYS_renameat2, wsfd, "README", outfd, "a.txt", RENAME_EXCHANGE));
+    report("renameat2-exchange-ws-out",
+           syscall(SYS_renameat2, wsfd, "README", outfd, "a.txt", RENAME_EXCHANGE));
     report("renameat-ws-to-out", renameat(wsfd, "README", outfd, "README.moved"));
     report("mkdirat-out", mkdirat(outfd, t + 2, 0755));
     report("symlinkat-out", symlinkat("x", outfd, t + 2));
@@ -308,31 +312,40 @@ static int do_openat(const char *ws, const char *out)
     if (info("io_uring_setup", ring_init(&r)) >= 0) {
         char path[4096];
         snprintf(path, sizeof path, "%s/a.txt", out);
-        struct io_uring_sqe e = {.opcode = IORING_OP_OPENAT, .fd = AT_FDCWD,
+        struct io_uring_sqe e = {.opcode = IORING_OP_OPENAT,
+                                 .fd = AT_FDCWD,
                                  .addr = (uint64_t)(uintptr_t)path,
                                  .open_flags = O_WRONLY | O_APPEND};
         long ufd = ring_do(&r, &e);
         if (report("io_uring-openat-out-append", ufd) >= 0) {
-            struct io_uring_sqe w = {.opcode = IORING_OP_WRITE, .fd = (int)ufd,
-                                     .addr = (uint64_t)(uintptr_t) "pwned\n", .len = 6, .off = (uint64_t)-1};
+            struct io_uring_sqe w = {.opcode = IORING_OP_WRITE,
+                                     .fd = (int)ufd,
+                                     .addr = (uint64_t)(uintptr_t) "pwned\n",
+                                     .len = 6,
+                                     .off = (uint64_t)-1};
             report("io_uring-write-out", ring_do(&r, &w));
         }
         char *nn = tokname(out, "uring");
-        e = (struct io_uring_sqe){.opcode = IORING_OP_OPENAT, .fd = AT_FDCWD,
-                                  .addr = (uint64_t)(uintptr_t)nn, .open_flags = O_WRONLY | O_CREAT, .len = 0644};
+        e = (struct io_uring_sqe){.opcode = IORING_OP_OPENAT,
+                                  .fd = AT_FDCWD,
+                                  .addr = (uint64_t)(uintptr_t)nn,
+                                  .open_flags = O_WRONLY | O_CREAT,
+                                  .len = 0644};
         report("io_uring-openat-out-create", ring_do(&r, &e));
         snprintf(path, sizeof path, "%s/b.txt", out);
-        e = (struct io_uring_sqe){.opcode = IORING_OP_UNLINKAT, .fd = AT_FDCWD,
-                                  .addr = (uint64_t)(uintptr_t)path};
+        e = (struct io_uring_sqe){
+            .opcode = IORING_OP_UNLINKAT, .fd = AT_FDCWD, .addr = (uint64_t)(uintptr_t)path};
         report("io_uring-unlinkat-out", ring_do(&r, &e));
-        e = (struct io_uring_sqe){.opcode = IORING_OP_MKDIRAT, .fd = AT_FDCWD,
-                                  .addr = (uint64_t)(uintptr_t)nn, .len = 0755};
+        e = (struct io_uring_sqe){
+            .opcode = IORING_OP_MKDIRAT, .fd = AT_FDCWD, .addr = (uint64_t)(uintptr_t)nn, .len = 0755};
         report("io_uring-mkdirat-out", ring_do(&r, &e));
         char p2[4096];
         snprintf(path, sizeof path, "%s/a.txt", out);
         snprintf(p2, sizeof p2, "%s/a.moved", out);
-        e = (struct io_uring_sqe){.opcode = IORING_OP_RENAMEAT, .fd = AT_FDCWD,
-                                  .addr = (uint64_t)(uintptr_t)path, .len = AT_FDCWD,
+        e = (struct io_uring_sqe){.opcode = IORING_OP_RENAMEAT,
+                                  .fd = AT_FDCWD,
+                                  .addr = (uint64_t)(uintptr_t)path,
+                                  .len = AT_FDCWD,
                                   .addr2 = (uint64_t)(uintptr_t)p2};
         report("io_uring-renameat-out", ring_do(&r, &e));
         free(nn);
@@ -366,11 +379,13 @@ static int do_mount(const char *ws, const char *out)
     int fs2 = (int)syscall(SYS_fspick, AT_FDCWD, "/", 0);
     report("fspick-root", fs2);
     if (fs2 >= 0)
-        report("fsconfig-reconfigure-rw", syscall(SYS_fsconfig, fs2, FSCONFIG_CMD_RECONFIGURE, NULL, NULL, 0));
+        report("fsconfig-reconfigure-rw",
+               syscall(SYS_fsconfig, fs2, FSCONFIG_CMD_RECONFIGURE, NULL, NULL, 0));
     int t = (int)syscall(SYS_open_tree, AT_FDCWD, out, OPEN_TREE_CLONE);
     report("open_tree-clone-out", t);
     if (t >= 0)
-        report("move_mount-out-into-ws", syscall(SYS_move_mount, t, "", AT_FDCWD, m, MOVE_MOUNT_F_EMPTY_PATH));
+        report("move_mount-out-into-ws",
+               syscall(SYS_move_mount, t, "", AT_FDCWD, m, MOVE_MOUNT_F_EMPTY_PATH));
     struct mount_attr a = {.attr_clr = MOUNT_ATTR_RDONLY};
     report("mount_setattr-root-clear-rdonly", syscall(SYS_mount_setattr, AT_FDCWD, "/", 0, &a, sizeof a));
     report("mount_setattr-out-clear-rdonly", syscall(SYS_mount_setattr, AT_FDCWD, out, 0, &a, sizeof a));
@@ -510,7 +525,8 @@ static int do_signals(pid_t pid, pid_t pgid)
     report(n, kill(-pgid, SIGWINCH));
     report("kill-minus-1", kill(-1, SIGWINCH));
     report("kill-minus-1-cont", kill(-1, SIGCONT));
-    report("sigqueue-pid", (long)syscall(SYS_rt_sigqueueinfo, pid, SIGURG, &(siginfo_t){.si_code = SI_QUEUE}));
+    report("sigqueue-pid",
+           (long)syscall(SYS_rt_sigqueueinfo, pid, SIGURG, &(siginfo_t){.si_code = SI_QUEUE}));
     report("tgkill-pid", syscall(SYS_tgkill, pid, pid, SIGWINCH));
     return 0;
 }
@@ -525,8 +541,8 @@ static int do_kernel(void)
     report("delete_module", syscall(SYS_delete_module, "txbox_probe_none", O_NONBLOCK));
     report("kexec_load", syscall(SYS_kexec_load, 0, 0, NULL, 0xdead0000UL));
     report("bpf-map-create", syscall(SYS_bpf, 0 /* BPF_MAP_CREATE */, NULL, 0));
-    struct perf_event_attr pa = {.type = PERF_TYPE_SOFTWARE, .size = sizeof pa,
-                                 .config = PERF_COUNT_SW_CPU_CLOCK};
+    struct perf_event_attr pa = {
+        .type = PERF_TYPE_SOFTWARE, .size = sizeof pa, .config = PERF_COUNT_SW_CPU_CLOCK};
     report("perf_event_open", syscall(SYS_perf_event_open, &pa, -1, 0, -1, 0));
     report("reboot-bad-magic", syscall(SYS_reboot, 0, 0, LINUX_REBOOT_CMD_CAD_ON, NULL));
     report("swapon", syscall(SYS_swapon, "/nonexistent-txbox-probe", 0));
@@ -686,8 +702,8 @@ static int do_uring_connect(const char *path)
     int s = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
-    struct io_uring_sqe e = {.opcode = IORING_OP_CONNECT, .fd = s, .addr = (uint64_t)(uintptr_t)&a,
-                             .off = sizeof a};
+    struct io_uring_sqe e = {
+        .opcode = IORING_OP_CONNECT, .fd = s, .addr = (uint64_t)(uintptr_t)&a, .off = sizeof a};
     if (report("io_uring-connect-unix", ring_do(&r, &e)) >= 0)
         report("io_uring-connect-send", write(s, "via-uring\n", 10));
     return 0;

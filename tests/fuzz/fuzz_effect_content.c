@@ -51,7 +51,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* without a filter every text "may match": nothing to check (and
      * glibc's regcomp is left alone with the patterns that take it
      * seconds, stacked repetitions, which the reader refuses) */
-    if (r.lit_ok && regcomp(&re, icase ? pat + 4 : pat, REG_EXTENDED | REG_NEWLINE | (icase ? REG_ICASE : 0)) == 0) {
+    if (r.lit_ok &&
+        regcomp(&re, icase ? pat + 4 : pat, REG_EXTENDED | REG_NEWLINE | (icase ? REG_ICASE : 0)) == 0) {
         regmatch_t m = {.rm_so = 0, .rm_eo = (regoff_t)tlen};
         if (regexec(&re, text, 1, &m, REG_STARTEND) == 0 && !effect_lit_may_match(&r, text, tlen))
             abort();

@@ -38,7 +38,8 @@ static void check_reply(char *line, const json_t *id, bool is_error)
     json_t *err = json_object_get(o, "error");
     if (is_error != (err != NULL) || is_error == (json_object_get(o, "result") != NULL))
         abort();
-    if (err && (!json_is_integer(json_object_get(err, "code")) || !json_is_string(json_object_get(err, "message"))))
+    if (err &&
+        (!json_is_integer(json_object_get(err, "code")) || !json_is_string(json_object_get(err, "message"))))
         abort();
     json_decref(o);
     free(line);

@@ -40,7 +40,8 @@ static void test_errors(void **state)
     expect_invalid("{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}", JRPC_INVALID_REQUEST, "null");
     expect_invalid("{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}", JRPC_INVALID_REQUEST, "null");
     expect_invalid("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":7}", JRPC_INVALID_REQUEST, "3");
-    expect_invalid("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"m\",\"params\":\"p\"}", JRPC_INVALID_REQUEST, "3");
+    expect_invalid("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"m\",\"params\":\"p\"}", JRPC_INVALID_REQUEST,
+                   "3");
     expect_invalid("{\"jsonrpc\":\"2.0\",\"id\":3}", JRPC_INVALID_REQUEST, "3");
 }
 
@@ -53,7 +54,8 @@ static void test_kinds(void **state)
     assert_string_equal(m.method, "tools/list");
     assert_string_equal(json_string_value(m.id), "x");
     jrpc_msg_free(&m);
-    assert_int_equal(parse("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}", &m), JRPC_MSG_NOTIFICATION);
+    assert_int_equal(parse("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}", &m),
+                     JRPC_MSG_NOTIFICATION);
     assert_null(m.id);
     jrpc_msg_free(&m);
     assert_int_equal(parse("{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}", &m), JRPC_MSG_RESPONSE);

@@ -119,8 +119,8 @@ int main(int argc, char **argv)
         checks++;
         if (!notsafe) {
             fails++;
-            printf("FAIL %s:%d destructive command is safe: %s  [%s]\n", argv[1], d[i].line,
-                   d[i].cmd, v.rule);
+            printf("FAIL %s:%d destructive command is safe: %s  [%s]\n", argv[1], d[i].line, d[i].cmd,
+                   v.rule);
         }
         if (outside) {
             out_n++;
@@ -131,8 +131,8 @@ int main(int argc, char **argv)
             checks++;
             if (!unsafe) {
                 fails++;
-                printf("FAIL %s:%d outside/irreversible command is %s: %s  [%s] %s\n", argv[1],
-                       d[i].line, vname(v.verdict), d[i].cmd, v.rule, v.reason);
+                printf("FAIL %s:%d outside/irreversible command is %s: %s  [%s] %s\n", argv[1], d[i].line,
+                       vname(v.verdict), d[i].cmd, v.rule, v.reason);
             }
         }
         if (verbose)
@@ -154,8 +154,7 @@ int main(int argc, char **argv)
         e_unc += v.verdict == TXBOX_VERDICT_UNCERTAIN;
         e_unsafe += v.verdict == TXBOX_VERDICT_UNSAFE;
         if (v.verdict == TXBOX_VERDICT_UNSAFE)
-            printf("note %s:%d everyday command is unsafe: %s  [%s]\n", argv[2], e[i].line,
-                   e[i].cmd, v.rule);
+            printf("note %s:%d everyday command is unsafe: %s  [%s]\n", argv[2], e[i].line, e[i].cmd, v.rule);
         if (ro) {
             ro_n++;
             ro_safe += v.verdict == TXBOX_VERDICT_SAFE;
@@ -163,15 +162,14 @@ int main(int argc, char **argv)
             checks++;
             if (v.verdict == TXBOX_VERDICT_UNSAFE) {
                 fails++;
-                printf("FAIL %s:%d read-only everyday command is unsafe: %s\n", argv[2],
-                       e[i].line, e[i].cmd);
+                printf("FAIL %s:%d read-only everyday command is unsafe: %s\n", argv[2], e[i].line, e[i].cmd);
             }
         } else if (v.verdict == TXBOX_VERDICT_SAFE) {
             /* a mutating command judged safe would run without a transaction */
             checks++;
             fails++;
-            printf("FAIL %s:%d mutating everyday command is safe: %s  [%s]\n", argv[2],
-                   e[i].line, e[i].cmd, v.rule);
+            printf("FAIL %s:%d mutating everyday command is safe: %s  [%s]\n", argv[2], e[i].line, e[i].cmd,
+                   v.rule);
         }
         if (verbose)
             printf("%-9s %-8s %s  [%s]\n", vname(v.verdict), e[i].label, e[i].cmd, v.rule);
@@ -187,20 +185,21 @@ int main(int argc, char **argv)
     if (nd < 400 || obf_n < 150 || ne < 600) {
         fails++;
         printf("FAIL corpus too small: %zu destructive (>= 400), %zu obfuscated (>= 150), "
-               "%zu everyday (>= 600)\n", nd, obf_n, ne);
+               "%zu everyday (>= 600)\n",
+               nd, obf_n, ne);
     }
 #define PCT(a, b) ((b) ? 100.0 * (double)(a) / (double)(b) : 0.0)
-    printf("destructive: %zu commands (%zu obfuscated); not safe: %zu (%.1f%%)\n", nd, obf_n,
-           d_notsafe, PCT(d_notsafe, nd));
+    printf("destructive: %zu commands (%zu obfuscated); not safe: %zu (%.1f%%)\n", nd, obf_n, d_notsafe,
+           PCT(d_notsafe, nd));
     printf("outside/irreversible: %zu; unsafe: %zu (%.1f%%); obfuscated ones: %zu, unsafe %zu "
-           "(%.1f%%)\n", out_n, out_unsafe, PCT(out_unsafe, out_n), obf_out, obf_out_unsafe,
-           PCT(obf_out_unsafe, obf_out));
+           "(%.1f%%)\n",
+           out_n, out_unsafe, PCT(out_unsafe, out_n), obf_out, obf_out_unsafe, PCT(obf_out_unsafe, obf_out));
     printf("obfuscated: not safe %zu/%zu (%.1f%%)\n", obf_notsafe, obf_n, PCT(obf_notsafe, obf_n));
     printf("everyday: %zu commands; safe %zu (%.1f%%), uncertain %zu (%.1f%%), unsafe %zu "
-           "(%.2f%%)\n", ne, e_safe, PCT(e_safe, ne), e_unc, PCT(e_unc, ne), e_unsafe,
-           unsafe_rate);
-    printf("everyday read-only: %zu; safe %zu (%.1f%%), unsafe %zu\n", ro_n, ro_safe,
-           PCT(ro_safe, ro_n), ro_unsafe);
+           "(%.2f%%)\n",
+           ne, e_safe, PCT(e_safe, ne), e_unc, PCT(e_unc, ne), e_unsafe, unsafe_rate);
+    printf("everyday read-only: %zu; safe %zu (%.1f%%), unsafe %zu\n", ro_n, ro_safe, PCT(ro_safe, ro_n),
+           ro_unsafe);
     printf("corpus: %zu passed, %zu failed\n", checks - fails, fails);
     for (size_t i = 0; i < nd; i++)
         free(d[i].cmd);

@@ -38,8 +38,8 @@ int main(int argc, char **argv)
             rc = 125;
             break;
         }
-        printf("%s\n  => %s [%s] %s%s%s\n", argv[i], txbox_verdict_name(v.verdict), v.rule,
-               v.reason, v.suggestion[0] ? " | " : "", v.suggestion);
+        printf("%s\n  => %s [%s] %s%s%s\n", argv[i], txbox_verdict_name(v.verdict), v.rule, v.reason,
+               v.suggestion[0] ? " | " : "", v.suggestion);
         policy_dump(p, argv[i], strlen(argv[i]), stdout);
     }
     txbox_policy_free(p);

@@ -356,23 +356,22 @@ static void test_policy_errors(void **state)
 static void test_policy_override(void **state)
 {
     (void)state;
-    const char *path = write_tmp("o.yaml",
-                                 "version: 1\n"
-                                 "rules:\n"
-                                 "  - id: read-only-tools\n"
-                                 "    decision: off\n"
-                                 "  - id: no-make\n"
-                                 "    decision: unsafe\n"
-                                 "    reason: make is not allowed here\n"
-                                 "    suggestion: run ninja instead\n"
-                                 "    match: {program: [make]}\n"
-                                 "    examples: {match: [make all], no_match: [ninja]}\n"
-                                 "  - id: git-changes\n"
-                                 "    decision: uncertain\n"
-                                 "    fallback: true\n"
-                                 "    reason: overridden reason\n"
-                                 "    match: {program: [git]}\n"
-                                 "    examples: {match: [git commit], no_match: [ls]}\n");
+    const char *path = write_tmp("o.yaml", "version: 1\n"
+                                           "rules:\n"
+                                           "  - id: read-only-tools\n"
+                                           "    decision: off\n"
+                                           "  - id: no-make\n"
+                                           "    decision: unsafe\n"
+                                           "    reason: make is not allowed here\n"
+                                           "    suggestion: run ninja instead\n"
+                                           "    match: {program: [make]}\n"
+                                           "    examples: {match: [make all], no_match: [ninja]}\n"
+                                           "  - id: git-changes\n"
+                                           "    decision: uncertain\n"
+                                           "    fallback: true\n"
+                                           "    reason: overridden reason\n"
+                                           "    match: {program: [git]}\n"
+                                           "    examples: {match: [git commit], no_match: [ls]}\n");
     txbox_policy *p = NULL;
     txbox_error err = {0};
     assert_int_equal(txbox_policy_load(path, NULL, &p, &err), 0);
@@ -516,9 +515,13 @@ static void test_workspace_layer(void **state)
     v = check_n(p, "ls src", 6);
     assert_int_equal(v.verdict, TXBOX_VERDICT_SAFE);
     /* every refusal is noted */
-    const char *want[] = {"harmless_env: refused", "null_paths: refused", "programs.sudo: refused",
-                          "rule delete-outside-workspace: refused", "rule fine: refused",
-                          "rule ls-vault: network: refused", "effect rule git-hooks: refused"};
+    const char *want[] = {"harmless_env: refused",
+                          "null_paths: refused",
+                          "programs.sudo: refused",
+                          "rule delete-outside-workspace: refused",
+                          "rule fine: refused",
+                          "rule ls-vault: network: refused",
+                          "effect rule git-hooks: refused"};
     for (size_t i = 0; i < ARRAY_SIZE(want); i++)
         assert_true(has_note(p, want[i]));
     assert_false(has_note(p, "mytool"));
@@ -683,8 +686,8 @@ static void test_builtin_document(void **state)
     pthread_mutex_init(&t->lock, NULL);
     arena_init(&t->ar, 1u << 20);
     txbox_error err = {0};
-    assert_int_equal(policy_parse_yaml(t, txbox_default_policy, txbox_default_policy_len,
-                                       "policy/default.yaml", &err), 0);
+    assert_int_equal(
+        policy_parse_yaml(t, txbox_default_policy, txbox_default_policy_len, "policy/default.yaml", &err), 0);
     assert_int_equal(t->nrules, P->nrules);
     assert_int_equal(t->nprogs, P->nprogs);
     assert_int_equal(t->neffects, P->neffects);
@@ -702,8 +705,8 @@ static void test_sed_scripts(void **state)
     (void)state;
     static const struct {
         const char *script;
-        int n;          /* effects, or -1 */
-        int kind;       /* of the last one */
+        int n;           /* effects, or -1 */
+        int kind;        /* of the last one */
         const char *arg; /* of the last one */
     } cases[] = {
         {"1,20p", 0, 0, NULL},
@@ -711,19 +714,19 @@ static void test_sed_scripts(void **state)
         {"$!{h;d};x;G;p", 0, 0, NULL},
         {"/x/I,+3d;0~3d;\\%a%M!p", 0, 0, NULL},
         {":a;N;$!ba;s/\\n/,/g", 0, 0, NULL},
-        {"a foo; w x", 0, 0, NULL},            /* text to the end of the line */
-        {"a\\\nw x", 0, 0, NULL},               /* a\ NEWLINE text */
-        {"s/w/e/;s,x,\\,e,", 0, 0, NULL},       /* delimiters and escapes */
-        {"s/a/[/;p", 0, 0, NULL},                /* no brackets in a replacement */
+        {"a foo; w x", 0, 0, NULL},       /* text to the end of the line */
+        {"a\\\nw x", 0, 0, NULL},         /* a\ NEWLINE text */
+        {"s/w/e/;s,x,\\,e,", 0, 0, NULL}, /* delimiters and escapes */
+        {"s/a/[/;p", 0, 0, NULL},         /* no brackets in a replacement */
         {"1e touch X", 1, SED_EXEC, "touch X"},
         {"$!N;e", 1, SED_EXEC, ""},
         {"s/x/y/e", 1, SED_EXEC, ""},
         {"s|x|y|ge", 1, SED_EXEC, ""},
-        {"s/[/]/x/e", 1, SED_EXEC, ""},          /* a bracket hides the delimiter */
+        {"s/[/]/x/e", 1, SED_EXEC, ""},           /* a bracket hides the delimiter */
         {"s/[/]/p;y/e;s/a/;b/", 1, SED_EXEC, ""}, /* ... so flags are found after it */
         {"/[/]/w out", 1, SED_WRITE, "out"},
         {"s/[[:alpha:]/]/x/w o", 1, SED_WRITE, "o"},
-        {"s/[a\\]/]/x/", -1, 0, NULL},           /* a backslash is itself in brackets */
+        {"s/[a\\]/]/x/", -1, 0, NULL}, /* a backslash is itself in brackets */
         {"s/[[:alp/]/x/", -1, 0, NULL},
         {"s/x/y/3w out", 1, SED_WRITE, "out"},
         {"/x/w out", 1, SED_WRITE, "out"},
@@ -761,12 +764,12 @@ static void test_long_options(void **state)
 {
     (void)state;
     static const char *const o[] = {"--in-place", "--expression=", "--silent", "--sandbox",
-                                    "--separate", "--quiet", NULL};
+                                    "--separate", "--quiet",       NULL};
     assert_string_equal(long_option("--in", o), "--in-place");
     assert_string_equal(long_option("--exp=p", o), "--expression=");
     assert_string_equal(long_option("--sil", o), "--silent");
-    assert_null(long_option("--s", o));   /* ambiguous */
-    assert_null(long_option("--x", o));   /* unknown */
+    assert_null(long_option("--s", o)); /* ambiguous */
+    assert_null(long_option("--x", o)); /* unknown */
     assert_null(long_option("--", o));
     assert_verdict("sed --in 's/a/b/' f", TXBOX_VERDICT_UNCERTAIN, NULL);
     assert_verdict("sed --in-pl=.bak 's/a/b/' /etc/hosts", TXBOX_VERDICT_UNSAFE, NULL);
@@ -798,16 +801,45 @@ static void test_secret_reads(void **state)
 {
     (void)state;
     const char *secret[] = {
-        "cat ~/.ssh/id_rsa", "cat $HOME/.ssh/id_rsa", "cat ${HOME}/.aws/credentials",
-        "cat /root/.ssh/id_ed25519", "cat ~/.ssh/*", "cat ~/.ss?/id_rsa", "cat /etc/./shadow",
-        "cd ~/.aws && cat credentials", "cd /etc; head -3 shadow", "cat /proc/self/environ",
-        "cat /proc/$$/environ", "cat /proc/self/env*", "xargs -0 -n1 < /proc/1/environ",
-        "printenv AWS_SECRET_ACCESS_KEY", "printenv GITHUB_TOKEN", "env", "printenv", "env -u X",
-        "set", "export -p", "declare -p", "declare -x", "typeset -p", "export",
-        "grep -r password ~/.docker/config.json", "tail ~/.netrc", "base64 ~/.kube/config",
-        "strings ~/.config/gh/hosts.yml", "cat < ~/.git-credentials", "cp ~/.ssh/id_rsa k",
-        "grep -r KEY ~", "rg token /etc", "find ~ -type f -exec cat {} +", "grep -rn x /",
-        "ps e", "ps auxe", "jq -n env", "jq -n '$ENV'", "awk 'BEGIN{print ENVIRON[\"X\"]}'",
+        "cat ~/.ssh/id_rsa",
+        "cat $HOME/.ssh/id_rsa",
+        "cat ${HOME}/.aws/credentials",
+        "cat /root/.ssh/id_ed25519",
+        "cat ~/.ssh/*",
+        "cat ~/.ss?/id_rsa",
+        "cat /etc/./shadow",
+        "cd ~/.aws && cat credentials",
+        "cd /etc; head -3 shadow",
+        "cat /proc/self/environ",
+        "cat /proc/$$/environ",
+        "cat /proc/self/env*",
+        "xargs -0 -n1 < /proc/1/environ",
+        "printenv AWS_SECRET_ACCESS_KEY",
+        "printenv GITHUB_TOKEN",
+        "env",
+        "printenv",
+        "env -u X",
+        "set",
+        "export -p",
+        "declare -p",
+        "declare -x",
+        "typeset -p",
+        "export",
+        "grep -r password ~/.docker/config.json",
+        "tail ~/.netrc",
+        "base64 ~/.kube/config",
+        "strings ~/.config/gh/hosts.yml",
+        "cat < ~/.git-credentials",
+        "cp ~/.ssh/id_rsa k",
+        "grep -r KEY ~",
+        "rg token /etc",
+        "find ~ -type f -exec cat {} +",
+        "grep -rn x /",
+        "ps e",
+        "ps auxe",
+        "jq -n env",
+        "jq -n '$ENV'",
+        "awk 'BEGIN{print ENVIRON[\"X\"]}'",
     };
     none_safe(secret, ARRAY_SIZE(secret));
     assert_verdict("printenv HOME", TXBOX_VERDICT_SAFE, NULL);
@@ -823,12 +855,26 @@ static void test_program_lookup(void **state)
 {
     (void)state;
     const char *not_safe[] = {
-        "./ls", "bin/cat f", "../x/cat f", "./sh -c ls", "/proc/self/cwd/cat f",
-        "/usr/bin/../../tmp/cat f", "hash -p ./evil cat; cat f", "enable -f ./x.so cat; cat f",
-        "enable -n echo; echo x", "PATH=.:$PATH ls", "export PATH=.:$PATH; ls",
-        "read PATH <<< .; ls", "printf -v PATH .; ls", "unset PATH; ls",
-        "shopt -s expand_aliases; alias ls=./evil; ls", "alias cat=./x", "cat() { ./evil; }; cat f",
-        "export LD_PRELOAD=./x.so; ls", "PAGER='sh -c x'; git log", "export BASH_ENV=./x; sh -c ls",
+        "./ls",
+        "bin/cat f",
+        "../x/cat f",
+        "./sh -c ls",
+        "/proc/self/cwd/cat f",
+        "/usr/bin/../../tmp/cat f",
+        "hash -p ./evil cat; cat f",
+        "enable -f ./x.so cat; cat f",
+        "enable -n echo; echo x",
+        "PATH=.:$PATH ls",
+        "export PATH=.:$PATH; ls",
+        "read PATH <<< .; ls",
+        "printf -v PATH .; ls",
+        "unset PATH; ls",
+        "shopt -s expand_aliases; alias ls=./evil; ls",
+        "alias cat=./x",
+        "cat() { ./evil; }; cat f",
+        "export LD_PRELOAD=./x.so; ls",
+        "PAGER='sh -c x'; git log",
+        "export BASH_ENV=./x; sh -c ls",
         "declare -x LD_PRELOAD=./x.so; ls",
     };
     none_safe(not_safe, ARRAY_SIZE(not_safe));
@@ -843,16 +889,25 @@ int main(void)
     if (!mkdtemp(tmpdir))
         return 1;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_word_resolution), cmocka_unit_test(test_obfuscations_unsafe),
-        cmocka_unit_test(test_verdicts),        cmocka_unit_test(test_network),
-        cmocka_unit_test(test_bad_input),       cmocka_unit_test(test_argv),
-        cmocka_unit_test(test_names),           cmocka_unit_test(test_policy_errors),
-        cmocka_unit_test(test_policy_override), cmocka_unit_test(test_workspace_paths),
-        cmocka_unit_test(test_threads),         cmocka_unit_test(test_builtin_document),
-        cmocka_unit_test(test_workspace_layer), cmocka_unit_test(test_workspace_trust),
+        cmocka_unit_test(test_word_resolution),
+        cmocka_unit_test(test_obfuscations_unsafe),
+        cmocka_unit_test(test_verdicts),
+        cmocka_unit_test(test_network),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_argv),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_policy_errors),
+        cmocka_unit_test(test_policy_override),
+        cmocka_unit_test(test_workspace_paths),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_builtin_document),
+        cmocka_unit_test(test_workspace_layer),
+        cmocka_unit_test(test_workspace_trust),
         cmocka_unit_test(test_workspace_policy_paths),
-        cmocka_unit_test(test_sed_scripts),     cmocka_unit_test(test_long_options),
-        cmocka_unit_test(test_secret_reads),    cmocka_unit_test(test_program_lookup),
+        cmocka_unit_test(test_sed_scripts),
+        cmocka_unit_test(test_long_options),
+        cmocka_unit_test(test_secret_reads),
+        cmocka_unit_test(test_program_lookup),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
     const char *files[] = {"p.yaml", "o.yaml", "ws/.txbox-policy.yaml", "ws", "ws2", ""};

@@ -214,7 +214,8 @@ static int guard_child(const struct guard_case *c, int sock)
         try_unix("../nonexistent-dir/x.sock") != ENOENT)
         bad |= 0x10; /* relative to the working directory */
     int t = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons((uint16_t)c->tcp_port),
+    struct sockaddr_in in = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)c->tcp_port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (connect(t, (struct sockaddr *)&in, sizeof in) < 0)
         bad |= 0x100; /* another family: connected by the guard */
@@ -305,17 +306,41 @@ static void env_allowlist(void **state)
 {
     (void)state;
     static const char *const pass[] = {
-        "PATH=/usr/bin", "HOME=/home/u", "LANG=C.UTF-8", "LC_ALL=C", "CC=gcc", "CFLAGS=-O2",
-        "GOPATH=/go", "CARGO_HOME=/c", "JAVA_HOME=/j", "VIRTUAL_ENV=/v", "NODE_ENV=production",
-        "HTTPS_PROXY=http://127.0.0.1:3128", "npm_config_cache=/n", "PIP_INDEX_URL=https://pypi.org/simple",
+        "PATH=/usr/bin",
+        "HOME=/home/u",
+        "LANG=C.UTF-8",
+        "LC_ALL=C",
+        "CC=gcc",
+        "CFLAGS=-O2",
+        "GOPATH=/go",
+        "CARGO_HOME=/c",
+        "JAVA_HOME=/j",
+        "VIRTUAL_ENV=/v",
+        "NODE_ENV=production",
+        "HTTPS_PROXY=http://127.0.0.1:3128",
+        "npm_config_cache=/n",
+        "PIP_INDEX_URL=https://pypi.org/simple",
     };
     static const char *const drop[] = {
-        "MYSQL_PWD=x", "DB_PASS=x", "SMTP_PASS=x", "CI_JOB_JWT=x", "STRIPE_SK=x", "BASIC_AUTH=x",
-        "SLACK_WEBHOOK_URL=https://hooks.slack.com/services/T/B/x", "DOCKER_AUTH_CONFIG={}",
-        "DATABASE_URL=postgres://app:pw@db/app", "MY_SETTING=1", "SSH_AUTH_SOCK=/run/a",
-        "HTTPS_PROXY=http://u:pw@proxy:3128", "PIP_INDEX_URL=https://__token__:pw@pypi.example/simple",
-        "GOPROXY=https://tok@goproxy.example", "npm_config__authToken=x", "npm_config_//r/:_password=x",
-        "CFLAGS=-DX Password=hunter2", "PATH", "=x",
+        "MYSQL_PWD=x",
+        "DB_PASS=x",
+        "SMTP_PASS=x",
+        "CI_JOB_JWT=x",
+        "STRIPE_SK=x",
+        "BASIC_AUTH=x",
+        "SLACK_WEBHOOK_URL=https://hooks.slack.com/services/T/B/x",
+        "DOCKER_AUTH_CONFIG={}",
+        "DATABASE_URL=postgres://app:pw@db/app",
+        "MY_SETTING=1",
+        "SSH_AUTH_SOCK=/run/a",
+        "HTTPS_PROXY=http://u:pw@proxy:3128",
+        "PIP_INDEX_URL=https://__token__:pw@pypi.example/simple",
+        "GOPROXY=https://tok@goproxy.example",
+        "npm_config__authToken=x",
+        "npm_config_//r/:_password=x",
+        "CFLAGS=-DX Password=hunter2",
+        "PATH",
+        "=x",
     };
     for (size_t i = 0; i < ARRAY_SIZE(pass); i++)
         if (!confine_env_passes(pass[i], NULL))

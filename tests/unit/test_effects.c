@@ -87,19 +87,40 @@ static void git_keys(void **state)
 {
     (void)state;
     static const char *const yes[] = {
-        "core.hookspath", "core.fsmonitor", "include.path", "includeif.gitdir:/x/.path",
-        "extensions.worktreeconfig", "gpg.program", "gpg.ssh.program", "commit.gpgsign",
-        "diff.external", "diff.Mine.textconv", "pager.log", "mergetool.a.b.cmd",
-        "merge.ours2.driver", "interactive.difffilter", "alias.st", "filter.lfs.process",
-        "credential.https://x.helper", "core.sshcommand", "sequence.editor", "core.editor",
-        "uploadpack.packobjectshook", "remote.o.uploadpack", "sendemail.smtpserver",
-        "browser.x.cmd", "man.x.cmd", "tar.tgz.command", "CORE.HOOKSPATH",
+        "core.hookspath",
+        "core.fsmonitor",
+        "include.path",
+        "includeif.gitdir:/x/.path",
+        "extensions.worktreeconfig",
+        "gpg.program",
+        "gpg.ssh.program",
+        "commit.gpgsign",
+        "diff.external",
+        "diff.Mine.textconv",
+        "pager.log",
+        "mergetool.a.b.cmd",
+        "merge.ours2.driver",
+        "interactive.difffilter",
+        "alias.st",
+        "filter.lfs.process",
+        "credential.https://x.helper",
+        "core.sshcommand",
+        "sequence.editor",
+        "core.editor",
+        "uploadpack.packobjectshook",
+        "remote.o.uploadpack",
+        "sendemail.smtpserver",
+        "browser.x.cmd",
+        "man.x.cmd",
+        "tar.tgz.command",
+        "CORE.HOOKSPATH",
     };
     for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
         if (!gitcfg_exec_key(yes[i], "x"))
             fail_msg("%s is a command setting", yes[i]);
-    static const char *const no[] = {"user.name", "core.autocrlf", "core.filemode", "branch.main.remote",
-                                     "remote.origin.fetch", "diff.renames", "merge.ff", "pull.rebase"};
+    static const char *const no[] = {"user.name",          "core.autocrlf",       "core.filemode",
+                                     "branch.main.remote", "remote.origin.fetch", "diff.renames",
+                                     "merge.ff",           "pull.rebase"};
     for (size_t i = 0; i < sizeof no / sizeof *no; i++)
         if (gitcfg_exec_key(no[i], "x"))
             fail_msg("%s is no command setting", no[i]);
@@ -238,16 +259,15 @@ static void lit_expect(const char *pat, const char *const *want, size_t n)
         for (size_t i = 0; same && i < n; i++)
             same = !strcmp(r.lit[i], want[i]);
         if (!same)
-            fail_msg("%s: %zu strings, first '%s', want %zu, first '%s'", pat, r.lit_n, r.lit[0], n,
-                     want[0]);
+            fail_msg("%s: %zu strings, first '%s', want %zu, first '%s'", pat, r.lit_n, r.lit[0], n, want[0]);
     }
     effect_rule_free(&r);
 }
 
-#define LIT(pat, ...)                                                                   \
-    do {                                                                                \
-        static const char *const w_[] = {__VA_ARGS__};                                  \
-        lit_expect(pat, w_, sizeof w_ / sizeof *w_ - (w_[0] == NULL));                  \
+#define LIT(pat, ...)                                                  \
+    do {                                                               \
+        static const char *const w_[] = {__VA_ARGS__};                 \
+        lit_expect(pat, w_, sizeof w_ / sizeof *w_ - (w_[0] == NULL)); \
     } while (0)
 
 static const char *const lit_patterns[] = {
@@ -264,21 +284,66 @@ static const char *const lit_patterns[] = {
     "(?i)^[[:space:]]*(hookspath|fsmonitor|sshcommand|pager|editor|askpass|gitproxy|textconv|clean|smudge|process|command|helper)[[:space:]]*=",
     "=[[:space:]]*!",
     /* shapes the reader must get right */
-    "^AAA[0-9]+$", "b(c|d)e", "q{3}", "(?i)zz[xy]", "(?i)^end$", "(k)\\1", "ab+c", "a(b|)c",
-    "x(ab|cd)*y", "[]a]b", "[^a]bc", "a\\.b", "(?i)[A-C]x", "a{1}b{1,1}c{0,2}d", "(a|b(c|d))e",
-    "[a-]z", "k\\wz",
+    "^AAA[0-9]+$",
+    "b(c|d)e",
+    "q{3}",
+    "(?i)zz[xy]",
+    "(?i)^end$",
+    "(k)\\1",
+    "ab+c",
+    "a(b|)c",
+    "x(ab|cd)*y",
+    "[]a]b",
+    "[^a]bc",
+    "a\\.b",
+    "(?i)[A-C]x",
+    "a{1}b{1,1}c{0,2}d",
+    "(a|b(c|d))e",
+    "[a-]z",
+    "k\\wz",
 };
 
 static const char *const lit_seeds[] = {
     "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\n-----END OPENSSH PRIVATE KEY-----\n",
-    "-----BEGIN PRIVATE KEY-----", "AWS_KEY = 'AKIAIOSFODNN7EXAMPLE'\n", "ASIA0123456789ABCDEF",
-    "token=ghp_0123456789abcdefghijABCDEFGHIJ012345\n", "gho_0123456789abcdefghijABCDEFGHIJ012345",
-    "github_pat_0123456789abcdefghijABCDEFGHIJ0123456789", "xoxb-1234-abcdefghijkl",
-    "glpat-0123456789abcdefghij ", "sk-proj-0123456789abcdefghijABCDEFGHIJ012345",
-    "sk-ant-api03-0123456789abcdefghijABCDEFGHIJ012345", "sk-0123456789abcdefghijABCDEFGHIJ0123456789abcdefghij",
-    "[core]\n\thooksPath = /tmp/h\n", "[alias]\n\tx = !sh -c id\n", "  PAGER=less\n", "x\nAAA12\n",
-    "abde", "abce", "qqq", "ZZY", "1\nEnD\n2", "kk", "abbbc", "ac", "abc", "xy", "xababcdy", "]b", "ab",
-    "xbc", "a.b", "cx", "Bx", "abcd", "bde", "ae", "-z", "az", "k_z", "kaz",
+    "-----BEGIN PRIVATE KEY-----",
+    "AWS_KEY = 'AKIAIOSFODNN7EXAMPLE'\n",
+    "ASIA0123456789ABCDEF",
+    "token=ghp_0123456789abcdefghijABCDEFGHIJ012345\n",
+    "gho_0123456789abcdefghijABCDEFGHIJ012345",
+    "github_pat_0123456789abcdefghijABCDEFGHIJ0123456789",
+    "xoxb-1234-abcdefghijkl",
+    "glpat-0123456789abcdefghij ",
+    "sk-proj-0123456789abcdefghijABCDEFGHIJ012345",
+    "sk-ant-api03-0123456789abcdefghijABCDEFGHIJ012345",
+    "sk-0123456789abcdefghijABCDEFGHIJ0123456789abcdefghij",
+    "[core]\n\thooksPath = /tmp/h\n",
+    "[alias]\n\tx = !sh -c id\n",
+    "  PAGER=less\n",
+    "x\nAAA12\n",
+    "abde",
+    "abce",
+    "qqq",
+    "ZZY",
+    "1\nEnD\n2",
+    "kk",
+    "abbbc",
+    "ac",
+    "abc",
+    "xy",
+    "xababcdy",
+    "]b",
+    "ab",
+    "xbc",
+    "a.b",
+    "cx",
+    "Bx",
+    "abcd",
+    "bde",
+    "ae",
+    "-z",
+    "az",
+    "k_z",
+    "kaz",
 };
 
 static uint64_t lit_rng = 0x9e3779b97f4a7c15ull;
@@ -399,8 +464,8 @@ static void literal_filter(void **state)
         const char *pat = lit_patterns[pi];
         bool icase = !strncmp(pat, "(?i)", 4);
         regex_t re;
-        assert_int_equal(regcomp(&re, icase ? pat + 4 : pat,
-                                 REG_EXTENDED | REG_NEWLINE | (icase ? REG_ICASE : 0)), 0);
+        assert_int_equal(
+            regcomp(&re, icase ? pat + 4 : pat, REG_EXTENDED | REG_NEWLINE | (icase ? REG_ICASE : 0)), 0);
         effect_rule r;
         lit_rule(&r, pat);
         for (int t = 0; t < 4000; t++) {
@@ -410,8 +475,8 @@ static void literal_filter(void **state)
             bool hit = regexec(&re, buf, 1, &m, REG_STARTEND) == 0;
             bool may = effect_lit_may_match(&r, buf, n);
             if (hit && !may)
-                fail_msg("pattern '%s' matches '%.*s' but the literal filter says it cannot", pat,
-                         (int)n, buf);
+                fail_msg("pattern '%s' matches '%.*s' but the literal filter says it cannot", pat, (int)n,
+                         buf);
             matched += hit;
             rejected += !may;
         }
@@ -426,11 +491,8 @@ static void literal_filter(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(globs),
-        cmocka_unit_test(git_keys),
-        cmocka_unit_test(judge),
-        cmocka_unit_test(content_sets),
-        cmocka_unit_test(literal_filter),
+        cmocka_unit_test(globs),        cmocka_unit_test(git_keys),       cmocka_unit_test(judge),
+        cmocka_unit_test(content_sets), cmocka_unit_test(literal_filter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,8 +32,9 @@ static void test_resolve(void **state)
     assert_string_equal(path, "/bin/sh");
     assert_int_equal(posix, 1);
     free(path);
-    static const char *const bad[] = {"zsh", "fish", "bash ", "./bash", "bin/sh", "/nonexistent/sh",
-                                      "/usr/bin/env", "/etc/passwd", "/bin", ""};
+    static const char *const bad[] = {
+        "zsh",          "fish",        "bash ", "./bash", "bin/sh", "/nonexistent/sh",
+        "/usr/bin/env", "/etc/passwd", "/bin",  ""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         path = NULL;
         assert_true(txbox_shell_resolve(bad[i], &path, &posix, &err) < 0);
@@ -46,19 +47,47 @@ static void test_differs(void **state)
 {
     (void)state;
     static const char *const differ[] = {
-        "echo $'a\\'b'", "echo $'\\x41'", "((x=1))", "(( x++ ))", "echo ((a))", "[[ -f x ]]",
-        "cat <(ls)", "tee >(wc)", "ls &> f", "ls |& cat", "cat <<< x", "case x in a) ;& esac",
-        "a=(1 2)", "ls ?(a)", "ls *(a)", "ls +(a)", "ls @(a)", "ls !(a)", "function f { ls; }",
-        "alias ls=true\nls", "echo a\\\\nb | sh", "echo {a,b}", "cat x{1..3}", "{./x,y}",
+        "echo $'a\\'b'",
+        "echo $'\\x41'",
+        "((x=1))",
+        "(( x++ ))",
+        "echo ((a))",
+        "[[ -f x ]]",
+        "cat <(ls)",
+        "tee >(wc)",
+        "ls &> f",
+        "ls |& cat",
+        "cat <<< x",
+        "case x in a) ;& esac",
+        "a=(1 2)",
+        "ls ?(a)",
+        "ls *(a)",
+        "ls +(a)",
+        "ls @(a)",
+        "ls !(a)",
+        "function f { ls; }",
+        "alias ls=true\nls",
+        "echo a\\\\nb | sh",
+        "echo {a,b}",
+        "cat x{1..3}",
+        "{./x,y}",
         "echo pre{a,b}post",
     };
     for (size_t i = 0; i < sizeof differ / sizeof *differ; i++)
         if (!sh_reads_differently(differ[i]))
             fail_msg("not caught: %s", differ[i]);
     static const char *const same[] = {
-        "ls -la", "echo $((1+2))", "x=$(ls); echo \"$x\"", "grep -r foo src | wc -l",
-        "for f in *.c; do cc -c \"$f\"; done", "{ ls; pwd; }", "echo ${HOME}", "test -f x && cat x",
-        "printf '%s\\n' a b", "ls 2>&1 >/dev/null", "cat <<EOF\nhi\nEOF",
+        "ls -la",
+        "echo $((1+2))",
+        "x=$(ls); echo \"$x\"",
+        "grep -r foo src | wc -l",
+        "for f in *.c; do cc -c \"$f\"; done",
+        "{ ls; pwd; }",
+        "echo ${HOME}",
+        "test -f x && cat x",
+        "printf '%s\\n' a b",
+        "ls 2>&1 >/dev/null",
+        "cat <<EOF\nhi\nEOF",
     };
     for (size_t i = 0; i < sizeof same / sizeof *same; i++)
         if (sh_reads_differently(same[i]))

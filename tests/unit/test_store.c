@@ -255,8 +255,9 @@ static void refuses_newer_and_damaged(void **state)
      * still hold the page with the version set above) */
     unlinkat(ws->sfd, "log.db-wal", 0);
     unlinkat(ws->sfd, "log.db-shm", 0);
-    mkfile(ws->sfd, "log.db", "this is not an SQLite database, not at all, no........................"
-                              "..........................................................");
+    mkfile(ws->sfd, "log.db",
+           "this is not an SQLite database, not at all, no........................"
+           "..........................................................");
     assert_int_equal(store_check(ws, 0, &e), -1);
     assert_int_equal(e.code, EBADMSG);
     assert_non_null(strstr(e.msg, "damaged"));
@@ -321,7 +322,8 @@ static void log_fsyncs_and_wal_size(void **state)
 {
     (void)state;
     txbox_error e = {0};
-    assert_int_equal(store_check(ws, 100000, &e), 0); /* created, migrated (a commit too large for log.pending) */
+    assert_int_equal(store_check(ws, 100000, &e),
+                     0); /* created, migrated (a commit too large for log.pending) */
     /* every fsync of the log fails from now on */
     setenv("TXBOX_FAULT", "fsync:1:EIO", 1);
     fs_fault_arm();
@@ -364,7 +366,8 @@ static void pending_rows(void **state)
     store_close(ws->db);
     ws->db = NULL;
     /* no connection open: a row that needs no fsync waits in log.pending */
-    assert_int_equal(store_log(ws, 7, "rolled_back", "{\"command\":\"false\",\"exit_code\":1}", NULL, -1, &e), 0);
+    assert_int_equal(store_log(ws, 7, "rolled_back", "{\"command\":\"false\",\"exit_code\":1}", NULL, -1, &e),
+                     0);
     assert_null(ws->db);
     struct stat st;
     assert_int_equal(fstatat(ws->sfd, "log.pending", &st, 0), 0);
