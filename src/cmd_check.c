@@ -16,7 +16,7 @@
 #include "cmds.h"
 #include "txbox_policy.h"
 
-static void usage(FILE *f)
+static void usage(FILE *f, const char *name)
 {
     fprintf(f, "usage: txbox check [--json] [--policy FILE] [-C DIR] -c 'STRING'\n"
                "       txbox check [--json] [--policy FILE] [-C DIR] -- PROG ARGS...\n"
@@ -211,14 +211,15 @@ int cmd_check(int argc, char **argv)
         {"json", no_argument, NULL, 'j'},
         {"batch", no_argument, NULL, 'b'},
         {"policy", required_argument, NULL, 'p'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        CLI_LONG_HELP,
+        {0},
     };
     bool json = false, is_batch = false;
-    const char *policy = NULL, *dir = ".", *str = NULL;
+    const char *policy = NULL, *str = NULL;
+    cli_opts cli = {
+        .name = "check", .help = usage, .shorts = "+jbp:C:c:h", .longs = opts, .argc = argc, .argv = argv};
     int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "+jbp:C:c:h", opts, NULL)) != -1) {
+    while ((c = cli_opt_next(&cli)) >= 0) {
         switch (c) {
         case 'j':
             json = true;
@@ -229,20 +230,14 @@ int cmd_check(int argc, char **argv)
         case 'p':
             policy = optarg;
             break;
-        case 'C':
-            dir = optarg;
-            break;
         case 'c':
             str = optarg;
             break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return TXBOX_EXIT_ERROR;
         }
     }
+    if (c == CLI_OPT_STOP)
+        return cli.status;
+    const char *dir = cli.dir;
     int rest = argc - optind;
     if (is_batch && (str || rest > 0))
         return cli_failf("check: --batch reads commands from stdin; no -c or PROG");

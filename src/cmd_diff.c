@@ -6,38 +6,26 @@
 
 #include "cmds.h"
 
+static const char usage[] = "usage: txbox diff [-C DIR] TX\n\n"
+                            "A unified diff of the text files transaction TX changed (before -> after),\n"
+                            "a summary (sizes, sha256) for binary ones, and the added, deleted and\n"
+                            "re-moded directories, symlinks and special files. Contents come from the\n"
+                            "retained pre-images and are checked against the hashes in the audit log.";
+
 int cmd_diff(int argc, char **argv)
 {
-    enum { O_HELP = 256 };
     static const struct option opts[] = {
-        {"help", no_argument, NULL, O_HELP},
+        CLI_LONG_HELP,
         {0},
     };
-    const char *dir = ".";
-    optind = 1;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "C:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'C':
-            dir = optarg;
-            break;
-        case 'h':
-        case O_HELP:
-            puts("usage: txbox diff [-C DIR] TX\n\n"
-                 "A unified diff of the text files transaction TX changed (before -> after),\n"
-                 "a summary (sizes, sha256) for binary ones, and the added, deleted and\n"
-                 "re-moded directories, symlinks and special files. Contents come from the\n"
-                 "retained pre-images and are checked against the hashes in the audit log.");
-            return 0;
-        default:
-            return cli_failf("diff: unknown option (see 'txbox diff --help')");
-        }
-    }
+    cli_opts cli = {
+        .name = "diff", .usage = usage, .shorts = "C:h", .longs = opts, .argc = argc, .argv = argv};
+    if (cli_opt_next(&cli) == CLI_OPT_STOP)
+        return cli.status;
     if (optind != argc - 1)
         return cli_failf("diff: give exactly one transaction id (see 'txbox log')");
     txbox_ws *ws;
-    int rc = cli_open_ws(dir, TXBOX_WS_NO_RECOVER, false, &ws);
+    int rc = cli_open_ws(cli.dir, TXBOX_WS_NO_RECOVER, false, &ws);
     if (rc)
         return rc;
     txbox_error err = {0};

@@ -29,32 +29,33 @@ static bool parse_bytes(const char *s, long long *out)
     return true;
 }
 
+static const char usage[] = "usage: txbox gc [-C DIR] [--json] [--keep N] [--max-bytes SIZE] [--save]\n"
+                            "                [--dry-run]\n\n"
+                            "Prunes the retained pre-images that make undo possible, oldest first,\n"
+                            "until at most N committed transactions (default 100) and SIZE bytes\n"
+                            "(default 1G) are kept, and says what it freed. --save makes N and SIZE\n"
+                            "this workspace's bounds, which every commit then enforces. It also\n"
+                            "archives the directories of ended transactions that nothing reads any\n"
+                            "more (as every 64th transaction does). The audit log itself is never\n"
+                            "pruned.";
+
 int cmd_gc(int argc, char **argv)
 {
-    enum { O_JSON = 256, O_KEEP, O_MAX, O_DRY, O_SAVE, O_HELP };
+    enum { O_KEEP = 256, O_MAX, O_DRY, O_SAVE };
     static const struct option opts[] = {
-        {"json", no_argument, NULL, O_JSON},
+        CLI_LONG_JSON,
         {"keep", required_argument, NULL, O_KEEP},
         {"max-bytes", required_argument, NULL, O_MAX},
         {"dry-run", no_argument, NULL, O_DRY},
         {"save", no_argument, NULL, O_SAVE},
-        {"help", no_argument, NULL, O_HELP},
+        CLI_LONG_HELP,
         {0},
     };
-    const char *dir = ".";
-    bool json = false;
     txbox_gc_opts go = {.keep = -1, .max_bytes = -1};
-    optind = 1;
-    opterr = 0;
+    cli_opts cli = {.name = "gc", .usage = usage, .shorts = "C:h", .longs = opts, .argc = argc, .argv = argv};
     int c;
-    while ((c = getopt_long(argc, argv, "C:h", opts, NULL)) != -1) {
+    while ((c = cli_opt_next(&cli)) >= 0) {
         switch (c) {
-        case 'C':
-            dir = optarg;
-            break;
-        case O_JSON:
-            json = true;
-            break;
         case O_KEEP: {
             long long v;
             if (!parse_bytes(optarg, &v) || strpbrk(optarg, "KMGTkmgt") || v > 1000000000)
@@ -72,26 +73,14 @@ int cmd_gc(int argc, char **argv)
         case O_SAVE:
             go.save = 1;
             break;
-        case 'h':
-        case O_HELP:
-            puts("usage: txbox gc [-C DIR] [--json] [--keep N] [--max-bytes SIZE] [--save]\n"
-                 "                [--dry-run]\n\n"
-                 "Prunes the retained pre-images that make undo possible, oldest first,\n"
-                 "until at most N committed transactions (default 100) and SIZE bytes\n"
-                 "(default 1G) are kept, and says what it freed. --save makes N and SIZE\n"
-                 "this workspace's bounds, which every commit then enforces. It also\n"
-                 "archives the directories of ended transactions that nothing reads any\n"
-                 "more (as every 64th transaction does). The audit log itself is never\n"
-                 "pruned.");
-            return 0;
-        default:
-            return cli_failf("gc: unknown option or missing value (see 'txbox gc --help')");
         }
     }
+    if (c == CLI_OPT_STOP)
+        return cli.status;
     if (optind < argc)
         return cli_failf("gc: unexpected argument '%s'", argv[optind]);
     txbox_ws *ws;
-    int rc = cli_open_ws(dir, 0, json, &ws);
+    int rc = cli_open_ws(cli.dir, 0, cli.json, &ws);
     if (rc)
         return rc;
     txbox_error err = {0};
@@ -99,8 +88,8 @@ int cmd_gc(int argc, char **argv)
     rc = txbox_gc(ws, &go, &s, &err);
     txbox_ws_close(ws);
     if (rc < 0)
-        return json ? cli_fail_json(&err) : cli_fail(&err);
-    if (json) {
+        return cli.json ? cli_fail_json(&err) : cli_fail(&err);
+    if (cli.json) {
         printf("%s\n", s);
         free(s);
         return 0;

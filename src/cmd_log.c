@@ -75,27 +75,30 @@ static void keep_since(json_t *a, double t)
     }
 }
 
+static const char usage[] = "usage: txbox log [-C DIR] [--json] [-n N] [--since T]\n\n"
+                            "The audit log, newest first: one line per transaction with its id, time,\n"
+                            "outcome, number of files changed and command. --json prints an array of\n"
+                            "objects. --since T keeps the transactions that started or ended at or\n"
+                            "after T, in seconds since the epoch (with -n: of the newest N): to\n"
+                            "gather a log piecewise, ask again from the last time seen and keep each\n"
+                            "tx's newest row. See 'txbox show TX' for everything recorded about one.";
+
 int cmd_log(int argc, char **argv)
 {
-    enum { O_JSON = 256, O_SINCE, O_HELP };
+    enum { O_SINCE = 256 };
     static const struct option opts[] = {
-        {"json", no_argument, NULL, O_JSON},
+        CLI_LONG_JSON,
         {"since", required_argument, NULL, O_SINCE},
-        {"help", no_argument, NULL, O_HELP},
+        CLI_LONG_HELP,
         {0},
     };
-    const char *dir = ".";
-    bool json = false;
     long limit = 0;
     double since = -1;
-    optind = 1;
-    opterr = 0;
+    cli_opts cli = {
+        .name = "log", .usage = usage, .shorts = "C:n:h", .longs = opts, .argc = argc, .argv = argv};
     int c;
-    while ((c = getopt_long(argc, argv, "C:n:h", opts, NULL)) != -1) {
+    while ((c = cli_opt_next(&cli)) >= 0) {
         switch (c) {
-        case 'C':
-            dir = optarg;
-            break;
         case 'n': {
             char *end;
             errno = 0;
@@ -104,32 +107,19 @@ int cmd_log(int argc, char **argv)
                 return cli_failf("log: -n wants a positive number, not '%s'", optarg);
             break;
         }
-        case O_JSON:
-            json = true;
-            break;
         case O_SINCE:
             if (!parse_epoch(optarg, &since))
                 return cli_failf(
                     "log: --since wants seconds since the epoch (as 'date +%%s' prints), not '%s'", optarg);
             break;
-        case 'h':
-        case O_HELP:
-            puts("usage: txbox log [-C DIR] [--json] [-n N] [--since T]\n\n"
-                 "The audit log, newest first: one line per transaction with its id, time,\n"
-                 "outcome, number of files changed and command. --json prints an array of\n"
-                 "objects. --since T keeps the transactions that started or ended at or\n"
-                 "after T, in seconds since the epoch (with -n: of the newest N): to\n"
-                 "gather a log piecewise, ask again from the last time seen and keep each\n"
-                 "tx's newest row. See 'txbox show TX' for everything recorded about one.");
-            return 0;
-        default:
-            return cli_failf("log: unknown option or missing value (see 'txbox log --help')");
         }
     }
+    if (c == CLI_OPT_STOP)
+        return cli.status;
     if (optind < argc)
         return cli_failf("log: unexpected argument '%s'", argv[optind]);
     txbox_ws *ws;
-    int rc = cli_open_ws(dir, TXBOX_WS_NO_RECOVER, json, &ws);
+    int rc = cli_open_ws(cli.dir, TXBOX_WS_NO_RECOVER, cli.json, &ws);
     if (rc)
         return rc;
     txbox_error err = {0};
@@ -137,8 +127,8 @@ int cmd_log(int argc, char **argv)
     rc = txbox_log_json(ws, limit, &s, &err);
     txbox_ws_close(ws);
     if (rc < 0)
-        return json ? cli_fail_json(&err) : cli_fail(&err);
-    if (json && since < 0) {
+        return cli.json ? cli_fail_json(&err) : cli_fail(&err);
+    if (cli.json && since < 0) {
         printf("%s\n", s);
         free(s);
         return 0;
@@ -147,7 +137,7 @@ int cmd_log(int argc, char **argv)
     free(s);
     if (since >= 0)
         keep_since(a, since);
-    if (json) {
+    if (cli.json) {
         char *out = json_dumps(a, JSON_COMPACT);
         json_decref(a);
         if (!out)

@@ -26,58 +26,41 @@ static bool never_used(const char *dir)
     return none;
 }
 
+static const char usage[] = "usage: txbox recover [-C DIR] [--json]\n\n"
+                            "Rolls every interrupted commit forward (its journal was complete), or\n"
+                            "back from its pre-images when it cannot be finished or its journal is\n"
+                            "damaged, and discards every transaction whose process died before its\n"
+                            "commit point.\n"
+                            "Every txbox command does this first; this command also reports it.";
+
 int cmd_recover(int argc, char **argv)
 {
-    enum { O_JSON = 256, O_HELP };
     static const struct option opts[] = {
-        {"json", no_argument, NULL, O_JSON},
-        {"help", no_argument, NULL, O_HELP},
+        CLI_LONG_JSON,
+        CLI_LONG_HELP,
         {0},
     };
-    const char *dir = ".";
-    bool json = false;
-    optind = 1;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "+C:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'C':
-            dir = optarg;
-            break;
-        case O_JSON:
-            json = true;
-            break;
-        case 'h':
-        case O_HELP:
-            puts("usage: txbox recover [-C DIR] [--json]\n\n"
-                 "Rolls every interrupted commit forward (its journal was complete), or\n"
-                 "back from its pre-images when it cannot be finished or its journal is\n"
-                 "damaged, and discards every transaction whose process died before its\n"
-                 "commit point.\n"
-                 "Every txbox command does this first; this command also reports it.");
-            return 0;
-        default:
-            return cli_usage(argc, argv, "recover: unknown option '%s' (see 'txbox recover --help')",
-                             argv[optind - 1]);
-        }
-    }
+    cli_opts cli = {
+        .name = "recover", .usage = usage, .shorts = "+C:h", .longs = opts, .argc = argc, .argv = argv};
+    if (cli_opt_next(&cli) == CLI_OPT_STOP)
+        return cli.status;
     if (optind < argc)
         return cli_usage(argc, argv, "recover: unexpected argument '%s'", argv[optind]);
     txbox_error err = {0};
     txbox_ws *ws = NULL;
     char *report = NULL;
     int rc = 0;
-    if (txbox_ws_open(dir, TXBOX_WS_NO_RECOVER, &ws, &err) == 0) {
+    if (txbox_ws_open(cli.dir, TXBOX_WS_NO_RECOVER, &ws, &err) == 0) {
         rc = txbox_recover(ws, &report, &err);
         txbox_ws_close(ws);
-    } else if (!(err.code == ENOENT && never_used(dir))) {
-        return json ? cli_fail_json(&err) : cli_fail(&err);
+    } else if (!(err.code == ENOENT && never_used(cli.dir))) {
+        return cli.json ? cli_fail_json(&err) : cli_fail(&err);
     }
     if (rc < 0) {
         free(report);
-        return json ? cli_fail_json(&err) : cli_fail(&err);
+        return cli.json ? cli_fail_json(&err) : cli_fail(&err);
     }
-    if (json) {
+    if (cli.json) {
         printf("%s\n", report ? report : "{\"rolled_forward\":[],\"rolled_back\":[],\"failed\":[]}");
     } else {
         json_t *o = report ? json_loads(report, 0, NULL) : NULL;

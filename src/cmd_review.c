@@ -95,32 +95,21 @@ static void print_review(json_t *o)
 
 int cmd_review(int argc, char **argv)
 {
-    const char *cmd = argv[0], *dir = ".", *note = NULL;
-    bool json = false;
-    enum { O_JSON = 256, O_HELP, O_NOTE };
-    static const struct option opts[] = {{"json", no_argument, NULL, O_JSON},
-                                         {"help", no_argument, NULL, O_HELP},
-                                         {"note", required_argument, NULL, O_NOTE},
-                                         {0}};
+    const char *cmd = argv[0], *note = NULL;
+    enum { O_NOTE = 256 };
+    static const struct option opts[] = {
+        CLI_LONG_JSON, CLI_LONG_HELP, {"note", required_argument, NULL, O_NOTE}, {0}};
+    cli_opts cli = {.name = cmd, .help = usage, .shorts = "C:", .longs = opts, .argc = argc, .argv = argv};
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "C:", opts, NULL)) != -1) {
-        if (c == 'C')
-            dir = optarg;
-        else if (c == O_JSON)
-            json = true;
-        else if (c == O_NOTE && strcmp(cmd, "resolve"))
+    while ((c = cli_opt_next(&cli)) >= 0) {
+        if (c == O_NOTE && strcmp(cmd, "resolve"))
             return cli_usage(argc, argv, "%s: --note is an option of resolve only", cmd);
-        else if (c == O_NOTE)
-            note = optarg;
-        else if (c == O_HELP) {
-            usage(stdout, cmd);
-            return 0;
-        } else
-            return cli_usage(argc, argv, "%s: unknown option %s (see 'txbox %s --help')", cmd,
-                             argv[optind - 1], cmd);
+        note = optarg;
     }
+    if (c == CLI_OPT_STOP)
+        return cli.status;
+    const char *dir = cli.dir;
+    bool json = cli.json;
     int npos = argc - optind;
     bool is_review = !strcmp(cmd, "review"), is_resolve = !strcmp(cmd, "resolve");
     if (is_resolve ? npos < 1 || npos > 2 : npos > 1 || (!is_review && npos != 1))

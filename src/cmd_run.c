@@ -20,7 +20,7 @@ static void on_signal(int sig)
     cancelled = 1;
 }
 
-static void usage(FILE *f)
+static void usage(FILE *f, const char *name)
 {
     fprintf(f, "usage: txbox run [-C DIR] [--json] [--timeout S] [--backend overlay|copy]\n"
                "                 [--allow-copy-fallback] [--net[=proxy|host]] [--allow-domain D]...\n"
@@ -143,13 +143,11 @@ struct run_args {
 static int parse_run(int argc, char **argv, struct run_args *a)
 {
     enum {
-        O_JSON = 256,
-        O_TIMEOUT,
+        O_TIMEOUT = 256,
         O_BACKEND,
         O_FALLBACK,
         O_NET,
         O_POLICY,
-        O_HELP,
         O_DEGRADED,
         O_MEMORY,
         O_PIDS,
@@ -164,14 +162,14 @@ static int parse_run(int argc, char **argv, struct run_args *a)
         O_TEEFD
     };
     static const struct option opts[] = {
-        {"json", no_argument, NULL, O_JSON},
+        CLI_LONG_JSON,
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"backend", required_argument, NULL, O_BACKEND},
         {"allow-copy-fallback", no_argument, NULL, O_FALLBACK},
         {"net", optional_argument, NULL, O_NET},
         {"allow-domain", required_argument, NULL, O_DOMAIN},
         {"policy", required_argument, NULL, O_POLICY},
-        {"help", no_argument, NULL, O_HELP},
+        CLI_LONG_HELP,
         {"allow-degraded", no_argument, NULL, O_DEGRADED},
         {"memory", required_argument, NULL, O_MEMORY},
         {"pids", required_argument, NULL, O_PIDS},
@@ -185,19 +183,13 @@ static int parse_run(int argc, char **argv, struct run_args *a)
         {"tee-fd", required_argument, NULL, O_TEEFD},
         {0},
     };
-    optind = 1;
-    opterr = 0;
+    cli_opts cli = {
+        .name = "run", .help = usage, .shorts = "+C:c:h", .longs = opts, .argc = argc, .argv = argv};
     int c;
-    while ((c = getopt_long(argc, argv, "+C:c:h", opts, NULL)) != -1) {
+    while ((c = cli_opt_next(&cli)) >= 0) {
         switch (c) {
-        case 'C':
-            a->dir = optarg;
-            break;
         case 'c':
             a->shell = optarg;
-            break;
-        case O_JSON:
-            a->json = true;
             break;
         case O_TIMEOUT:
             if (!parse_seconds(optarg, &a->ro.timeout_s))
@@ -290,19 +282,12 @@ static int parse_run(int argc, char **argv, struct run_args *a)
             a->ro.tee_fd = (int)v;
             break;
         }
-        case 'h':
-        case O_HELP:
-            usage(stdout);
-            return 0;
-        default:
-            if (optopt)
-                return cli_usage(argc, argv,
-                                 "run: option -%c is unknown or lacks its value (see 'txbox run --help')",
-                                 optopt);
-            return cli_usage(argc, argv, "run: unknown option '%s' (see 'txbox run --help')",
-                             argv[optind - 1]);
         }
     }
+    if (c == CLI_OPT_STOP)
+        return cli.status;
+    a->dir = cli.dir;
+    a->json = cli.json;
     a->prog = argv + optind;
     if (a->shell && *a->prog)
         return cli_usage(argc, argv, "run: give either -c 'STRING' or -- PROG ARGS, not both");
@@ -397,7 +382,7 @@ static int run_status(const txbox_result *r)
 
 int cmd_run(int argc, char **argv)
 {
-    struct run_args a = {.dir = "."};
+    struct run_args a = {0};
     int status = parse_run(argc, argv, &a);
     if (status >= 0)
         return status;

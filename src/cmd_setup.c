@@ -69,7 +69,7 @@ struct setup {
     int changed;
 };
 
-static void usage(FILE *f)
+static void usage(FILE *f, const char *name)
 {
     fprintf(f, "usage: txbox setup claude-code|gemini-cli|qwen-code|codex [--project DIR | --user]\n"
                "                   [--dry-run] [--remove] [--policy FILE] [--txbox PATH]\n"
@@ -653,7 +653,7 @@ static int run_setup(struct setup *s, txbox_error *err)
 
 int cmd_setup(int argc, char **argv)
 {
-    enum { O_PROJECT = 256, O_USER, O_DRY, O_REMOVE, O_POLICY, O_TXBOX, O_HELP };
+    enum { O_PROJECT = 256, O_USER, O_DRY, O_REMOVE, O_POLICY, O_TXBOX };
     static const struct option opts[] = {
         {"project", required_argument, NULL, O_PROJECT},
         {"user", no_argument, NULL, O_USER},
@@ -661,15 +661,14 @@ int cmd_setup(int argc, char **argv)
         {"remove", no_argument, NULL, O_REMOVE},
         {"policy", required_argument, NULL, O_POLICY},
         {"txbox", required_argument, NULL, O_TXBOX},
-        {"help", no_argument, NULL, O_HELP},
+        CLI_LONG_HELP,
         {0},
     };
     struct setup s = {0};
     const char *project = NULL, *policy = NULL, *self = NULL;
-    optind = 1;
-    opterr = 0;
+    cli_opts cli = {.name = "setup", .help = usage, .shorts = "h", .longs = opts, .argc = argc, .argv = argv};
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = cli_opt_next(&cli)) >= 0) {
         switch (c) {
         case O_PROJECT:
             project = optarg;
@@ -689,15 +688,10 @@ int cmd_setup(int argc, char **argv)
         case O_TXBOX:
             self = optarg;
             break;
-        case 'h':
-        case O_HELP:
-            usage(stdout);
-            return 0;
-        default:
-            return cli_failf("setup: unknown option '%s' or missing value (see 'txbox setup --help')",
-                             argv[optind - 1]);
         }
     }
+    if (c == CLI_OPT_STOP)
+        return cli.status;
     if (optind != argc - 1)
         return cli_failf("setup: name one agent CLI: claude-code, gemini-cli, qwen-code or codex");
     for (size_t i = 0; i < ARRAY_SIZE(agents); i++)

@@ -175,43 +175,27 @@ static void print_text(json_t *o)
     }
 }
 
+static const char usage[] = "usage: txbox show [-C DIR] [--json] TX\n\n"
+                            "Everything the audit log recorded about transaction TX: time, command,\n"
+                            "cwd, verdict and rule, protections, exit status, outcome, duration and\n"
+                            "overhead, the write set (kind, type, mode, size, sha256 before and after)\n"
+                            "and the tail of its output.";
+
 int cmd_show(int argc, char **argv)
 {
-    enum { O_JSON = 256, O_HELP };
     static const struct option opts[] = {
-        {"json", no_argument, NULL, O_JSON},
-        {"help", no_argument, NULL, O_HELP},
+        CLI_LONG_JSON,
+        CLI_LONG_HELP,
         {0},
     };
-    const char *dir = ".";
-    bool json = false;
-    optind = 1;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "C:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'C':
-            dir = optarg;
-            break;
-        case O_JSON:
-            json = true;
-            break;
-        case 'h':
-        case O_HELP:
-            puts("usage: txbox show [-C DIR] [--json] TX\n\n"
-                 "Everything the audit log recorded about transaction TX: time, command,\n"
-                 "cwd, verdict and rule, protections, exit status, outcome, duration and\n"
-                 "overhead, the write set (kind, type, mode, size, sha256 before and after)\n"
-                 "and the tail of its output.");
-            return 0;
-        default:
-            return cli_failf("show: unknown option (see 'txbox show --help')");
-        }
-    }
+    cli_opts cli = {
+        .name = "show", .usage = usage, .shorts = "C:h", .longs = opts, .argc = argc, .argv = argv};
+    if (cli_opt_next(&cli) == CLI_OPT_STOP)
+        return cli.status;
     if (optind != argc - 1)
         return cli_failf("show: give exactly one transaction id (see 'txbox log')");
     txbox_ws *ws;
-    int rc = cli_open_ws(dir, TXBOX_WS_NO_RECOVER, json, &ws);
+    int rc = cli_open_ws(cli.dir, TXBOX_WS_NO_RECOVER, cli.json, &ws);
     if (rc)
         return rc;
     txbox_error err = {0};
@@ -219,8 +203,8 @@ int cmd_show(int argc, char **argv)
     rc = txbox_show_json(ws, argv[optind], &s, &err);
     txbox_ws_close(ws);
     if (rc < 0)
-        return json ? cli_fail_json(&err) : cli_fail(&err);
-    if (json) {
+        return cli.json ? cli_fail_json(&err) : cli_fail(&err);
+    if (cli.json) {
         printf("%s\n", s);
     } else {
         json_t *o = json_loads(s, 0, NULL);

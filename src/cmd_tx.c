@@ -52,30 +52,22 @@ struct txargs {
 /* Returns -1 to go on, else the exit status. */
 static int parse(int argc, char **argv, const char *cmd, struct txargs *a)
 {
-    enum { O_JSON = 256, O_NAME, O_VERIFY, O_POLICY, O_TIMEOUT, O_HELP };
+    enum { O_NAME = 256, O_VERIFY, O_POLICY, O_TIMEOUT };
     static const struct option opts[] = {
-        {"json", no_argument, NULL, O_JSON},
+        CLI_LONG_JSON,
         {"name", required_argument, NULL, O_NAME},
         {"verify", required_argument, NULL, O_VERIFY},
         {"policy", required_argument, NULL, O_POLICY},
         {"timeout", required_argument, NULL, O_TIMEOUT},
-        {"help", no_argument, NULL, O_HELP},
+        CLI_LONG_HELP,
         {0},
     };
     memset(a, 0, sizeof *a);
-    a->dir = ".";
-    optind = 1;
-    opterr = 0;
+    cli_opts cli = {.name = cmd, .help = usage, .shorts = "+C:h", .longs = opts, .argc = argc, .argv = argv};
     int c;
     bool is_begin = !strcmp(cmd, "begin"), is_commit = !strcmp(cmd, "commit");
-    while ((c = getopt_long(argc, argv, "+C:h", opts, NULL)) != -1) {
+    while ((c = cli_opt_next(&cli)) >= 0) {
         switch (c) {
-        case 'C':
-            a->dir = optarg;
-            break;
-        case O_JSON:
-            a->json = true;
-            break;
         case O_NAME:
             if (!is_begin)
                 return cli_usage(argc, argv, "%s: --name is an option of 'txbox begin'", cmd);
@@ -99,15 +91,12 @@ static int parse(int argc, char **argv, const char *cmd, struct txargs *a)
                         optarg);
             }
             break;
-        case 'h':
-        case O_HELP:
-            usage(stdout, cmd);
-            return 0;
-        default:
-            return cli_usage(argc, argv, "%s: unknown option or missing value '%s' (see 'txbox %s --help')",
-                             cmd, argv[optind - 1], cmd);
         }
     }
+    if (c == CLI_OPT_STOP)
+        return cli.status;
+    a->dir = cli.dir;
+    a->json = cli.json;
     a->pos = argv + optind;
     a->npos = argc - optind;
     int min = 0, max = 0;

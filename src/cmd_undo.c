@@ -8,51 +8,41 @@
 
 #include "cmds.h"
 
+static const char usage[] = "usage: txbox undo [-C DIR] [--json] [--force] [TX]\n\n"
+                            "Reverts committed transaction TX (default: the latest one that is not\n"
+                            "undone yet) as a new transaction, crash-safe and logged. If a later\n"
+                            "transaction changed the same paths, it refuses and names them (exit\n"
+                            "status 123) unless --force. Exit status 125 on error.";
+
 int cmd_undo(int argc, char **argv)
 {
-    enum { O_JSON = 256, O_FORCE, O_HELP };
+    enum { O_FORCE = 256 };
     static const struct option opts[] = {
-        {"json", no_argument, NULL, O_JSON},
+        CLI_LONG_JSON,
         {"force", no_argument, NULL, O_FORCE},
-        {"help", no_argument, NULL, O_HELP},
+        CLI_LONG_HELP,
         {0},
     };
-    const char *dir = ".";
-    bool json = false;
     txbox_undo_opts uo = {0};
-    optind = 1;
-    opterr = 0;
+    cli_opts cli = {
+        .name = "undo", .usage = usage, .shorts = "C:fh", .longs = opts, .argc = argc, .argv = argv};
     int c;
-    while ((c = getopt_long(argc, argv, "C:fh", opts, NULL)) != -1) {
+    while ((c = cli_opt_next(&cli)) >= 0) {
         switch (c) {
-        case 'C':
-            dir = optarg;
-            break;
-        case O_JSON:
-            json = true;
-            break;
         case 'f':
         case O_FORCE:
             uo.force = 1;
             break;
-        case 'h':
-        case O_HELP:
-            puts("usage: txbox undo [-C DIR] [--json] [--force] [TX]\n\n"
-                 "Reverts committed transaction TX (default: the latest one that is not\n"
-                 "undone yet) as a new transaction, crash-safe and logged. If a later\n"
-                 "transaction changed the same paths, it refuses and names them (exit\n"
-                 "status 123) unless --force. Exit status 125 on error.");
-            return 0;
-        default:
-            return cli_failf("undo: unknown option (see 'txbox undo --help')");
         }
     }
+    if (c == CLI_OPT_STOP)
+        return cli.status;
     if (optind < argc - 1)
         return cli_failf("undo: give at most one transaction id");
     if (optind == argc - 1)
         uo.tx = argv[optind];
     txbox_ws *ws;
-    int rc = cli_open_ws(dir, 0, json, &ws);
+    int rc = cli_open_ws(cli.dir, 0, cli.json, &ws);
     if (rc)
         return rc;
     txbox_error err = {0};
@@ -60,9 +50,9 @@ int cmd_undo(int argc, char **argv)
     rc = txbox_undo(ws, &uo, &s, &err);
     txbox_ws_close(ws);
     if (rc < 0)
-        return json ? cli_fail_json(&err) : cli_fail(&err);
+        return cli.json ? cli_fail_json(&err) : cli_fail(&err);
     json_t *o = json_loads(s, 0, NULL);
-    if (json)
+    if (cli.json)
         printf("%s\n", s);
     free(s);
     const char *id = json_string_value(json_object_get(o, "tx"));

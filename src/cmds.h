@@ -3,6 +3,7 @@
 #ifndef TXBOX_CMDS_H
 #define TXBOX_CMDS_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -40,6 +41,43 @@ void cli_policy_notes(const struct txbox_policy *p);
 
 /* 'text' for sh, with ' written as '\'' (the text stays byte for byte). */
 void cli_sh_quote(dbuf *b, const char *s);
+
+/* The option loop every subcommand shares: getopt_long over the
+ * subcommand's own tables, answering the options they all have so that
+ * each parses only its own. -h and --help print the usage text (stdout,
+ * exit 0); -C DIR sets dir; --json sets json; an unknown option or a
+ * missing value is one line, "NAME: unknown option or missing value 'ARG'
+ * (see 'txbox NAME --help')", with the JSON error object on stdout when
+ * the command line asks for --json (cli_usage). A subcommand lists -C, -h
+ * in shorts and CLI_O_JSON, CLI_O_HELP in longs where it has them. */
+enum { CLI_O_JSON = 0x1000, CLI_O_HELP };
+#define CLI_LONG_JSON                         \
+    {                                         \
+        "json", no_argument, NULL, CLI_O_JSON \
+    }
+#define CLI_LONG_HELP                         \
+    {                                         \
+        "help", no_argument, NULL, CLI_O_HELP \
+    }
+typedef struct cli_opts {
+    const char *name;                        /* "show", as the messages name it */
+    const char *usage;                       /* the --help text, without its last newline */
+    void (*help)(FILE *f, const char *name); /* or this prints it */
+    const char *shorts;                      /* getopt_long's short options ("+C:fh") */
+    const struct option *longs;              /* its long options, {0}-terminated */
+    int argc;
+    char **argv;
+    const char *dir; /* -C: "." unless given */
+    bool json;       /* --json */
+    int status;      /* after CLI_OPT_STOP: the exit status to return */
+    bool started;    /* set by the first call (which resets getopt) */
+} cli_opts;
+enum { CLI_OPT_END = -1, CLI_OPT_STOP = -2 };
+/* The next of the subcommand's own options (getopt_long's value, optarg
+ * set), CLI_OPT_END after the last (optind: the first operand), or
+ * CLI_OPT_STOP when the subcommand should return o->status (help printed,
+ * or a usage error reported). */
+int cli_opt_next(cli_opts *o);
 
 /* Print "txbox: MSG" on stderr (one line) and return TXBOX_EXIT_ERROR. */
 int cli_fail(const txbox_error *err);

@@ -87,6 +87,52 @@ int cli_usage(int argc, char **argv, const char *fmt, ...)
     return cli_fail(&e);
 }
 
+int cli_opt_next(cli_opts *o)
+{
+    if (!o->started) {
+        o->started = true;
+        o->dir = o->dir ? o->dir : ".";
+        optind = 1;
+        opterr = 0;
+    }
+    for (;;) {
+        int c = getopt_long(o->argc, o->argv, o->shorts, o->longs, NULL);
+        switch (c) {
+        case -1:
+            return CLI_OPT_END;
+        case 'C':
+            o->dir = optarg;
+            continue;
+        case CLI_O_JSON:
+            o->json = true;
+            continue;
+        case 'h':
+        case CLI_O_HELP:
+            if (o->help)
+                o->help(stdout, o->name);
+            else
+                puts(o->usage);
+            o->status = 0;
+            return CLI_OPT_STOP;
+        case '?':
+        case ':': {
+            /* the option as typed: a long one is the argument getopt
+             * passed; a short one may sit inside a group ("-xf") */
+            char sh[3] = {'-', (char)optopt, 0};
+            const char *arg = o->argv[optind - 1];
+            if (strncmp(arg, "--", 2) && optopt > 0 && optopt < 128)
+                arg = sh;
+            o->status = cli_usage(o->argc, o->argv,
+                                  "%s: unknown option or missing value '%s' (see 'txbox %s --help')", o->name,
+                                  arg, o->name);
+            return CLI_OPT_STOP;
+        }
+        default:
+            return c;
+        }
+    }
+}
+
 int cli_fail_json(const txbox_error *err)
 {
     json_t *o = json_pack("{s:{s:s,s:i}}", "error", "message", err->msg, "code", err->code);

@@ -64,6 +64,34 @@ bad() {
     bad recover -C "$WS" --no-such-option
 }
 
+@test "every subcommand: an unknown option or a missing value is one line naming it" {
+    # One option loop serves them all (src/txbox.c cli_opt_next): exit 125,
+    # one line on stderr naming the subcommand and the option as typed, and
+    # with --json the error object on stdout; nothing changed.
+    local sub
+    for sub in run check recover log show diff undo gc begin savepoint rollback commit abort status \
+        review approve reject resolve setup; do
+        if [ "$sub" = setup ]; then # setup writes an agent CLI's settings: no -C
+            run --separate-stderr txbox_bin setup --no-such-option
+        else
+            run --separate-stderr txbox_bin "$sub" -C "$WS" --no-such-option
+        fi
+        assert_status 125
+        [ "$stderr" = "txbox: $sub: unknown option or missing value '--no-such-option' (see 'txbox $sub --help')" ] ||
+            fail "txbox $sub --no-such-option said: $stderr"
+    done
+    for sub in run recover log undo gc begin status review; do
+        run --separate-stderr txbox_bin "$sub" -C "$WS" --json -Z
+        assert_status 125
+        [ "$(jq -r .error.message <<<"$output")" = "$sub: unknown option or missing value '-Z' (see 'txbox $sub --help')" ] ||
+            fail "txbox $sub --json -Z printed: $output"
+    done
+    run --separate-stderr txbox_bin log -C "$WS" -n
+    assert_status 125
+    [ "$stderr" = "txbox: log: unknown option or missing value '-n' (see 'txbox log --help')" ] || fail "log -n: $stderr"
+    assert_tree pre "$WS" --mtime
+}
+
 @test "bad --timeout values" {
     local v
     for v in abc -1 '' 1x 99999999999999999999; do
