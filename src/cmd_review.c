@@ -1,6 +1,6 @@
 /* txbox review, approve, reject: transactions held by a rule on effects
- * (lib/held.c); txbox resolve: external effects that needed attention
- * (lib/saga.c), dealt with by a person. Headless: nothing prompts. */
+ * (lib/tx/held.c); txbox resolve: external effects that needed attention
+ * (lib/tx/saga.c), dealt with by a person. Headless: nothing prompts. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>

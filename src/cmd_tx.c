@@ -1,5 +1,5 @@
 /* txbox begin, savepoint, rollback, commit, abort, status: multi-command
- * transactions (lib/multi.c). `txbox run --tx ID` runs a command in one. */
+ * transactions (lib/tx/multi.c). `txbox run --tx ID` runs a command in one. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  *   paths_none    globs: an entry matching one never counts
  *   content_any   regular expressions over the new content of an added or
  *                 modified regular file (the first bytes, as much as the
- *                 walk reads: lib/effects.c); in a modified file only a
+ *                 walk reads: lib/tx/effects.c); in a modified file only a
  *                 match whose text the old content did not already hold
  *                 counts
  *   max_files_deleted, max_bytes_written, max_binary_added,
@@ -21,7 +21,7 @@
  * lazily for the built-in rules), the judge (entries in, verdict out) and
  * the check of every rule's examples at load. The literal filter:
  * effect_lit.c. Walking a transaction's write set into entries, and
- * holding: lib/effects.c, lib/held.c. */
+ * holding: lib/tx/effects.c, lib/tx/held.c. */
 #include <fnmatch.h>
 #include <pthread.h>
 #include <string.h>

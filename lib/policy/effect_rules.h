@@ -1,7 +1,7 @@
 /* Rules on effects, the policy side (see effect_rules.c): the rules of a
  * policy file's `effects:`, compiled and checked when it loads, and the
  * judge that matches them against the entries of a write set. Walking a
- * transaction's write set, holding and approving: lib/effects.h. */
+ * transaction's write set, holding and approving: lib/tx/effects.h. */
 #ifndef TXBOX_POLICY_EFFECT_RULES_H
 #define TXBOX_POLICY_EFFECT_RULES_H
 

@@ -192,7 +192,7 @@ typedef struct rule {
     int secret_args, secret_input; /* -1 unset, 0/1 */
     example *ex;
     size_t nex;
-    /* an external effect and its compensation (lib/saga.c) */
+    /* an external effect and its compensation (lib/tx/saga.c) */
     bool external;
     char *compensate, *capture;
 } rule;

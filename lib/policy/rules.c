@@ -408,7 +408,7 @@ static int parse_match(yctx *y, const pnode *m, rule *r)
 }
 
 /* external, compensate, capture: an external effect and how to undo it
- * (lib/saga.c, docs/policy.md "Compensations"). */
+ * (lib/tx/saga.c, docs/policy.md "Compensations"). */
 static int parse_saga_key(yctx *y, const char *k, const pnode *v, rule *r)
 {
     if (!strcmp(k, "external"))
@@ -586,7 +586,7 @@ static void add_or_replace_rule(txbox_policy *p, rule *r)
     p->rules[p->nrules++] = *r;
 }
 
-/* ---- rules on effects (lib/effects.h, docs/policy.md "Rules on effects") ---- */
+/* ---- rules on effects (lib/tx/effects.h, docs/policy.md "Rules on effects") ---- */
 
 void policy_effects_clear(txbox_policy *p)
 {

@@ -365,7 +365,7 @@ static bool mtx_ok(const char *s)
     return n >= 1 && n <= 20 && s[0] != '0' && strspn(s, "0123456789") == n;
 }
 
-/* A savepoint or transaction name: as lib/multi.c accepts. */
+/* A savepoint or transaction name: as lib/tx/multi.c accepts. */
 static bool name_ok(const char *s)
 {
     size_t n = strlen(s);

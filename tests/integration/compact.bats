@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Compaction (lib/compact.c): the directories of ended transactions that
+# Compaction (lib/store/compact.c): the directories of ended transactions that
 # nothing reads any more leave .txbox/tx/, every 64 transactions and in
 # txbox gc, so .txbox/tx/ stays bounded. What must hold: the audit log,
 # show and diff still have every transaction; ids are never given out again

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Network through txbox's allowlisting proxy (lib/netproxy.c): a command
+# Network through txbox's allowlisting proxy (lib/sandbox/netproxy.c): a command
 # granted network keeps its own network namespace, and reaches only the
 # allowed names, through the proxy, never the host's loopback.
 #

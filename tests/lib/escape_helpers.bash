@@ -80,10 +80,10 @@ esc_teardown_file() {
 # ---------------------------------------------------------------------------
 # Once per test.
 
-# The secrets txbox hides by default, relative to HOME: read from lib/run.c
+# The secrets txbox hides by default, relative to HOME: read from lib/tx/run.c
 # so that a new entry there is tested here at once.
 esc_default_hidden() {
-    sed -n '/default_hidden\[\] = {/,/};/p' "$REPO_DIR/lib/run.c" | grep -o '"[^"]*"' | tr -d '"'
+    sed -n '/default_hidden\[\] = {/,/};/p' "$REPO_DIR/lib/tx/run.c" | grep -o '"[^"]*"' | tr -d '"'
 }
 
 # Is a default_hidden entry a file (else a directory)?

@@ -1,6 +1,6 @@
 /* The syscall filter compiled into txbox (txbox_seccomp_bpf, written at
- * build time by lib/gen_seccomp.c) is the program libseccomp makes of the
- * rules in lib/seccomp_rules.c, instruction for instruction; and once
+ * build time by lib/sandbox/gen_seccomp.c) is the program libseccomp makes of the
+ * rules in lib/sandbox/seccomp_rules.c, instruction for instruction; and once
  * installed by confine_seccomp() it refuses what the rules say. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* Rules on effects (lib/policy/effect_rules.c, lib/effects.c): glob
+/* Rules on effects (lib/policy/effect_rules.c, lib/tx/effects.c): glob
  * matching, and the judge on a hand-made write set (an upper, a workspace
  * and their operations). */
 #include <setjmp.h>

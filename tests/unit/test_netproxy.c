@@ -1,5 +1,5 @@
 /* The network proxy's pure pieces: the request parser, the allowlist and
- * the address classes (lib/netproxy.c). The proxy itself is tested through
+ * the address classes (lib/sandbox/netproxy.c). The proxy itself is tested through
  * txbox (tests/integration/net_proxy.bats). */
 #include <setjmp.h>
 #include <stdarg.h>

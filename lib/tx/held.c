@@ -1,4 +1,4 @@
-/* Held transactions: a rule on effects with action hold (lib/effects.c
+/* Held transactions: a rule on effects with action hold (lib/tx/effects.c
  * judges) keeps the transaction for a person to review.
  *
  * Holding (one mechanism for single runs and multi-command commits): the

@@ -37,7 +37,7 @@ struct ruleset_attr_v6 {
 
 /* ---- seccomp ---- */
 
-/* The filter's rules are in seccomp_rules.c; lib/gen_seccomp.c builds them
+/* The filter's rules are in seccomp_rules.c; lib/sandbox/gen_seccomp.c builds them
  * with libseccomp at build time into txbox_seccomp_bpf, and this installs
  * that program as seccomp_load() would with seccomp_init's attributes
  * (no TSYNC, no LOG; no_new_privs set first, as SCMP_FLTATR_CTL_NNP does),
@@ -167,7 +167,7 @@ int confine_rlimits(const struct confine_limits *l, txbox_error *err)
 
 /* ---- environment ---- *
  *
- * The allowlist itself is lib/envlist.c (a base file: the policy reads it
+ * The allowlist itself is lib/base/envlist.c (a base file: the policy reads it
  * too); this applies it to the command's environment. */
 
 char **confine_env(char *const *env, const char *const *allow, json_t *removed)

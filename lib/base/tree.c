@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
-#include "tx.h"
+#include "tree.h"
 
 #define MAX_DEPTH 4096
 

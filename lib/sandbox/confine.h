@@ -11,8 +11,8 @@
  * descriptor on which its connect() calls wait for a supervisor
  * (connguard.h). */
 MUST_CHECK int confine_seccomp(int *listener, txbox_error *err);
-/* The filter's BPF program, generated at build time (lib/gen_seccomp.c,
- * from the rules in lib/seccomp_rules.c). */
+/* The filter's BPF program, generated at build time (lib/sandbox/gen_seccomp.c,
+ * from the rules in lib/sandbox/seccomp_rules.c). */
 extern const struct sock_filter txbox_seccomp_bpf[];
 extern const size_t txbox_seccomp_bpf_len;
 /* The Landlock ABI version the kernel offers (0: none). */

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "tree.h"
 #include "util.h"
 
 /* ---- workspace (ws.c) ---- */
@@ -300,24 +301,5 @@ MUST_CHECK int store_log_commit(txbox_ws *ws, uint64_t id, const char *info, con
 struct store_prep *store_prep_begin(txbox_ws *ws, int txfd, const struct tx_ops *ops);
 void store_prep_wait(struct store_prep *p);
 void store_prep_free(struct store_prep *p);
-
-/* ---- trees (tree.c) ---- */
-/* Removes name (file or whole tree) under dirfd; missing is fine. */
-int tree_remove(int dirfd, const char *name);
-/* Gives the owner rwx on every directory of the tree name under dirfd
- * (what overlayfs makes mode 000 in its work directory, what a command made
- * unwritable), so that anyone who may remove the tree's parent can remove
- * it, an unprivileged owner's rm -rf included; with files, also rw on every
- * regular file (one fstatat each: for small trees; overlayfs's
- * work/incompat/volatile/dirty is mode 000, which a cp -a of the workspace
- * by its owner could not read). */
-void tree_grant_owner(int dirfd, const char *name, bool files);
-/* The same, stopping (-1, errno EINTR, partly removed) once *stop is set. */
-int tree_remove_until(int dirfd, const char *name, const atomic_bool *stop);
-/* Copies the tree src (under sdir) to dst (under ddir), preserving type,
- * mode, owner (when permitted), times, symlinks, FIFOs and xattrs. skip: a
- * top-level name not to copy (NULL: none). */
-MUST_CHECK int tree_copy(int sdir, const char *src, int ddir, const char *dst, const char *skip,
-                         txbox_error *err);
 
 #endif
