@@ -32,9 +32,33 @@ enum {
                                    compensation failed, was interrupted, or there is none */
 };
 
+/* What a person (or an agent) can do about an error or an outcome. The
+ * library states the fact; the front chooses the words for the remedy
+ * (the CLI names its commands and options, an MCP client or the agent
+ * loop has neither) and puts them at `at` in the text. */
+typedef enum txbox_remedy_kind {
+    TXBOX_REMEDY_NONE = 0,
+    TXBOX_REMEDY_RECOVER,        /* crash recovery finishes it (txbox_recover) */
+    TXBOX_REMEDY_REVIEW,         /* the transactions held for review (txbox_review) */
+    TXBOX_REMEDY_APPROVE,        /* review it, then approve or reject it */
+    TXBOX_REMEDY_STATUS,         /* the open transactions and their effects */
+    TXBOX_REMEDY_ABORT,          /* abort transaction `arg` again, to finish it */
+    TXBOX_REMEDY_ALLOW_DEGRADED, /* txbox_run_opts.allow_degraded accepts `arg` ("" for what
+                                    was refused) */
+    TXBOX_REMEDY_GC,             /* what pruned it: pre-image retention (txbox_gc) */
+    TXBOX_REMEDY_LOG,            /* where transaction ids come from (the audit log) */
+} txbox_remedy_kind;
+
+typedef struct txbox_remedy {
+    txbox_remedy_kind kind;
+    char arg[24];    /* its datum: a transaction id, what is accepted; "" when none */
+    unsigned int at; /* where in the text its words go (a byte offset) */
+} txbox_remedy;
+
 typedef struct txbox_error {
-    int code;      /* errno value (or EINVAL for bad input); 0 when no error */
-    char msg[512]; /* one line, no trailing newline */
+    int code;            /* errno value (or EINVAL for bad input); 0 when no error */
+    char msg[512];       /* one line, no trailing newline: the fact, without remedy words */
+    txbox_remedy remedy; /* TXBOX_REMEDY_NONE, or what to do, for the front to word */
 } txbox_error;
 
 typedef enum txbox_backend {
@@ -151,8 +175,9 @@ TXBOX_API int txbox_result_exit_code(const txbox_result *r);
 TXBOX_API const char *txbox_result_tx(const txbox_result *r);
 /* The result as one JSON object (see README for the fields). */
 TXBOX_API char *txbox_result_json(const txbox_result *r);
-/* A short human status line (no newline). */
-TXBOX_API char *txbox_result_summary(const txbox_result *r);
+/* A short human status line (no newline); *remedy (may be NULL) receives
+ * what to do, for the front to word at remedy->at. */
+TXBOX_API char *txbox_result_summary(const txbox_result *r, txbox_remedy *remedy);
 TXBOX_API void txbox_result_free(txbox_result *r);
 
 /* ---- multi-command transactions: begin, run in it, savepoint, rollback,
@@ -191,11 +216,13 @@ TXBOX_API TXBOX_MUST_CHECK int txbox_multi_abort_report(txbox_multi *m, char **r
 /* Commits: with verify (a command, run in the transaction's final view,
  * its own writes dropped) only if it succeeds. *json: the result object;
  * *status: the exit status (0 committed, 123 conflict, the verify
- * command's own when it failed); *summary: one status line. Returns <0
- * when txbox itself failed (nothing applied unless the commit point was
+ * command's own when it failed); *summary: one status line, and
+ * *summary_remedy (may be NULL) what to do, for the front to word. Returns
+ * <0 when txbox itself failed (nothing applied unless the commit point was
  * passed, which recovery then completes). */
 TXBOX_API TXBOX_MUST_CHECK int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json,
-                                                  int *status, char **summary, txbox_error *err);
+                                                  int *status, char **summary, txbox_remedy *summary_remedy,
+                                                  txbox_error *err);
 
 /* The policy whose rules on effects judge the commit (NULL: the
  * verify command's, if any). p must outlive m. */

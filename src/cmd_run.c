@@ -409,9 +409,11 @@ int cmd_run(int argc, char **argv)
             printf("%s\n", s);
         free(s);
     } else {
-        char *s = txbox_result_summary(r);
-        fprintf(stderr, "%s\n", s);
-        free(s);
+        txbox_remedy rem;
+        _cleanup_free_ char *s = txbox_result_summary(r, &rem);
+        char *line = remedy_apply(s, &rem);
+        fprintf(stderr, "%s\n", line);
+        free(line);
     }
     status = run_status(r);
     txbox_result_free(r);

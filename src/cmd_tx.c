@@ -236,9 +236,10 @@ static int do_commit(const struct txargs *a)
     if (rc == 0)
         txbox_multi_set_policy(m, pol);
     char *json = NULL, *summary = NULL;
+    txbox_remedy rem = {0};
     int status = 0;
     if (rc == 0)
-        rc = txbox_multi_commit(m, a->verify ? &vo : NULL, &json, &status, &summary, &err);
+        rc = txbox_multi_commit(m, a->verify ? &vo : NULL, &json, &status, &summary, &rem, &err);
     txbox_multi_close(m);
     txbox_ws_close(ws);
     txbox_policy_free(pol);
@@ -256,7 +257,8 @@ static int do_commit(const struct txargs *a)
             fputs(json_string_value(json_object_get(v, "stderr")) ?: "", stderr);
         }
         json_decref(o);
-        fprintf(stderr, "%s\n", summary ? summary : "txbox: done");
+        _cleanup_free_ char *line = summary ? remedy_apply(summary, &rem) : NULL;
+        fprintf(stderr, "%s\n", line ? line : "txbox: done");
     }
     free(json);
     free(summary);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "txbox.h"
+#include "remedy.h"
 #include "util.h"
 
 int cmd_run(int argc, char **argv);

@@ -59,7 +59,8 @@ void cli_sh_quote(dbuf *b, const char *s)
 
 int cli_fail(const txbox_error *err)
 {
-    fprintf(stderr, "txbox: %s\n", err->msg);
+    char t[REMEDY_TEXT_MAX];
+    fprintf(stderr, "txbox: %s\n", remedy_error_text(err, t, sizeof t));
     return TXBOX_EXIT_ERROR;
 }
 
@@ -135,13 +136,15 @@ int cli_opt_next(cli_opts *o)
 
 int cli_fail_json(const txbox_error *err)
 {
-    json_t *o = json_pack("{s:{s:s,s:i}}", "error", "message", err->msg, "code", err->code);
+    char t[REMEDY_TEXT_MAX];
+    remedy_error_text(err, t, sizeof t);
+    json_t *o = json_pack("{s:{s:s,s:i}}", "error", "message", t, "code", err->code);
     char *s = json_dumps(o, JSON_COMPACT);
     if (s)
         printf("%s\n", s);
     free(s);
     json_decref(o);
-    fprintf(stderr, "txbox: %s\n", err->msg);
+    fprintf(stderr, "txbox: %s\n", t);
     return TXBOX_EXIT_ERROR;
 }
 

@@ -13,6 +13,7 @@ __attribute__((format(printf, 4, 0))) static int vfill(txbox_error *err, int cod
     if (!err)
         return -1;
     err->code = code ? code : EIO;
+    err->remedy = (txbox_remedy){0};
     int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     if (n < 0)
         err->msg[0] = 0;
@@ -57,6 +58,38 @@ int tx_err_ctx(txbox_error *err, const char *fmt, ...)
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     snprintf(err->msg, sizeof err->msg, "%s: %s", pre, old);
+    if (err->remedy.kind) {
+        size_t at = err->remedy.at + strlen(pre) + 2, len = strlen(err->msg);
+        err->remedy.at = (unsigned int)(at < len ? at : len);
+    }
+    return -1;
+}
+
+void remedy_set(txbox_remedy *r, txbox_remedy_kind kind, const char *arg, size_t at)
+{
+    *r = (txbox_remedy){.kind = kind, .at = (unsigned int)at};
+    snprintf(r->arg, sizeof r->arg, "%s", arg ? arg : "");
+}
+
+int tx_remedy(txbox_error *err, txbox_remedy_kind kind, const char *arg)
+{
+    if (err)
+        remedy_set(&err->remedy, kind, arg, strlen(err->msg));
+    return -1;
+}
+
+int tx_err_more(txbox_error *err, const char *fmt, ...)
+{
+    if (!err)
+        return -1;
+    size_t l = strlen(err->msg);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg + l, sizeof err->msg - l, fmt, ap);
+    va_end(ap);
+    for (char *c = err->msg + l; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
     return -1;
 }
 

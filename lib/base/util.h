@@ -30,6 +30,15 @@ int tx_err(txbox_error *err, int code, const char *fmt, ...) PRINTF(3, 4);
 int tx_errno(txbox_error *err, int code, const char *fmt, ...) PRINTF(3, 4);
 /* Prefix the message already in err with context ("context: old"); returns -1. */
 int tx_err_ctx(txbox_error *err, const char *fmt, ...) PRINTF(2, 3);
+/* The remedy for the error in err (one per error: the last set wins), its
+ * words to go at the end of the message as it stands; context prefixed
+ * later goes before them, text added with tx_err_more after. The words are
+ * the front's (src/remedy.c): lib/ states the fact only. Returns -1. */
+int tx_remedy(txbox_error *err, txbox_remedy_kind kind, const char *arg);
+/* Appends to the message in err; returns -1. */
+int tx_err_more(txbox_error *err, const char *fmt, ...) PRINTF(2, 3);
+/* r = kind with arg (may be NULL), its words to go at offset at. */
+void remedy_set(txbox_remedy *r, txbox_remedy_kind kind, const char *arg, size_t at);
 
 /* ---- scoped cleanup (bubblewrap/crun utils.h style) ---- */
 static inline void cleanup_freep(void *p) { free(*(void **)p); }

@@ -1797,17 +1797,18 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     /* Fail closed: a protection that cannot be had here stops the run,
      * unless the caller accepts less (and the result says what held). */
     int abi = confine_landlock_abi();
-    if (abi < 1 && !s->allow_degraded)
-        return tx_err(
-            err, ENOSYS,
-            "Landlock is not available in this kernel; refusing to run with less isolation (--allow-degraded accepts it)");
+    if (abi < 1 && !s->allow_degraded) {
+        tx_err(err, ENOSYS, "Landlock is not available in this kernel; refusing to run with less isolation");
+        return tx_remedy(err, TXBOX_REMEDY_ALLOW_DEGRADED, NULL);
+    }
     struct cgroup cg;
     /* root, also without CAP_SYS_ADMIN: RLIMIT_NPROC never binds the host's uid 0 */
     if (cg_create(&cg, s->name ? s->name : "tx", s->pids_max, s->memory_max) < 0 && geteuid() == 0 &&
-        !s->allow_degraded)
-        return tx_err(
-            err, ENOTSUP,
-            "no usable cgroup for the process and memory limits; refusing to run as root without them (--allow-degraded accepts rlimits)");
+        !s->allow_degraded) {
+        tx_err(err, ENOTSUP,
+               "no usable cgroup for the process and memory limits; refusing to run as root without them");
+        return tx_remedy(err, TXBOX_REMEDY_ALLOW_DEGRADED, "rlimits");
+    }
     struct sb_spec spec = *s;
     fill_sock_dirs(&spec);
     if (!cg.kind) {

@@ -717,11 +717,12 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
     int h = journal_held(ws, ops, &held, &by, err);
     if (h < 0)
         return -1;
-    if (h > 0)
-        return tx_err(err, EBUSY,
-                      "%s is held by transaction %llu, which could not be finished: "
-                      "see 'txbox recover'; nothing was changed",
-                      held, (unsigned long long)by);
+    if (h > 0) {
+        tx_err(err, EBUSY, "%s is held by transaction %llu, which could not be finished", held,
+               (unsigned long long)by);
+        tx_remedy(err, TXBOX_REMEDY_RECOVER, NULL);
+        return tx_err_more(err, "; nothing was changed");
+    }
     /* The audit log's rows hashed meanwhile, beside the journal's sync
      * (which, with pre, carries the new data's too). */
     __attribute__((cleanup(prep_freep))) struct store_prep *prep = store_prep_begin(ws, txfd, &j.ops);
@@ -732,11 +733,10 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
         char fin[32];
         jnl_name(fin, id, "");
         txbox_error re = {0};
-        if (exists_at(ws->jnld, fin) && journal_rollback(ws, txfd, &j, &re) < 0)
-            return tx_err_ctx(err,
-                              "and its journal could not be withdrawn (%s): run 'txbox "
-                              "recover'",
-                              re.msg);
+        if (exists_at(ws->jnld, fin) && journal_rollback(ws, txfd, &j, &re) < 0) {
+            tx_err_ctx(err, "and its journal could not be withdrawn (%s)", re.msg);
+            return tx_remedy(err, TXBOX_REMEDY_RECOVER, NULL);
+        }
         return -1;
     }
     tx_mark("journal");
@@ -769,10 +769,8 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
                           TXBOX_STATE_DIR, (unsigned long long)id, why);
         if (journal_rollback(ws, txfd, &j, &re) == 0)
             return tx_err_ctx(err, "the commit was rolled back; nothing was changed");
-        return tx_err_ctx(err,
-                          "commit interrupted, and its rollback too (%s): run 'txbox "
-                          "recover'",
-                          re.msg);
+        tx_err_ctx(err, "commit interrupted, and its rollback too (%s)", re.msg);
+        return tx_remedy(err, TXBOX_REMEDY_RECOVER, NULL);
     }
     tx_mark("finalize");
     *gen_out = j.gen;
@@ -878,13 +876,14 @@ int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err)
             journal_free(&j);
             /* Kept where it is: the workspace may be partly changed, and a
              * later commit on top would mix it for good. */
-            return tx_err(err, EBADMSG,
-                          "%s, and its copy .txbox/tx/%s/%s cannot be read either: the workspace "
-                          "may be partly changed. A person must restore it: the old entries are "
-                          "in .txbox/tx/%s/undo, the new ones not yet moved in .txbox/tx/%s/upper; "
-                          "then remove .txbox/journal/%s and run 'txbox recover'. Until then no "
-                          "transaction commits: which paths it holds is unknown",
-                          le.msg, jn, JNL_COPY, jn, jn, jn);
+            tx_err(err, EBADMSG,
+                   "%s, and its copy .txbox/tx/%s/%s cannot be read either: the workspace "
+                   "may be partly changed. A person must restore it: the old entries are "
+                   "in .txbox/tx/%s/undo, the new ones not yet moved in .txbox/tx/%s/upper; "
+                   "then remove .txbox/journal/%s and recover",
+                   le.msg, jn, JNL_COPY, jn, jn, jn);
+            tx_remedy(err, TXBOX_REMEDY_RECOVER, NULL);
+            return tx_err_more(err, ". Until then no transaction commits: which paths it holds is unknown");
         }
     } else if (j.id != id) {
         journal_free(&j);
@@ -910,9 +909,10 @@ int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err)
             rc = tx_err(err, re.code,
                         "it can neither be finished (%s) nor rolled back (%s). Fix what the "
                         "errors name (a file attribute: lsattr/chattr; a full disk: free space), "
-                        "then run 'txbox recover'; until then it holds its paths, and "
-                        "transactions on others go on",
+                        "then recover",
                         damaged ? le.msg : fe.msg, re.msg);
+            tx_remedy(err, TXBOX_REMEDY_RECOVER, NULL);
+            tx_err_more(err, "; until then it holds its paths, and transactions on others go on");
         }
     }
     journal_free(&j);

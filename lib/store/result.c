@@ -202,11 +202,15 @@ char *txbox_result_json(const txbox_result *rc)
     return s;
 }
 
-static char *summary_base(const txbox_result *r);
+static char *summary_base(const txbox_result *r, txbox_remedy *remedy);
 
-char *txbox_result_summary(const txbox_result *r)
+char *txbox_result_summary(const txbox_result *r, txbox_remedy *remedy)
 {
-    char *s = summary_base(r);
+    txbox_remedy none;
+    if (!remedy)
+        remedy = &none;
+    *remedy = (txbox_remedy){0};
+    char *s = summary_base(r, remedy);
     json_t *l = r->effects ? json_object_get(r->effects, "effects") : NULL, *e;
     if (!json_array_size(l))
         return s;
@@ -217,16 +221,17 @@ char *txbox_result_summary(const txbox_result *r)
         comp += !strcmp(json_string_value(json_object_get(e, "state")) ?: "", "compensated");
     }
     json_int_t att = json_integer_value(json_object_get(r->effects, "needs_attention"));
-    char *t =
-        att || comp
-            ? xasprintf("%s; %zu external effect(s): %zu compensated, %lld NEED ATTENTION%s", s,
-                        json_array_size(l), comp, (long long)att, att ? " (see 'txbox status')" : "")
-            : xasprintf("%s; %zu external effect(s) recorded, %zu irreversible", s, json_array_size(l), irr);
+    char *t = att || comp ? xasprintf("%s; %zu external effect(s): %zu compensated, %lld NEED ATTENTION", s,
+                                      json_array_size(l), comp, (long long)att)
+                          : xasprintf("%s; %zu external effect(s) recorded, %zu irreversible", s,
+                                      json_array_size(l), irr);
+    if (att) /* after a failed command, whose line names no other remedy */
+        remedy_set(remedy, TXBOX_REMEDY_STATUS, NULL, strlen(t));
     free(s);
     return t;
 }
 
-static char *summary_base(const txbox_result *r)
+static char *summary_base(const txbox_result *r, txbox_remedy *remedy)
 {
     size_t a = 0, m = 0, d = 0;
     if (r->changes) {
@@ -262,12 +267,14 @@ static char *summary_base(const txbox_result *r)
             return xasprintf("txbox: read-only command timed out and was killed with its processes");
         return xasprintf("txbox: tx %s timed out and was rolled back: the workspace is unchanged", r->txs);
     case TXBOX_OUTCOME_CONFLICT:
-        if (r->held_by)
-            return xasprintf("txbox: tx %s conflict: %s is held by transaction %llu, which could "
-                             "not be finished (see 'txbox recover'); its changes are kept in "
-                             ".txbox/tx/%s/upper, not applied",
-                             r->txs, r->conflict_path ? r->conflict_path : "a path",
-                             (unsigned long long)r->held_by, r->txs);
+        if (r->held_by) {
+            _cleanup_free_ char *h = xasprintf("txbox: tx %s conflict: %s is held by transaction %llu, which "
+                                               "could not be finished",
+                                               r->txs, r->conflict_path ? r->conflict_path : "a path",
+                                               (unsigned long long)r->held_by);
+            remedy_set(remedy, TXBOX_REMEDY_RECOVER, NULL, strlen(h));
+            return xasprintf("%s; its changes are kept in .txbox/tx/%s/upper, not applied", h, r->txs);
+        }
         return xasprintf("txbox: tx %s conflict: %s was changed by another transaction meanwhile; "
                          "its changes are kept in .txbox/tx/%s/upper, not applied",
                          r->txs, r->conflict_path ? r->conflict_path : "a path", r->txs);
@@ -278,15 +285,20 @@ static char *summary_base(const txbox_result *r)
     case TXBOX_OUTCOME_READ_ONLY:
         return xasprintf("txbox: read-only command (exit status %d)", r->exit_code);
     case TXBOX_OUTCOME_REJECTED:
-    case TXBOX_OUTCOME_HELD:
-        return xasprintf("txbox: tx %s %s by effect rule %s: %s (%s%s) — %s", r->txs,
-                         r->outcome == TXBOX_OUTCOME_HELD ? "held for review" : "rejected, nothing applied,",
-                         json_string_value(json_object_get(r->effect_verdict, "effect_rule")),
-                         json_string_value(json_object_get(r->effect_verdict, "reason")),
-                         json_string_value(json_array_get(json_object_get(r->effect_verdict, "paths"), 0)) ?: "",
-                         json_array_size(json_object_get(r->effect_verdict, "paths")) > 1 ? ", ..." : "",
-                         r->outcome == TXBOX_OUTCOME_HELD ? "see 'txbox review', then 'txbox approve ID' or 'txbox reject ID'"
-                         : json_string_value(json_object_get(r->effect_verdict, "suggestion")) ?: "");
+    case TXBOX_OUTCOME_HELD: {
+        bool held = r->outcome == TXBOX_OUTCOME_HELD;
+        char *s =
+            xasprintf("txbox: tx %s %s by effect rule %s: %s (%s%s) — %s", r->txs,
+                      held ? "held for review" : "rejected, nothing applied,",
+                      json_string_value(json_object_get(r->effect_verdict, "effect_rule")),
+                      json_string_value(json_object_get(r->effect_verdict, "reason")),
+                      json_string_value(json_array_get(json_object_get(r->effect_verdict, "paths"), 0)) ?: "",
+                      json_array_size(json_object_get(r->effect_verdict, "paths")) > 1 ? ", ..." : "",
+                      held ? "" : json_string_value(json_object_get(r->effect_verdict, "suggestion")) ?: "");
+        if (held)
+            remedy_set(remedy, TXBOX_REMEDY_APPROVE, r->txs, strlen(s));
+        return s;
+    }
     case TXBOX_OUTCOME_STAGED:
         return xasprintf("txbox: command %s staged in its transaction (%zu added, %zu modified, "
                          "%zu deleted; applied at commit)",

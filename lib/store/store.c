@@ -745,11 +745,11 @@ void store_get_retention(sqlite3 *db, long *keep, long long *max_bytes)
 
 int parse_txid(const char *s, uint64_t *id, txbox_error *err)
 {
-    if (!s || !parse_u64(s, id) || *id == 0 || strlen(s) > 19)
-        return tx_err(err, EINVAL,
-                      "'%.64s' is not a transaction id (a positive number, as "
-                      "'txbox log' shows)",
-                      s ? s : "");
+    if (!s || !parse_u64(s, id) || *id == 0 || strlen(s) > 19) {
+        tx_err(err, EINVAL, "'%.64s' is not a transaction id (a positive number", s ? s : "");
+        tx_remedy(err, TXBOX_REMEDY_LOG, NULL);
+        return tx_err_more(err, ")");
+    }
     return 0;
 }
 

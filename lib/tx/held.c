@@ -155,7 +155,8 @@ static int open_held(txbox_ws *ws, const char *id, char idn[static 32], int *txf
         if (*txfd >= 0)
             close(*txfd);
         *txfd = -1;
-        return tx_err(err, ENOENT, "transaction %s is not held (see 'txbox review')", idn);
+        tx_err(err, ENOENT, "transaction %s is not held", idn);
+        return tx_remedy(err, TXBOX_REMEDY_REVIEW, NULL);
     }
     return 0;
 }

@@ -249,7 +249,8 @@ int txbox_multi_open(txbox_ws *ws, const char *id, txbox_multi **out, txbox_erro
     m->txfd = openat(ws->txd, m->ids, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     int rc = 0;
     if (m->txfd < 0 || !exists_at(m->txfd, "multi")) {
-        rc = tx_err(err, ENOENT, "no multi-command transaction %s (see 'txbox status')", m->ids);
+        tx_err(err, ENOENT, "no multi-command transaction %s", m->ids);
+        rc = tx_remedy(err, TXBOX_REMEDY_STATUS, NULL);
         goto out;
     }
     m->lockfd = openat(m->txfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -301,8 +302,8 @@ out:
 
 static int refuse_aborting(const txbox_multi *m, txbox_error *err)
 {
-    return tx_err(err, EINVAL, "transaction %s is being aborted (run 'txbox abort %s' to finish)", m->ids,
-                  m->ids);
+    tx_err(err, EINVAL, "transaction %s is being aborted", m->ids);
+    return tx_remedy(err, TXBOX_REMEDY_ABORT, m->ids);
 }
 
 /* ---- savepoints: layer/ as hard links ---- */
@@ -643,7 +644,8 @@ void txbox_multi_set_policy(txbox_multi *m, const txbox_policy *p) { m->policy =
  * rollback: the transaction ends, nothing applied (rejected); hold: it ends
  * held, its scanned upper kept for txbox approve / reject. */
 static int effect_stop(txbox_multi *m, json_t *v, const struct tx_ops *ops, uint64_t base, json_t *changes,
-                       json_t *res, int *status, const char **outcome, char **first, txbox_error *err)
+                       json_t *res, int *status, const char **outcome, char **first, txbox_remedy *remedy,
+                       txbox_error *err)
 {
     bool hold = !strcmp(json_string_value(json_object_get(v, "action")), "hold");
     *outcome = hold ? "held" : "rejected";
@@ -663,11 +665,14 @@ static int effect_stop(txbox_multi *m, json_t *v, const struct tx_ops *ops, uint
     (void)tree_remove(m->txfd, "sp");
     (void)tree_remove(m->txfd, "lwork");
     tx_write_outcome(m->txfd, *outcome);
-    *first = xasprintf("txbox: tx %s %s by effect rule %s: %s — %s", m->ids,
-                       hold ? "held for review (see 'txbox review')" : "rejected, nothing applied,",
-                       json_string_value(json_object_get(v, "effect_rule")),
-                       json_string_value(json_object_get(v, "reason")),
-                       json_string_value(json_object_get(v, "suggestion")) ?: "");
+    _cleanup_free_ char *h =
+        xasprintf("txbox: tx %s %s", m->ids, hold ? "held for review" : "rejected, nothing applied,");
+    if (hold)
+        remedy_set(remedy, TXBOX_REMEDY_REVIEW, NULL, strlen(h));
+    *first =
+        xasprintf("%s by effect rule %s: %s — %s", h, json_string_value(json_object_get(v, "effect_rule")),
+                  json_string_value(json_object_get(v, "reason")),
+                  json_string_value(json_object_get(v, "suggestion")) ?: "");
     _cleanup_free_ char *info = end_info(m, *outcome, changes, v);
     txbox_error le = {0};
     if (store_log(m->ws, m->id, *outcome, info, NULL, m->txfd, &le) < 0)
@@ -688,8 +693,10 @@ static int verify_status(const txbox_result *r)
 }
 
 int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json, int *status, char **summary,
-                       txbox_error *err)
+                       txbox_remedy *summary_remedy, txbox_error *err)
 {
+    txbox_remedy none, *remedy = summary_remedy ? summary_remedy : &none;
+    *remedy = (txbox_remedy){0};
     *json = *summary = NULL;
     *status = 0;
     if (multi_aborting(m))
@@ -802,11 +809,12 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             _cleanup_free_ char *and = more ? xasprintf(" (and %zu more paths)", more) : xstrdup("");
             if (held_by) {
                 json_object_set_new(res, "held_by", json_sprintf("%llu", (unsigned long long)held_by));
-                first = xasprintf("txbox: tx %s conflict: %s is held by transaction %llu, which "
-                                  "could not be finished (see 'txbox recover'); its changes are "
-                                  "kept in .txbox/tx/%s/upper, not applied",
-                                  m->ids, json_string_value(json_array_get(paths, 0)),
-                                  (unsigned long long)held_by, m->ids);
+                _cleanup_free_ char *h = xasprintf("txbox: tx %s conflict: %s is held by transaction %llu, "
+                                                   "which could not be finished",
+                                                   m->ids, json_string_value(json_array_get(paths, 0)),
+                                                   (unsigned long long)held_by);
+                remedy_set(remedy, TXBOX_REMEDY_RECOVER, NULL, strlen(h));
+                first = xasprintf("%s; its changes are kept in .txbox/tx/%s/upper, not applied", h, m->ids);
             } else {
                 first = xasprintf("txbox: tx %s conflict: %s%s changed by another transaction "
                                   "since begin; its changes are kept in .txbox/tx/%s/upper, not "
@@ -819,7 +827,7 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             if (store_log(ws, m->id, "conflict", info, NULL, m->txfd, &le) < 0)
                 json_object_set_new(res, "log_error", json_string(le.msg));
         } else if (rc == 0 && ev) {
-            rc = effect_stop(m, ev, &ops, base, changes, res, status, &outcome, &first, err);
+            rc = effect_stop(m, ev, &ops, base, changes, res, status, &outcome, &first, remedy, err);
         } else if (rc == 0) {
             json_t *eff = saga_kept(m->txfd, false); /* external effects: they stay */
             if (eff)

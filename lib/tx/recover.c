@@ -149,8 +149,10 @@ static int roll_forward(txbox_ws *ws, const struct idlist *jl, bool wait, bool r
             if (journal_hold(ws, id, &he) < 0)
                 rc = tx_err(err, he.code, "transaction %s: %s; and it cannot be held apart: %s", name, e.msg,
                             he.msg);
-            else if (held && !held->code)
-                tx_err(held, e.code, "transaction %s: %s", name, e.msg);
+            else if (held && !held->code) {
+                *held = e; /* with its remedy */
+                tx_err_ctx(held, "transaction %s", name);
+            }
             if (txfd >= 0)
                 write_note(txfd, TX_STUCK, e.msg);
             continue;

@@ -745,9 +745,10 @@ static int validate(const txbox_run_opts *o, txbox_error *err)
         if (total > MAX_COMMAND_BYTES)
             return tx_err(err, E2BIG, "command longer than %u bytes", MAX_COMMAND_BYTES);
     }
-    if (o->multi && multi_aborting(o->multi))
-        return tx_err(err, EINVAL, "the transaction is being aborted (run 'txbox abort %s' to finish)",
-                      txbox_multi_id(o->multi));
+    if (o->multi && multi_aborting(o->multi)) {
+        tx_err(err, EINVAL, "the transaction is being aborted");
+        return tx_remedy(err, TXBOX_REMEDY_ABORT, txbox_multi_id(o->multi));
+    }
     if (o->multi && (o->backend == TXBOX_BACKEND_COPY || o->allow_copy_fallback))
         return tx_err(err, EINVAL, "a multi-command transaction runs on the overlay backend only");
     if (o->timeout_s < 0 || o->timeout_s > 7 * 86400.0)
@@ -1373,8 +1374,10 @@ fallback:
 fail:
     /* Nothing was applied: discard this transaction's scratch space. */
     if (txfd >= 0) {
-        if (use_copy && copy_recover_one(ws, txfd, NULL) < 0)
-            tx_err_ctx(err, "and the snapshot could not be restored (run 'txbox recover')");
+        if (use_copy && copy_recover_one(ws, txfd, NULL) < 0) {
+            tx_err_ctx(err, "and the snapshot could not be restored");
+            tx_remedy(err, TXBOX_REMEDY_RECOVER, NULL);
+        }
         (void)tree_remove(txfd, "upper");
         (void)tree_remove(txfd, "work");
         tx_write_outcome(txfd, "failed");

@@ -245,11 +245,11 @@ static int not_undoable(txbox_ws *ws, const char *tn, txbox_error *err)
         sqlite3_finalize(st);
         if (!oc)
             return tx_err(err, ENOENT, "no transaction %s in this workspace", tn);
-        if (!strcmp(oc, "committed"))
-            return tx_err(err, EINVAL,
-                          "transaction %s is too old to undo: its pre-images were "
-                          "pruned (retention, 'txbox gc') and its record archived",
-                          tn);
+        if (!strcmp(oc, "committed")) {
+            tx_err(err, EINVAL, "transaction %s is too old to undo: its pre-images were pruned", tn);
+            tx_remedy(err, TXBOX_REMEDY_GC, NULL);
+            return tx_err_more(err, " (retention) and its record archived");
+        }
         return tx_err(err, EINVAL, "transaction %s was not committed (%s): nothing to undo", tn, oc);
     }
     _cleanup_free_ char *oc = NULL;
@@ -324,11 +324,11 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
     if (!ok)
         return tx_err(err, EBADMSG, "transaction %s has no valid commit record", tn);
     c->tundo = open_dir_at(c->tfd, "undo");
-    if (c->tundo < 0)
-        return tx_err(err, ENOENT,
-                      "the pre-images of transaction %s were pruned by 'txbox gc': "
-                      "it can no longer be undone",
-                      tn);
+    if (c->tundo < 0) {
+        tx_err(err, ENOENT, "the pre-images of transaction %s were pruned", tn);
+        tx_remedy(err, TXBOX_REMEDY_GC, NULL);
+        return tx_err_more(err, ": it can no longer be undone");
+    }
     if (history_load(ws, c->t.gen + 1, c->gen, &c->later, err) < 0)
         return tx_err_ctx(err, "cannot check the transactions after %s", tn);
     history_cancel_pairs(&c->later);
@@ -424,7 +424,8 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
         fs_fault_disarm();
         ops_free(&ops);
         undo_plan_free(&plan);
-        return tx_err_ctx(err, "undo interrupted after its commit point (run 'txbox recover')");
+        tx_err_ctx(err, "undo interrupted after its commit point");
+        return tx_remedy(err, TXBOX_REMEDY_RECOVER, NULL);
     }
     if (rc < 0 && staged) {
         txbox_error ue = {0};
@@ -432,10 +433,8 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
             /* Leave it to recovery, which retries the same. */
             close(c->activefd);
             c->activefd = -1;
-            tx_err_ctx(err,
-                       "and the pre-images could not be put back yet (%s; run 'txbox "
-                       "recover')",
-                       ue.msg);
+            tx_err_ctx(err, "and the pre-images could not be put back yet (%s)", ue.msg);
+            tx_remedy(err, TXBOX_REMEDY_RECOVER, NULL);
         }
     }
     fs_fault_disarm();

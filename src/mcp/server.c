@@ -360,7 +360,8 @@ static void abort_begun(server *s)
     txbox_ws *ws = NULL;
     txbox_error err = {0};
     if (txbox_ws_open(s->cfg.workspace, TXBOX_WS_CREATE, &ws, &err) < 0) {
-        logmsg("cannot abort this session's open transactions: %s", err.msg);
+        char t[REMEDY_TEXT_MAX];
+        logmsg("cannot abort this session's open transactions: %s", remedy_error_text(&err, t, sizeof t));
         return;
     }
     _cleanup_free_ char *st = NULL;
@@ -388,9 +389,11 @@ static void abort_begun(server *s)
         if (txbox_multi_open(ws, json_string_value(id), &m, &err) == 0 && txbox_multi_abort(m, &err) == 0)
             logmsg("transaction %s begun in this session and never committed: aborted",
                    json_string_value(id));
-        else
+        else {
+            char t[REMEDY_TEXT_MAX];
             logmsg("transaction %s begun in this session: cannot abort it: %s", json_string_value(id),
-                   err.msg);
+                   remedy_error_text(&err, t, sizeof t));
+        }
         txbox_multi_close(m);
     }
     json_decref(all);
