@@ -1,0 +1,105 @@
+/* lib/ states the fact and names the remedy; the front words it
+ * (src/remedy.c, compiled in). The CLI's words are what users saw when
+ * lib/ wrote them itself, byte for byte. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <fcntl.h>
+
+#include "remedy.h"
+#include "store.h"
+#include "util.h"
+
+static char root[64];
+static txbox_ws *ws;
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(root, sizeof root, "/tmp/txbox-remedy-XXXXXX");
+    assert_non_null(mkdtemp(root));
+    txbox_error e = {0};
+    assert_int_equal(txbox_ws_open(root, TXBOX_WS_CREATE, &ws, &e), 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    txbox_ws_close(ws);
+    tree_remove(AT_FDCWD, root);
+    return 0;
+}
+
+/* lib's message: the fact, no command of the CLI in it; the CLI's text. */
+static void assert_words(const txbox_error *e, txbox_remedy_kind kind, const char *fact, const char *cli)
+{
+    char t[REMEDY_TEXT_MAX];
+    assert_int_equal(e->remedy.kind, kind);
+    assert_string_equal(e->msg, fact);
+    assert_null(strstr(e->msg, "'txbox"));
+    assert_string_equal(remedy_error_text(e, t, sizeof t), cli);
+}
+
+static void lib_names_the_remedy_front_words_it(void **state)
+{
+    (void)state;
+    txbox_error e = {0};
+    uint64_t id;
+    assert_int_equal(parse_txid("x1", &id, &e), -1);
+    assert_words(&e, TXBOX_REMEDY_LOG, "'x1' is not a transaction id (a positive number)",
+                 "'x1' is not a transaction id (a positive number, as 'txbox log' shows)");
+
+    txbox_multi *m = NULL;
+    e = (txbox_error){0};
+    assert_int_equal(txbox_multi_open(ws, "9", &m, &e), -1);
+    assert_words(&e, TXBOX_REMEDY_STATUS, "no multi-command transaction 9",
+                 "no multi-command transaction 9 (see 'txbox status')");
+
+    char *json = NULL;
+    int status = 0;
+    e = (txbox_error){0};
+    assert_int_equal(txbox_approve(ws, "9", &json, &status, &e), -1);
+    assert_words(&e, TXBOX_REMEDY_REVIEW, "transaction 9 is not held",
+                 "transaction 9 is not held (see 'txbox review')");
+    free(json);
+}
+
+static void context_goes_before_the_remedy(void **state)
+{
+    (void)state;
+    txbox_error e = {0};
+    tx_err(&e, EINVAL, "transaction 7 is being aborted");
+    tx_remedy(&e, TXBOX_REMEDY_ABORT, "7");
+    tx_err_ctx(&e, "cannot run");
+    assert_words(&e, TXBOX_REMEDY_ABORT, "cannot run: transaction 7 is being aborted",
+                 "cannot run: transaction 7 is being aborted (run 'txbox abort 7' to finish)");
+    /* in the middle: text added after the remedy's place */
+    tx_err(&e, ENOENT, "the pre-images of transaction 3 were pruned");
+    tx_remedy(&e, TXBOX_REMEDY_GC, NULL);
+    tx_err_more(&e, ": it can no longer be undone");
+    assert_words(&e, TXBOX_REMEDY_GC,
+                 "the pre-images of transaction 3 were pruned: it can no longer be undone",
+                 "the pre-images of transaction 3 were pruned by 'txbox gc': it can no longer be undone");
+    /* a new error forgets the old remedy */
+    tx_err(&e, EIO, "disk full");
+    assert_words(&e, TXBOX_REMEDY_NONE, "disk full", "disk full");
+    tx_err(&e, ENOSYS, "Landlock is not available in this kernel; refusing to run with less isolation");
+    tx_remedy(&e, TXBOX_REMEDY_ALLOW_DEGRADED, NULL);
+    assert_words(
+        &e, TXBOX_REMEDY_ALLOW_DEGRADED,
+        "Landlock is not available in this kernel; refusing to run with less isolation",
+        "Landlock is not available in this kernel; refusing to run with less isolation (--allow-degraded "
+        "accepts it)");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(lib_names_the_remedy_front_words_it, setup, teardown),
+        cmocka_unit_test(context_goes_before_the_remedy),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
