@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cmds.h"
+#include "run_args.h"
 #include "txbox_policy.h"
 
 static volatile int cancelled;
@@ -128,19 +129,7 @@ static bool needs_overlay(const char *policy_file, const char *dir, const char *
     return rc < 0 || v.verdict == TXBOX_VERDICT_UNCERTAIN;
 }
 
-/* What `txbox run`'s command line asks for. */
-struct run_args {
-    txbox_run_opts ro;
-    const char *keep[65], *hide[65], *domains[65]; /* NULL-terminated */
-    size_t nkeep, nhide, ndomains;
-    const char *dir, *shell, *policy_file, *tx, *shell_spec;
-    bool json;
-    char **prog; /* -- PROG ARGS... */
-};
-
-/* Reads the command line into a: -1 when the command is to run, else the
- * exit status (a usage error; 0 after --help). */
-static int parse_run(int argc, char **argv, struct run_args *a)
+int run_parse(int argc, char **argv, struct run_args *a)
 {
     enum {
         O_TIMEOUT = 256,
@@ -361,9 +350,7 @@ static int run_in_workspace(struct run_args *a, txbox_result **r, txbox_error *e
     return rc;
 }
 
-/* The exit status of a run: txbox's own for an outcome that is not the
- * command's (TXBOX_EXIT_*), else the command's. */
-static int run_status(const txbox_result *r)
+int run_status(const txbox_result *r)
 {
     switch (txbox_result_outcome(r)) {
     case TXBOX_OUTCOME_TIMED_OUT:
@@ -383,7 +370,7 @@ static int run_status(const txbox_result *r)
 int cmd_run(int argc, char **argv)
 {
     struct run_args a = {0};
-    int status = parse_run(argc, argv, &a);
+    int status = run_parse(argc, argv, &a);
     if (status >= 0)
         return status;
     txbox_error err = {0};

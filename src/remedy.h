@@ -1,7 +1,8 @@
 /* The words for a remedy (txbox_remedy, include/txbox.h): lib/ states the
  * fact and names what can be done about it; the fronts say it. These are
  * the CLI's words, which every front uses today: the MCP server and the
- * agent loop relay what a child `txbox ... --json` says, and docs/usage.md
+ * agent loop relay what `txbox ... --json` says (a child's, or for a run in
+ * their own process resident.c's, in these words), and docs/usage.md
  * quotes them. A front that words a remedy otherwise (an MCP tool instead
  * of a command) adds its own voice here. */
 #ifndef TXBOX_REMEDY_H

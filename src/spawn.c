@@ -47,6 +47,8 @@ int self_spawn(char *const argv[], char *const envp[], int cwd_fd, const char *d
         signal(SIGPIPE, SIG_DFL);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL); /* the caller's handlers must not run here */
+        signal(SIGURG, SIG_DFL);
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent)
             _exit(TXBOX_EXIT_ERROR);

@@ -19,8 +19,8 @@ struct self_child {
  * directory cwd_fd (-1: the path dir; NULL too: here). With tee_target >= 0
  * the child also holds the write end of a third pipe as that descriptor
  * (`txbox run --tee-fd`). The child starts with no signal blocked, SIGPIPE,
- * SIGINT and SIGTERM at their defaults, and gets SIGTERM when the caller
- * dies. Every descriptor returned is close-on-exec; the caller closes them
+ * SIGINT, SIGTERM, SIGHUP and SIGURG at their defaults, and gets SIGTERM
+ * when the caller dies. Every descriptor returned is close-on-exec; the caller closes them
  * and reaps the child. */
 MUST_CHECK int self_spawn(char *const argv[], char *const envp[], int cwd_fd, const char *dir, int tee_target,
                           struct self_child *c, txbox_error *err);

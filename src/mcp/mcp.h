@@ -1,7 +1,8 @@
 /* txbox mcp: internal interfaces between the server loop (server.c) and the
- * tool table (tools.c). Each tool maps to one txbox CLI invocation, run as
- * a child process: `txbox run --json`, `txbox check --json`, `txbox log
- * --json`, ... (see docs/mcp.md). */
+ * tool table (tools.c). Each tool maps to one txbox CLI invocation: `txbox
+ * run --json`, `txbox check --json`, `txbox log --json`, ... (see
+ * docs/mcp.md), run as a child process, or for `run` read by run_parse and
+ * run in the server's process (resident.h) with the same answer. */
 #ifndef TXBOX_MCP_H
 #define TXBOX_MCP_H
 

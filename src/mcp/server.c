@@ -1,15 +1,23 @@
 /* txbox mcp: a Model Context Protocol server on stdin/stdout.
  *
  *   txbox mcp [-C DIR] [--policy FILE] [--max-calls N] [--keep-transactions]
+ *             [--spawn]
  *
- * One thread, one poll loop. Messages are newline-delimited JSON-RPC 2.0
- * (MCP stdio transport); each line is capped at JRPC_MAX_LINE. A tools/call
- * becomes one child process running the txbox CLI (`txbox run --json ...`),
- * with its own pipes, so several calls are in flight at once and a call is
- * cancelled by signalling its child: SIGTERM makes `txbox run` kill its
- * sandbox and roll the transaction back. Children die with the server
- * (PR_SET_PDEATHSIG), so even a killed server leaves no transaction
- * running.
+ * One poll loop. Messages are newline-delimited JSON-RPC 2.0 (MCP stdio
+ * transport); each line is capped at JRPC_MAX_LINE. A `run` call runs in
+ * this process (src/resident.c): a thread calls txbox_run with the
+ * workspace handle and the policy the server keeps open, and the loop
+ * polls a pipe the thread closes when it is done; cancelling sets the
+ * run's cancel flag, and txbox_run kills the sandbox and rolls back. One
+ * such run at a time: a `run` that comes while one runs in the process,
+ * and every other tool, becomes a child process running the txbox CLI
+ * (`txbox run --json ...`, `txbox log --json`, ...), with its own pipes,
+ * so several calls are in flight at once; such a call is cancelled by
+ * SIGTERM to its child, which makes `txbox run` roll back. Children die
+ * with the server (PR_SET_PDEATHSIG), and so does the sandbox of a run in
+ * the process: even a killed server leaves no command running, and the
+ * next open's recovery finishes or discards what it left. `--spawn` makes
+ * every call a child, as before.
  *
  * stdout carries protocol messages only: the server keeps a private
  * descriptor for the protocol and points fd 1 at stderr, so nothing else
@@ -33,13 +41,13 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,6 +55,7 @@
 #include "../cmds.h"
 #include "jsonrpc.h"
 #include "mcp.h"
+#include "../resident.h"
 #include "../spawn.h"
 #include "txbox_policy.h"
 
@@ -84,6 +93,16 @@ typedef struct call {
     json_int_t progress;
     char recent[RECENT_CAP];
     size_t recent_len;
+    /* a `run` in this process (resident.h): a thread runs it, and closes
+     * done_w when it is done (done_fd, in pidfd's place, reads EOF) */
+    bool resident;
+    resident *res;
+    struct run_args ra;
+    pthread_t th;
+    int done_w, tee_w; /* the thread's ends */
+    volatile int cancel;
+    int status;
+    char *r_out, *r_err;
 } call;
 
 typedef struct server {
@@ -99,6 +118,8 @@ typedef struct server {
     call *calls;
     unsigned running, queued, max_calls;
     json_t *begun; /* ids of the transactions `begin` opened in this session */
+    resident *res; /* the workspace kept open for `run` in this process (NULL: --spawn) */
+    bool res_busy; /* a call runs in it */
     bool keep_txs; /* --keep-transactions: leave them open at the end */
 } server;
 
@@ -173,6 +194,12 @@ static void flush_some(server *s)
 
 static void call_free(call *c)
 {
+    if (c->done_w >= 0)
+        close(c->done_w);
+    if (c->tee_w >= 0)
+        close(c->tee_w);
+    free(c->r_out);
+    free(c->r_err);
     json_decref(c->id);
     json_decref(c->progress_token);
     if (c->tee_fd >= 0)
@@ -202,13 +229,26 @@ static void unlink_call(server *s, call *c)
         s->queued--;
 }
 
-/* The call's `txbox run` as a child (spawn.c): stdout and stderr to
+/* Inserts two arguments at position at of the invocation's argv. */
+static void argv_insert(mcp_invocation *inv, size_t at, const char *a, const char *b)
+{
+    size_t n = 0;
+    while (inv->argv[n])
+        n++;
+    inv->argv = xrealloc(inv->argv, (n + 3) * sizeof *inv->argv);
+    memmove(inv->argv + at + 2, inv->argv + at, (n - at + 1) * sizeof *inv->argv);
+    inv->argv[at] = xstrdup(a);
+    inv->argv[at + 1] = xstrdup(b);
+}
+
+/* The call's CLI invocation as a child (spawn.c): stdout and stderr to
  * pipes, stdin from /dev/null, started in the call's directory; with a
  * progress token, the output's copy (--tee-fd) on a third pipe. */
-static int spawn(server *s, call *c)
+static int spawn_child(call *c)
 {
-    (void)s;
     bool tee = c->progress_token && c->inv.tee;
+    if (tee) /* the command's output comes to us on a third pipe */
+        argv_insert(&c->inv, 3, "--tee-fd", TEE_FD_STR);
     struct self_child ch;
     txbox_error e = {0};
     if (self_spawn(c->inv.argv, NULL, c->inv.cwd_fd, NULL, tee ? TEE_FD : -1, &ch, &e) < 0) {
@@ -216,8 +256,6 @@ static int spawn(server *s, call *c)
         errno = e.code;
         return -1;
     }
-    c->started_ns = now_ns();
-    c->next_progress_ns = c->started_ns + PROGRESS_EVERY_NS;
     c->pid = ch.pid;
     c->pidfd = ch.pidfd;
     c->out_fd = ch.out_fd;
@@ -225,6 +263,79 @@ static int spawn(server *s, call *c)
     if (tee)
         c->tee_fd = ch.tee_fd;
     return 0;
+}
+
+/* The thread of a `run` in this process. It starts with no signal
+ * blocked, since the sandbox (and so the command) gets its caller's mask;
+ * the server's handlers (on_stop_signal, on_wake) are replaced by the
+ * defaults at the command's execve. */
+static void *resident_main(void *arg)
+{
+    call *c = arg;
+    sigset_t none;
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, NULL);
+    char cwd[48];
+    snprintf(cwd, sizeof cwd, "/proc/self/fd/%d", c->inv.cwd_fd);
+    c->status = resident_run(c->res, &c->ra, cwd, c->tee_w, &c->cancel, &c->r_out, &c->r_err);
+    if (c->tee_w >= 0)
+        close(c->tee_w);
+    c->tee_w = -1;
+    int w = c->done_w;
+    c->done_w = -1;
+    close(w); /* the server may free c from here on */
+    return NULL;
+}
+
+/* A `run` in this process, when it can be: one at a time (the sandbox's
+ * init shares the server's table of descriptors until the command starts,
+ * and keeps a copy of it while the command runs: a second transaction's
+ * locks and pipes would be held by the first one's init), on a workspace
+ * the overlay can use, with a command line that reads as `txbox run`'s.
+ * 0 started, 1 not for this process (the caller spawns), -1 error. */
+static int start_resident(server *s, call *c)
+{
+    if (!s->res || s->res_busy || strcmp(mcp_tool_name(c->tool), "run"))
+        return 1;
+    int argc = 0;
+    while (c->inv.argv[argc])
+        argc++;
+    memset(&c->ra, 0, sizeof c->ra);
+    if (run_parse(argc - 1, c->inv.argv + 1, &c->ra) != -1 || !c->ra.json ||
+        strcmp(c->ra.dir, s->cfg.workspace) || !resident_can_run(s->res, &c->ra))
+        return 1;
+    int done[2], tee[2] = {-1, -1};
+    if (pipe2(done, O_CLOEXEC | O_NONBLOCK) < 0)
+        return -1;
+    if (c->progress_token && c->inv.tee && pipe2(tee, O_CLOEXEC | O_NONBLOCK) < 0) {
+        int e = errno;
+        close(done[0]);
+        close(done[1]);
+        errno = e;
+        return -1;
+    }
+    c->res = s->res;
+    c->pidfd = done[0];
+    c->done_w = done[1];
+    c->tee_fd = tee[0];
+    c->tee_w = tee[1];
+    c->resident = true;
+    int e = pthread_create(&c->th, NULL, resident_main, c);
+    if (e) {
+        c->resident = false;
+        errno = e;
+        return -1; /* call_free closes the descriptors */
+    }
+    s->res_busy = true;
+    return 0;
+}
+
+static int spawn(server *s, call *c)
+{
+    c->started_ns = now_ns();
+    c->next_progress_ns = c->started_ns + PROGRESS_EVERY_NS;
+    int rc = start_resident(s, c);
+    return rc <= 0 ? rc : spawn_child(c);
 }
 
 /* Moves queued calls to running while there is room. */
@@ -403,8 +514,17 @@ static void abort_begun(server *s)
 static void finish(server *s, call *c)
 {
     int wstatus = 0;
-    while (waitpid(c->pid, &wstatus, 0) < 0 && errno == EINTR)
-        ;
+    if (c->resident) {
+        /* its answer, as the CLI would have printed it and exited */
+        pthread_join(c->th, NULL);
+        s->res_busy = false;
+        wstatus = W_EXITCODE(c->status & 0xff, 0);
+        dbuf_addstr(&c->out, c->r_out ? c->r_out : "");
+        dbuf_addstr(&c->err, c->r_err ? c->r_err : "");
+    } else {
+        while (waitpid(c->pid, &wstatus, 0) < 0 && errno == EINTR)
+            ;
+    }
     if (c->out_fd >= 0)
         drain(&c->out_fd, &c->out);
     if (c->err_fd >= 0)
@@ -442,7 +562,14 @@ static void cancel_call(server *s, call *c, const char *why)
         call_free(c);
         return;
     }
-    if (!c->cancelled) {
+    if (!c->cancelled && c->resident) {
+        /* txbox_run checks the flag at least every 200 ms; the signal
+         * (on_wake) ends the wait at once */
+        c->cancelled = true;
+        c->cancel = 1;
+        pthread_kill(c->th, SIGURG);
+        logmsg("cancelling txbox %s (in this process): %s", mcp_tool_name(c->tool), why);
+    } else if (!c->cancelled) {
         c->cancelled = true;
         c->term_ns = now_ns();
         kill(c->pid, SIGTERM);
@@ -486,18 +613,6 @@ static void do_initialize(server *s, const json_t *id, json_t *params)
                     mcp_instructions));
 }
 
-/* Inserts two arguments at position at of the invocation's argv. */
-static void argv_insert(mcp_invocation *inv, size_t at, const char *a, const char *b)
-{
-    size_t n = 0;
-    while (inv->argv[n])
-        n++;
-    inv->argv = xrealloc(inv->argv, (n + 3) * sizeof *inv->argv);
-    memmove(inv->argv + at + 2, inv->argv + at, (n - at + 1) * sizeof *inv->argv);
-    inv->argv[at] = xstrdup(a);
-    inv->argv[at + 1] = xstrdup(b);
-}
-
 static void do_tools_call(server *s, const json_t *id, json_t *params)
 {
     json_t *name = json_object_get(params, "name");
@@ -524,7 +639,7 @@ static void do_tools_call(server *s, const json_t *id, json_t *params)
     if (!json_is_object(args))
         args = empty = json_object();
     call *c = xcalloc(1, sizeof *c);
-    c->pidfd = c->out_fd = c->err_fd = c->tee_fd = -1;
+    c->pidfd = c->out_fd = c->err_fd = c->tee_fd = c->done_w = c->tee_w = -1;
     txbox_error err = {0};
     int rc = mcp_tool_prepare(t, &s->cfg, args, &c->inv, &err);
     json_decref(empty);
@@ -542,11 +657,8 @@ static void do_tools_call(server *s, const json_t *id, json_t *params)
     c->id = json_deep_copy(id);
     c->tool = t;
     json_t *token = json_object_get(json_object_get(params, "_meta"), "progressToken");
-    if (json_is_string(token) || json_is_integer(token)) {
+    if (json_is_string(token) || json_is_integer(token))
         c->progress_token = json_deep_copy(token);
-        if (c->inv.tee) /* the command's output comes to us on a third pipe */
-            argv_insert(&c->inv, 3, "--tee-fd", TEE_FD_STR);
-    }
     c->state = CALL_QUEUED;
     dbuf_init(&c->out, CHILD_OUT_CAP);
     dbuf_init(&c->err, CHILD_ERR_CAP);
@@ -663,11 +775,52 @@ static void read_input(server *s)
     jrpc_framer_feed(&s->framer, buf, (size_t)n, on_line, s);
 }
 
+/* SIGTERM, SIGINT and SIGHUP: a byte on a pipe the loop polls. A
+ * handler rather than a signalfd, for which every thread would have to
+ * block them: a `run` thread cannot, since its command would inherit the
+ * mask. */
+static int sig_w = -1;
+
+static void on_stop_signal(int sig)
+{
+    int e = errno;
+    unsigned char b = (unsigned char)sig;
+    (void)!write(sig_w, &b, 1);
+    errno = e;
+}
+
+/* SIGURG, sent to a `run` thread when its call is cancelled: only ends the
+ * wait it is in (SA_RESTART: other calls go on). */
+static void on_wake(int sig) { (void)sig; }
+
+static int catch_signals(int *read_fd)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+        return -1;
+    *read_fd = p[0];
+    sig_w = p[1];
+    struct sigaction sa = {.sa_handler = on_stop_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    struct sigaction wake = {.sa_handler = on_wake, .sa_flags = SA_RESTART};
+    sigemptyset(&wake.sa_mask);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGURG);
+    if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGINT, &sa, NULL) < 0 ||
+        sigaction(SIGHUP, &sa, NULL) < 0 || sigaction(SIGURG, &wake, NULL) < 0)
+        return -1;
+    return sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
 static void on_signal(server *s)
 {
-    struct signalfd_siginfo si;
-    while (read(s->sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
-        logmsg("signal %u: cancelling %u running call(s) and stopping", si.ssi_signo, s->running);
+    unsigned char signo;
+    while (read(s->sig_fd, &signo, 1) == 1) {
+        logmsg("signal %u: cancelling %u running call(s) and stopping", signo, s->running);
         s->stopping = true;
     }
     for (call *c = s->calls, *next; c; c = next) {
@@ -711,7 +864,7 @@ static int loop(server *s)
                 if (timeout < 0 || ms < timeout)
                     timeout = ms;
             }
-            if (c->cancelled && !c->killed) {
+            if (c->cancelled && !c->killed && !c->resident) {
                 if (now - c->term_ns >= KILL_AFTER_NS) {
                     logmsg("txbox %s (pid %d) ignored SIGTERM for 30 s: killing it", mcp_tool_name(c->tool),
                            (int)c->pid);
@@ -782,10 +935,13 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: txbox mcp [-C DIR] [--policy FILE] [--max-calls N] [--keep-transactions]\n"
+            "                 [--spawn]\n"
             "\nA Model Context Protocol server on stdin/stdout (newline-delimited JSON-RPC 2.0).\n"
             "Tools: run, check, log, show, diff, undo, and for multi-command transactions\n"
-            "begin, savepoint, rollback, commit, abort, status; each call runs the txbox CLI\n"
-            "on the workspace DIR (default: the current directory). --max-calls: commands\n"
+            "begin, savepoint, rollback, commit, abort, status, on the workspace DIR (default:\n"
+            "the current directory). A run runs in the server's process, keeping the\n"
+            "workspace and its policy open (re-read when they change); other calls run\n"
+            "the txbox CLI, as every call does with --spawn. --max-calls: commands\n"
             "running at once (default %d; more wait their turn). Transactions begun in the\n"
             "session and still open when it ends are aborted, unless --keep-transactions.\n"
             "See docs/mcp.md.\n",
@@ -798,12 +954,13 @@ int cmd_mcp(int argc, char **argv)
         {"policy", required_argument, NULL, 'p'},
         {"max-calls", required_argument, NULL, 'm'},
         {"keep-transactions", no_argument, NULL, 'k'},
+        {"spawn", no_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *dir = ".", *policy = NULL;
     unsigned max_calls = MAX_CALLS_DEFAULT;
-    bool keep_txs = false;
+    bool keep_txs = false, spawn_only = false;
     int c;
     optind = 1;
     opterr = 0;
@@ -824,6 +981,9 @@ int cmd_mcp(int argc, char **argv)
         }
         case 'k':
             keep_txs = true;
+            break;
+        case 's':
+            spawn_only = true;
             break;
         case 'h':
             usage(stdout);
@@ -872,15 +1032,10 @@ int cmd_mcp(int argc, char **argv)
     close(devnull);
 
     signal(SIGPIPE, SIG_IGN);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    sigprocmask(SIG_BLOCK, &set, NULL);
-    s.sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (s.sig_fd < 0)
-        return cli_failf("mcp: signalfd: %s", strerror(errno));
+    if (catch_signals(&s.sig_fd) < 0)
+        return cli_failf("mcp: cannot catch signals: %s", strerror(errno));
+    if (!spawn_only)
+        s.res = resident_new(s.cfg.workspace, s.cfg.policy);
 
     s.begun = json_array();
     jrpc_framer_init(&s.framer, JRPC_MAX_LINE);
@@ -889,16 +1044,23 @@ int cmd_mcp(int argc, char **argv)
     int rc = loop(&s);
     while (s.calls) { /* only after an error: do not leave children behind */
         call *k = s.calls;
-        kill(k->pid, SIGTERM);
-        waitpid(k->pid, NULL, 0);
+        if (k->resident) {
+            k->cancel = 1;
+            pthread_join(k->th, NULL);
+        } else if (k->state == CALL_RUNNING) {
+            kill(k->pid, SIGTERM);
+            waitpid(k->pid, NULL, 0);
+        }
         unlink_call(&s, k);
         call_free(k);
     }
+    resident_free(s.res);
     abort_begun(&s);
     json_decref(s.begun);
     jrpc_framer_free(&s.framer);
     dbuf_free(&s.outq);
     close(s.sig_fd);
+    close(sig_w);
     close(s.in_fd);
     close(s.out_fd);
     free(s.cfg.workspace);

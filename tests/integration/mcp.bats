@@ -47,21 +47,12 @@ raw_case() {
 
 @test "mcp: SIGTERM to the server cancels a running command, which rolls back" {
     snap pre "$WS"
-    fifo="$BATS_TEST_TMPDIR/in"
-    mkfifo "$fifo"
-    "$TXBOX" mcp -C "$WS" <"$fifo" >"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/err" &
-    srv=$!
-    exec 7>"$fifo"
-    printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}' \
-        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo x > partial.txt; sleep 317"}}}' >&7
     # the sandboxed shell has started its sleep: the transaction is open
-    for _ in $(seq 1 300); do
-        pgrep -f '^sleep 317$' >/dev/null && break
-        sleep 0.1
-    done
-    pgrep -f '^sleep 317$' >/dev/null || fail "the command never started" "$(cat "$BATS_TEST_TMPDIR/err")"
-    kill -TERM "$srv"
-    wait "$srv"
+    mcp_running '^sleep 317$' \
+        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}' \
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo x > partial.txt; sleep 317"}}}'
+    kill -TERM "$SRV"
+    wait "$SRV"
     rc=$?
     exec 7>&-
     [ "$rc" = 0 ] || fail "server exit status $rc" "$(cat "$BATS_TEST_TMPDIR/err")"

@@ -305,3 +305,21 @@ probe_name() {
 pj() {
     printf '%s' "$output" | python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"
 }
+
+# mcp_running PATTERN LINE...: `txbox mcp -C $WS` in the background (its pid
+# in SRV, its stdin on fd 7, its stdout and stderr in $BATS_TEST_TMPDIR/out
+# and err) sent the LINEs, until a process matching PATTERN (pgrep -f) runs.
+mcp_running() {
+    local pattern="$1" fifo="$BATS_TEST_TMPDIR/in"
+    shift
+    mkfifo "$fifo"
+    "$TXBOX" mcp -C "$WS" <"$fifo" >"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/err" &
+    SRV=$!
+    exec 7>"$fifo"
+    printf '%s\n' "$@" >&7
+    for _ in $(seq 1 300); do
+        pgrep -f "$pattern" >/dev/null && return 0
+        sleep 0.1
+    done
+    fail "the command never started" "$(cat "$BATS_TEST_TMPDIR/err")"
+}
