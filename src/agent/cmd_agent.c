@@ -366,5 +366,12 @@ int cmd_agent(int argc, char **argv)
     cfg.ws = ws;
     if (cfg.policy && access(cfg.policy, R_OK) < 0)
         return cli_failf("agent: --policy %s: %s", cfg.policy, strerror(errno));
+    /* absolute: the file checked here is the one every command reads,
+     * whether it runs in this process or in a child started in ws */
+    _cleanup_free_ char *policy = cfg.policy ? realpath(cfg.policy, NULL) : NULL;
+    if (cfg.policy && !policy)
+        return cli_failf("agent: --policy %s: %s", cfg.policy, strerror(errno));
+    if (policy)
+        cfg.policy = policy;
     return agent_run(&cfg);
 }

@@ -3,6 +3,7 @@
  * run. Everything is recorded in WS/.txbox/agent/RUN-ID.json. */
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <strings.h>
 #include <sys/random.h>
@@ -11,6 +12,7 @@
 
 #include "../answer.h"
 #include "../cmds.h"
+#include "../resident.h"
 #include "agent.h"
 #include "textproto.h"
 #include "tools.h"
@@ -53,6 +55,7 @@ typedef struct agent {
     char run_id[48], started[32];
     int dirfd;       /* WS/.txbox/agent */
     char **env;      /* the children's environment: ours without the key */
+    resident *res;   /* the workspace and policy kept open for run_command */
     char *mtx;       /* the task's transaction (NULL with --no-transaction) */
     json_t *tx_info; /* summary.transaction: how it ended */
     /* how it ended */
@@ -311,6 +314,53 @@ static void stubborn_check(agent *a, const char *cmd, json_t *run, json_t *resul
     }
 }
 
+/* run_self for a `txbox run` command line (argv[1] "run"), run in this
+ * process through rs (resident.h) when it can be, with the same result:
+ * what the CLI would print and its exit status. The command gets envp as
+ * its environment and an empty signal mask, as a child would; its
+ * --timeout bounds it (deadline_s bounds a child only); *cancel rolls it
+ * back. */
+static int run_txbox(resident *rs, char *const argv[], char *const envp[], const char *dir, double deadline_s,
+                     volatile sig_atomic_t *cancel, child_result *res, txbox_error *err)
+{
+    int argc = 0;
+    while (argv[argc])
+        argc++;
+    struct run_args a = {0};
+    /* run_parse may write to its arguments (domain names to lower case) */
+    char **copy = xcalloc((size_t)argc + 1, sizeof *copy);
+    for (int i = 0; i < argc; i++)
+        copy[i] = xstrdup(argv[i]);
+    bool here = rs && argc > 1 && !strcmp(argv[1], "run") && run_parse(argc - 1, copy + 1, &a) == -1 &&
+                a.json && resident_can_run(rs, &a);
+    int rc = 0;
+    if (!here) {
+        rc = run_self(argv, envp, dir, deadline_s, cancel, res, err);
+    } else {
+        child_result_init(res);
+        /* what a child would have: envp as the environment (txbox_run
+         * reads environ), no signal blocked */
+        char **saved = environ;
+        sigset_t none, old;
+        sigemptyset(&none);
+        pthread_sigmask(SIG_SETMASK, &none, &old);
+        environ = (char **)envp;
+        char *out = NULL, *errtext = NULL;
+        res->status = resident_run(rs, &a, dir, 0, (volatile int *)cancel, &out, &errtext);
+        environ = saved;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        res->killed = cancel && *cancel;
+        dbuf_addstr(&res->out, out);
+        dbuf_addstr(&res->err, errtext);
+        free(out);
+        free(errtext);
+    }
+    for (int i = 0; i < argc; i++)
+        free(copy[i]);
+    free(copy);
+    return rc;
+}
+
 static json_t *do_run(agent *a, const char *cmd, json_t *action)
 {
     const agent_cfg *c = a->cfg;
@@ -345,7 +395,8 @@ static json_t *do_run(agent *a, const char *cmd, json_t *action)
     child_result cr;
     txbox_error err = {0};
     char *c1 = oneline(cmd);
-    if (run_self((char *const *)argv, a->env, c->ws, c->command_timeout_s + 60, &cancelled, &cr, &err) < 0) {
+    if (run_txbox(a->res, (char *const *)argv, a->env, c->ws, c->command_timeout_s + 60, &cancelled, &cr,
+                  &err) < 0) {
         child_result_free(&cr);
         count(a->by_outcome, "error");
         a->errors++;
@@ -1086,6 +1137,7 @@ int agent_run(const agent_cfg *cfg)
 
     make_run_id(&a);
     a.env = env_without(cfg->api_key_env);
+    a.res = resident_new(cfg->ws, cfg->policy);
     a.proto = cfg->protocol == PROTO_TEXT ? PROTO_TEXT : PROTO_TOOLS;
     a.messages = json_array();
     a.steps = json_array();
@@ -1150,6 +1202,7 @@ int agent_run(const agent_cfg *cfg)
     json_decref(a.by_outcome);
     json_decref(a.by_verdict);
     free(a.env);
+    resident_free(a.res);
     free(a.mtx);
     json_decref(a.tx_info);
     free(a.fallback);

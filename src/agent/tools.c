@@ -31,12 +31,17 @@ char **env_without(const char *drop)
     return e;
 }
 
+void child_result_init(child_result *r)
+{
+    memset(r, 0, sizeof *r);
+    dbuf_init(&r->out, CHILD_OUT_CAP);
+    dbuf_init(&r->err, CHILD_ERR_CAP);
+}
+
 int run_self(char *const argv[], char *const envp[], const char *dir, double deadline_s,
              volatile sig_atomic_t *cancel, child_result *res, txbox_error *err)
 {
-    memset(res, 0, sizeof *res);
-    dbuf_init(&res->out, CHILD_OUT_CAP);
-    dbuf_init(&res->err, CHILD_ERR_CAP);
+    child_result_init(res);
     struct self_child ch;
     if (self_spawn(argv, envp, -1, dir, -1, &ch, err) < 0)
         return -1;

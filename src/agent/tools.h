@@ -1,8 +1,10 @@
-/* The agent's tools, carried out by child txbox processes: run_command is
- * `/proc/self/exe run --json -C WS -c CMD` (argv, never a re-joined string),
- * undo is `/proc/self/exe undo --json -C WS [TX]`; the agent process never
- * enters the sandbox itself. Results are turned into the compact summaries
- * the model reads. */
+/* The agent's tools, carried out as txbox command lines: run_command is
+ * `run --json -C WS -c CMD` (argv, never a re-joined string), run in this
+ * process through the library (loop.c's run_txbox, resident.h); undo is `undo
+ * --json -C WS [TX]`, and the multi-command transaction's steps, run by
+ * child txbox processes (`/proc/self/exe`). The agent process never enters
+ * the sandbox itself: the library forks it. Results are turned into the
+ * compact summaries the model reads. */
 #ifndef TXBOX_AGENT_TOOLS_H
 #define TXBOX_AGENT_TOOLS_H
 
@@ -24,6 +26,8 @@ typedef struct child_result {
  * 5 s later. Returns 0 when the child ran (whatever its status). */
 MUST_CHECK int run_self(char *const argv[], char *const envp[], const char *dir, double deadline_s,
                         volatile sig_atomic_t *cancel, child_result *res, txbox_error *err);
+/* Empty, with the caps run_self uses. */
+void child_result_init(child_result *r);
 void child_result_free(child_result *r);
 
 /* A copy of environ without the variable `drop` (NULL: none), for the

@@ -121,8 +121,8 @@ stop_server() {
     wait "$SRV_PID" 2>/dev/null || true
 }
 
-# interrupt_agent CASE_TEXT: txbox agent --json against a server serving
-# CASE_TEXT, SIGTERM after 2 s; sets status, output.
+# interrupt_agent CASE_TEXT [FN]: txbox agent --json against a server serving
+# CASE_TEXT, SIGTERM after 2 s (after FN PID, when given); sets status, output.
 interrupt_agent() {
     printf '%s\n' "$1" >"$BATS_TEST_TMPDIR/int.case"
     start_server "$BATS_TEST_TMPDIR/int.case"
@@ -130,6 +130,7 @@ interrupt_agent() {
         --task t --timeout 60 --retries 0 >"$BATS_TEST_TMPDIR/int.out" 2>"$BATS_TEST_TMPDIR/int.err" </dev/null &
     local pid=$!
     sleep 2
+    [ -z "${2:-}" ] || "$2" "$pid"
     kill -TERM "$pid"
     status=0
     wait "$pid" || status=$?
@@ -159,6 +160,19 @@ interrupt_agent() {
     assert_json_field commands.total 1
     [ "$(jget commands.by_outcome.committed)" = 0 ] || fail "the interrupted command committed: $output"
     assert_tree pre "$WS"
+}
+
+# the agent's children while its command runs: no `txbox run` among them
+children_args() { ps -o args= --ppid "$1" >"$BATS_TEST_TMPDIR/children"; }
+
+@test "agent: run_command runs in the agent's process, not in a child txbox run" {
+    new_ws
+    interrupt_agent '--- reply
+{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"run_command","arguments":"{\"command\":\"echo x > new.txt; sleep 30\"}"}}]},"finish_reason":"tool_calls"}]}' children_args
+    assert_status 115
+    [ -s "$BATS_TEST_TMPDIR/children" ] || fail "no child while the command ran"
+    ! grep -q ' run --json' "$BATS_TEST_TMPDIR/children" ||
+        fail "a child txbox run:" "$(cat "$BATS_TEST_TMPDIR/children")"
 }
 
 @test "agent: SIGTERM after staged commands: the task's transaction is aborted, nothing applied, 115" {
