@@ -13,7 +13,7 @@
 
 #define TASK_FILE_CAP (256 * 1024)
 
-static void usage(FILE *f)
+static void usage(FILE *f, const char *name)
 {
     fprintf(f, "usage: txbox agent --endpoint URL --model NAME (--task TEXT | --task-file F)\n"
                "                   [-C DIR] [--max-steps N] [--token-budget N] [--api-key-env VAR]\n"
@@ -125,7 +125,6 @@ static int parse_agent(int argc, char **argv, agent_cfg *cfg, struct agent_args 
         O_TEMP,
         O_MAX_COMPLETION,
         O_RESULT_BYTES,
-        O_HELP,
         O_VERIFY,
         O_NO_TX,
     };
@@ -152,21 +151,18 @@ static int parse_agent(int argc, char **argv, agent_cfg *cfg, struct agent_args 
         {"temperature", required_argument, NULL, O_TEMP},
         {"max-completion-tokens", required_argument, NULL, O_MAX_COMPLETION},
         {"result-bytes", required_argument, NULL, O_RESULT_BYTES},
-        {"help", no_argument, NULL, O_HELP},
+        CLI_LONG_HELP,
         {"verify", required_argument, NULL, O_VERIFY},
         {"no-transaction", no_argument, NULL, O_NO_TX},
         {0},
     };
     uint64_t u;
     double d;
-    optind = 1;
-    opterr = 0;
+    cli_opts cli = {
+        .name = "agent", .help = usage, .shorts = "+C:h", .longs = opts, .argc = argc, .argv = argv};
     int c;
-    while ((c = getopt_long(argc, argv, "+C:h", opts, NULL)) != -1) {
+    while ((c = cli_opt_next(&cli)) >= 0) {
         switch (c) {
-        case 'C':
-            a->dir = optarg;
-            break;
         case O_ENDPOINT:
             cfg->endpoint = optarg;
             break;
@@ -268,17 +264,11 @@ static int parse_agent(int argc, char **argv, agent_cfg *cfg, struct agent_args 
         case O_NO_TX:
             cfg->per_command = true;
             break;
-        case 'h':
-        case O_HELP:
-            usage(stdout);
-            return 0;
-        default:
-            if (optopt)
-                return cli_failf("agent: option -%c is unknown or lacks its value (see 'txbox agent --help')",
-                                 optopt);
-            return cli_failf("agent: unknown option '%s' (see 'txbox agent --help')", argv[optind - 1]);
         }
     }
+    if (c == CLI_OPT_STOP)
+        return cli.status;
+    a->dir = cli.dir;
     if (optind < argc)
         return cli_failf("agent: unexpected argument '%s' (the task goes in --task)", argv[optind]);
     if (!cfg->endpoint)

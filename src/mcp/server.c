@@ -931,7 +931,7 @@ static int loop(server *s)
     }
 }
 
-static void usage(FILE *f)
+static void usage(FILE *f, const char *name)
 {
     fprintf(f,
             "usage: txbox mcp [-C DIR] [--policy FILE] [--max-calls N] [--keep-transactions]\n"
@@ -955,20 +955,17 @@ int cmd_mcp(int argc, char **argv)
         {"max-calls", required_argument, NULL, 'm'},
         {"keep-transactions", no_argument, NULL, 'k'},
         {"spawn", no_argument, NULL, 's'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        CLI_LONG_HELP,
+        {0},
     };
-    const char *dir = ".", *policy = NULL;
+    const char *policy = NULL;
     unsigned max_calls = MAX_CALLS_DEFAULT;
     bool keep_txs = false, spawn_only = false;
+    cli_opts cli = {
+        .name = "mcp", .help = usage, .shorts = "+C:h", .longs = opts, .argc = argc, .argv = argv};
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+C:h", opts, NULL)) != -1) {
+    while ((c = cli_opt_next(&cli)) >= 0) {
         switch (c) {
-        case 'C':
-            dir = optarg;
-            break;
         case 'p':
             policy = optarg;
             break;
@@ -985,14 +982,11 @@ int cmd_mcp(int argc, char **argv)
         case 's':
             spawn_only = true;
             break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            return cli_failf("mcp: unknown option or missing value '%s' (see 'txbox mcp --help')",
-                             argv[optind - 1]);
         }
     }
+    if (c == CLI_OPT_STOP)
+        return cli.status;
+    const char *dir = cli.dir;
     if (optind < argc)
         return cli_failf("mcp: unexpected argument '%s'", argv[optind]);
 

@@ -70,7 +70,7 @@ bad() {
     # with --json the error object on stdout; nothing changed.
     local sub
     for sub in run check recover log show diff undo gc begin savepoint rollback commit abort status \
-        review approve reject resolve setup; do
+        review approve reject resolve agent mcp setup; do
         if [ "$sub" = setup ]; then # setup writes an agent CLI's settings: no -C
             run --separate-stderr txbox_bin setup --no-such-option
         else
