@@ -1,0 +1,346 @@
+/* The write set of a commit as the audit log records it: every path with
+ * its type, mode, size and SHA-256, before and after; hashed beside the
+ * commit's sync (store_prep) or after the apply (recovery). */
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+
+#include <nettle/sha2.h>
+
+#include "safepath.h"
+#include "store.h"
+#include "store_int.h"
+
+/* ---- hashing ---- */
+
+int hash_file_at(int dirfd, const char *name, char hex[65], uint64_t *size)
+{
+    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        errno = EINVAL;
+        return -1;
+    }
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    struct sha256_ctx ctx;
+    sha256_init(&ctx);
+    /* on the stack: the write set may be hashed beside the commit, in a
+     * thread (store_prep); a thread-local buffer would be in every thread's
+     * static TLS, the proxy's small-stacked threads' too */
+    uint8_t buf[1 << 17];
+    uint64_t total = 0;
+    int rc = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf, sizeof buf);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = -1;
+            break;
+        }
+        if (r == 0)
+            break;
+        sha256_update(&ctx, (size_t)r, buf);
+        total += (uint64_t)r;
+    }
+    if (rc == 0) {
+        uint8_t md[SHA256_DIGEST_SIZE];
+        sha256_digest(&ctx, sizeof md, md);
+        for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+            snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        *size = total;
+    }
+    return rc;
+}
+
+void hash_bytes_hex(const void *p, size_t n, char hex[65])
+{
+    struct sha256_ctx ctx;
+    uint8_t md[SHA256_DIGEST_SIZE];
+    sha256_init(&ctx);
+    sha256_update(&ctx, n, p);
+    sha256_digest(&ctx, sizeof md, md);
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+/* ---- the write set of a commit ---- */
+
+struct ent {
+    char *sub;
+    struct side s;
+};
+
+struct ents {
+    struct ent *v;
+    size_t n, cap;
+    uint64_t bytes; /* regular file and symlink bytes, all of the tree */
+    bool truncated;
+};
+
+static char type_of(mode_t m)
+{
+    return S_ISREG(m)    ? 'f'
+           : S_ISDIR(m)  ? 'd'
+           : S_ISLNK(m)  ? 'l'
+           : S_ISFIFO(m) ? 'p'
+           : S_ISSOCK(m) ? 's'
+                         : '?';
+}
+
+static void describe(int dirfd, const char *name, const struct stat *st, struct side *s)
+{
+    memset(s, 0, sizeof *s);
+    s->type = type_of(st->st_mode);
+    s->mode = st->st_mode & 07777;
+    if (S_ISREG(st->st_mode)) {
+        s->size = (uint64_t)st->st_size;
+        s->hashed = hash_file_at(dirfd, name, s->hash, &s->size) == 0;
+    } else if (S_ISLNK(st->st_mode)) {
+        char t[PATH_MAX];
+        ssize_t n = readlinkat(dirfd, name, t, sizeof t);
+        if (n >= 0) {
+            s->size = (uint64_t)n;
+            hash_bytes_hex(t, (size_t)n, s->hash);
+            s->hashed = true;
+        }
+    }
+}
+
+static char *join_sub(const char *a, const char *b) { return *a ? xasprintf("%s/%s", a, b) : xstrdup(b); }
+
+/* Every entry of the tree dirfd/name into e (sub paths relative to it). */
+static void walk(int at, const char *name, const char *sub, struct ents *e, unsigned depth)
+{
+    struct stat st;
+    if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return;
+    if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
+        e->bytes += (uint64_t)st.st_size;
+    if (e->n >= ROWS_CAP) {
+        e->truncated = true;
+    } else {
+        if (e->n == e->cap) {
+            e->cap = e->cap ? e->cap * 2 : 16;
+            e->v = xrealloc(e->v, e->cap * sizeof *e->v);
+        }
+        struct ent *x = &e->v[e->n++];
+        x->sub = xstrdup(sub);
+        describe(at, name, &st, &x->s);
+    }
+    if (!S_ISDIR(st.st_mode) || depth > 4096)
+        return;
+    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    _cleanup_dir_ DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        _cleanup_free_ char *s = join_sub(sub, de->d_name);
+        walk(dirfd(d), de->d_name, s, e, depth + 1);
+    }
+}
+
+static void ents_free(struct ents *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        free(e->v[i].sub);
+    free(e->v);
+    memset(e, 0, sizeof *e);
+}
+
+static int ent_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct ent *)a)->sub, ((const struct ent *)b)->sub);
+}
+
+static void row_add(struct rows *r, const char *path, const char *sub, const char *kind, size_t op,
+                    const struct side *b, const struct side *a)
+{
+    if (r->n >= ROWS_CAP) {
+        r->dropped++;
+        return;
+    }
+    if (r->n == r->cap) {
+        r->cap = r->cap ? r->cap * 2 : 32;
+        r->v = xrealloc(r->v, r->cap * sizeof *r->v);
+    }
+    struct row *x = &r->v[r->n++];
+    memset(x, 0, sizeof *x);
+    x->path = *sub ? xasprintf("%s/%s", path, sub) : xstrdup(path);
+    x->sub = xstrdup(sub);
+    x->kind = kind;
+    x->op = op;
+    if (b)
+        x->b = *b;
+    if (a)
+        x->a = *a;
+}
+
+void store_rows_free(struct rows *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        free(r->v[i].path);
+        free(r->v[i].sub);
+    }
+    free(r->v);
+    memset(r, 0, sizeof *r);
+}
+
+static bool side_differs(const struct side *a, const struct side *b)
+{
+    if (a->type != b->type || a->mode != b->mode)
+        return true;
+    if (a->type == 'f' || a->type == 'l')
+        return a->size != b->size || a->hashed != b->hashed || strcmp(a->hash, b->hash);
+    return false;
+}
+
+/* Old tree o and new tree n of one operation, merged by sub path. */
+static void merge(struct rows *r, const char *path, size_t op, struct ents *o, struct ents *n)
+{
+    if (o->n)
+        qsort(o->v, o->n, sizeof *o->v, ent_cmp);
+    if (n->n)
+        qsort(n->v, n->n, sizeof *n->v, ent_cmp);
+    size_t i = 0, j = 0;
+    while (i < o->n || j < n->n) {
+        int c = i == o->n ? 1 : j == n->n ? -1 : strcmp(o->v[i].sub, n->v[j].sub);
+        if (c < 0) {
+            row_add(r, path, o->v[i].sub, "deleted", op, &o->v[i].s, NULL);
+            i++;
+        } else if (c > 0) {
+            row_add(r, path, n->v[j].sub, "added", op, NULL, &n->v[j].s);
+            j++;
+        } else {
+            struct side *b = &o->v[i].s, *a = &n->v[j].s;
+            if (b->type != a->type) {
+                row_add(r, path, o->v[i].sub, "deleted", op, b, NULL);
+                row_add(r, path, n->v[j].sub, "added", op, NULL, a);
+            } else if (side_differs(b, a)) {
+                row_add(r, path, o->v[i].sub, "modified", op, b, a);
+            }
+            i++;
+            j++;
+        }
+    }
+    if (o->truncated || n->truncated)
+        r->dropped++;
+}
+
+/* Every entry of the tree at path (beneath root) into e. */
+static void walk_path(int root, const char *path, struct ents *e)
+{
+    const char *base = NULL;
+    _cleanup_close_ int parent = safe_open_parent(root, path, &base);
+    if (parent >= 0)
+        walk(parent, base, "", e, 0);
+}
+
+/* The write set's rows. Before the apply (ahead): the old entries are at
+ * their paths in the workspace, the new ones at theirs in the upper
+ * (newfd). After it: the old ones in tx/ID/undo/N (undofd), the new ones
+ * in the workspace (newfd = ws->fd). The same files either way. */
+static void collect_rows(const struct tx_ops *ops, int wsfd, int undofd, bool ahead, int newfd,
+                         struct rows *r)
+{
+    for (size_t i = 0; i < ops->n; i++) {
+        const struct tx_op *o = &ops->v[i];
+        if (o->kind == OP_META) {
+            if (o->nw.mode != o->old.mode || o->nw.uid != o->old.uid || o->nw.gid != o->old.gid) {
+                struct side b = {.type = 'd', .mode = o->old.mode}, a = {.type = 'd', .mode = o->nw.mode};
+                row_add(r, o->path, "", "modified", i, &b, &a);
+            }
+            continue;
+        }
+        char un[32];
+        snprintf(un, sizeof un, "%zu", i);
+        struct ents old = {0}, nw = {0};
+        if (!ahead && undofd >= 0)
+            walk(undofd, un, "", &old, 0);
+        else if (ahead && (o->kind == OP_DELETE || o->had_old))
+            walk_path(wsfd, o->path, &old);
+        r->retained += old.bytes;
+        if (o->kind == OP_REPLACE)
+            walk_path(newfd, o->path, &nw);
+        merge(r, o->path, i, &old, &nw);
+        ents_free(&old);
+        ents_free(&nw);
+    }
+}
+
+void store_collect(txbox_ws *ws, int txfd, const struct tx_ops *ops, struct rows *r)
+{
+    _cleanup_close_ int undo = openat(txfd, "undo", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    collect_rows(ops, ws->fd, undo, false, ws->fd, r);
+}
+
+/* ---- the write set, hashed beside the commit ---- */
+
+struct store_prep {
+    pthread_t th;
+    bool running, done;
+    int wsfd, upper;
+    const struct tx_ops *ops;
+    struct rows rows;
+};
+
+static void *prep_main(void *arg)
+{
+    struct store_prep *p = arg;
+    collect_rows(p->ops, p->wsfd, -1, true, p->upper, &p->rows);
+    return NULL;
+}
+
+struct store_prep *store_prep_begin(txbox_ws *ws, int txfd, const struct tx_ops *ops)
+{
+    struct store_prep *p = xcalloc(1, sizeof *p);
+    p->wsfd = ws->fd;
+    p->ops = ops;
+    p->upper = openat(txfd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (p->upper < 0) { /* no upper (nothing new): the rows after the apply */
+        free(p);
+        return NULL;
+    }
+    p->running = thread_start(&p->th, prep_main, p) == 0;
+    return p;
+}
+
+void store_prep_wait(struct store_prep *p)
+{
+    if (!p || p->done)
+        return;
+    if (p->running)
+        pthread_join(p->th, NULL);
+    else /* no thread could be made: here, now */
+        collect_rows(p->ops, p->wsfd, -1, true, p->upper, &p->rows);
+    p->running = false;
+    p->done = true;
+}
+
+bool store_prep_take(struct store_prep *p, const struct tx_ops *ops, struct rows *rows)
+{
+    if (!p || !p->done || p->ops != ops)
+        return false;
+    *rows = p->rows;
+    memset(&p->rows, 0, sizeof p->rows);
+    return true;
+}
+
+void store_prep_free(struct store_prep *p)
+{
+    if (!p)
+        return;
+    store_prep_wait(p); /* a thread is never left reading */
+    store_rows_free(&p->rows);
+    close(p->upper);
+    free(p);
+}
