@@ -901,8 +901,6 @@ static void private_tmpdir(char **envp, const char *ws_path)
         }
 }
 
-static void early_cancelp(struct sb_early **e) { sb_early_cancel(*e); }
-
 /* A transaction that got an id and ends without its row in the audit log
  * (txbox failed: a commit refused before its commit point, ENOSPC on its
  * journal, a sandbox that could not be set up) gets one saying so, with
@@ -1020,334 +1018,431 @@ static bool take_status(txbox_result *r, const struct sb_status *st, bool root)
     return ok;
 }
 
-int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbox_error *err)
+/* What one txbox_run carries from step to step. */
+struct run {
+    txbox_ws *ws;
+    const txbox_run_opts *opts;
+    txbox_result *r;
+    uint64_t t0;
+    char *shell_path; /* the shell that runs a string (NULL for an argv) */
+    bool differs;     /* that shell reads the string otherwise than bash */
+    bool read_only;
+    /* net: the proxy (a rule or the caller granted network); host_net: the
+     * host's namespace, only when the caller asks for it */
+    bool net, host_net;
+    /* the proxy's allowlist: the defaults for --net, for an external
+     * effect's rule and for a network rule that names no domains; the
+     * domains of the rules that granted network */
+    bool net_defaults;
+    char rule_domains[sizeof((txbox_verdict *)0)->domains];
+    json_t *saga; /* external effects (saga.c) */
+    struct sb_early *early;
+    char *cwd, *hctx; /* history: where it ran, its context */
+    json_t *scrubbed;
+    char **envp;
+    const char **allow;
+    size_t n_allow;
+    struct np_config npc;
+    char **hide, **state_hide;
+    uint64_t max_write;
+    char *prog;
+    char dash_c[3];
+    char *shell_argv[4];
+    char **argv, **argv_copy;
+    int txfd, activefd, upperfd, workfd;
+    int pout[2], perr[2];
+    uint64_t base_gen;
+    bool use_copy;
+    struct cleaner cleaner;
+    struct sb_status st;
+    bool ok; /* the command succeeded (take_status) */
+    int effd;
+};
+
+/* What a run holds that outlives none of its returns. */
+static void run_release(struct run *c)
 {
-    *out = NULL;
-    uint64_t t0 = now_ns();
-    tx_marks_begin(t0);
+    free(c->shell_path);
+    saga_plan_freep(&c->saga);
+    sb_early_cancel(c->early);
+    free(c->cwd);
+    free(c->hctx);
+    free(c->envp);
+    free(c->allow);
+    free(c->prog);
+    free(c->argv_copy);
+}
+
+/* Options checked, the shell chosen, the result begun. */
+static int run_begin(struct run *c, txbox_error *err)
+{
+    const txbox_run_opts *opts = c->opts;
     if (validate(opts, err) < 0)
         return -1;
     /* the shell that runs a string, and whether it reads as bash does */
-    _cleanup_free_ char *shell_path = NULL;
     int posix;
-    if (run_shell(ws, opts, &shell_path, &posix, err) < 0)
+    if (run_shell(c->ws, opts, &c->shell_path, &posix, err) < 0)
         return -1;
-    bool differs = opts->shell && posix && sh_reads_differently(opts->shell);
-    txbox_result *r = result_new();
+    c->differs = opts->shell && posix && sh_reads_differently(opts->shell);
+    txbox_result *r = c->r = result_new();
     r->started = wall_time();
     r->tee_fd = opts->capture ? opts->tee_fd : 0;
     if (r->tee_fd > 0) /* the command never waits for the reader */
         fcntl(r->tee_fd, F_SETFL, fcntl(r->tee_fd, F_GETFL) | O_NONBLOCK);
-    if (shell_path)
-        r->shell = xstrdup(shell_path);
-    bool read_only = opts->read_only && !opts->multi; /* multi: its view */
-    /* net: the proxy (a rule or the caller granted network); host_net: the
-     * host's namespace, only when the caller asks for it */
-    bool net = opts->net == TXBOX_NET_PROXY, host_net = opts->net == TXBOX_NET_HOST;
-    /* the proxy's allowlist: the defaults for --net, for an external
-     * effect's rule and for a network rule that names no domains; the
-     * domains of the rules that granted network */
-    bool net_defaults = net;
-    char rule_domains[sizeof((txbox_verdict *)0)->domains] = "";
-    _cleanup_plan_ json_t *saga = NULL; /* external effects (saga.c) */
-    if (opts->policy) {
-        txbox_verdict v;
-        int pr = opts->shell ? txbox_policy_check(opts->policy, opts->shell, strlen(opts->shell), &v, err)
-                             : txbox_policy_check_argv(opts->policy, opts->argv, &v, err);
-        if (pr < 0) {
-            result_free(r);
-            return tx_err_ctx(err, "policy");
-        }
-        if (differs && v.verdict != TXBOX_VERDICT_UNSAFE) {
-            /* judged as bash, run by sh: never read-only on that word,
-             * never with a rule's network */
-            v.verdict = TXBOX_VERDICT_UNCERTAIN;
-            snprintf(v.rule, sizeof v.rule, "shell-sh");
-            snprintf(v.reason, sizeof v.reason,
-                     "%s reads this command otherwise than bash, as which the policy judged it", shell_path);
-            v.needs_network = 0;
-        }
-        r->verdict = xstrdup(txbox_verdict_name(v.verdict));
-        r->rule = xstrdup(v.rule);
-        r->reason = xstrdup(v.reason);
-        if (v.verdict == TXBOX_VERDICT_UNSAFE) {
-            r->suggestion = xstrdup(v.suggestion);
-            return blocked(ws, opts, r, t0, out, err);
-        }
-        if (v.verdict == TXBOX_VERDICT_SAFE && !opts->multi)
-            read_only = true;
-        if (v.needs_network) {
-            net = true;
-            net_defaults = net_defaults || v.default_domains;
-            memcpy(rule_domains, v.domains, sizeof rule_domains);
-        }
-        bool saga_net = false;
-        if (!read_only)
-            saga = saga_plan(opts->policy, opts->shell, opts->argv, &saga_net);
-        if (saga_net && !differs)
-            net = net_defaults = true;
-        /* and the domains of the rules that declared its external effects */
-        add_effect_domains(saga, rule_domains, sizeof rule_domains);
+    if (c->shell_path)
+        r->shell = xstrdup(c->shell_path);
+    c->read_only = opts->read_only && !opts->multi; /* multi: its view */
+    c->net = opts->net == TXBOX_NET_PROXY;
+    c->host_net = opts->net == TXBOX_NET_HOST;
+    c->net_defaults = c->net;
+    return 0;
+}
+
+/* The policy's verdict, into the result and the run's view and network:
+ * 1 when the command is unsafe (never run). */
+static int run_judge(struct run *c, txbox_error *err)
+{
+    const txbox_run_opts *opts = c->opts;
+    txbox_result *r = c->r;
+    if (!opts->policy)
+        return 0;
+    txbox_verdict v;
+    int pr = opts->shell ? txbox_policy_check(opts->policy, opts->shell, strlen(opts->shell), &v, err)
+                         : txbox_policy_check_argv(opts->policy, opts->argv, &v, err);
+    if (pr < 0)
+        return tx_err_ctx(err, "policy");
+    if (c->differs && v.verdict != TXBOX_VERDICT_UNSAFE) {
+        /* judged as bash, run by sh: never read-only on that word,
+         * never with a rule's network */
+        v.verdict = TXBOX_VERDICT_UNCERTAIN;
+        snprintf(v.rule, sizeof v.rule, "shell-sh");
+        snprintf(v.reason, sizeof v.reason,
+                 "%s reads this command otherwise than bash, as which the policy judged it", c->shell_path);
+        v.needs_network = 0;
     }
-    /* The sandbox's namespaces are made meanwhile, on the other CPU: by the
-     * time the transaction's directories and the command's environment are
-     * ready, init is waiting for them. Not before the verdict: a blocked
-     * command would pay for it (1.1 ms), and the network choice is known
-     * only now. On failure sb_run tries again and says why. */
-    __attribute__((cleanup(early_cancelp))) struct sb_early *early = NULL;
+    r->verdict = xstrdup(txbox_verdict_name(v.verdict));
+    r->rule = xstrdup(v.rule);
+    r->reason = xstrdup(v.reason);
+    if (v.verdict == TXBOX_VERDICT_UNSAFE) {
+        r->suggestion = xstrdup(v.suggestion);
+        return 1;
+    }
+    if (v.verdict == TXBOX_VERDICT_SAFE && !opts->multi)
+        c->read_only = true;
+    if (v.needs_network) {
+        c->net = true;
+        c->net_defaults = c->net_defaults || v.default_domains;
+        memcpy(c->rule_domains, v.domains, sizeof c->rule_domains);
+    }
+    bool saga_net = false;
+    if (!c->read_only)
+        c->saga = saga_plan(opts->policy, opts->shell, opts->argv, &saga_net);
+    if (saga_net && !c->differs)
+        c->net = c->net_defaults = true;
+    /* and the domains of the rules that declared its external effects */
+    add_effect_domains(c->saga, c->rule_domains, sizeof c->rule_domains);
+    return 0;
+}
+
+/* The sandbox's namespaces are made meanwhile, on the other CPU: by the
+ * time the transaction's directories and the command's environment are
+ * ready, init is waiting for them. Not before the verdict: a blocked
+ * command would pay for it (1.1 ms), and the network choice is known
+ * only now. On failure sb_run tries again and says why. */
+static void run_prestart(struct run *c)
+{
     txbox_error pe = {0};
-    if (sb_prestart(host_net, &early, &pe) < 0)
-        early = NULL;
-    r->backend = read_only ? "none" : opts->backend == TXBOX_BACKEND_COPY ? "copy" : "overlay";
-    size_t cap = opts->output_cap ? opts->output_cap : DEFAULT_OUTPUT_CAP;
+    if (sb_prestart(c->host_net, &c->early, &pe) < 0)
+        c->early = NULL;
+    txbox_result *r = c->r;
+    r->backend = c->read_only ? "none" : c->opts->backend == TXBOX_BACKEND_COPY ? "copy" : "overlay";
+    size_t cap = c->opts->output_cap ? c->opts->output_cap : DEFAULT_OUTPUT_CAP;
     dbuf_init(&r->out, cap);
     dbuf_init(&r->err, cap);
+}
 
-    _cleanup_free_ char *cwd = start_dir(ws, opts->cwd);
-    _cleanup_free_ char *hctx = store_context(ws, opts, cwd, r->started); /* history */
-    json_t *scrubbed = json_array();
-    _cleanup_free_ char **envp = confine_env(environ, opts->env_allow, scrubbed);
-    private_tmpdir(envp, ws->path);
+/* The command's world: its directory, environment, network allowlist,
+ * hidden paths, write budget and argv. */
+static void run_environment(struct run *c)
+{
+    txbox_ws *ws = c->ws;
+    const txbox_run_opts *opts = c->opts;
+    c->cwd = start_dir(ws, opts->cwd);
+    c->hctx = store_context(ws, opts, c->cwd, c->r->started); /* history */
+    c->scrubbed = json_array();
+    c->envp = confine_env(environ, opts->env_allow, c->scrubbed);
+    private_tmpdir(c->envp, ws->path);
     if (opts->shell)
-        shell_env(envp, scrubbed);
-    size_t n_allow = 0;
-    _cleanup_free_ const char **allow = NULL;
-    struct np_config npc = {0};
-    if (net && !host_net) {
-        char **pe2 = proxy_env(envp);
-        free(envp);
-        envp = pe2;
-        allow = proxy_allowlist(opts, net_defaults, rule_domains, &n_allow);
-        npc = (struct np_config){.allow = allow, .n_allow = n_allow};
+        shell_env(c->envp, c->scrubbed);
+    if (c->net && !c->host_net) {
+        char **pe2 = proxy_env(c->envp);
+        free(c->envp);
+        c->envp = pe2;
+        c->allow = proxy_allowlist(opts, c->net_defaults, c->rule_domains, &c->n_allow);
+        c->npc = (struct np_config){.allow = c->allow, .n_allow = c->n_allow};
     }
-    char **hide = tx_hidden_paths(opts->deny_read, opts->policy, ws->path);
+    c->hide = tx_hidden_paths(opts->deny_read, opts->policy, ws->path);
     /* txbox's state: this workspace known to those around it, theirs and
      * its own out of the command's reach, its own its owner's only */
     state_register_nested(ws);
     state_tighten_modes(ws);
-    char **state_hide = state_hidden_paths(ws);
+    c->state_hide = state_hidden_paths(ws);
     struct statvfs vfs;
-    uint64_t max_write = opts->max_write_bytes;
-    if (!max_write && fstatvfs(ws->fd, &vfs) == 0)
-        max_write = (uint64_t)vfs.f_bavail * vfs.f_frsize / 2;
-    _cleanup_free_ char *prog = NULL;
-    char dash_c[] = "-c";
-    char *shell_argv[] = {shell_path, dash_c, (char *)opts->shell, NULL};
-    char **argv = shell_argv;
-    _cleanup_free_ char **argv_copy = NULL;
+    c->max_write = opts->max_write_bytes;
+    if (!c->max_write && fstatvfs(ws->fd, &vfs) == 0)
+        c->max_write = (uint64_t)vfs.f_bavail * vfs.f_frsize / 2;
+    memcpy(c->dash_c, "-c", 3);
+    c->shell_argv[0] = c->shell_path;
+    c->shell_argv[1] = c->dash_c;
+    c->shell_argv[2] = (char *)opts->shell;
+    c->shell_argv[3] = NULL;
+    c->argv = c->shell_argv;
     if (!opts->shell) {
         size_t n = 0;
         while (opts->argv[n])
             n++;
-        argv_copy = xcalloc(n + 1, sizeof *argv_copy);
-        memcpy(argv_copy, opts->argv, n * sizeof *argv_copy);
-        prog = resolve_program(opts->argv[0]);
-        argv_copy[0] = prog;
-        argv = argv_copy;
+        c->argv_copy = xcalloc(n + 1, sizeof *c->argv_copy);
+        memcpy(c->argv_copy, opts->argv, n * sizeof *c->argv_copy);
+        c->prog = resolve_program(opts->argv[0]);
+        c->argv_copy[0] = c->prog;
+        c->argv = c->argv_copy;
     }
+}
 
-    int txfd = -1, activefd = -1, upperfd = -1, workfd = -1;
-    int pout[2] = {-1, -1}, perr[2] = {-1, -1};
-    uint64_t base_gen = 0;
-    bool use_copy = opts->backend == TXBOX_BACKEND_COPY && !read_only;
-    int rc = ws_new_tx(ws, &r->id, &txfd, &activefd, &base_gen, err);
-    if (rc < 0)
-        goto fail;
-    snprintf(r->txs, sizeof r->txs, "%llu", (unsigned long long)r->id);
+/* The transaction's id and directory. */
+static int run_new_tx(struct run *c, txbox_error *err)
+{
+    c->use_copy = c->opts->backend == TXBOX_BACKEND_COPY && !c->read_only;
+    if (ws_new_tx(c->ws, &c->r->id, &c->txfd, &c->activefd, &c->base_gen, err) < 0)
+        return -1;
+    snprintf(c->r->txs, sizeof c->r->txs, "%llu", (unsigned long long)c->r->id);
+    return 0;
+}
 
-retry:
-    if (use_copy) {
-        r->backend = "copy";
-        if ((rc = copy_begin(ws, txfd, &upperfd, err)) < 0)
-            goto fail;
-    } else if (!read_only) {
-        if ((upperfd = make_dir_fd(txfd, "upper", ws->fd, err)) < 0 ||
-            (workfd = make_dir_fd(txfd, "work", -1, err)) < 0) {
-            rc = -1;
-            goto fail;
-        }
-        /* .txbox/ is not part of the view: a whiteout over it (a 0/0
-         * character device, which the kernel lets any user make since 5.8).
-         * The command cannot see or reach the real one, and the scan ignores
-         * whatever it does at that name. */
-        int hid = mknodat(upperfd, TXBOX_STATE_DIR, S_IFCHR, 0);
-        if (hid < 0) {
-            rc = tx_errno(err, errno, "cannot hide %s from the command", TXBOX_STATE_DIR);
-            /* A filesystem that refuses whiteouts (overlayfs itself) cannot
-             * hold an overlay upper either. */
-            if (opts->allow_copy_fallback)
-                goto fallback;
-            goto fail;
-        }
+/* The command's view of the workspace: the copy backend's copy, or an
+ * overlay upper and work directory. 1: overlay cannot be used here, and
+ * the copy backend is allowed instead. */
+static int run_make_view(struct run *c, txbox_error *err)
+{
+    if (c->use_copy) {
+        c->r->backend = "copy";
+        return copy_begin(c->ws, c->txfd, &c->upperfd, err) < 0 ? -1 : 0;
     }
+    if (c->read_only)
+        return 0;
+    if ((c->upperfd = make_dir_fd(c->txfd, "upper", c->ws->fd, err)) < 0 ||
+        (c->workfd = make_dir_fd(c->txfd, "work", -1, err)) < 0)
+        return -1;
+    /* .txbox/ is not part of the view: a whiteout over it (a 0/0
+     * character device, which the kernel lets any user make since 5.8).
+     * The command cannot see or reach the real one, and the scan ignores
+     * whatever it does at that name. */
+    if (mknodat(c->upperfd, TXBOX_STATE_DIR, S_IFCHR, 0) < 0) {
+        tx_errno(err, errno, "cannot hide %s from the command", TXBOX_STATE_DIR);
+        /* A filesystem that refuses whiteouts (overlayfs itself) cannot
+         * hold an overlay upper either. */
+        return c->opts->allow_copy_fallback ? 1 : -1;
+    }
+    return 0;
+}
+
+/* The command, run in the sandbox; its status in c->st. 1: the overlay
+ * could not be mounted, and the copy backend is allowed instead. */
+static int run_sandbox(struct run *c, txbox_error *err)
+{
+    const txbox_run_opts *opts = c->opts;
+    txbox_result *r = c->r;
     char upper_rel[64], work_rel[64];
     snprintf(upper_rel, sizeof upper_rel, "%s/tx/%s/%s", TXBOX_STATE_DIR, r->txs,
-             use_copy ? "view" : "upper"); /* the copy backend's: its copy */
+             c->use_copy ? "view" : "upper"); /* the copy backend's: its copy */
     snprintf(work_rel, sizeof work_rel, "%s/tx/%s/work", TXBOX_STATE_DIR, r->txs);
     /* a compensation that captures from the output needs it: captured and passed through */
-    r->tee = !opts->capture && saga && saga_plan_needs_output(saga);
-    if ((opts->capture || r->tee) && (pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0)) {
-        rc = tx_errno(err, errno, "pipe");
-        goto fail;
-    }
-    struct cleaner cleaner = {.ws = ws};
+    r->tee = !opts->capture && c->saga && saga_plan_needs_output(c->saga);
+    if ((opts->capture || r->tee) && (pipe2(c->pout, O_CLOEXEC) < 0 || pipe2(c->perr, O_CLOEXEC) < 0))
+        return tx_errno(err, errno, "pipe");
+    c->cleaner = (struct cleaner){.ws = c->ws};
     struct sb_spec spec = {
-        .ws_path = ws->path,
-        .ws_fd = ws->fd,
-        .view = read_only  ? SB_VIEW_READONLY
-                : use_copy ? SB_VIEW_DIRECT
-                           : SB_VIEW_OVERLAY,
-        .upper_fd = upperfd,
-        .work_fd = workfd,
+        .ws_path = c->ws->path,
+        .ws_fd = c->ws->fd,
+        .view = c->read_only  ? SB_VIEW_READONLY
+                : c->use_copy ? SB_VIEW_DIRECT
+                              : SB_VIEW_OVERLAY,
+        .upper_fd = c->upperfd,
+        .work_fd = c->workfd,
         .upper_rel = upper_rel,
         .work_rel = work_rel,
         .lower_fd = opts->multi ? multi_layer_fd(opts->multi) : -1,
         .lower_rel = opts->multi ? multi_layer_rel(opts->multi) : NULL,
         .lower_work_fd = opts->multi ? multi_layer_work_fd(opts->multi) : -1,
         .lower_work_rel = opts->multi ? multi_layer_work_rel(opts->multi) : NULL,
-        .cwd = cwd,
-        .argv = argv,
-        .envp = envp,
-        .net = host_net,
-        .proxy = net && !host_net ? &npc : NULL,
+        .cwd = c->cwd,
+        .argv = c->argv,
+        .envp = c->envp,
+        .net = c->host_net,
+        .proxy = c->net && !c->host_net ? &c->npc : NULL,
         .in_fd = -1,
-        .out_fd = pout[1],
-        .err_fd = perr[1],
+        .out_fd = c->pout[1],
+        .err_fd = c->perr[1],
         .timeout_s = opts->timeout_s,
         .cancel = opts->cancel,
-        .limits = {.cpu_s = opts->cpu_seconds, .file_size = max_write},
+        .limits = {.cpu_s = opts->cpu_seconds, .file_size = c->max_write},
         .pids_max = opts->max_processes ? opts->max_processes : 4096,
         .memory_max = opts->memory_bytes ? opts->memory_bytes : 8ull << 30,
-        .max_write = max_write,
-        .hide = (const char *const *)hide,
-        .state_hide = (const char *const *)state_hide,
+        .max_write = c->max_write,
+        .hide = (const char *const *)c->hide,
+        .state_hide = (const char *const *)c->state_hide,
         .allow_degraded = opts->allow_degraded,
         .name = r->txs,
         .started = cleaner_start,
-        .started_arg = &cleaner,
-        .early = early, /* taken by sb_run */
+        .started_arg = &c->cleaner,
+        .early = c->early, /* taken by sb_run */
     };
-    early = NULL;
-    struct sb_status st;
-    int effd = opts->multi ? multi_txfd(opts->multi) : txfd; /* where its effects are recorded */
-    if (saga && (rc = saga_started(effd, saga, r->txs, err)) < 0)
-        goto fail;
-    rc = sb_run(&spec, pout[0], perr[0], pump, r, &st, err);
-    cleaner_stop(&cleaner);
-    tx_mark_at("prepare", st.t_clone);
-    tx_mark_at("clone->go", st.t_go);
-    tx_mark_at("go->started", st.t_started);
-    tx_mark_at("command", st.t_exited);
-    tx_mark_at("exited->reaped", st.t_reaped);
+    c->early = NULL;
+    c->effd = opts->multi ? multi_txfd(opts->multi) : c->txfd; /* where its effects are recorded */
+    if (c->saga && saga_started(c->effd, c->saga, r->txs, err) < 0)
+        return -1;
+    struct sb_status *st = &c->st;
+    int rc = sb_run(&spec, c->pout[0], c->perr[0], pump, r, st, err);
+    cleaner_stop(&c->cleaner);
+    tx_mark_at("prepare", st->t_clone);
+    tx_mark_at("clone->go", st->t_go);
+    tx_mark_at("go->started", st->t_started);
+    tx_mark_at("command", st->t_exited);
+    tx_mark_at("exited->reaped", st->t_reaped);
     /* sb_run closed the write ends; the read ends are ours. */
-    if (pout[0] >= 0)
-        close(pout[0]);
-    if (perr[0] >= 0)
-        close(perr[0]);
-    pout[0] = pout[1] = perr[0] = perr[1] = -1;
+    if (c->pout[0] >= 0)
+        close(c->pout[0]);
+    if (c->perr[0] >= 0)
+        close(c->perr[0]);
+    c->pout[0] = c->pout[1] = c->perr[0] = c->perr[1] = -1;
     if (rc < 0) {
-        json_decref(st.protections);
-        st.protections = NULL;
-        json_decref(st.network);
-        st.network = NULL;
-        if (!st.ran && st.overlay_failed && opts->allow_copy_fallback && !use_copy)
-            goto fallback;
-        goto fail;
+        json_decref(st->protections);
+        st->protections = NULL;
+        json_decref(st->network);
+        st->network = NULL;
+        if (!st->ran && st->overlay_failed && opts->allow_copy_fallback && !c->use_copy)
+            return 1;
+        return -1;
     }
-    r->protections = st.protections;
-    st.protections = NULL;
-    r->network = st.network ? st.network : json_pack("{s:s}", "mode", host_net ? "host" : "none");
-    st.network = NULL;
-    json_object_set(r->protections, "env_removed", scrubbed);
+    return 0;
+}
+
+/* What the sandbox reported, into the result; external effects recorded,
+ * and undone now if the command failed. */
+static int run_take_status(struct run *c, txbox_error *err)
+{
+    txbox_result *r = c->r;
+    struct sb_status *st = &c->st;
+    r->protections = st->protections;
+    st->protections = NULL;
+    r->network = st->network ? st->network : json_pack("{s:s}", "mode", c->host_net ? "host" : "none");
+    st->network = NULL;
+    json_object_set(r->protections, "env_removed", c->scrubbed);
     /* rules on effects judge the scanned write set of an overlay commit;
      * the copy backend (chosen, or allowed as a fallback) has none */
     json_object_set_new(r->protections, "effect_rules",
-                        json_string(read_only       ? "not needed (read-only)"
-                                    : !opts->policy ? "none (no policy)"
-                                    : use_copy      ? "not enforced (copy backend)"
-                                                    : "enforced at commit"));
-    bool ok = take_status(r, &st, ws->root);
-    /* external effects: recorded; undone now if the command failed */
-    if (saga && (rc = saga_after(ws, effd, saga, r, ok, opts->multi != NULL, txbox_run, err)) < 0)
-        goto fail;
+                        json_string(c->read_only       ? "not needed (read-only)"
+                                    : !c->opts->policy ? "none (no policy)"
+                                    : c->use_copy      ? "not enforced (copy backend)"
+                                                       : "enforced at commit"));
+    c->ok = take_status(r, st, c->ws->root);
+    if (c->saga && saga_after(c->ws, c->effd, c->saga, r, c->ok, c->opts->multi != NULL, txbox_run, err) < 0)
+        return -1;
+    return 0;
+}
 
-    if (read_only) {
+/* Commit or roll back, by backend. -2: failed past the commit point. */
+static int run_decide(struct run *c, txbox_error *err)
+{
+    txbox_ws *ws = c->ws;
+    txbox_result *r = c->r;
+    if (c->read_only) {
         /* killed at its deadline: a timeout like any other (status 124) */
-        r->outcome = st.timed_out ? TXBOX_OUTCOME_TIMED_OUT : TXBOX_OUTCOME_READ_ONLY;
-    } else if (use_copy) {
-        if (ok) {
-            rc = copy_commit(ws, txfd, &r->changes, CHANGES_CAP, err);
+        r->outcome = c->st.timed_out ? TXBOX_OUTCOME_TIMED_OUT : TXBOX_OUTCOME_READ_ONLY;
+    } else if (c->use_copy) {
+        int rc;
+        if (c->ok) {
+            rc = copy_commit(ws, c->txfd, &r->changes, CHANGES_CAP, err);
             r->outcome = TXBOX_OUTCOME_COMMITTED;
         } else {
-            rc = copy_rollback(ws, txfd, err);
-            r->outcome = st.timed_out ? TXBOX_OUTCOME_TIMED_OUT : TXBOX_OUTCOME_ROLLED_BACK;
+            rc = copy_rollback(ws, c->txfd, err);
+            r->outcome = c->st.timed_out ? TXBOX_OUTCOME_TIMED_OUT : TXBOX_OUTCOME_ROLLED_BACK;
         }
         if (rc < 0)
-            goto fail;
-    } else if (ok && opts->multi) {
-        if ((rc = multi_absorb(opts->multi, txfd, r, err)) < 0)
-            goto fail;
-    } else if (ok) {
+            return -1;
+    } else if (c->ok && c->opts->multi) {
+        if (multi_absorb(c->opts->multi, c->txfd, r, err) < 0)
+            return -1;
+    } else if (c->ok) {
         struct gitcfg_ctx gc = {.ws = ws,
-                                .txfd = txfd,
+                                .txfd = c->txfd,
                                 .txs = r->txs,
-                                .hide = (const char *const *)hide,
-                                .allow_degraded = opts->allow_degraded};
-        rc = overlay_commit(ws, r, txfd, upperfd, base_gen, hctx, opts->policy, max_write, &gc, err);
-        if (rc < 0) {
-            if (r->commit_point_passed) {
-                /* Past the commit point: leave the journal to recovery
-                 * (invariant I6); release the owner lock so that the next
-                 * txbox command on this workspace finishes the job. */
-                close(activefd);
-                activefd = -1;
-                close(txfd);
-                close(upperfd);
-                close(workfd);
-                tx_free_strv(hide);
-                tx_free_strv(state_hide);
-                json_decref(scrubbed);
-                result_free(r);
-                return -1;
-            }
-            goto fail;
-        }
+                                .hide = (const char *const *)c->hide,
+                                .allow_degraded = c->opts->allow_degraded};
+        if (overlay_commit(ws, r, c->txfd, c->upperfd, c->base_gen, c->hctx, c->opts->policy, c->max_write,
+                           &gc, err) < 0)
+            return r->commit_point_passed ? -2 : -1;
     } else {
-        r->outcome = st.timed_out ? TXBOX_OUTCOME_TIMED_OUT : TXBOX_OUTCOME_ROLLED_BACK;
+        r->outcome = c->st.timed_out ? TXBOX_OUTCOME_TIMED_OUT : TXBOX_OUTCOME_ROLLED_BACK;
     }
+    return 0;
+}
 
+/* Past the commit point: leave the journal to recovery (invariant I6);
+ * release the owner lock so that the next txbox command on this workspace
+ * finishes the job. */
+static int run_leave_to_recovery(struct run *c)
+{
+    close(c->activefd);
+    close(c->txfd);
+    close(c->upperfd);
+    close(c->workfd);
+    tx_free_strv(c->hide);
+    tx_free_strv(c->state_hide);
+    json_decref(c->scrubbed);
+    result_free(c->r);
+    run_release(c);
+    return -1;
+}
+
+/* The scratch directories discarded, the outcome recorded and logged, the
+ * transaction ended; retention, the trash and compaction kept bounded. */
+static void run_finish(struct run *c)
+{
+    txbox_ws *ws = c->ws;
+    txbox_result *r = c->r;
     tx_mark("decided");
     bool trashed = false;
     if (r->write_limit) /* its space back at once, not after the next command */
-        (void)tree_remove(txfd, "upper");
+        (void)tree_remove(c->txfd, "upper");
     else if (r->outcome != TXBOX_OUTCOME_CONFLICT && r->outcome != TXBOX_OUTCOME_HELD)
         trashed =
-            discard_dir(ws, txfd, "upper", r->txs,
-                        r->outcome == TXBOX_OUTCOME_COMMITTED && !opts->multi ? 0 : WS_TRASH_GRANT_DIRS);
+            discard_dir(ws, c->txfd, "upper", r->txs,
+                        r->outcome == TXBOX_OUTCOME_COMMITTED && !c->opts->multi ? 0 : WS_TRASH_GRANT_DIRS);
     /* a conflict's or held upper stays, kept aside */
-    trashed |= discard_dir(ws, txfd, "work", r->txs, WS_TRASH_GRANT_DIRS | WS_TRASH_GRANT_FILES);
+    trashed |= discard_dir(ws, c->txfd, "work", r->txs, WS_TRASH_GRANT_DIRS | WS_TRASH_GRANT_FILES);
     tx_mark("rm-upper");
-    tx_write_outcome(txfd, txbox_outcome_name(r->outcome));
+    tx_write_outcome(c->txfd, txbox_outcome_name(r->outcome));
     if (!r->changes)
         r->changes = json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted", "truncated", 0);
-    r->duration_ms = (double)(now_ns() - t0) / 1e6;
+    r->duration_ms = (double)(now_ns() - c->t0) / 1e6;
     r->overhead_ms = r->duration_ms - r->cmd_ms;
     if (!r->logged) {
         txbox_error le = {0};
-        _cleanup_free_ char *info = store_info(r, hctx); /* history: + command, cwd */
-        if (store_log(ws, r->id, txbox_outcome_name(r->outcome), info, NULL, txfd, &le) < 0)
+        _cleanup_free_ char *info = store_info(r, c->hctx); /* history: + command, cwd */
+        if (store_log(ws, r->id, txbox_outcome_name(r->outcome), info, NULL, c->txfd, &le) < 0)
             r->log_error = xstrdup(le.msg);
         tx_mark("log");
     }
-    if (upperfd >= 0)
-        close(upperfd);
-    if (workfd >= 0)
-        close(workfd);
-    close(txfd);
-    ws_end_tx(ws, r->id, activefd);
-    tx_free_strv(hide);
-    tx_free_strv(state_hide);
-    json_decref(scrubbed);
+    if (c->upperfd >= 0)
+        close(c->upperfd);
+    if (c->workfd >= 0)
+        close(c->workfd);
+    close(c->txfd);
+    ws_end_tx(ws, r->id, c->activefd);
+    tx_free_strv(c->hide);
+    tx_free_strv(c->state_hide);
+    json_decref(c->scrubbed);
     if (r->outcome == TXBOX_OUTCOME_COMMITTED && r->logged)
         history_autogc(ws); /* history: retention bounds */
     /* Bounded: when commands end too soon for the cleaner to keep up. */
@@ -1357,48 +1452,104 @@ retry:
     ws_compact_maybe(ws, r->id); /* every 64th: .txbox/tx/ stays bounded */
     tx_mark("end");
     tx_marks_print(stderr);
-    *out = r;
-    return 0;
+}
 
-fallback:
-    /* Overlay cannot be used on this workspace: the copy backend instead. */
-    r->fallback = xasprintf("overlay unavailable (%s); used the copy backend", err->msg);
-    (void)tree_remove(txfd, "upper");
-    (void)tree_remove(txfd, "work");
-    close(upperfd);
-    close(workfd);
-    upperfd = workfd = -1;
-    use_copy = true;
-    goto retry;
+/* Overlay cannot be used on this workspace: the copy backend instead. */
+static void run_fall_back(struct run *c, txbox_error *err)
+{
+    c->r->fallback = xasprintf("overlay unavailable (%s); used the copy backend", err->msg);
+    (void)tree_remove(c->txfd, "upper");
+    (void)tree_remove(c->txfd, "work");
+    close(c->upperfd);
+    close(c->workfd);
+    c->upperfd = c->workfd = -1;
+    c->use_copy = true;
+}
 
-fail:
-    /* Nothing was applied: discard this transaction's scratch space. */
-    if (txfd >= 0) {
-        if (use_copy && copy_recover_one(ws, txfd, NULL) < 0) {
+/* Nothing was applied: discard this transaction's scratch space. */
+static int run_fail(struct run *c, txbox_error *err)
+{
+    txbox_ws *ws = c->ws;
+    txbox_result *r = c->r;
+    if (c->txfd >= 0) {
+        if (c->use_copy && copy_recover_one(ws, c->txfd, NULL) < 0) {
             tx_err_ctx(err, "and the snapshot could not be restored");
             tx_remedy(err, TXBOX_REMEDY_RECOVER, NULL);
         }
-        (void)tree_remove(txfd, "upper");
-        (void)tree_remove(txfd, "work");
-        tx_write_outcome(txfd, "failed");
-        log_failed(ws, r, txfd, hctx, err);
-        close(txfd);
+        (void)tree_remove(c->txfd, "upper");
+        (void)tree_remove(c->txfd, "work");
+        tx_write_outcome(c->txfd, "failed");
+        log_failed(ws, r, c->txfd, c->hctx, err);
+        close(c->txfd);
     }
     for (int i = 0; i < 2; i++) {
-        if (pout[i] >= 0)
-            close(pout[i]);
-        if (perr[i] >= 0)
-            close(perr[i]);
+        if (c->pout[i] >= 0)
+            close(c->pout[i]);
+        if (c->perr[i] >= 0)
+            close(c->perr[i]);
     }
-    if (upperfd >= 0)
-        close(upperfd);
-    if (workfd >= 0)
-        close(workfd);
+    if (c->upperfd >= 0)
+        close(c->upperfd);
+    if (c->workfd >= 0)
+        close(c->workfd);
     if (r->id)
-        ws_end_tx(ws, r->id, activefd);
-    tx_free_strv(hide);
-    tx_free_strv(state_hide);
-    json_decref(scrubbed);
+        ws_end_tx(ws, r->id, c->activefd);
+    tx_free_strv(c->hide);
+    tx_free_strv(c->state_hide);
+    json_decref(c->scrubbed);
     result_free(r);
+    run_release(c);
     return -1;
+}
+
+int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbox_error *err)
+{
+    *out = NULL;
+    struct run c = {.ws = ws,
+                    .opts = opts,
+                    .t0 = now_ns(),
+                    .txfd = -1,
+                    .activefd = -1,
+                    .upperfd = -1,
+                    .workfd = -1,
+                    .pout = {-1, -1},
+                    .perr = {-1, -1}};
+    tx_marks_begin(c.t0);
+    if (run_begin(&c, err) < 0) {
+        run_release(&c);
+        return -1;
+    }
+    int j = run_judge(&c, err);
+    if (j != 0) {
+        run_release(&c);
+        if (j > 0)
+            return blocked(ws, opts, c.r, c.t0, out, err);
+        result_free(c.r);
+        return -1;
+    }
+    run_prestart(&c);
+    run_environment(&c);
+    if (run_new_tx(&c, err) < 0)
+        return run_fail(&c, err);
+    for (;;) {
+        int v = run_make_view(&c, err);
+        if (v == 0)
+            v = run_sandbox(&c, err);
+        if (v < 0)
+            return run_fail(&c, err);
+        if (v == 0)
+            break;
+        run_fall_back(&c, err);
+    }
+    if (run_take_status(&c, err) < 0)
+        return run_fail(&c, err);
+    int d = run_decide(&c, err);
+    if (d == -2)
+        return run_leave_to_recovery(&c);
+    if (d < 0)
+        return run_fail(&c, err);
+    run_finish(&c);
+    run_release(&c);
+    *out = c.r;
+    return 0;
 }
