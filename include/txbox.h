@@ -92,6 +92,14 @@ TXBOX_API TXBOX_MUST_CHECK int txbox_ws_open(const char *dir, unsigned flags, tx
                                              txbox_error *err);
 TXBOX_API void txbox_ws_close(txbox_ws *ws);
 TXBOX_API const char *txbox_ws_path(const txbox_ws *ws);
+/* Empties the workspace's trash (the scratch directories of ended
+ * transactions: a rolled-back command's upper with everything it wrote)
+ * in a detached process, at idle priority, and returns at once: for a
+ * front that exits after one transaction (the CLI), so that the removal
+ * is no part of the command's time. Nothing to do when the trash is
+ * empty. A front that lives on needs none: each transaction empties the
+ * trash while its command runs. */
+TXBOX_API void txbox_ws_clean_detached(txbox_ws *ws);
 /* The name of dir's filesystem when it is one that cannot hold an overlay's
  * upper directory (the overlay backend keeps the transaction's upper in
  * dir/.txbox/, on the workspace's filesystem): "overlayfs", "FUSE", "NFS"...

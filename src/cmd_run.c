@@ -339,6 +339,7 @@ static int run_in_workspace(struct run_args *a, txbox_result **r, txbox_error *e
     a->ro.multi = multi;
     int rc = txbox_run(ws, &a->ro, r, err);
     txbox_multi_close(multi);
+    txbox_ws_clean_detached(ws); /* the process ends here: the trash's removal after it */
     txbox_ws_close(ws);
     /* The process ends here: freeing the policy's thousands of blocks would
      * write to every heap page again, and each write is a page fault (the

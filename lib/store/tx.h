@@ -80,7 +80,9 @@ bool ws_tx_owner_dead(txbox_ws *ws, uint64_t id);
 
 /* The trash, .txbox/trash/: the scratch directories of ended transactions
  * (an overlay's upper and work directory), moved there whole by one rename
- * and removed later, while a later command runs. Removing a directory is
+ * and removed later: by a detached process once the CLI's txbox has
+ * ended (txbox_ws_clean_detached), else while a later command runs, or by
+ * gc: no result waits for it. Removing a directory is
  * mostly waiting, not work: on ext4 mounted with discard (this project's
  * machines) the freed block is discarded synchronously at the directory's
  * last close, about 0.2 ms each, so removing the upper of a ten-file

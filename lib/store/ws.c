@@ -1,7 +1,11 @@
 /* A workspace and its state directory, .txbox/; crash recovery. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <sys/prctl.h>
 #include <sys/file.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
@@ -528,10 +532,9 @@ static int trash_cmp(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id ? 1 : strcmp(x->name, y->name);
 }
 
-void ws_trash_clean(txbox_ws *ws, const atomic_bool *stop, size_t keep)
+static void trash_clean_at(int td, const atomic_bool *stop, size_t keep)
 {
-    _cleanup_close_ int td = openat(ws->sfd, "trash", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (td < 0 || flock(td, LOCK_EX | LOCK_NB) < 0)
+    if (flock(td, LOCK_EX | LOCK_NB) < 0)
         return;
     _cleanup_dir_ DIR *d = opendir_at(td, ".");
     _cleanup_free_ struct trash_entry *v = NULL;
@@ -563,4 +566,81 @@ void ws_trash_clean(txbox_ws *ws, const atomic_bool *stop, size_t keep)
     qsort(v, n, sizeof *v, trash_cmp);
     for (size_t i = 0; i < n - keep && !(stop && atomic_load(stop)); i++)
         (void)tree_remove_until(td, v[i].name, stop);
+}
+
+void ws_trash_clean(txbox_ws *ws, const atomic_bool *stop, size_t keep)
+{
+    _cleanup_close_ int td = openat(ws->sfd, "trash", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (td >= 0)
+        trash_clean_at(td, stop, keep);
+}
+
+/* The detached cleaner: a grandchild in a session of its own (no signal
+ * of the caller's terminal or process group reaches it), its standard
+ * streams on /dev/null and every other descriptor closed but the trash's
+ * (a caller reading our output sees its end at once; no lock of ours
+ * outlives us), at idle priority: the next command comes first. Killed
+ * midway it leaves part of a tree in the trash, which the next cleaner
+ * removes. */
+/* This process's command line (what ps and pgrep -f read) becomes title:
+ * written over the argument strings in place (their range from
+ * /proc/self/stat, fields 48 and 49), so that the cleaner is never taken
+ * for the command it outlives (a caller that looks for processes by the
+ * command's text). */
+static void retitle(const char *title)
+{
+    char b[2048];
+    _cleanup_close_ int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, b, sizeof b - 1) : -1;
+    if (n <= 0)
+        return;
+    b[n] = 0;
+    char *p = strrchr(b, ')'); /* after the name, which may hold spaces */
+    unsigned long long start = 0, end = 0;
+    for (int field = 2; p && field < 49; field++) {
+        p = strchr(p + 1, ' ');
+        if (p && field == 47)
+            start = strtoull(p + 1, NULL, 10);
+        else if (p && field == 48)
+            end = strtoull(p + 1, NULL, 10);
+    }
+    if (!start || end <= start || end - start > (1u << 21))
+        return;
+    memset((char *)(uintptr_t)start, 0, (size_t)(end - start));
+    snprintf((char *)(uintptr_t)start, (size_t)(end - start), "%s", title);
+    (void)prctl(PR_SET_NAME, "txbox-trash");
+}
+
+static void trash_clean_detached(int td)
+{
+    if (setsid() < 0 || fork() != 0)
+        _exit(0);
+    retitle("txbox: emptying the trash");
+    int keep = fcntl(td, F_DUPFD_CLOEXEC, 3);
+    int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (keep < 0 || nul < 0)
+        _exit(0);
+    for (int i = 0; i < 3; i++)
+        (void)dup2(nul, i);
+    (void)syscall(SYS_close_range, 3, (unsigned)keep - 1, 0);
+    (void)syscall(SYS_close_range, (unsigned)keep + 1, ~0u, 0);
+    struct sched_param sp = {0};
+    (void)sched_setscheduler(0, SCHED_IDLE, &sp);
+    (void)syscall(SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */, 0, 3 << 13 /* IOPRIO_CLASS_IDLE */);
+    trash_clean_at(keep, NULL, 0);
+    _exit(0);
+}
+
+void txbox_ws_clean_detached(txbox_ws *ws)
+{
+    if (!ws || !ws_trash_has_entries(ws))
+        return;
+    _cleanup_close_ int td = openat(ws->sfd, "trash", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (td < 0)
+        return;
+    pid_t pid = fork();
+    if (pid == 0)
+        trash_clean_detached(td);
+    if (pid > 0)
+        (void)waitpid(pid, NULL, 0); /* the child: gone as soon as it forked */
 }

@@ -337,34 +337,53 @@ printf "\000\001\002" >bin.dat; setfattr -n user.new -v v xattr.txt; rm fifo'
 
 @test "trash: an ended transaction's scratch is removed while a later command runs, never under another cleaner's lock" {
     commit 'printf "one\n" >>README'
-    [ -d "$WS/.txbox/trash/1.upper" ] && [ -d "$WS/.txbox/trash/1.work" ] || fail "trash: $(ls -A "$WS/.txbox/trash")"
-    [ ! -e "$WS/.txbox/tx/1/upper" ] || fail "the upper is still in tx/1"
-    mkdir "$WS/.txbox/trash/not-ours"
-    snap s "$WS" --mtime
-    # another process cleaning (it holds the trash's lock): nothing removed
+    # another process cleaning (it holds the trash's lock): nothing removed,
+    # neither by the run's detached cleaner nor by the next run's
     exec 9<"$WS/.txbox/trash"
     flock 9
+    commit 'printf "two\n" >>README'
+    [ -d "$WS/.txbox/trash/2.upper" ] && [ -d "$WS/.txbox/trash/2.work" ] || fail "trash: $(ls -A "$WS/.txbox/trash")"
+    [ ! -e "$WS/.txbox/tx/2/upper" ] || fail "the upper is still in tx/2"
+    mkdir "$WS/.txbox/trash/not-ours"
+    snap s "$WS" --mtime
     tx -c 'sleep 0.3'
     assert_status 0
-    [ -d "$WS/.txbox/trash/1.upper" ] || fail "removed under another cleaner's lock"
+    [ -d "$WS/.txbox/trash/2.upper" ] || fail "removed under another cleaner's lock"
     exec 9<&-
     tx -c 'sleep 0.3'
     assert_status 0
-    [ ! -e "$WS/.txbox/trash/1.upper" ] && [ ! -e "$WS/.txbox/trash/1.work" ] ||
+    [ ! -e "$WS/.txbox/trash/2.upper" ] && [ ! -e "$WS/.txbox/trash/2.work" ] ||
         fail "not removed while the command ran: $(ls -A "$WS/.txbox/trash")"
     [ -d "$WS/.txbox/trash/not-ours" ] || fail "removed an entry that is not txbox's"
     assert_tree s "$WS" --mtime
     # a rolled-back upper with a directory its command made unwritable:
     # still removable by the workspace's owner (so is overlay's mode-000
     # work/work)
+    exec 9<"$WS/.txbox/trash"
+    flock 9
     tx -c 'mkdir -p locked/in && touch locked/in/f && chmod 000 locked/in locked; exit 1'
     assert_status 1
-    [ -d "$WS/.txbox/trash/4.upper/locked" ] || fail "trash: $(ls -A "$WS/.txbox/trash")"
-    cp -a "$WS/.txbox/trash/4.work" "$BATS_TEST_TMPDIR/work-copy" || fail "overlay's work scratch is unreadable"
+    [ -d "$WS/.txbox/trash/5.upper/locked" ] || fail "trash: $(ls -A "$WS/.txbox/trash")"
+    cp -a "$WS/.txbox/trash/5.work" "$BATS_TEST_TMPDIR/work-copy" || fail "overlay's work scratch is unreadable"
+    exec 9<&-
     h gc
     assert_status 0
     [ -z "$(ls "$WS/.txbox/trash" | grep -v not-ours)" ] || fail "gc left: $(ls -A "$WS/.txbox/trash")"
     rm -rf "$WS/.txbox/trash" || fail "the trash cannot be removed by its owner"
+}
+
+@test "trash: a rolled-back command's upper is removed after txbox exits, by a detached process" {
+    snap s "$WS" --mtime
+    tx -c 'mkdir -p d && for i in $(seq 300); do echo $i >d/$i; done; exit 1'
+    assert_status 1
+    # no later command: the run's own detached cleaner removes it
+    local i
+    for i in $(seq 100); do
+        [ -z "$(ls -A "$WS/.txbox/trash")" ] && break
+        sleep 0.1
+    done
+    [ -z "$(ls -A "$WS/.txbox/trash")" ] || fail "still in the trash: $(ls -A "$WS/.txbox/trash")"
+    assert_tree s "$WS" --mtime
 }
 
 @test "trash: never more than 16 entries after a run, the oldest removed first" {
