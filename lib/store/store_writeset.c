@@ -3,6 +3,7 @@
  * commit's sync (store_prep) or after the apply (recovery). */
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 
 #include <nettle/sha2.h>
@@ -13,11 +14,9 @@
 
 /* ---- hashing ---- */
 
-int hash_file_at(int dirfd, const char *name, char hex[65], uint64_t *size)
+/* SHA-256 of the regular file open as fd (hex) and its size. */
+static int hash_fd(int fd, char hex[65], uint64_t *size)
 {
-    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0)
-        return -1;
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         errno = EINVAL;
@@ -55,6 +54,12 @@ int hash_file_at(int dirfd, const char *name, char hex[65], uint64_t *size)
     return rc;
 }
 
+int hash_file_at(int dirfd, const char *name, char hex[65], uint64_t *size)
+{
+    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    return fd < 0 ? -1 : hash_fd(fd, hex, size);
+}
+
 void hash_bytes_hex(const void *p, size_t n, char hex[65])
 {
     struct sha256_ctx ctx;
@@ -71,6 +76,7 @@ void hash_bytes_hex(const void *p, size_t n, char hex[65])
 struct ent {
     char *sub;
     struct side s;
+    bool deferred; /* a regular file, its hash left to hash_deferred */
 };
 
 struct ents {
@@ -78,6 +84,10 @@ struct ents {
     size_t n, cap;
     uint64_t bytes; /* regular file and symlink bytes, all of the tree */
     bool truncated;
+    /* the tree's root, base beneath root: where hash_deferred opens its
+     * files again (root -1: hashed as the walk finds them) */
+    int root;
+    const char *base;
 };
 
 static char type_of(mode_t m)
@@ -90,14 +100,15 @@ static char type_of(mode_t m)
                          : '?';
 }
 
-static void describe(int dirfd, const char *name, const struct stat *st, struct side *s)
+static void describe(int dirfd, const char *name, const struct stat *st, struct side *s, bool defer)
 {
     memset(s, 0, sizeof *s);
     s->type = type_of(st->st_mode);
     s->mode = st->st_mode & 07777;
     if (S_ISREG(st->st_mode)) {
         s->size = (uint64_t)st->st_size;
-        s->hashed = hash_file_at(dirfd, name, s->hash, &s->size) == 0;
+        if (!defer)
+            s->hashed = hash_file_at(dirfd, name, s->hash, &s->size) == 0;
     } else if (S_ISLNK(st->st_mode)) {
         char t[PATH_MAX];
         ssize_t n = readlinkat(dirfd, name, t, sizeof t);
@@ -128,7 +139,10 @@ static void walk(int at, const char *name, const char *sub, struct ents *e, unsi
         }
         struct ent *x = &e->v[e->n++];
         x->sub = xstrdup(sub);
-        describe(at, name, &st, &x->s);
+        /* a file's hash is left for later where its path can be opened
+         * again from the tree's root (hash_deferred) */
+        x->deferred = S_ISREG(st.st_mode) && e->root >= 0 && strlen(e->base) + strlen(sub) + 2 < PATH_MAX;
+        describe(at, name, &st, &x->s, x->deferred);
     }
     if (!S_ISDIR(st.st_mode) || depth > 4096)
         return;
@@ -240,18 +254,105 @@ static void merge(struct rows *r, const char *path, size_t op, struct ents *o, s
 static void walk_path(int root, const char *path, struct ents *e)
 {
     const char *base = NULL;
+    e->root = root;
+    e->base = path;
     _cleanup_close_ int parent = safe_open_parent(root, path, &base);
     if (parent >= 0)
         walk(parent, base, "", e, 0);
 }
 
+/* ---- the files' hashes, in two threads ----
+ *
+ * The walks leave the hash of each regular file for later (ent.deferred);
+ * then the files are hashed by this thread and one more, each taking the
+ * next file in turn: a write set of many files is mostly system calls
+ * (open, read, close), which the two CPUs of a small machine do side by
+ * side while the commit's main thread waits for its sync. A file is
+ * opened again by its path beneath its tree's root (safe_openat: no
+ * symlink, no escape), as the walk found it: nothing else writes the
+ * upper, and the workspace is under the workspace lock. A file that
+ * cannot be opened so has no hash, as one the walk could not read. */
+#define HASH_THREAD_MIN 64 /* files; fewer are hashed by this thread alone */
+
+struct hash_job {
+    struct ent *e;
+    const struct ents *tree;
+};
+
+struct hash_jobs {
+    struct hash_job *v;
+    size_t n;
+    atomic_size_t next;
+};
+
+static void hash_job(const struct hash_job *j)
+{
+    struct ent *e = j->e;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, *e->sub ? "%s/%s" : "%s", j->tree->base, e->sub);
+    _cleanup_close_ int fd = safe_openat(j->tree->root, path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0);
+    e->s.hashed = fd >= 0 && hash_fd(fd, e->s.hash, &e->s.size) == 0;
+}
+
+static void *hash_worker(void *arg)
+{
+    struct hash_jobs *q = arg;
+    for (size_t i; (i = atomic_fetch_add(&q->next, 1)) < q->n;)
+        hash_job(&q->v[i]);
+    return NULL;
+}
+
+static void hash_deferred(struct ents *trees, size_t ntrees)
+{
+    struct hash_jobs q = {0};
+    size_t cap = 0;
+    for (size_t t = 0; t < ntrees; t++)
+        for (size_t k = 0; k < trees[t].n; k++) {
+            if (!trees[t].v[k].deferred)
+                continue;
+            if (q.n == cap)
+                q.v = xrealloc(q.v, (cap = cap ? cap * 2 : 64) * sizeof *q.v);
+            q.v[q.n++] = (struct hash_job){.e = &trees[t].v[k], .tree = &trees[t]};
+        }
+    atomic_init(&q.next, 0);
+    pthread_t th;
+    bool two = q.n >= HASH_THREAD_MIN && thread_start(&th, hash_worker, &q) == 0;
+    hash_worker(&q);
+    if (two)
+        pthread_join(th, NULL);
+    free(q.v);
+}
+
 /* The write set's rows. Before the apply (ahead): the old entries are at
  * their paths in the workspace, the new ones at theirs in the upper
  * (newfd). After it: the old ones in tx/ID/undo/N (undofd), the new ones
- * in the workspace (newfd = ws->fd). The same files either way. */
+ * in the workspace (newfd = ws->fd). The same files either way. Every
+ * operation's trees are walked first, their files hashed together
+ * (hash_deferred), then merged into rows in the operations' order. */
 static void collect_rows(const struct tx_ops *ops, int wsfd, int undofd, bool ahead, int newfd,
                          struct rows *r)
 {
+    /* trees[2i]: operation i's old tree, trees[2i+1]: its new one */
+    struct ents *trees = xcalloc(2 * ops->n + 1, sizeof *trees);
+    char(*un)[32] = xcalloc(ops->n + 1, sizeof *un);
+    for (size_t i = 0; i < ops->n; i++) {
+        const struct tx_op *o = &ops->v[i];
+        struct ents *old = &trees[2 * i], *nw = &trees[2 * i + 1];
+        old->root = nw->root = -1;
+        if (o->kind == OP_META)
+            continue;
+        snprintf(un[i], sizeof un[i], "%zu", i);
+        if (!ahead && undofd >= 0) {
+            old->root = undofd;
+            old->base = un[i];
+            walk(undofd, un[i], "", old, 0);
+        } else if (ahead && (o->kind == OP_DELETE || o->had_old)) {
+            walk_path(wsfd, o->path, old);
+        }
+        if (o->kind == OP_REPLACE)
+            walk_path(newfd, o->path, nw);
+    }
+    hash_deferred(trees, 2 * ops->n);
     for (size_t i = 0; i < ops->n; i++) {
         const struct tx_op *o = &ops->v[i];
         if (o->kind == OP_META) {
@@ -261,20 +362,13 @@ static void collect_rows(const struct tx_ops *ops, int wsfd, int undofd, bool ah
             }
             continue;
         }
-        char un[32];
-        snprintf(un, sizeof un, "%zu", i);
-        struct ents old = {0}, nw = {0};
-        if (!ahead && undofd >= 0)
-            walk(undofd, un, "", &old, 0);
-        else if (ahead && (o->kind == OP_DELETE || o->had_old))
-            walk_path(wsfd, o->path, &old);
-        r->retained += old.bytes;
-        if (o->kind == OP_REPLACE)
-            walk_path(newfd, o->path, &nw);
-        merge(r, o->path, i, &old, &nw);
-        ents_free(&old);
-        ents_free(&nw);
+        r->retained += trees[2 * i].bytes;
+        merge(r, o->path, i, &trees[2 * i], &trees[2 * i + 1]);
+        ents_free(&trees[2 * i]);
+        ents_free(&trees[2 * i + 1]);
     }
+    free(trees);
+    free(un);
 }
 
 void store_collect(txbox_ws *ws, int txfd, const struct tx_ops *ops, struct rows *r)
