@@ -55,6 +55,16 @@ MUST_CHECK int ws_roll_forward_locked(txbox_ws *ws, json_t *done, json_t *failed
  * (tx/T/undo/N). No-op for other transactions. */
 MUST_CHECK int undo_unstage(txbox_ws *ws, int txfd, txbox_error *err);
 
+/* Hashes known before a commit's write set is collected: the effect rules
+ * read each new file of the upper whole (up to their content cap) and note
+ * its SHA-256 here (store_hash_note: data, len bytes, all of the file st
+ * describes), so that the audit log's rows (store_prep) need not open and
+ * read it again. Keyed by the file's inode, size and mtime as stat saw
+ * them; only the upper's files are noted, which nothing writes once the
+ * command is gone. store_hash_forget drops them at the end of a commit. */
+void store_hash_note(txbox_ws *ws, const struct stat *st, const void *data, size_t len);
+void store_hash_forget(txbox_ws *ws);
+
 /* After a commit (lock released): prune retained pre-images when over the
  * configured bounds. Best effort; never fails the commit. */
 void history_autogc(txbox_ws *ws);

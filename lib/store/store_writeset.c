@@ -73,6 +73,81 @@ void hash_bytes_hex(const void *p, size_t n, char hex[65])
 
 /* ---- the write set of a commit ---- */
 
+/* ---- hashes noted before the walk (store.h) ----
+ *
+ * An open-addressing table in one block (ws->hashes), keyed by device and
+ * inode; its size and mtime must match too. At most NOTES_MAX files: past
+ * that, the rest are hashed as before. */
+#define NOTES_MAX (1u << 16)
+
+struct hash_note {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    bool used;
+    char hex[65];
+};
+
+struct ws_hashes {
+    size_t n, cap; /* cap: a power of two */
+    struct hash_note v[];
+};
+
+static size_t note_slot(const struct ws_hashes *h, dev_t dev, ino_t ino)
+{
+    uint64_t k = ((uint64_t)ino ^ ((uint64_t)dev << 32)) * 0x9e3779b97f4a7c15ull;
+    size_t i = (size_t)(k >> 32) & (h->cap - 1);
+    while (h->v[i].used && !(h->v[i].ino == ino && h->v[i].dev == dev))
+        i = (i + 1) & (h->cap - 1);
+    return i;
+}
+
+void store_hash_note(txbox_ws *ws, const struct stat *st, const void *data, size_t len)
+{
+    struct ws_hashes *h = ws ? ws->hashes : NULL;
+    if (!ws || !S_ISREG(st->st_mode) || (uint64_t)st->st_size != len)
+        return;
+    if (!h || (h->n + 1) * 2 > h->cap) {
+        size_t cap = h ? h->cap * 2 : 1024;
+        if (cap > 2 * NOTES_MAX)
+            return;
+        struct ws_hashes *g = xcalloc(1, sizeof *g + cap * sizeof g->v[0]);
+        g->cap = cap;
+        for (size_t i = 0; h && i < h->cap; i++)
+            if (h->v[i].used) {
+                g->v[note_slot(g, h->v[i].dev, h->v[i].ino)] = h->v[i];
+                g->n++;
+            }
+        free(h);
+        ws->hashes = h = g;
+    }
+    struct hash_note *x = &h->v[note_slot(h, st->st_dev, st->st_ino)];
+    if (!x->used)
+        h->n++;
+    *x = (struct hash_note){
+        .dev = st->st_dev, .ino = st->st_ino, .size = st->st_size, .mtime = st->st_mtim, .used = true};
+    hash_bytes_hex(data, len, x->hex);
+}
+
+void store_hash_forget(txbox_ws *ws)
+{
+    free(ws->hashes);
+    ws->hashes = NULL;
+}
+
+static bool hash_noted(const struct ws_hashes *h, const struct stat *st, char hex[65])
+{
+    if (!h)
+        return false;
+    const struct hash_note *x = &h->v[note_slot(h, st->st_dev, st->st_ino)];
+    if (!x->used || x->size != st->st_size || x->mtime.tv_sec != st->st_mtim.tv_sec ||
+        x->mtime.tv_nsec != st->st_mtim.tv_nsec)
+        return false;
+    memcpy(hex, x->hex, 65);
+    return true;
+}
+
 struct ent {
     char *sub;
     struct side s;
@@ -88,6 +163,7 @@ struct ents {
      * files again (root -1: hashed as the walk finds them) */
     int root;
     const char *base;
+    const struct ws_hashes *noted; /* the upper's hashes already known (store_hash_note) */
 };
 
 static char type_of(mode_t m)
@@ -139,10 +215,17 @@ static void walk(int at, const char *name, const char *sub, struct ents *e, unsi
         }
         struct ent *x = &e->v[e->n++];
         x->sub = xstrdup(sub);
+        char hex[65];
+        bool noted = S_ISREG(st.st_mode) && hash_noted(e->noted, &st, hex);
         /* a file's hash is left for later where its path can be opened
          * again from the tree's root (hash_deferred) */
-        x->deferred = S_ISREG(st.st_mode) && e->root >= 0 && strlen(e->base) + strlen(sub) + 2 < PATH_MAX;
-        describe(at, name, &st, &x->s, x->deferred);
+        x->deferred =
+            !noted && S_ISREG(st.st_mode) && e->root >= 0 && strlen(e->base) + strlen(sub) + 2 < PATH_MAX;
+        describe(at, name, &st, &x->s, x->deferred || noted);
+        if (noted) {
+            x->s.hashed = true;
+            memcpy(x->s.hash, hex, sizeof hex);
+        }
     }
     if (!S_ISDIR(st.st_mode) || depth > 4096)
         return;
@@ -330,7 +413,7 @@ static void hash_deferred(struct ents *trees, size_t ntrees)
  * operation's trees are walked first, their files hashed together
  * (hash_deferred), then merged into rows in the operations' order. */
 static void collect_rows(const struct tx_ops *ops, int wsfd, int undofd, bool ahead, int newfd,
-                         struct rows *r)
+                         const struct ws_hashes *noted, struct rows *r)
 {
     /* trees[2i]: operation i's old tree, trees[2i+1]: its new one */
     struct ents *trees = xcalloc(2 * ops->n + 1, sizeof *trees);
@@ -349,6 +432,7 @@ static void collect_rows(const struct tx_ops *ops, int wsfd, int undofd, bool ah
         } else if (ahead && (o->kind == OP_DELETE || o->had_old)) {
             walk_path(wsfd, o->path, old);
         }
+        nw->noted = ahead ? noted : NULL; /* the upper's files */
         if (o->kind == OP_REPLACE)
             walk_path(newfd, o->path, nw);
     }
@@ -374,7 +458,7 @@ static void collect_rows(const struct tx_ops *ops, int wsfd, int undofd, bool ah
 void store_collect(txbox_ws *ws, int txfd, const struct tx_ops *ops, struct rows *r)
 {
     _cleanup_close_ int undo = openat(txfd, "undo", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    collect_rows(ops, ws->fd, undo, false, ws->fd, r);
+    collect_rows(ops, ws->fd, undo, false, ws->fd, NULL, r);
 }
 
 /* ---- the write set, hashed beside the commit ---- */
@@ -384,13 +468,14 @@ struct store_prep {
     bool running, done;
     int wsfd, upper;
     const struct tx_ops *ops;
+    const struct ws_hashes *noted;
     struct rows rows;
 };
 
 static void *prep_main(void *arg)
 {
     struct store_prep *p = arg;
-    collect_rows(p->ops, p->wsfd, -1, true, p->upper, &p->rows);
+    collect_rows(p->ops, p->wsfd, -1, true, p->upper, p->noted, &p->rows);
     return NULL;
 }
 
@@ -399,6 +484,7 @@ struct store_prep *store_prep_begin(txbox_ws *ws, int txfd, const struct tx_ops 
     struct store_prep *p = xcalloc(1, sizeof *p);
     p->wsfd = ws->fd;
     p->ops = ops;
+    p->noted = ws->hashes;
     p->upper = openat(txfd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (p->upper < 0) { /* no upper (nothing new): the rows after the apply */
         free(p);
@@ -415,7 +501,7 @@ void store_prep_wait(struct store_prep *p)
     if (p->running)
         pthread_join(p->th, NULL);
     else /* no thread could be made: here, now */
-        collect_rows(p->ops, p->wsfd, -1, true, p->upper, &p->rows);
+        collect_rows(p->ops, p->wsfd, -1, true, p->upper, p->noted, &p->rows);
     p->running = false;
     p->done = true;
 }

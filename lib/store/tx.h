@@ -26,6 +26,7 @@ struct txbox_ws {
     bool root;
     struct sqlite3 *db;                   /* the audit log, kept open for this handle (store_shared) */
     void (*db_close)(struct sqlite3 *db); /* set with db by the store: closes it */
+    struct ws_hashes *hashes;             /* store_hash_note's, for one commit; one block (free) */
 };
 
 #define TXBOX_STATE_DIR ".txbox"

@@ -207,6 +207,7 @@ void txbox_ws_close(txbox_ws *ws)
         return;
     if (ws->db && ws->db_close)
         ws->db_close(ws->db); /* the store's (a lower layer does not call up) */
+    free(ws->hashes);
     int fds[] = {ws->fd, ws->sfd, ws->txd, ws->actd, ws->jnld, ws->cmtd};
     for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
         if (fds[i] >= 0)

@@ -26,6 +26,7 @@
 /* ---- the write set of a transaction, as entries ---- */
 
 struct walk {
+    txbox_ws *ws;
     struct effect_judge *j;
     struct gitwatch *gw; /* the rules with git: (NULL: none active) */
     int upperfd, wsfd;
@@ -145,6 +146,9 @@ static void feed_file(struct walk *w, int dfd, const char *name, const char *pat
             if (fd >= 0) {
                 data = read_head(w, 0, fd, &e.len);
                 e.data = data;
+                /* read whole: its hash for the audit log, which then need
+                 * not read it again (store_prep) */
+                store_hash_note(w->ws, st, data, e.len);
                 e.binary = kind == EFF_ADDED && has_nul(data, e.len);
             }
             if (kind == EFF_MODIFIED && w->budget) {
@@ -266,8 +270,10 @@ static int judge_git(struct effect_judge *j, struct gitwatch *gw, txbox_error *e
     return 0;
 }
 
-int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const struct tx_ops *ops,
-                  const struct gitcfg_ctx *gc, json_t **verdict, json_t **attention, txbox_error *err)
+/* effects_judge; ws: where the walk notes the hashes of the new files it
+ * reads whole (store_hash_note; NULL: nowhere). */
+static int judge(txbox_ws *ws, const txbox_policy *p, int upperfd, int wsfd, const struct tx_ops *ops,
+                 const struct gitcfg_ctx *gc, json_t **verdict, json_t **attention, txbox_error *err)
 {
     *verdict = NULL;
     if (attention)
@@ -292,7 +298,7 @@ int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const struct tx_
         tx_mark("effects:git-begin");
     }
     struct walk w = {
-        .j = &j, .gw = gw, .upperfd = upperfd, .wsfd = wsfd, .budget = CONTENT_BUDGET, .err = err};
+        .ws = ws, .j = &j, .gw = gw, .upperfd = upperfd, .wsfd = wsfd, .budget = CONTENT_BUDGET, .err = err};
     int rc = walk_ops(&w, ops);
     free(w.buf[0]);
     free(w.buf[1]);
@@ -315,12 +321,18 @@ int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const struct tx_
     return 0;
 }
 
+int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const struct tx_ops *ops,
+                  const struct gitcfg_ctx *gc, json_t **verdict, json_t **attention, txbox_error *err)
+{
+    return judge(NULL, p, upperfd, wsfd, ops, gc, verdict, attention, err);
+}
+
 int effects_gate_run(txbox_ws *ws, const txbox_policy *p, txbox_result *r, int txfd, int upperfd,
                      uint64_t base_gen, const struct tx_ops *ops, struct fs_syncset *durable,
                      const char *hctx, const struct gitcfg_ctx *gc, txbox_error *err)
 {
     json_t *v = NULL, *att = NULL;
-    if (effects_judge(p, upperfd, ws->fd, ops, gc, &v, &att, err) < 0)
+    if (judge(ws, p, upperfd, ws->fd, ops, gc, &v, &att, err) < 0)
         return -1;
     r->attention = att; /* reported and logged, whatever the outcome */
     if (!v)

@@ -721,6 +721,7 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd, 
     }
 out:
     fs_fault_disarm();
+    store_hash_forget(ws); /* the effect rules' (store_hash_note), this commit's only */
     ops_free(&ops);
     ws_unlock(lockfd);
     return rc;

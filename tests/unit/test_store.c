@@ -409,6 +409,49 @@ static void pending_rows(void **state)
     sqlite3_close(db);
 }
 
+/* The effect rules' reads noted (store_hash_note) are the audit log's
+ * hashes: a noted file is not read again. Noted here with other bytes
+ * than the file holds (of its length), the row says the noted hash; a
+ * file whose mtime changed after its note is read. */
+static void noted_hashes_are_used(void **state)
+{
+    (void)state;
+    txbox_error e = {0};
+    uint64_t id;
+    int txfd, act, up;
+    new_tx_upper(&id, &txfd, &act, &up);
+    mkfile(up, "noted", "xyz");
+    mkfile(up, "stale", "abc");
+    struct stat st;
+    assert_int_equal(fstatat(up, "noted", &st, 0), 0);
+    store_hash_note(ws, &st, "abc", 3);
+    assert_int_equal(fstatat(up, "stale", &st, 0), 0);
+    store_hash_note(ws, &st, "", 0); /* not the whole file: ignored */
+    store_hash_note(ws, &st, "xyz", 3);
+    struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_sec = 12345}};
+    assert_int_equal(utimensat(up, "stale", ts, 0), 0);
+    struct tx_ops ops = {0};
+    assert_int_equal(scan_upper(up, ws->fd, !ws->root, &ops, NULL, &e), 0);
+    const char *info = "{\"command\":\"x\",\"exit_code\":0,\"started\":1.5}";
+    uint64_t gen;
+    assert_int_equal(journal_commit(ws, id, txfd, 0, &ops, info, NULL, &gen, &e), 0);
+    store_hash_forget(ws);
+    assert_null(ws->hashes);
+    store_import_pending(ws);
+    sqlite3 *db = db_open();
+    char *s = q_text(db, "SELECT hash_after FROM change WHERE CAST(path AS TEXT)='noted'");
+    assert_string_equal(s, SHA_ABC); /* the note's, not the file's */
+    free(s);
+    s = q_text(db, "SELECT hash_after FROM change WHERE CAST(path AS TEXT)='stale'");
+    assert_string_equal(s, SHA_ABC); /* the file's: its note no longer matched */
+    free(s);
+    sqlite3_close(db);
+    ops_free(&ops);
+    close(up);
+    close(txfd);
+    ws_end_tx(ws, id, act);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -416,6 +459,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(large_commit_row_in_its_own_file, setup, teardown),
         cmocka_unit_test_setup_teardown(refuses_newer_and_damaged, setup, teardown),
         cmocka_unit_test_setup_teardown(hashes_and_ids, setup, teardown),
+        cmocka_unit_test_setup_teardown(noted_hashes_are_used, setup, teardown),
         cmocka_unit_test_setup_teardown(log_fsyncs_and_wal_size, setup, teardown),
         cmocka_unit_test_setup_teardown(pending_rows, setup, teardown),
     };
