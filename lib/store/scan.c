@@ -191,12 +191,15 @@ static bool is_whiteout(const struct stat *st, const struct ovl_attrs *a)
  * entry, strips overlay xattrs and privileges, drops stray whiteouts, sets
  * the committed mode and fsyncs the data. For the subtree's root, st0: its
  * stat as the command left it (the scan may have given the owner access
- * since), top: its committed metadata, with the type bits (meta_entry). */
+ * since), top: its committed metadata, with the type bits (meta_entry).
+ * now: the entry's stat just taken by the caller (NULL: taken here). */
 static int prepare_subtree(struct scan *s, int dirfd, const char *name, const char *path,
-                           const struct stat *st0, struct tx_meta *top)
+                           const struct stat *st0, struct tx_meta *top, const struct stat *now)
 {
     struct stat st;
-    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    if (now)
+        st = *now;
+    else if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return tx_errno(s->err, errno, "cannot stat %s in the upper", path);
     if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
         return tx_err(s->err, EPERM, "the command created a device node %s; commit refused", path);
@@ -265,7 +268,7 @@ static int prepare_subtree(struct scan *s, int dirfd, const char *name, const ch
                 return tx_errno(s->err, errno, "cannot drop %s", cp);
             continue;
         }
-        if (prepare_subtree(s, dfd, de->d_name, cp, NULL, NULL) < 0)
+        if (prepare_subtree(s, dfd, de->d_name, cp, NULL, NULL, &cst) < 0)
             return -1;
     }
     if (errno)
@@ -416,7 +419,7 @@ static int scan_dir(struct scan *s, int ufd, int wfd, const char *path, mode_t u
         if (S_ISCHR(ust.st_mode) || S_ISBLK(ust.st_mode))
             return tx_err(s->err, EPERM, "the command created a device node %s; commit refused", p);
         struct tx_meta nw;
-        if (prepare_subtree(s, ufd, name, p, &ust, &nw) < 0)
+        if (prepare_subtree(s, ufd, name, p, &ust, &nw, NULL) < 0)
             return -1;
         struct tx_op *o = op_add(s->ops, OP_REPLACE, p);
         o->had_old = lower;
@@ -515,16 +518,23 @@ static void chg_add(struct chg *c, json_t *arr, const char *path, bool dir)
     json_array_append_new(arr, json_text(p, strlen(p), true));
 }
 
-/* Lists every entry of the tree name under dirfd into arr. */
-static void chg_tree(struct chg *c, json_t *arr, int at, const char *name, const char *path, unsigned depth)
+/* Lists every entry of the tree name under dirfd into arr. type: its
+ * d_type from the directory that lists it (DT_UNKNOWN: stat it; a
+ * character device is stat'ed too, a whiteout being one). */
+static void chg_tree(struct chg *c, json_t *arr, int at, const char *name, const char *path, unsigned depth,
+                     unsigned char type)
 {
-    struct stat st;
-    if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return;
-    if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0))
-        return;
-    chg_add(c, arr, path, S_ISDIR(st.st_mode));
-    if (!S_ISDIR(st.st_mode) || c->truncated || depth > 4096)
+    bool dir = type == DT_DIR;
+    if (type == DT_UNKNOWN || type == DT_CHR) {
+        struct stat st;
+        if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            return;
+        if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0))
+            return;
+        dir = S_ISDIR(st.st_mode);
+    }
+    chg_add(c, arr, path, dir);
+    if (!dir || c->truncated || depth > 4096)
         return;
     int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
@@ -539,7 +549,7 @@ static void chg_tree(struct chg *c, json_t *arr, int at, const char *name, const
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
         _cleanup_free_ char *p = join(path, de->d_name);
-        chg_tree(c, arr, dirfd(d), de->d_name, p, depth + 1);
+        chg_tree(c, arr, dirfd(d), de->d_name, p, depth + 1, de->d_type);
     }
 }
 
@@ -558,7 +568,7 @@ json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
         _cleanup_close_ int wp = safe_open_parent(wsfd, o->path, &base);
         if (o->kind == OP_DELETE) {
             if (wp >= 0)
-                chg_tree(&c, c.deleted, wp, base, o->path, 0);
+                chg_tree(&c, c.deleted, wp, base, o->path, 0, DT_UNKNOWN);
             continue;
         }
         _cleanup_close_ int up = safe_open_parent(upperfd, o->path, &base);
@@ -566,9 +576,9 @@ json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
             chg_add(&c, c.modified, o->path, false);
         } else {
             if (o->had_old && wp >= 0)
-                chg_tree(&c, c.deleted, wp, base, o->path, 0);
+                chg_tree(&c, c.deleted, wp, base, o->path, 0, DT_UNKNOWN);
             if (up >= 0)
-                chg_tree(&c, c.added, up, base, o->path, 0);
+                chg_tree(&c, c.added, up, base, o->path, 0, DT_UNKNOWN);
         }
     }
     json_t *r = json_pack("{s:o,s:o,s:o,s:b}", "added", c.added, "modified", c.modified, "deleted", c.deleted,

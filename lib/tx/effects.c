@@ -74,13 +74,12 @@ static int open_read(int dfd, const char *name, bool dir, bool grant)
 }
 
 /* The first bytes of fd (at most CONTENT_CAP, the budget left, and the
- * file's size: a buffer per file, no larger than it). */
-static char *read_head(struct walk *w, int which, int fd, size_t *len)
+ * file's size, size: a buffer per file, no larger than it). */
+static char *read_head(struct walk *w, int which, int fd, uint64_t size, size_t *len)
 {
     size_t cap = CONTENT_CAP < w->budget ? CONTENT_CAP : (size_t)w->budget;
-    struct stat st;
-    if (fstat(fd, &st) == 0 && (uint64_t)st.st_size < cap)
-        cap = (size_t)st.st_size;
+    if (size < cap)
+        cap = (size_t)size;
     if (w->cap[which] < cap + 1) {
         free(w->buf[which]);
         w->cap[which] = cap + 1 > 65536 ? cap + 1 : 65536;
@@ -144,7 +143,7 @@ static void feed_file(struct walk *w, int dfd, const char *name, const char *pat
         if (w->j->need_content && w->budget && st->st_size > 0) {
             _cleanup_close_ int fd = open_read(dfd, name, false, true);
             if (fd >= 0) {
-                data = read_head(w, 0, fd, &e.len);
+                data = read_head(w, 0, fd, (uint64_t)st->st_size, &e.len);
                 e.data = data;
                 /* read whole: its hash for the audit log, which then need
                  * not read it again (store_prep) */
@@ -155,7 +154,7 @@ static void feed_file(struct walk *w, int dfd, const char *name, const char *pat
                 _cleanup_close_ int ofd = safe_openat(w->wsfd, path, O_RDONLY | O_NOCTTY, 0);
                 struct stat ost;
                 if (ofd >= 0 && fstat(ofd, &ost) == 0) {
-                    old = read_head(w, 1, ofd, &e.oldlen);
+                    old = read_head(w, 1, ofd, (uint64_t)ost.st_size, &e.oldlen);
                     e.old = old;
                     content_window(&e, data && e.len == (uint64_t)st->st_size &&
                                            e.oldlen == (uint64_t)ost.st_size);
