@@ -14,6 +14,18 @@
 
 /* ---- hashing ---- */
 
+/* A digest in lower-case hex, NUL-terminated (a commit formats one a
+ * file: a table, not 32 snprintf calls). */
+static void digest_hex(const uint8_t md[SHA256_DIGEST_SIZE], char hex[65])
+{
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++) {
+        hex[2 * i] = digits[md[i] >> 4];
+        hex[2 * i + 1] = digits[md[i] & 15];
+    }
+    hex[64] = 0;
+}
+
 /* SHA-256 of the regular file open as fd (hex) and its size. */
 static int hash_fd(int fd, char hex[65], uint64_t *size)
 {
@@ -47,8 +59,7 @@ static int hash_fd(int fd, char hex[65], uint64_t *size)
     if (rc == 0) {
         uint8_t md[SHA256_DIGEST_SIZE];
         sha256_digest(&ctx, sizeof md, md);
-        for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
-            snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        digest_hex(md, hex);
         *size = total;
     }
     return rc;
@@ -67,8 +78,7 @@ void hash_bytes_hex(const void *p, size_t n, char hex[65])
     sha256_init(&ctx);
     sha256_update(&ctx, n, p);
     sha256_digest(&ctx, sizeof md, md);
-    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
-        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    digest_hex(md, hex);
 }
 
 /* ---- the write set of a commit ---- */
