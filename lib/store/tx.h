@@ -178,12 +178,6 @@ json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
 
 /* Do the write sets overlap (same path, or one inside the other)? */
 bool ops_overlap(const struct tx_ops *a, const struct tx_ops *b, const char **which);
-/* The paths the sandbox hides from every command (the caller's secrets,
- * every other home, the system's secrets, the policy's `hide:` list and
- * extra, absolute or ~/...), NULL-terminated; freed with tx_free_strv.
- * (run.c) */
-char **tx_hidden_paths(const char *const *extra, const struct txbox_policy *pol, const char *ws_path);
-void tx_free_strv(char **v);
 /* Calls each(ctx, idn, j) for every transaction committed after base_gen
  * up to gen, oldest first, with its journal (NULL: its record is gone,
  * pruned); idn names it. Stops at the first call that returns nonzero and
@@ -260,10 +254,6 @@ MUST_CHECK int journal_held(txbox_ws *ws, const struct tx_ops *ops, char **path,
 /* Records an outcome in tx/ID/outcome (informational; not part of the
  * protocol). */
 void tx_write_outcome(int txfd, const char *outcome);
-
-/* run.c: whether POSIX sh may read the shell string otherwise than bash,
- * as which the policy judged it (an over-approximation). */
-bool sh_reads_differently(const char *cmd);
 
 /* ---- copy backend (copy.c) ---- */
 /* Copies the workspace (all but .txbox) into tx/ID/view, the directory the

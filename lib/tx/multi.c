@@ -73,6 +73,7 @@
 #include "merge.h"
 #include "multi.h"
 #include "result.h"
+#include "run.h"
 #include "safepath.h"
 #include "saga.h"
 #include "store.h"

@@ -17,6 +17,7 @@
 #include "gitcfg.h"
 #include "multi.h"
 #include "result.h"
+#include "run.h"
 #include "safepath.h"
 #include "saga.h"
 #include "sandbox.h"

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "run.h"
 #include "tx.h"
 
 static void test_resolve(void **state)
