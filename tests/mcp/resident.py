@@ -169,10 +169,13 @@ def census(pid):
         status = f.read()
     rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1))
     # what one transaction could leave changed in the server for the next
-    state = re.findall(r"^(?:Umask|NoNewPrivs|Seccomp|Sig(?:Blk|Ign)|Cap(?:Eff|Prm|Bnd)):.*$", status, re.M)
-    # caught signals, less glibc's own (32 and 33, set up with the first thread)
-    cgt = int(re.search(r"^SigCgt:\s*([0-9a-f]+)$", status, re.M).group(1), 16)
-    state.append(f"SigCgt: {cgt & ~(3 << 31):x}")
+    state = re.findall(r"^(?:Umask|NoNewPrivs|Seccomp|SigBlk|Cap(?:Eff|Prm|Bnd)):.*$", status, re.M)
+    # ignored and caught signals, less glibc's own (32 and 33: glibc sets up
+    # their handlers with the first thread, over an ignored disposition the
+    # server may have inherited, as under CI's shell)
+    for k in ("SigIgn", "SigCgt"):
+        v = int(re.search(r"^%s:\s*([0-9a-f]+)$" % k, status, re.M).group(1), 16)
+        state.append(f"{k}: {v & ~(3 << 31):x}")
     with open(f"/proc/{pid}/limits") as f:
         state.append(f.read())
     state.append(os.readlink(f"/proc/{pid}/cwd"))
