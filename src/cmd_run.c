@@ -339,7 +339,15 @@ static int run_in_workspace(struct run_args *a, txbox_result **r, txbox_error *e
     a->ro.multi = multi;
     int rc = txbox_run(ws, &a->ro, r, err);
     txbox_multi_close(multi);
-    txbox_ws_clean_detached(ws); /* the process ends here: the trash's removal after it */
+    /* A rolled-back command's upper, everything it wrote, lies in the
+     * trash: a detached process removes it after this one ends, off the
+     * command's time. After a commit the trash holds only the emptied
+     * upper and the overlay's work directory, which the next command's own
+     * cleaner takes for less than the detached process's two forks cost
+     * this one (about 0.5 ms a run). */
+    txbox_outcome oc = rc == 0 && *r ? txbox_result_outcome(*r) : TXBOX_OUTCOME_ROLLED_BACK;
+    if (oc == TXBOX_OUTCOME_ROLLED_BACK || oc == TXBOX_OUTCOME_TIMED_OUT || oc == TXBOX_OUTCOME_REJECTED)
+        txbox_ws_clean_detached(ws);
     txbox_ws_close(ws);
     /* The process ends here: freeing the policy's thousands of blocks would
      * write to every heap page again, and each write is a page fault (the

@@ -386,6 +386,33 @@ printf "\000\001\002" >bin.dat; setfattr -n user.new -v v xattr.txt; rm fifo'
     assert_tree s "$WS" --mtime
 }
 
+@test "trash: a committed run starts no detached cleaner; a rolled-back one does" {
+    # After a commit the trash holds only the emptied upper and the work
+    # directory: the detached cleaner's two forks (about 0.5 ms a run)
+    # would cost more than the next command's own cleaner does. A big tree
+    # already in the trash keeps a cleaner, if one was started, busy long
+    # enough to be seen.
+    mkdir -p "$WS/.txbox/trash/999.upper"
+    (cd "$WS/.txbox/trash/999.upper" && seq 20000 | xargs touch)
+    tx -c 'echo x > f'
+    assert_status 0
+    local p
+    for p in $(pgrep -f 'txbox: emptying the trash'); do
+        if ls -l "/proc/$p/fd" 2>/dev/null | grep -qF "$WS/.txbox/trash"; then
+            fail "a committed run started a detached cleaner ($p)"
+        fi
+    done
+    # the control: a rolled-back run's cleaner is seen the same way
+    tx -c 'echo y > g; exit 1'
+    assert_status 1
+    local seen=
+    for p in $(pgrep -f 'txbox: emptying the trash'); do
+        ls -l "/proc/$p/fd" 2>/dev/null | grep -qF "$WS/.txbox/trash" && seen=1
+    done
+    [ -n "$seen" ] || [ ! -e "$WS/.txbox/trash/999.upper" ] ||
+        fail "the control: no detached cleaner seen after a rollback, and the big tree is still there"
+}
+
 @test "trash: never more than 16 entries after a run, the oldest removed first" {
     for i in $(seq 100 129); do
         mkdir -p "$WS/.txbox/trash/$i.upper/d" && printf 'x\n' >"$WS/.txbox/trash/$i.upper/d/f"
