@@ -536,14 +536,9 @@ static void chg_tree(struct chg *c, json_t *arr, int at, const char *name, const
     chg_add(c, arr, path, dir);
     if (!dir || c->truncated || depth > 4096)
         return;
-    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
+    _cleanup_dir_ DIR *d = opendir_at(at, name);
+    if (!d)
         return;
-    _cleanup_dir_ DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
-    }
     struct dirent *de;
     while ((de = readdir(d)) && !c->truncated) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))

@@ -239,14 +239,9 @@ static void walk(int at, const char *name, const char *sub, struct ents *e, unsi
     }
     if (!S_ISDIR(st.st_mode) || depth > 4096)
         return;
-    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
+    _cleanup_dir_ DIR *d = opendir_at(at, name);
+    if (!d)
         return;
-    _cleanup_dir_ DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
-    }
     struct dirent *de;
     while ((de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
