@@ -61,6 +61,11 @@ typedef struct effect_rule {
     char **lit;
     unsigned char *lit_icase;
     size_t lit_n;
+    /* the search for all of them in one pass (effect_lit.c): the pairs of
+     * bytes they hold in their first lit_min - 1 places, in both cases
+     * where compared without (65536 bits; NULL: one memmem per string) */
+    uint64_t *lit_pairs;
+    size_t lit_min;
     bool lit_ok, lit_done;
     /* limits over the entries that count (-1: none) */
     int64_t max_files_deleted, max_bytes_written, max_binary_added, max_made_executable;

@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include <cmocka.h>
+#include <ctype.h>
 #include <fcntl.h>
 #include <locale.h>
 #include <regex.h>
@@ -45,6 +46,19 @@ static void globs(void **state)
     /* character classes */
     assert_true(effect_glob("[Jj]enkinsfile", "ci/Jenkinsfile"));
     assert_false(effect_glob("[Jj]enkinsfile", "Makefile"));
+    /* the run of plain bytes a glob requires (checked before fnmatch) is
+     * never taken from a bracket expression or an escape */
+    assert_true(effect_glob("a[]b]c", "abc"));
+    assert_true(effect_glob("a[]b]c", "a]c"));
+    assert_true(effect_glob("x[!abc]yz", "xqyz"));
+    assert_false(effect_glob("x[!abc]yz", "xayz"));
+    assert_true(effect_glob("\\*star", "*star"));
+    assert_false(effect_glob("\\*star", "xstar"));
+    assert_true(effect_glob("[abc", "[abc"));
+    assert_true(effect_glob("**/node_modules/**", "web/node_modules/left-pad/index.js"));
+    assert_false(effect_glob("**/node_modules/**", "web/node_module/index.js"));
+    assert_true(effect_glob("*.code-workspace", "a/b.code-workspace"));
+    assert_false(effect_glob("*.code-workspace", "a/b.code-workspac"));
 }
 
 static char tmpl[] = "/tmp/txbox-test-effects.XXXXXX";
@@ -488,11 +502,72 @@ static void literal_filter(void **state)
     assert_true(rejected > 1000);
 }
 
+/* The literal filter's one-pass search finds exactly what one memmem per
+ * string finds: strings of several lengths, with and without case, planted
+ * at every kind of place (the start, the end, across the search's steps). */
+static bool naive_has(const effect_rule *r, const char *d, size_t n)
+{
+    for (size_t i = 0; i < r->lit_n; i++) {
+        size_t m = strlen(r->lit[i]);
+        for (size_t p = 0; p + m <= n; p++) {
+            size_t k = 0;
+            while (k < m && (r->lit_icase[i] ? tolower((unsigned char)d[p + k]) : d[p + k]) == r->lit[i][k])
+                k++;
+            if (k == m)
+                return true;
+        }
+    }
+    return false;
+}
+
+static void literal_one_pass(void **state)
+{
+    (void)state;
+    effect_rule r;
+    memset(&r, 0, sizeof r);
+    strlist_add(&r.content_any, "-----BEGIN ([A-Z]+ )?PRIVATE KEY-----");
+    strlist_add(&r.content_any, "(AKIA|ASIA)[0-9A-Z]{16}");
+    strlist_add(&r.content_any, "gh[pousr]_[A-Za-z0-9]{36}");
+    strlist_add(&r.content_any, "(?i)folderopen");
+    strlist_add(&r.content_any, "(?i)xy.z");
+    effect_lit_build(&r);
+    assert_true(r.lit_ok);
+    assert_non_null(r.lit_pairs);
+    assert_true(r.lit_min >= 2);
+    const char *plant[] = {"AKIA",      "ASIA", "ghp_", "ghr_",        "FolderOpen", "FOLDEROPEN",
+                           "folderope", "xY",   "xy",   "-----BEGIN ", "AKI",        "gh_"};
+    const char alpha[] = "AKISghp_r-xyFOLDERopen ";
+    char buf[300];
+    unsigned seed = 1;
+    size_t hits = 0, misses = 0;
+    for (int t = 0; t < 20000; t++) {
+        size_t n = (size_t)(rand_r(&seed) % (sizeof buf));
+        for (size_t i = 0; i < n; i++)
+            buf[i] = alpha[rand_r(&seed) % (sizeof alpha - 1)];
+        if (n && rand_r(&seed) % 2) {
+            const char *w = plant[rand_r(&seed) % (sizeof plant / sizeof *plant)];
+            size_t l = strlen(w);
+            if (l <= n) {
+                size_t at = rand_r(&seed) % 3 == 0 ? n - l : (size_t)rand_r(&seed) % (n - l + 1);
+                memcpy(buf + at, w, l);
+            }
+        }
+        bool want = naive_has(&r, buf, n), got = effect_lit_may_match(&r, buf, n);
+        if (want != got)
+            fail_msg("one pass says %d, memmem %d, on '%.*s'", got, want, (int)n, buf);
+        hits += want;
+        misses += !want;
+    }
+    assert_true(hits > 1000);
+    assert_true(misses > 1000);
+    effect_rule_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(globs),        cmocka_unit_test(git_keys),       cmocka_unit_test(judge),
-        cmocka_unit_test(content_sets), cmocka_unit_test(literal_filter),
+        cmocka_unit_test(content_sets), cmocka_unit_test(literal_filter), cmocka_unit_test(literal_one_pass),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
