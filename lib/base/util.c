@@ -276,6 +276,14 @@ int thread_start(pthread_t *th, void *(*fn)(void *), void *arg)
     return rc;
 }
 
+int openat_noatime(int at, const char *name, int flags)
+{
+    int fd = openat(at, name, flags | O_NOATIME);
+    if (fd < 0 && errno == EPERM)
+        fd = openat(at, name, flags);
+    return fd;
+}
+
 DIR *opendir_at(int at, const char *name)
 {
     int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

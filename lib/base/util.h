@@ -135,6 +135,12 @@ int thread_start(pthread_t *th, void *(*fn)(void *), void *arg);
  * at NAME ("." for AT itself); NULL with errno set on failure (the fd is
  * never leaked). */
 DIR *opendir_at(int at, const char *name);
+/* openat(2) for reading that leaves the file's atime alone (O_NOATIME,
+ * when the caller owns the file; else a plain open): txbox reads what a
+ * command wrote, or the workspace's old content, without changing either
+ * (ext4 with relatime wrote every new file's inode again at its first
+ * read: 10,000 inode updates in a 10,000-file commit). */
+int openat_noatime(int at, const char *name, int flags);
 /* Read a whole small file relative to dirfd (cap: max bytes). */
 MUST_CHECK int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *len,
                             txbox_error *err);

@@ -67,7 +67,8 @@ static int hash_fd(int fd, char hex[65], uint64_t *size)
 
 int hash_file_at(int dirfd, const char *name, char hex[65], uint64_t *size)
 {
-    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    _cleanup_close_ int fd =
+        openat_noatime(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     return fd < 0 ? -1 : hash_fd(fd, hex, size);
 }
 

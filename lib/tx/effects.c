@@ -53,7 +53,7 @@ static void feed(struct walk *w, const struct effect_entry *e)
 static int open_read(int dfd, const char *name, bool dir, bool grant)
 {
     int fl = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | (dir ? O_DIRECTORY : 0);
-    int fd = openat(dfd, name, fl);
+    int fd = openat_noatime(dfd, name, fl);
     if (fd >= 0 || errno != EACCES || !grant)
         return fd;
     struct stat st;
@@ -62,7 +62,7 @@ static int open_read(int dfd, const char *name, bool dir, bool grant)
     mode_t need = dir ? S_IRUSR | S_IXUSR : S_IRUSR;
     if (fchmodat(dfd, name, (st.st_mode & 07777) | need, 0) < 0)
         return -1;
-    fd = openat(dfd, name, fl);
+    fd = openat_noatime(dfd, name, fl);
     int e = errno;
     if (fchmodat(dfd, name, st.st_mode & 07777, 0) < 0 && fd >= 0) {
         close(fd);
