@@ -1,6 +1,7 @@
 #include "fsops.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -187,6 +188,42 @@ void fs_syncset_free(struct fs_syncset *s)
         close(s->fd[i]);
     s->n = 0;
     s->all = false;
+}
+
+struct fs_writeback {
+    pthread_t th;
+    int fd;
+};
+
+static void *writeback_main(void *arg)
+{
+    struct fs_writeback *w = arg;
+    (void)!syncfs(w->fd);
+    return NULL;
+}
+
+struct fs_writeback *fs_writeback_start(int fd)
+{
+    fault_parse(); /* as arming does, which the commit does next */
+    if (F.op >= 0 || dirty_kb() < FS_WRITEBACK_MIN_KB)
+        return NULL;
+    struct fs_writeback *w = xmalloc(sizeof *w);
+    w->fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (w->fd >= 0 && thread_start(&w->th, writeback_main, w) == 0)
+        return w;
+    if (w->fd >= 0)
+        close(w->fd);
+    free(w);
+    return NULL;
+}
+
+void fs_writeback_end(struct fs_writeback *w)
+{
+    if (!w)
+        return;
+    pthread_join(w->th, NULL);
+    close(w->fd);
+    free(w);
 }
 
 int fs_write(int fd, const void *buf, size_t n)

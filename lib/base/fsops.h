@@ -64,6 +64,22 @@ bool fs_sync_by_syncfs(size_t n, bool all, unsigned long long dirty_kb, bool fau
 MUST_CHECK int fs_syncset_sync(struct fs_syncset *s, int fsfd);
 void fs_syncset_free(struct fs_syncset *s);
 #define _cleanup_syncset_ __attribute__((cleanup(fs_syncset_free)))
+/* Writeback started early: a thread that syncs fd's filesystem while the
+ * caller works out what to commit (a big write set's scan and rules take
+ * as long as its writeback), so that the commit's own sync, which alone
+ * makes anything durable and reports errors, finds little left to write.
+ * A hint, never a step of the protocol: it goes through a descriptor of
+ * its own (syncfs reports an error once per open file, so the commit's
+ * descriptor still sees every error), is no fault point, and is not
+ * started while fewer than FS_WRITEBACK_MIN_KB are dirty (a small commit's
+ * fsyncs would wait for its journal commit) or while TXBOX_FAULT is armed
+ * (the crash matrices test the protocol's syncs alone).
+ * fs_writeback_start: NULL when not started; fs_writeback_end (NULL is
+ * fine) waits for it and frees it. */
+#define FS_WRITEBACK_MIN_KB 16384
+struct fs_writeback;
+struct fs_writeback *fs_writeback_start(int fd);
+void fs_writeback_end(struct fs_writeback *w);
 MUST_CHECK int fs_write(int fd, const void *buf, size_t n);
 MUST_CHECK int fs_mkdirat(int dfd, const char *name, mode_t mode);
 MUST_CHECK int fs_unlinkat(int dfd, const char *name, int flags);

@@ -1376,13 +1376,18 @@ static int run_decide(struct run *c, txbox_error *err)
         if (multi_absorb(c->opts->multi, c->txfd, r, err) < 0)
             return -1;
     } else if (c->ok) {
+        /* the command's data on its way to the disk while the scan and
+         * the rules work out what to commit (fsops.h) */
+        struct fs_writeback *wb = fs_writeback_start(c->upperfd);
         struct gitcfg_ctx gc = {.ws = ws,
                                 .txfd = c->txfd,
                                 .txs = r->txs,
                                 .hide = (const char *const *)c->hide,
                                 .allow_degraded = c->opts->allow_degraded};
-        if (overlay_commit(ws, r, c->txfd, c->upperfd, c->base_gen, c->hctx, c->opts->policy, c->max_write,
-                           &gc, err) < 0)
+        int rc = overlay_commit(ws, r, c->txfd, c->upperfd, c->base_gen, c->hctx, c->opts->policy,
+                                c->max_write, &gc, err);
+        fs_writeback_end(wb);
+        if (rc < 0)
             return r->commit_point_passed ? -2 : -1;
     } else {
         r->outcome = c->st.timed_out ? TXBOX_OUTCOME_TIMED_OUT : TXBOX_OUTCOME_ROLLED_BACK;
