@@ -75,10 +75,9 @@ static bool glob_parts(const char *g, const char *p)
  * escapes and wildcards, within one component): a path without it cannot
  * match, and most paths are told so without fnmatch, which a commit of
  * 10,000 files called half a million times. */
-static bool glob_lacks_run(const char *g, const char *path)
+static struct effect_run glob_run(const char *g)
 {
-    const char *best = NULL;
-    size_t bl = 0;
+    struct effect_run best = {0, 0};
     for (const char *q = g; *q;) {
         if (*q == '[') { /* a bracket expression, to its end (none: to the glob's) */
             q++;
@@ -96,25 +95,48 @@ static bool glob_lacks_run(const char *g, const char *path)
         const char *r = q;
         while (*q && *q != '[' && *q != '\\' && *q != '*' && *q != '?' && *q != '/')
             q++;
-        if ((size_t)(q - r) > bl) {
-            best = r;
-            bl = (size_t)(q - r);
+        if ((size_t)(q - r) > best.len && q - g <= 65535) {
+            best.off = (unsigned short)(r - g);
+            best.len = (unsigned short)(q - r);
         }
     }
-    return bl && !memmem(path, strlen(path), best, bl);
+    return best;
 }
 
-bool effect_glob(const char *glob, const char *path)
+/* Is the run missing from path (n bytes)? Paths are short: a plain search
+ * (memmem's set-up cost more than its search here). */
+static bool run_missing(const char *g, struct effect_run run, const char *path, size_t n)
+{
+    if (!run.len)
+        return false;
+    const char *r = g + run.off;
+    for (const char *p = path; (size_t)(path + n - p) >= run.len; p++) {
+        p = memchr(p, r[0], (size_t)(path + n - p) - run.len + 1);
+        if (!p)
+            return true;
+        if (!memcmp(p, r, run.len))
+            return false;
+    }
+    return true;
+}
+
+static bool glob_parts_of(const char *glob, const char *path)
 {
     if (!*path)
         path = ".";
-    if (glob_lacks_run(glob, path))
-        return false;
     if (!strchr(glob, '/')) {
         const char *slash = strrchr(path, '/');
         return glob_parts(glob, slash ? slash + 1 : path);
     }
     return glob_parts(glob[0] == '/' ? glob + 1 : glob, path);
+}
+
+bool effect_glob(const char *glob, const char *path)
+{
+    const char *p = *path ? path : ".";
+    if (run_missing(glob, glob_run(glob), p, strlen(p)))
+        return false;
+    return glob_parts_of(glob, path);
 }
 
 /* ---- rules ---- */
@@ -219,6 +241,8 @@ void effect_rule_free(effect_rule *r)
     free(r->lit);
     free(r->lit_icase);
     free(r->lit_pairs);
+    for (int k = 0; k < 4; k++)
+        free(r->runs[k]);
     strlist_free(&r->content_any);
     for (size_t i = 0; i < r->nex; i++) {
         strlist_free(&r->ex[i].written);
@@ -239,10 +263,13 @@ static void search_range(const effect_rule *r, const struct effect_entry *e, siz
     *to = w ? e->to : e->len;
 }
 
-static bool any_glob(const strlist *l, const char *path)
+/* Does path (n bytes) match a glob of l (runs: their runs, or NULL)? */
+static bool any_glob(const strlist *l, const struct effect_run *runs, const char *path, size_t n)
 {
+    const char *p = *path ? path : ".";
+    size_t pn = *path ? n : 1;
     for (size_t i = 0; i < l->n; i++)
-        if (effect_glob(l->v[i], path))
+        if (!run_missing(l->v[i], runs ? runs[i] : glob_run(l->v[i]), p, pn) && glob_parts_of(l->v[i], path))
             return true;
     return false;
 }
@@ -320,13 +347,16 @@ static bool prefilter_may_match(const effect_rule *r, const struct effect_entry 
 
 static bool entry_passes(const effect_rule *r, const struct effect_entry *e)
 {
-    if (r->paths_any.n && !any_glob(&r->paths_any, e->path))
+    size_t n = strlen(e->path);
+    if (r->paths_any.n && !any_glob(&r->paths_any, r->runs[0], e->path, n))
         return false;
-    if (r->paths_written.n && (e->kind == EFF_DELETED || !any_glob(&r->paths_written, e->path)))
+    if (r->paths_written.n &&
+        (e->kind == EFF_DELETED || !any_glob(&r->paths_written, r->runs[1], e->path, n)))
         return false;
-    if (r->paths_deleted.n && (e->kind != EFF_DELETED || !any_glob(&r->paths_deleted, e->path)))
+    if (r->paths_deleted.n &&
+        (e->kind != EFF_DELETED || !any_glob(&r->paths_deleted, r->runs[2], e->path, n)))
         return false;
-    if (r->paths_none.n && any_glob(&r->paths_none, e->path))
+    if (r->paths_none.n && any_glob(&r->paths_none, r->runs[3], e->path, n))
         return false;
     if (r->content_any.n) {
         if (e->kind == EFF_DELETED || !e->data)
@@ -533,6 +563,15 @@ void effects_compile(const txbox_policy *p)
         effect_rule *r = (effect_rule *)&p->effects[i];
         if (r->content_any.n && !r->lit_done)
             effect_lit_build(r);
+        const strlist *lists[4] = {&r->paths_any, &r->paths_written, &r->paths_deleted, &r->paths_none};
+        for (int k = 0; k < 4; k++) {
+            if (r->runs[k] || !lists[k]->n)
+                continue;
+            struct effect_run *v = xcalloc(lists[k]->n, sizeof *v);
+            for (size_t g = 0; g < lists[k]->n; g++)
+                v[g] = glob_run(lists[k]->v[g]);
+            __atomic_store_n(&r->runs[k], v, __ATOMIC_RELEASE);
+        }
     }
     pthread_mutex_unlock(&compile_lock);
 }

@@ -67,6 +67,12 @@ typedef struct effect_rule {
     uint64_t *lit_pairs;
     size_t lit_min;
     bool lit_ok, lit_done;
+    /* each glob's longest run of plain bytes (effect_rules.c), for
+     * paths_any, paths_written, paths_deleted, paths_none; built with the
+     * literal filter (effects_compile); NULL: found at each match */
+    struct effect_run {
+        unsigned short off, len;
+    } * runs[4];
     /* limits over the entries that count (-1: none) */
     int64_t max_files_deleted, max_bytes_written, max_binary_added, max_made_executable;
     effect_example *ex;
