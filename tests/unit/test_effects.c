@@ -146,18 +146,43 @@ static void git_keys(void **state)
     assert_false(gitcfg_exec_key("url.https://mirror/.insteadof", "https://"));
 }
 
+/* A scratch directory root (from tmpl, edited in place) with up/ (the
+ * upper), ws/ (the workspace) and p.yaml (policy, n bytes): their fds. */
+struct scratch {
+    char *root;
+    int rfd, up, ws;
+};
+
+static void scratch_make(struct scratch *x, char *tmpl_, const char *policy, size_t n)
+{
+    x->root = mkdtemp(tmpl_);
+    assert_non_null(x->root);
+    x->rfd = open(x->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(x->rfd >= 0);
+    assert_int_equal(mkdirat(x->rfd, "up", 0700), 0);
+    assert_int_equal(mkdirat(x->rfd, "ws", 0700), 0);
+    x->up = openat(x->rfd, "up", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    x->ws = openat(x->rfd, "ws", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_int_equal(mkfile(x->rfd, "p.yaml", policy, n, 0600), 0);
+}
+
+static void scratch_remove(struct scratch *x)
+{
+    close(x->up);
+    close(x->ws);
+    close(x->rfd);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", x->root);
+    assert_int_equal(WEXITSTATUS(pclose(popen(cmd, "r"))), 0);
+}
+
 static void judge(void **state)
 {
     (void)state;
-    char *root = mkdtemp(tmpl);
-    assert_non_null(root);
-    int rfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    assert_true(rfd >= 0);
-    assert_int_equal(mkdirat(rfd, "up", 0700), 0);
-    assert_int_equal(mkdirat(rfd, "ws", 0700), 0);
-    int up = openat(rfd, "up", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int ws = openat(rfd, "ws", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    assert_int_equal(mkfile(rfd, "p.yaml", policy_text, sizeof policy_text - 1, 0600), 0);
+    struct scratch sx;
+    scratch_make(&sx, tmpl, policy_text, sizeof policy_text - 1);
+    char *root = sx.root;
+    int up = sx.up, ws = sx.ws;
     char big[150];
     memset(big, 'x', sizeof big);
     assert_int_equal(mkfile(up, "a.bin", big, sizeof big, 0644), 0);
@@ -201,12 +226,7 @@ static void judge(void **state)
     ops_free(&ops);
 
     txbox_policy_free(p);
-    close(up);
-    close(ws);
-    close(rfd);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    assert_int_equal(WEXITSTATUS(pclose(popen(cmd, "r"))), 0);
+    scratch_remove(&sx);
 }
 
 /* A write set of 3,000 files in one new directory: the listed paths are
@@ -268,15 +288,10 @@ static void big_write_set(void **state)
 {
     (void)state;
     char tdir[] = "/tmp/txbox-test-effects-big.XXXXXX";
-    char *root = mkdtemp(tdir);
-    assert_non_null(root);
-    int rfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    assert_true(rfd >= 0);
-    assert_int_equal(mkdirat(rfd, "up", 0700), 0);
-    assert_int_equal(mkdirat(rfd, "ws", 0700), 0);
-    int up = openat(rfd, "up", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int ws = openat(rfd, "ws", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    assert_int_equal(mkfile(rfd, "p.yaml", big_policy, sizeof big_policy - 1, 0600), 0);
+    struct scratch sx;
+    scratch_make(&sx, tdir, big_policy, sizeof big_policy - 1);
+    char *root = sx.root;
+    int up = sx.up, ws = sx.ws;
     assert_int_equal(mkdirat(up, "big", 0755), 0);
     int nfiles = 0;
     for (int k = 0; k < 30; k++) {
@@ -334,12 +349,7 @@ static void big_write_set(void **state)
     json_decref(order);
     ops_free(&ops);
     txbox_policy_free(p);
-    close(up);
-    close(ws);
-    close(rfd);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    assert_int_equal(WEXITSTATUS(pclose(popen(cmd, "r"))), 0);
+    scratch_remove(&sx);
 }
 
 /* content_any: one pass over the content per set of patterns (without and
