@@ -88,6 +88,21 @@ int safe_openat(int dirfd, const char *rel, int flags, mode_t mode)
     return walk_fallback(dirfd, rel, flags, mode);
 }
 
+int safe_openat_noatime(int dirfd, const char *rel, int flags)
+{
+    /* Not O_NOATIME in the open: a file the caller does not own makes
+     * openat2 fail with EPERM, which safe_openat takes for a seccomp'd
+     * openat2 (and falls back for good). Set on the open file instead,
+     * where EPERM only leaves the flag off. */
+    int fd = safe_openat(dirfd, rel, flags, 0);
+    if (fd >= 0) {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0)
+            (void)fcntl(fd, F_SETFL, fl | O_NOATIME);
+    }
+    return fd;
+}
+
 int safe_open_parent(int dirfd, const char *rel, const char **base)
 {
     const char *slash = strrchr(rel, '/');

@@ -13,6 +13,9 @@
 /* Opens rel ("" = dirfd itself) beneath dirfd. Returns an fd or -1/errno
  * (ELOOP for a symlink anywhere on the way, EXDEV for an escape). */
 MUST_CHECK int safe_openat(int dirfd, const char *rel, int flags, mode_t mode);
+/* safe_openat for reading without touching the file's atime (O_NOATIME
+ * set on it where the caller owns the file), as openat_noatime. */
+MUST_CHECK int safe_openat_noatime(int dirfd, const char *rel, int flags);
 /* Opens the directory that contains rel's last component; *base points to
  * that component inside rel. */
 MUST_CHECK int safe_open_parent(int dirfd, const char *rel, const char **base);

@@ -379,7 +379,7 @@ static void hash_job(const struct hash_job *j)
     struct ent *e = j->e;
     char path[PATH_MAX];
     snprintf(path, sizeof path, *e->sub ? "%s/%s" : "%s", j->tree->base, e->sub);
-    _cleanup_close_ int fd = safe_openat(j->tree->root, path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0);
+    _cleanup_close_ int fd = safe_openat_noatime(j->tree->root, path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
     e->s.hashed = fd >= 0 && hash_fd(fd, e->s.hash, &e->s.size) == 0;
 }
 

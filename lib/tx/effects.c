@@ -151,7 +151,7 @@ static void feed_file(struct walk *w, int dfd, const char *name, const char *pat
                 e.binary = kind == EFF_ADDED && has_nul(data, e.len);
             }
             if (kind == EFF_MODIFIED && w->budget) {
-                _cleanup_close_ int ofd = safe_openat(w->wsfd, path, O_RDONLY | O_NOCTTY, 0);
+                _cleanup_close_ int ofd = safe_openat_noatime(w->wsfd, path, O_RDONLY | O_NOCTTY);
                 struct stat ost;
                 if (ofd >= 0 && fstat(ofd, &ost) == 0) {
                     old = read_head(w, 1, ofd, (uint64_t)ost.st_size, &e.oldlen);

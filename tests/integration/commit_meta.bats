@@ -158,3 +158,21 @@ setfattr -n user.r -v root .; setfattr -n user.x -v 1 deep/a/b'
     [ "$(pj 'd["conflicts"][0]["path"]')" = src ] || fail "no conflict on src: $output"
     [ "$(getfattr --only-values -n user.a "$WS/src")" = 2 ] || fail "src changed by a refused undo"
 }
+
+@test "txbox's own reads leave atimes alone: a new file's and a replaced file's pre-image" {
+    # the effect rules read every new and modified file, the audit log
+    # hashes them: with relatime, a first read after a write would set the
+    # atime, so the committed file, or the pre-image undo puts back, would
+    # carry txbox's read instead of what the command or the user left
+    echo old >"$WS/f"
+    touch -a -d '2001-02-03 04:05:06' "$WS/f"
+    want_f=$(stat -c %X "$WS/f")
+    h run --json -c 'echo more >>f; echo new >n; touch -a -d "2002-03-04 05:06:07" n'
+    [ "$status" -eq 0 ]
+    tx=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["tx"])' <<<"$output")
+    [ "$(stat -c %X "$WS/n")" = "$(date -d "2002-03-04 05:06:07" +%s)" ] || fail "n: atime $(stat -c %x "$WS/n"), mtime $(stat -c %y "$WS/n"), fs $(stat -f -c %T "$WS")"
+    h undo "$tx"
+    [ "$status" -eq 0 ]
+    [ "$(stat -c %X "$WS/f")" = "$want_f" ] || fail "f: atime $(stat -c %x "$WS/f") after undo"
+    [ "$(cat "$WS/f")" = old ] # (after: cat sets the atime)
+}
