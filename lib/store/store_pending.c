@@ -219,7 +219,7 @@ int store_pending_add(txbox_ws *ws, uint64_t id, const char *outcome, json_t *in
     }
     dbuf_add(&lb, "\n", 1);
     size_t n = lb.len;
-    _cleanup_free_ char *line = lb.p; /* dbuf_free's to free */
+    _cleanup_free_ char *line = lb.p; /* the buffer's bytes, freed with it */
     if (rows && n > PENDING_LINE_MAX && txfd >= 0 && sync) {
         _cleanup_close_ int rf =
             openat(txfd, "log.row", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);

@@ -74,17 +74,19 @@ static int mkfile(int dfd, const char *name, const char *data, size_t n, mode_t 
     return rc < 0 ? -1 : fchmodat(dfd, name, mode, 0);
 }
 
+/* The built-in rules with git: judged by git in a sandbox
+ * (tests/integration/gitcfg.bats), off here: effects_judge gets no view. */
+#define GIT_RULES_OFF           \
+    "  - id: git-hooks\n"       \
+    "    action: off\n"         \
+    "  - id: git-config-exec\n" \
+    "    action: off\n"         \
+    "  - id: git-hooks-path\n"  \
+    "    action: off\n"
+
 static const char policy_text[] =
     "version: 1\n"
-    "effects:\n"
-    "  - id: git-hooks\n"
-    "    action: off\n"
-    /* judged by git in a sandbox: tests/integration/gitcfg.bats */
-    "  - id: git-config-exec\n"
-    "    action: off\n"
-    "  - id: git-hooks-path\n"
-    "    action: off\n"
-    "  - id: t-bytes\n"
+    "effects:\n" GIT_RULES_OFF "  - id: t-bytes\n"
     "    action: hold\n"
     "    reason: r\n"
     "    suggestion: s\n"
@@ -236,14 +238,7 @@ static void judge(void **state)
  * measured no faster: this is the check any such change must pass.) */
 static const char big_policy[] =
     "version: 1\n"
-    "effects:\n"
-    "  - id: git-hooks\n"
-    "    action: off\n"
-    "  - id: git-config-exec\n"
-    "    action: off\n"
-    "  - id: git-hooks-path\n"
-    "    action: off\n"
-    "  - id: t-mark\n"
+    "effects:\n" GIT_RULES_OFF "  - id: t-mark\n"
     "    action: hold\n"
     "    reason: r\n"
     "    suggestion: s\n"
