@@ -1143,6 +1143,7 @@ static int run_judge(struct run *c, txbox_error *err)
         c->net = c->net_defaults = true;
     /* and the domains of the rules that declared its external effects */
     add_effect_domains(c->saga, c->rule_domains, sizeof c->rule_domains);
+    saga_plan_network(c->saga, opts->net, opts->allow_domains);
     return 0;
 }
 

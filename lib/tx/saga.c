@@ -54,6 +54,7 @@
 #include <sys/file.h>
 
 #include "fsops.h"
+#include "netproxy.h"
 #include "policy/compensate.h"
 #include "policy/pol.h"
 #include "result.h"
@@ -146,6 +147,25 @@ json_t *saga_plan(const txbox_policy *p, const char *shell, char *const *argv, b
     return json_pack("{s:o}", "effects", list);
 }
 
+void saga_plan_network(json_t *plan, int net, const char *const *allow_domains)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(plan, "effects"), i, e)
+    {
+        if (net == TXBOX_NET_HOST)
+            json_object_set_new(e, "net", json_string("host"));
+        json_t *doms = json_object_get(e, "domains");
+        for (size_t k = 0; allow_domains && allow_domains[k]; k++) {
+            if (!doms) {
+                doms = json_array();
+                json_object_set_new(e, "domains", doms);
+            }
+            json_array_append_new(doms, json_string(allow_domains[k]));
+        }
+    }
+}
+
 bool saga_plan_needs_output(const json_t *plan)
 {
     size_t i;
@@ -230,19 +250,23 @@ static bool mark_interrupted(json_t *e)
     return true;
 }
 
-/* One compensation, through the sandbox: read-only workspace, network. */
+/* One compensation, through the sandbox: read-only workspace, the network
+ * its effect's command had (saga_plan_network): the host's, or the proxy
+ * with the domains the rule and the caller allowed. */
 static void run_one(txbox_ws *ws, saga_runner run, json_t *e)
 {
     const char *cmd = json_string_value(json_object_get(e, "compensate"));
-    const char *doms[65] = {0};
+    const char *doms[NP_MAX_DOMAINS + 1] = {0};
     json_t *dl = json_object_get(e, "domains");
-    for (size_t i = 0; i < json_array_size(dl) && i < 64; i++)
+    for (size_t i = 0; i < json_array_size(dl) && i < NP_MAX_DOMAINS; i++)
         doms[i] = json_string_value(json_array_get(dl, i));
+    const char *net = json_string_value(json_object_get(e, "net"));
+    bool net_host = net && !strcmp(net, "host");
     txbox_run_opts o = {.shell = cmd,
                         .allow_domains = doms,
                         .cwd = ws->path,
                         .read_only = 1,
-                        .net = TXBOX_NET_PROXY,
+                        .net = net_host ? TXBOX_NET_HOST : TXBOX_NET_PROXY,
                         .capture = 1,
                         .output_cap = OUTPUT_KEEP,
                         .timeout_s = COMP_TIMEOUT_S,

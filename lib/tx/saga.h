@@ -26,6 +26,12 @@ typedef int (*saga_runner)(txbox_ws *ws, const txbox_run_opts *o, struct txbox_r
  * compensation rendered as far as the command text allows; NULL when it has
  * none. Such a rule with `network: true` sets *net. */
 json_t *saga_plan(const txbox_policy *p, const char *shell, char *const *argv, bool *net);
+/* Notes in each effect of the plan the network its command was given, so
+ * that its compensation gets the same: the host's network (net is
+ * TXBOX_NET_HOST: the user shared it with the command, and a service on
+ * the host's loopback is reachable only so) or the proxy with the caller's
+ * allowed domains beside the rule's. */
+void saga_plan_network(json_t *plan, int net, const char *const *allow_domains);
 /* Does rendering the plan need the command's standard output (capture)? */
 bool saga_plan_needs_output(const json_t *plan);
 static inline void saga_plan_freep(json_t **p) { json_decref(*p); }

@@ -73,6 +73,18 @@ rules:
     examples:
       match: ['wget -q -O- --post-data= http://svc.txbox.test:1/items/a']
       no_match: ['wget -q http://svc.txbox.test:1/notify']
+  - id: svc-local-create
+    decision: uncertain
+    reason: creates an item on a service on the host's loopback
+    network: true
+    compensate: 'curl -fsS -X DELETE {1}'
+    match:
+      program: [curl]
+      args_any: [POST]
+      operands_any: ['http://127.0.0.1:*/items/?*']
+    examples:
+      match: ['curl -fsS -X POST http://127.0.0.1:1/items/a']
+      no_match: ['curl -fsS http://127.0.0.1:1/items/a']
   - id: svc-notify
     decision: uncertain
     reason: sends a notification (it cannot be taken back)
@@ -269,6 +281,23 @@ assert len(a) == 1 and a[0]["state"] == "failed" and a[0]["exit_code"] == 22 and
     txc commit "$TID"
     assert_status 0
     assert_calls $'CREATE before\nCREATE after-1\nCREATE after-2\nDELETE after-2\nDELETE after-1'
+}
+
+@test "a compensation gets the network its effect had: --net=host reaches the host's loopback" {
+    # the proxy refuses loopback, so an effect made with the host's network
+    # on a service there can only be undone with the host's network again
+    begin
+    in_tx --net=host -c "curl -fsS -X POST http://127.0.0.1:$PORT/items/local"
+    assert_status 0
+    txc abort --json "$TID"
+    assert_status 0
+    [ "$(eff state)" = compensated ] || fail "state: $(eff state)" "$output"
+    assert_calls "CREATE local
+DELETE local"
+    # a single run that fails: its compensation runs at once, the same way
+    run --separate-stderr txbox_bin run -C "$WS" --json --policy "$POLICY" --net=host \
+        -c "curl -fsS -X POST http://127.0.0.1:$PORT/items/again && false"
+    [ "$(eff state)" = compensated ] || fail "state: $(eff state)" "$output"
 }
 
 @test "a compensation cannot write the workspace" {
