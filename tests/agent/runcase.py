@@ -8,7 +8,8 @@ Each case: a fresh workspace (its `setup` run there), a scripted server on
     txbox agent --json -C WS --endpoint http://127.0.0.1:PORT/v1 --model test-model ARGS
 bounded by the case's timeout, then the `verify` lines. Exit status 0 when
 every case passed, 1 when one failed, 77 when a case's requirement is
-missing (e.g. the policy engine is not wired into `txbox run` yet).
+missing (e.g. the policy engine is not wired into `txbox run`), unless
+TXBOX_MUST_WORK=1: then a missing requirement fails too.
 
 Verify lines:  TARGET OP [VALUE]
   TARGET  exit | stdout | stderr | extra | summary.PATH | request[N].PATH |
@@ -164,6 +165,16 @@ def ws_state(ws):
     return sorted(out)
 
 
+def missing(name, why):
+    """A case's requirement is missing: a skip (77), or under
+    TXBOX_MUST_WORK=1 (CI) a failure, as for every other test."""
+    if os.environ.get("TXBOX_MUST_WORK") == "1":
+        print(f"FAIL {name}: {why} (TXBOX_MUST_WORK=1)")
+        return 1
+    print(f"skip {name}: {why}")
+    return 77
+
+
 def run_case(txbox, path, tmpbase, keep):
     case = casefile.load(path)
     tmp = tempfile.mkdtemp(prefix="agentcase.", dir=tmpbase)
@@ -174,14 +185,12 @@ def run_case(txbox, path, tmpbase, keep):
         for req in case.requires:
             kind, _, arg = req.partition(":")
             if kind.strip() == "blocked" and not probe_blocked(txbox, tmp, arg.strip()):
-                print(f"skip {name}: `txbox run` does not block {arg.strip()!r} yet "
-                      f"(the policy engine is not wired into run)")
-                return 77
+                return missing(name, f"`txbox run` does not block {arg.strip()!r} "
+                                     f"(the policy engine is not wired into run)")
             if kind.strip() in ("command", "no-command"):
                 have = has_command(txbox, tmp, arg.strip())
                 if have != (kind.strip() == "command"):
-                    print(f"skip {name}: `txbox {arg.strip()}` {'is missing' if not have else 'exists'}")
-                    return 77
+                    return missing(name, f"`txbox {arg.strip()}` {'is missing' if not have else 'exists'}")
         if case.setup:
             subprocess.run(["sh", "-ec", case.setup], cwd=ws, check=True, timeout=60,
                            stdin=subprocess.DEVNULL)
