@@ -442,7 +442,7 @@ static json_t *do_run(agent *a, const char *cmd, json_t *action)
                 json_object_set(brief, keep[i], v);
         }
         json_object_set_new(action, "run", brief);
-        result = compact_run_result(run, c->result_bytes, MAX_PATHS);
+        result = compact_run_result(run, c->result_bytes, MAX_PATHS, a->mtx);
         stubborn_check(a, cmd, run, result);
         progress(a, "run_command: %s -> %s%s%s%s", c1, outcome, json_is_string(tx) ? " (tx " : "",
                  json_is_string(tx) ? json_string_value(tx) : "", json_is_string(tx) ? ")" : "");
@@ -478,10 +478,13 @@ static json_t *do_undo(agent *a, const char *tx, json_t *action)
     const char *of = json_string_value(json_object_get(out, "undo_of"));
     if (json_is_object(out) && !json_object_get(out, "error") && cr.status == 0) {
         /* `txbox undo --json`: the undo is a transaction of its own. */
-        result = compact_run_result(out, c->result_bytes, MAX_PATHS);
+        result = compact_run_result(out, c->result_bytes, MAX_PATHS, NULL);
         json_object_set_new(result, "outcome", json_string("undone"));
         if (of)
             json_object_set_new(result, "undo_of", json_string(of));
+        json_object_set_new(result, "line",
+                            json_sprintf("undone: tx %s reverted, as tx %s", of ? of : "(the last)",
+                                         json_string_value(json_object_get(out, "tx")) ?: "?"));
         merge_changes(a, json_object_get(out, "changes"));
         a->gen++;
         json_array_append_new(a->undone,
@@ -497,9 +500,10 @@ static json_t *do_undo(agent *a, const char *tx, json_t *action)
             if (i < MAX_PATHS)
                 json_array_append(paths, json_object_get(v, "path"));
         }
-        result = json_pack("{s:s,s:s?,s:o,s:s}", "outcome", "conflict", "undo_of", of, "paths", paths, "note",
-                           "later transactions changed the same paths, so nothing was "
-                           "undone; undo those first, or change the files directly");
+        result = json_pack("{s:s,s:s,s:s?,s:o}", "line",
+                           "undo refused: later transactions changed the same paths, so nothing was "
+                           "undone; undo those first, or change the files directly",
+                           "outcome", "conflict", "undo_of", of, "paths", paths);
         progress(a, "undo %s -> refused (conflict)", of ? of : "(last)");
     } else {
         char *why = child_failure(&cr, out);
@@ -602,14 +606,14 @@ static json_t *do_savepoint(agent *a, const char *sub, const char *name, json_t 
     json_t *result;
     if (st == 0 && json_is_object(out) && !json_object_get(out, "error")) {
         if (!strcmp(sub, "savepoint")) {
-            result = json_pack("{s:s,s:s,s:s}", "outcome", "savepoint", "name", name, "note",
-                               "marked; rollback with this name returns to it");
+            result = json_pack("{s:s,s:s,s:s}", "outcome", "savepoint", "name", name, "line",
+                               "savepoint marked; rollback with this name returns to it");
         } else {
             a->gen++;
-            result = json_pack("{s:s,s:s?,s:s}", "outcome", "rolled_back", "savepoint",
-                               name && *name ? name : NULL, "note",
-                               name && *name ? "the changes staged since the savepoint were discarded"
-                                             : "every change staged in the task was discarded");
+            result = json_pack(
+                "{s:s,s:s?,s:s}", "outcome", "rolled_back", "savepoint", name && *name ? name : NULL, "line",
+                name && *name ? "rolled back: the changes staged since the savepoint were discarded"
+                              : "rolled back: every change staged in the task was discarded");
         }
         progress(a, "%s %s -> ok", sub, name && *name ? name : "(start)");
     } else {
@@ -717,12 +721,13 @@ static json_t *tx_commit(agent *a, json_t *action)
         progress(a, "finish -> %s by effect rule (tx %s)", outcome, a->mtx);
     } else { /* verify_failed: the model may fix it */
         json_t *v = json_object_get(out, "verify");
-        json_t *vr = compact_run_result(v, c->result_bytes, MAX_PATHS);
-        result = json_pack("{s:s,s:O?,s:s,s:O?}", "outcome", "not_committed", "verify_outcome",
-                           json_object_get(v, "outcome"), "note",
-                           "the check run at finish failed, so nothing was applied; your changes stay "
-                           "staged: fix the cause with run_command, then call finish again",
-                           "exit_code", json_object_get(v, "exit_code"));
+        json_t *vr = compact_run_result(v, c->result_bytes, MAX_PATHS, NULL);
+        result = json_pack(
+            "{s:s,s:O?,s:s,s:O?}", "outcome", "not_committed", "verify_outcome",
+            json_object_get(v, "outcome"), "line",
+            "not committed: the check run at finish failed, so nothing was applied; your changes stay "
+            "staged: fix the cause with run_command, then call finish again",
+            "exit_code", json_object_get(v, "exit_code"));
         static const char *const k[] = {"stdout", "stdout_cut", "stderr", "stderr_cut", "rule", "reason"};
         for (size_t i = 0; i < ARRAY_SIZE(k); i++)
             if (json_object_get(vr, k[i]))
@@ -876,7 +881,7 @@ static void handle_tools(agent *a, chat_reply *r)
         if (!result)
             continue; /* finish */
         json_object_set(action, "result", result);
-        char *s = json_dumps(result, JSON_COMPACT);
+        char *s = result_text(result);
         add_msg(a, json_pack("{s:s,s:s,s:s}", "role", "tool", "tool_call_id", id, "content", s ? s : "{}"));
         free(s);
         json_decref(result);
@@ -913,7 +918,7 @@ static void handle_text(agent *a, chat_reply *r)
     if (!result)
         return;
     json_object_set(action, "result", result);
-    char *s = json_dumps(result, JSON_COMPACT);
+    char *s = result_text(result);
     char *m = xasprintf("Result: %s", s ? s : "{}");
     add_msg(a, json_pack("{s:s,s:s}", "role", "user", "content", m));
     free(m);

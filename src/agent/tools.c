@@ -1,6 +1,7 @@
 /* Child txbox processes and the summaries of their results; see tools.h. */
 #include "tools.h"
 #include "../spawn.h"
+#include "../words.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -156,15 +157,21 @@ static void tail_field(json_t *out, json_t *run, const char *name, size_t max)
     }
 }
 
-json_t *compact_run_result(json_t *run, size_t max_bytes, size_t max_paths)
+json_t *compact_run_result(json_t *run, size_t max_bytes, size_t max_paths, const char *mtx)
 {
     json_t *o = json_object();
+    words_ctx wc = {.front = WORDS_AGENT, .mtx = mtx};
+    char *line = words_run_line(run, &wc);
+    json_object_set_new(o, "line", json_string(line));
+    free(line);
     const char *outcome = json_string_value(json_object_get(run, "outcome"));
     if (!outcome)
         outcome = "unknown";
     json_object_set_new(o, "outcome", json_string(outcome));
     json_t *tx = json_object_get(run, "tx");
-    if (json_is_string(tx) && strcmp(outcome, "blocked"))
+    /* in the task's transaction the command's own id is no use to the
+     * model, and could be taken for the transaction's */
+    if (json_is_string(tx) && strcmp(outcome, "blocked") && !mtx)
         json_object_set(o, "tx", tx);
     if (!strcmp(outcome, "blocked")) {
         static const char *const keys[] = {"rule", "reason", "suggestion"};
@@ -173,33 +180,17 @@ json_t *compact_run_result(json_t *run, size_t max_bytes, size_t max_paths)
             if (json_is_string(v))
                 json_object_set(o, keys[i], v);
         }
-        json_object_set_new(o, "note", json_string("the policy refused it; it never ran"));
         return o;
     }
     json_t *ec = json_object_get(run, "exit_code");
     if (json_is_integer(ec))
         json_object_set(o, "exit_code", ec);
-    if (!strcmp(outcome, "rolled_back"))
-        json_object_set_new(o, "note",
-                            json_string("it failed, so all its changes were discarded: "
-                                        "the workspace is exactly as before"));
-    else if (!strcmp(outcome, "timed_out"))
-        json_object_set_new(o, "note",
-                            json_string("killed at the time limit and rolled back: the "
-                                        "workspace is exactly as before"));
-    else if (!strcmp(outcome, "read_only") && json_integer_value(ec) != 0)
-        json_object_set_new(o, "note",
-                            json_string("a read-only command that failed; nothing "
-                                        "changed"));
-    else if (!strcmp(outcome, "staged"))
-        json_object_set_new(o, "note",
-                            json_string("kept in the task's transaction: later commands "
-                                        "see it; applied to the workspace at finish"));
-    else if (!strcmp(outcome, "conflict"))
-        json_object_set_new(o, "note",
-                            json_string("it succeeded, but another change touched the "
-                                        "same files meanwhile; its changes were set "
-                                        "aside, not applied: re-read and redo"));
+    static const char *const facts[] = {"losses", "discarded"};
+    for (size_t i = 0; i < ARRAY_SIZE(facts); i++) {
+        json_t *v = json_object_get(run, facts[i]);
+        if (json_integer_value(json_object_get(v, "count")) > 0)
+            json_object_set(o, facts[i], v);
+    }
     json_t *ch = json_object_get(run, "changes");
     if ((!strcmp(outcome, "committed") || !strcmp(outcome, "staged")) && json_is_object(ch)) {
         json_t *c = json_object();
@@ -230,4 +221,18 @@ json_t *compact_run_result(json_t *run, size_t max_bytes, size_t max_paths)
     tail_field(o, run, "stdout", s_max);
     tail_field(o, run, "stderr", e_max);
     return o;
+}
+
+char *result_text(json_t *result)
+{
+    json_t *line = json_object_get(result, "line");
+    if (!json_is_string(line)) {
+        char *s = json_dumps(result, JSON_COMPACT);
+        return s ? s : xstrdup("{}");
+    }
+    json_t *rest = json_copy(result);
+    json_object_del(rest, "line");
+    char *t = words_text(json_string_value(line), rest);
+    json_decref(rest);
+    return t;
 }

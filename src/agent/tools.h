@@ -41,11 +41,16 @@ char **env_without(const char *drop);
  * compare equal. */
 char *normalize_command(const char *cmd);
 
-/* A compact summary of a `txbox run --json` object for the model: outcome,
- * exit code, tx, rule/reason/suggestion when blocked, changed paths (at
- * most max_paths per kind), the tail of stdout and stderr, all within
- * about max_bytes. */
-json_t *compact_run_result(json_t *run, size_t max_bytes, size_t max_paths);
+/* A compact summary of a `txbox run --json` object for the model: `line`
+ * (what happened and what to do next, words.h; sent first, before the
+ * rest as JSON: result_text), outcome, exit code, tx (not in the task's
+ * transaction mtx), rule/reason/suggestion when blocked, losses and
+ * discarded writes, changed paths (at most max_paths per kind), the tail of
+ * stdout and stderr, all within about max_bytes. */
+json_t *compact_run_result(json_t *run, size_t max_bytes, size_t max_paths, const char *mtx);
+/* The text the model reads for a result: its `line`, a newline, the rest
+ * as compact JSON; just the JSON when it has no line (malloc'd). */
+char *result_text(json_t *result);
 
 /* At most max bytes from the end of s (a UTF-8 string), cut on a
  * character boundary. */

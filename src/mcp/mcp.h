@@ -19,12 +19,15 @@ extern const char *const mcp_protocol_versions[];
 typedef struct mcp_config {
     char *workspace; /* absolute, resolved */
     char *policy;    /* absolute, or NULL */
+    bool structured; /* --structured: outputSchema and structuredContent, the CLI's whole object */
 } mcp_config;
 
 typedef struct mcp_tool mcp_tool;
 
-/* {"tools": [...]} for tools/list (a new reference). */
-json_t *mcp_tools_list(void);
+/* {"tools": [...]} for tools/list (a new reference); without structured,
+ * no outputSchema (clients that hold one show the model structuredContent
+ * instead of the text, see tools.c). */
+json_t *mcp_tools_list(bool structured);
 const mcp_tool *mcp_tool_find(const char *name);
 const char *mcp_tool_name(const mcp_tool *t);
 
@@ -33,8 +36,10 @@ const char *mcp_tool_name(const mcp_tool *t);
 typedef struct mcp_invocation {
     char **argv;
     int cwd_fd;
-    char *multi_tx; /* the multi-command transaction it acts on (run --tx, commit, ...), or NULL */
-    bool tee;       /* `txbox run`: can copy the command's output to a descriptor (--tee-fd) */
+    char *multi_tx;   /* the multi-command transaction it acts on (run --tx, commit, ...), or NULL */
+    bool tee;         /* `txbox run`: can copy the command's output to a descriptor (--tee-fd) */
+    bool structured;  /* answer with structuredContent (mcp_config.structured) */
+    bool protections; /* `run` with "protections": true: the answer carries them */
 } mcp_invocation;
 
 /* Checks the arguments against the tool's input schema and builds the

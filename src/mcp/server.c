@@ -705,7 +705,7 @@ static void do_request(server *s, const json_t *id, const char *method, json_t *
                         "Invalid params: tools/list takes an optional string cursor");
             return;
         }
-        reply(s, id, mcp_tools_list());
+        reply(s, id, mcp_tools_list(s->cfg.structured));
         return;
     }
     if (!strcmp(method, "tools/call")) {
@@ -935,7 +935,7 @@ static void usage(FILE *f, const char *name)
 {
     fprintf(f,
             "usage: txbox mcp [-C DIR] [--policy FILE] [--max-calls N] [--keep-transactions]\n"
-            "                 [--spawn]\n"
+            "                 [--spawn] [--structured]\n"
             "\nA Model Context Protocol server on stdin/stdout (newline-delimited JSON-RPC 2.0).\n"
             "Tools: run, check, log, show, diff, undo, and for multi-command transactions\n"
             "begin, savepoint, rollback, commit, abort, status, on the workspace DIR (default:\n"
@@ -944,6 +944,9 @@ static void usage(FILE *f, const char *name)
             "the txbox CLI, as every call does with --spawn. --max-calls: commands\n"
             "running at once (default %d; more wait their turn). Transactions begun in the\n"
             "session and still open when it ends are aborted, unless --keep-transactions.\n"
+            "Each answer is a line for the model, then a compact JSON object; --structured\n"
+            "adds outputSchema and structuredContent (the CLI's whole JSON object), for\n"
+            "clients that read fields rather than hand the text to a model.\n"
             "See docs/mcp.md.\n",
             MAX_CALLS_DEFAULT);
 }
@@ -955,12 +958,13 @@ int cmd_mcp(int argc, char **argv)
         {"max-calls", required_argument, NULL, 'm'},
         {"keep-transactions", no_argument, NULL, 'k'},
         {"spawn", no_argument, NULL, 's'},
+        {"structured", no_argument, NULL, 'S'},
         CLI_LONG_HELP,
         {0},
     };
     const char *policy = NULL;
     unsigned max_calls = MAX_CALLS_DEFAULT;
-    bool keep_txs = false, spawn_only = false;
+    bool keep_txs = false, spawn_only = false, structured = false;
     cli_opts cli = {
         .name = "mcp", .help = usage, .shorts = "+C:h", .longs = opts, .argc = argc, .argv = argv};
     int c;
@@ -982,6 +986,9 @@ int cmd_mcp(int argc, char **argv)
         case 's':
             spawn_only = true;
             break;
+        case 'S':
+            structured = true;
+            break;
         }
     }
     if (c == CLI_OPT_STOP)
@@ -996,6 +1003,7 @@ int cmd_mcp(int argc, char **argv)
                 .max_calls = max_calls,
                 .version = mcp_protocol_versions[0],
                 .keep_txs = keep_txs};
+    s.cfg.structured = structured;
     s.cfg.workspace = realpath(dir, NULL);
     if (!s.cfg.workspace)
         return cli_failf("mcp: workspace '%s': %s", dir, strerror(errno));

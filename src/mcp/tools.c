@@ -3,6 +3,7 @@
  * CallToolResult (structuredContent plus a readable text part). */
 #include "mcp.h"
 #include "../answer.h"
+#include "../words.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -60,21 +61,23 @@ static const mcp_tool tools[] = {
      "\"description\":\"Runs one shell command (given to bash -c, as a shell tool would) in the workspace as a "
      "transaction. It runs in an isolated copy-on-write sandbox: if it exits 0 its file changes "
      "are committed to the workspace atomically; otherwise they are discarded and the workspace "
-     "is exactly as it was. The result's `outcome` says what happened: `committed` (changes "
-     "applied, listed in `changes`), `read_only` (the policy judged it read-only; it ran without "
-     "a transaction), `rolled_back` (it failed or was cancelled: nothing it did remains, so fix "
-     "the cause and run it again; no cleanup is needed), `blocked` (the policy refused it and "
-     "it never ran: read `rule`, `reason` and `suggestion` and do what the suggestion says "
-     "instead; do not try to get around the policy), `conflict` (it succeeded but the files it "
-     "changed were changed meanwhile: its changes were kept aside; re-read the files and run it "
+     "is exactly as it was. The answer's first line says what happened and what to do next; "
+     "a compact JSON object follows. `outcome`: `committed` (changes applied, listed in "
+     "`changes`), `read_only` (the policy judged it read-only; it ran without a transaction), "
+     "`rolled_back` (it failed or was cancelled: nothing it did remains, so fix the cause and "
+     "run it again; no cleanup is needed), `blocked` (the policy refused it and it never ran: "
+     "do what `suggestion` says instead; do not try to get around the policy), `conflict` (it "
+     "succeeded but the files it changed were changed meanwhile: re-read them and run it "
      "again), `timed_out` (killed at the time limit and rolled back: raise `timeout` or split "
-     "the work). There is no network unless `network` is true or a policy rule grants it to the "
-     "command (`check` says so in `needs_network`). A committed transaction can be "
-     "reverted with `undo`. With `tx` (an id from `begin`) the command runs inside that open "
-     "multi-command transaction instead: it sees the changes of the transaction's earlier "
-     "commands, and if it exits 0 its changes are added to the transaction (outcome `staged`) "
-     "but reach the workspace only when `commit` is called; if it fails only its own changes "
-     "are rolled back and the transaction stays open with everything staged before.\","
+     "the work). A commit that destroyed work that exists nowhere else (uncommitted changes, "
+     "untracked files, git history) says so in the first line, with the `undo` that brings it "
+     "back. There is no network unless `network` is true or a policy rule grants it to the "
+     "command (`check` says so in `needs_network`). With `tx` (an id from `begin`) the command "
+     "runs inside that open multi-command transaction instead: it sees the changes of the "
+     "transaction's earlier commands, and if it exits 0 its changes are added to the "
+     "transaction (outcome `staged`) but reach the workspace only when `commit` is called with "
+     "that same `tx`; if it fails only its own changes are rolled back and the transaction "
+     "stays open with everything staged before.\","
      "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
      "\"command\":{\"type\":\"string\",\"minLength\":1,\"description\":\"The shell command, "
      "exactly as for bash -c.\"},"
@@ -85,7 +88,9 @@ static const mcp_tool tools[] = {
      "rolled back.\"},"
      "\"network\":{\"type\":\"boolean\",\"default\":false,\"description\":\"Allow network "
      "access through txbox's proxy, to the package registries and git hosts only (off by default, "
-     "unless a policy rule grants it to this command).\"}," MTX_ARG(
+     "unless a policy rule grants it to this command).\"},"
+     "\"protections\":{\"type\":\"boolean\",\"default\":false,\"description\":\"Also report "
+     "the sandbox's protections in force (namespaces, hidden paths, limits).\"}," MTX_ARG(
          "Run inside this open transaction (an id from `begin`): the command's changes are "
          "staged, applied only by `commit`. Omit for a command committed on its own.") "},"
                                                                                        "\"required\":[\"command\"],\"additionalProperties\":false},"
@@ -97,7 +102,8 @@ static const mcp_tool tools[] = {
                                                                                        "\"outcome\":{\"type\":\"string\",\"enum\":[" OUTCOMES
                                                                                        "]},"
                                                                                        "\"exit_code\":{\"type\":\"integer\"},"
-                                                                                       "\"changes\":{\"type\":\"object\"},"
+                                                                                       "\"changes\":{\"type\":\"object\"},\"losses\":{\"type\":\"object\"},"
+                                                                                       "\"discarded\":{\"type\":\"object\"},"
                                                                                        "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"
                                                                                        "\"stdout_truncated\":{\"type\":\"boolean\"},\"stderr_truncated\":{\"type\":\"boolean\"},"
                                                                                        "\"protections\":{\"type\":\"object\"},\"overhead_ms\":{\"type\":\"number\"},"
@@ -249,7 +255,7 @@ static const mcp_tool tools[] = {
      "\"annotations\":{\"readOnlyHint\":true,\"idempotentHint\":true,\"openWorldHint\":false}}"},
 };
 
-json_t *mcp_tools_list(void)
+json_t *mcp_tools_list(bool structured)
 {
     json_t *list = json_array();
     for (size_t i = 0; i < ARRAY_SIZE(tools); i++) {
@@ -262,6 +268,8 @@ json_t *mcp_tools_list(void)
         json_t *o = json_pack("{s:s}", "name", tools[i].name);
         json_object_update(o, t);
         json_decref(t);
+        if (!structured)
+            json_object_del(o, "outputSchema");
         json_array_append_new(list, o);
     }
     return json_pack("{s:o}", "tools", list);
@@ -431,7 +439,7 @@ static int open_cwd(const mcp_config *cfg, const char *cwd, int *out, txbox_erro
 int mcp_tool_prepare(const mcp_tool *t, const mcp_config *cfg, json_t *args, mcp_invocation *inv,
                      txbox_error *err)
 {
-    static const char *const run_args[] = {"command", "cwd", "timeout", "network", "tx", NULL};
+    static const char *const run_args[] = {"command", "cwd", "timeout", "network", "tx", "protections", NULL};
     static const char *const begin_args[] = {"name", NULL};
     static const char *const sp_args[] = {"tx", "name", NULL};
     static const char *const commit_args[] = {"tx", "verify", "timeout", NULL};
@@ -441,11 +449,13 @@ int mcp_tool_prepare(const mcp_tool *t, const mcp_config *cfg, json_t *args, mcp
     static const char *const log_args[] = {"limit", NULL};
     argv_b a = {0};
     const char *command = NULL, *cwd = NULL, *tx = NULL, *mtx = NULL, *name = NULL, *verify = NULL;
-    json_t *timeout = NULL, *net = NULL, *limit = NULL;
+    json_t *timeout = NULL, *net = NULL, *limit = NULL, *prot = NULL;
     inv->argv = NULL;
     inv->cwd_fd = -1;
     inv->multi_tx = NULL;
     inv->tee = false;
+    inv->structured = cfg->structured;
+    inv->protections = false;
 
     switch (t->kind) {
     case K_RUN:
@@ -456,6 +466,10 @@ int mcp_tool_prepare(const mcp_tool *t, const mcp_config *cfg, json_t *args, mcp
         net = json_object_get(args, "network");
         if (net && !json_is_boolean(net))
             return tx_err(err, EINVAL, "argument 'network' must be true or false");
+        prot = json_object_get(args, "protections");
+        if (prot && !json_is_boolean(prot))
+            return tx_err(err, EINVAL, "argument 'protections' must be true or false");
+        inv->protections = json_is_true(prot);
         break;
     case K_CHECK:
         if (only_known(args, check_args, err) < 0 || get_string(args, "command", true, &command, err) < 0)
@@ -566,7 +580,17 @@ int mcp_tool_prepare(const mcp_tool *t, const mcp_config *cfg, json_t *args, mcp
     return 0;
 }
 
-/* ---- results ---- */
+/* ---- results ----
+ *
+ * What a client shows the model of a result: Claude Code and Codex hand it
+ * structuredContent, serialized, whenever a result has one, and the text
+ * parts otherwise; Gemini CLI, qwen-code and opencode hand it the text
+ * parts. So by default a result has no structuredContent (and the tools no
+ * outputSchema, which would require it) and one text part: a line saying
+ * what happened and what to do next, then a compact JSON object (words.h).
+ * With --structured (clients that read the fields, not a model) the CLI's
+ * whole object is structuredContent too, and its JSON a second text part
+ * (the specification's SHOULD for structured content). */
 
 static json_t *text_part(const char *s)
 {
@@ -576,22 +600,25 @@ static json_t *text_part(const char *s)
     return json_pack("{s:s,s:o}", "type", "text", "text", t);
 }
 
-/* The summary for the model, and with structured content the same JSON as
- * a second text part (the specification's SHOULD, for clients that hand
- * the model only content). */
-static json_t *result_of(json_t *structured, const char *text, bool is_error)
+/* The result: line, then compact as JSON (when given); with structured,
+ * full as structuredContent and a second text part. Takes full and
+ * compact. */
+static json_t *result_of(json_t *full, const char *line, json_t *compact, bool is_error, bool structured)
 {
     json_t *r = json_object();
+    _cleanup_free_ char *text = compact ? words_text(line, compact) : xstrdup(line);
+    json_decref(compact);
     json_t *content = json_pack("[o]", text_part(text));
-    if (structured) {
-        char *js = json_dumps(structured, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (structured && full) {
+        char *js = json_dumps(full, JSON_COMPACT | JSON_PRESERVE_ORDER);
         if (js)
             json_array_append_new(content, text_part(js));
         free(js);
+        json_object_set_new(r, "structuredContent", full);
+    } else {
+        json_decref(full);
     }
     json_object_set_new(r, "content", content);
-    if (structured)
-        json_object_set_new(r, "structuredContent", structured);
     json_object_set_new(r, "isError", json_boolean(is_error));
     return r;
 }
@@ -603,7 +630,7 @@ json_t *mcp_error_result(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    return result_of(NULL, buf, true);
+    return result_of(NULL, buf, NULL, true, false);
 }
 
 static const char *str(json_t *o, const char *k)
@@ -625,113 +652,81 @@ static void add_clipped(dbuf *b, const char *s, size_t max)
         cut--;
     dbuf_add(b, s, cut);
     char tail[96];
-    snprintf(tail, sizeof tail, "\n[... %zu more bytes in structuredContent]", n - cut);
+    snprintf(tail, sizeof tail, "\n[... %zu more bytes not shown]", n - cut);
     dbuf_addstr(b, tail);
 }
 
-static void add_paths(dbuf *b, json_t *changes, const char *key, const char *label)
+static json_t *run_result(json_t *o, const mcp_invocation *inv)
 {
-    json_t *arr = json_object_get(changes, key);
-    size_t n = json_array_size(arr);
-    if (!n)
-        return;
-    char buf[64];
-    snprintf(buf, sizeof buf, "\n%s (%zu):", label, n);
-    dbuf_addstr(b, buf);
-    for (size_t i = 0; i < n && i < 20; i++) {
-        json_t *p = json_array_get(arr, i);
-        dbuf_addstr(b, " ");
-        dbuf_addstr(b, json_is_string(p) ? json_string_value(p) : "?");
-    }
-    if (n > 20)
-        dbuf_addstr(b, " ...");
-}
-
-/* A run's stdout and stderr, clipped, each under a header. */
-static void add_output(dbuf *b, json_t *o, const char *what)
-{
-    static const struct {
-        const char *key;
-        size_t max;
-    } streams[] = {{"stdout", 16384}, {"stderr", 8192}};
-    for (size_t i = 0; i < ARRAY_SIZE(streams); i++) {
-        if (!*str(o, streams[i].key))
-            continue;
-        char head[64];
-        snprintf(head, sizeof head, "\n--- %s%s ---\n", what, streams[i].key);
-        dbuf_addstr(b, head);
-        add_clipped(b, str(o, streams[i].key), streams[i].max);
-    }
-}
-
-static json_t *run_result(json_t *o, const char *mtx)
-{
-    const char *outcome = str(o, "outcome");
-    dbuf b;
-    dbuf_init(&b, 0);
-    char line[1024];
+    const char *outcome = str(o, "outcome"), *mtx = inv ? inv->multi_tx : NULL;
     bool is_error = !strcmp(outcome, "blocked") || !strcmp(outcome, "rolled_back") ||
                     !strcmp(outcome, "conflict") || !strcmp(outcome, "timed_out") ||
                     !strcmp(outcome, "rejected") || !strcmp(outcome, "held");
-    if (!strcmp(outcome, "blocked")) {
-        snprintf(line, sizeof line,
-                 "blocked by the txbox policy (rule %s): %s\nsuggestion: %s\nThe command did not run; "
-                 "the workspace is unchanged.",
-                 str(o, "rule"), str(o, "reason"), *str(o, "suggestion") ? str(o, "suggestion") : "(none)");
-        dbuf_addstr(&b, line);
-    } else {
-        static const struct {
-            const char *outcome, *meaning;
-        } meanings[] = {
-            {"committed", "its changes were committed to the workspace"},
-            {"read_only", "read-only command: ran without a transaction"},
-            {"rolled_back", "it failed: its changes were rolled back and the workspace is as before"},
-            {"conflict",
-             "it succeeded, but the workspace changed meanwhile: its changes were kept aside, not applied"},
-            {"timed_out", "killed at the time limit: its changes were rolled back"},
-            {"rejected", "a rule on what it changed refused the changes (see effect_rule, reason, "
-                         "suggestion, paths): nothing was applied"},
-            {"held", "a rule on what it changed holds the changes for a person's review (txbox "
-                     "approve/reject): nothing is applied until then"},
-        };
-        const char *meaning = "";
-        for (size_t i = 0; i < ARRAY_SIZE(meanings); i++)
-            if (!strcmp(outcome, meanings[i].outcome))
-                meaning = meanings[i].meaning;
-        if (!strcmp(outcome, "conflict") && *str(o, "held_by"))
-            meaning = "it succeeded, but a transaction txbox could neither finish nor roll back "
-                      "(held_by) holds a path it changed (conflict_path): its changes were kept "
-                      "aside, not applied. A person must fix what `txbox recover` reports; until "
-                      "then, change other files only";
-        char in_tx[160] = "";
-        if (mtx) {
-            json_object_set_new(o, "transaction", json_string(mtx));
-            if (!strcmp(outcome, "staged"))
-                meaning = "its changes were added to the transaction; they reach the workspace only "
-                          "when the transaction is committed";
-            else if (!strcmp(outcome, "rolled_back") || !strcmp(outcome, "timed_out"))
-                meaning = "it failed: only its own changes were rolled back; the transaction keeps "
-                          "what its earlier commands staged and stays open";
-            snprintf(in_tx, sizeof in_tx, " in transaction %s", mtx);
-        }
-        snprintf(line, sizeof line, "%s (exit status %lld, %s %s%s): %s", outcome,
-                 (long long)json_integer_value(json_object_get(o, "exit_code")),
-                 mtx ? "command" : "transaction", str(o, "tx"), in_tx, meaning);
-        dbuf_addstr(&b, line);
-        json_t *ch = json_object_get(o, "changes");
-        add_paths(&b, ch, "added", "added");
-        add_paths(&b, ch, "modified", "modified");
-        add_paths(&b, ch, "deleted", "deleted");
-        add_output(&b, o, "");
-    }
-    json_t *r = result_of(o, dbuf_str(&b), is_error);
-    dbuf_free(&b);
-    return r;
+    words_ctx c = {.front = WORDS_MCP, .mtx = mtx, .protections = inv && inv->protections};
+    _cleanup_free_ char *line = words_run_line(o, &c);
+    json_t *compact = words_run_compact(o, &c);
+    if (mtx)
+        json_object_set_new(o, "transaction", json_string(mtx));
+    return result_of(o, line, compact, is_error, inv && inv->structured);
 }
 
-/* begin, savepoint, rollback, commit, abort, status: the CLI's JSON and a
- * line for the model saying what happened and what to do next. */
-static json_t *tx_result(const mcp_tool *t, json_t *o, int code)
+/* What a commit's verify command did, compact: outcome, exit code, the
+ * tails of its output. */
+static json_t *verify_compact(json_t *v)
+{
+    words_ctx c = {.front = WORDS_MCP, .out_max = 8192};
+    json_t *w = words_run_compact(v, &c);
+    json_object_del(w, "tx");
+    return w;
+}
+
+/* The ids and facts of a transaction tool's answer the model uses, with the
+ * transaction's id first, as `transaction`. */
+static json_t *tx_compact(const mcp_tool *t, json_t *o)
+{
+    if (!strcmp(t->name, "status"))
+        return json_pack("{s:O}", "transactions", json_object_get(o, "transactions") ?: json_array());
+    json_t *c = json_pack("{s:s}", "transaction", str(o, "tx"));
+    static const char *const keys[] = {"name",           "savepoint", "outcome",     "commands",
+                                       "conflict_paths", "held_by",   "effect_rule", "reason",
+                                       "suggestion",     "paths",     "losses"};
+    for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+        json_t *v = json_object_get(o, keys[i]);
+        if (v && !json_is_null(v) && !(json_is_array(v) && !json_array_size(v)) &&
+            !(!strcmp(keys[i], "losses") && json_integer_value(json_object_get(v, "count")) <= 0))
+            json_object_set(c, keys[i], v);
+    }
+    json_t *ch = json_object_get(o, "changes");
+    if (ch) {
+        words_ctx wc = {.front = WORDS_MCP};
+        json_t *tmp = json_pack("{s:s,s:O}", "outcome", "committed", "changes", ch);
+        json_t *w = words_run_compact(tmp, &wc);
+        if (json_object_get(w, "changes"))
+            json_object_set(c, "changes", json_object_get(w, "changes"));
+        json_decref(w);
+        json_decref(tmp);
+    }
+    if (json_is_object(json_object_get(o, "verify")))
+        json_object_set_new(c, "verify", verify_compact(json_object_get(o, "verify")));
+    return c;
+}
+
+/* "; added a, b; ..." of a commit's changes, as a run's line says them. */
+static void add_commit_changes(dbuf *b, json_t *o)
+{
+    words_ctx wc = {.front = WORDS_MCP};
+    json_t *tmp = json_pack("{s:s,s:s,s:O}", "outcome", "committed", "tx", "", "changes",
+                            json_object_get(o, "changes") ?: json_null());
+    _cleanup_free_ char *l = words_run_line(tmp, &wc);
+    json_decref(tmp);
+    const char *semi = strchr(l, ';'); /* after "committed tx  (exit 0)" */
+    if (semi)
+        dbuf_addstr(b, semi);
+}
+
+/* begin, savepoint, rollback, commit, abort, status: a line for the model
+ * saying what happened and what to do next, and the compact facts. */
+static json_t *tx_result(const mcp_tool *t, json_t *o, int code, bool structured)
 {
     dbuf b;
     dbuf_init(&b, 0);
@@ -741,8 +736,8 @@ static json_t *tx_result(const mcp_tool *t, json_t *o, int code)
     if (!strcmp(t->name, "begin")) {
         snprintf(line, sizeof line,
                  "transaction %s is open. Pass \"tx\": \"%s\" to `run` for each command of the task; "
-                 "then `commit` it (nothing reaches the workspace before) or `abort` it.",
-                 id, id);
+                 "then `commit` it with \"tx\": \"%s\" (nothing reaches the workspace before) or `abort` it.",
+                 id, id, id);
         dbuf_addstr(&b, line);
     } else if (!strcmp(t->name, "savepoint")) {
         snprintf(line, sizeof line,
@@ -761,41 +756,23 @@ static json_t *tx_result(const mcp_tool *t, json_t *o, int code)
         snprintf(line, sizeof line, "transaction %s aborted: nothing of it was applied; it is closed.", id);
         dbuf_addstr(&b, line);
     } else if (!strcmp(t->name, "status")) {
-        json_t *arr = json_object_get(o, "transactions");
-        if (!json_array_size(arr))
-            dbuf_addstr(&b, "no open transactions");
-        size_t i;
-        json_t *x;
-        json_array_foreach(arr, i, x)
-        {
-            if (b.len > 32768) {
-                dbuf_addstr(&b, "\n[... more in structuredContent]");
-                break;
-            }
-            snprintf(line, sizeof line, "%stx %s (%s): %lld command(s) staged%s", i ? "\n" : "", str(x, "tx"),
-                     json_is_string(json_object_get(x, "name")) ? str(x, "name") : "no name",
-                     (long long)json_integer_value(json_object_get(x, "commands")),
-                     json_is_true(json_object_get(x, "busy")) ? ", a command is running in it" : "");
-            dbuf_addstr(&b, line);
-            size_t k;
-            json_t *sp;
-            json_array_foreach(json_object_get(x, "savepoints"), k, sp)
-            {
-                dbuf_addstr(&b, k ? ", " : "; savepoints: ");
-                add_clipped(&b, json_is_string(sp) ? json_string_value(sp) : "?", 64);
-            }
-        }
+        size_t n = json_array_size(json_object_get(o, "transactions"));
+        snprintf(line, sizeof line, n ? "%zu open transaction%s" : "no open transactions", n,
+                 n == 1 ? "" : "s");
+        dbuf_addstr(&b, line);
     } else { /* commit */
         const char *outcome = str(o, "outcome");
-        json_t *ch = json_object_get(o, "changes");
         if (!strcmp(outcome, "committed")) {
+            long long n = (long long)json_integer_value(json_object_get(o, "commands"));
             snprintf(line, sizeof line,
-                     "committed transaction %s (%lld commands): its changes are now in the workspace.", id,
-                     (long long)json_integer_value(json_object_get(o, "commands")));
+                     "committed transaction %s (%lld command%s): its changes are now in the workspace", id, n,
+                     n == 1 ? "" : "s");
             dbuf_addstr(&b, line);
-            add_paths(&b, ch, "added", "added");
-            add_paths(&b, ch, "modified", "modified");
-            add_paths(&b, ch, "deleted", "deleted");
+            add_commit_changes(&b, o);
+            if (words_losses(&b, o)) {
+                snprintf(line, sizeof line, "; to bring it back call the `undo` tool with tx \"%s\"", id);
+                dbuf_addstr(&b, line);
+            }
         } else if (!strcmp(outcome, "verify_failed")) {
             is_error = true;
             json_t *v = json_object_get(o, "verify");
@@ -806,7 +783,6 @@ static json_t *tx_result(const mcp_tool *t, json_t *o, int code)
                      !strcmp(str(v, "outcome"), "blocked") ? "was blocked by the policy" : "failed",
                      (long long)json_integer_value(json_object_get(v, "exit_code")), id, id);
             dbuf_addstr(&b, line);
-            add_output(&b, v, "verify ");
         } else if (!strcmp(outcome, "conflict")) {
             is_error = true;
             if (*str(o, "held_by"))
@@ -824,17 +800,10 @@ static json_t *tx_result(const mcp_tool *t, json_t *o, int code)
                          "work on the current files.",
                          id, id);
             dbuf_addstr(&b, line);
-            size_t n = json_array_size(json_object_get(o, "conflict_paths"));
-            for (size_t i = 0; i < n && i < 20; i++) {
-                dbuf_addstr(&b, i ? " " : "\nconflicting paths: ");
-                json_t *p = json_array_get(json_object_get(o, "conflict_paths"), i);
-                add_clipped(&b, json_is_string(p) ? json_string_value(p) : "?", 512);
-            }
         } else if (!strcmp(outcome, "held") || !strcmp(outcome, "rejected")) {
             /* a rule on effects judged the write set; the transaction ended */
             is_error = true;
-            bool held = !strcmp(outcome, "held");
-            if (held)
+            if (!strcmp(outcome, "held"))
                 snprintf(line, sizeof line,
                          "held for review: effect rule %s (%s). Nothing is applied until a person runs "
                          "`txbox approve %s` (or `txbox reject %s`); the transaction is closed.",
@@ -845,39 +814,31 @@ static json_t *tx_result(const mcp_tool *t, json_t *o, int code)
                          "closed.",
                          str(o, "effect_rule"), str(o, "reason"), id);
             dbuf_addstr(&b, line);
-            if (json_is_string(json_object_get(o, "suggestion"))) {
-                dbuf_addstr(&b, "\nsuggestion: ");
-                add_clipped(&b, str(o, "suggestion"), 512);
-            }
-            size_t n = json_array_size(json_object_get(o, "paths"));
-            for (size_t i = 0; i < n && i < 20; i++) {
-                dbuf_addstr(&b, i ? " " : "\npaths: ");
-                json_t *p = json_array_get(json_object_get(o, "paths"), i);
-                add_clipped(&b, json_is_string(p) ? json_string_value(p) : "?", 512);
-            }
         } else {
             is_error = code != 0;
             snprintf(line, sizeof line, "commit of transaction %s: %s (exit status %d)", id, outcome, code);
             dbuf_addstr(&b, line);
         }
     }
-    json_t *r = result_of(o, dbuf_str(&b), is_error);
+    json_t *r = result_of(o, dbuf_str(&b), tx_compact(t, o), is_error, structured);
     dbuf_free(&b);
     return r;
 }
 
-static json_t *check_result(json_t *o)
+static json_t *check_result(json_t *o, bool structured)
 {
     char line[1400];
     const char *v = str(o, "verdict");
     if (!strcmp(v, "unsafe"))
-        snprintf(line, sizeof line, "unsafe (rule %s): %s\nsuggestion: %s", str(o, "rule"), str(o, "reason"),
-                 str(o, "suggestion"));
+        snprintf(line, sizeof line, "unsafe (rule %s): %s. `run` would block it; instead: %s", str(o, "rule"),
+                 str(o, "reason"), str(o, "suggestion"));
     else
-        snprintf(line, sizeof line, "%s (rule %s): %s%s", v, str(o, "rule"), str(o, "reason"),
-                 !strcmp(v, "safe") ? "\n`run` executes it read-only, without a transaction."
-                                    : "\n`run` executes it as a transaction.");
-    return result_of(o, line, false);
+        snprintf(line, sizeof line, "%s (rule %s): %s; %s", v, str(o, "rule"), str(o, "reason"),
+                 !strcmp(v, "safe") ? "`run` executes it read-only, without a transaction"
+                                    : "`run` executes it as a transaction");
+    json_t *c = json_deep_copy(o);
+    json_object_del(c, "command");
+    return result_of(o, line, c, false, structured);
 }
 
 /* One line per transaction of a `txbox log --json` array; false when the
@@ -929,16 +890,16 @@ json_t *mcp_tool_result(const mcp_tool *t, const mcp_invocation *inv, int wstatu
     switch (t->kind) {
     case K_RUN:
         if (answer_is_run(v))
-            return run_result(v, inv ? inv->multi_tx : NULL);
+            return run_result(v, inv);
         break;
     case K_TX:
         if (json_is_object(v) && (code == 0 || !strcmp(t->name, "commit")) &&
             (json_is_string(json_object_get(v, "tx")) || !strcmp(t->name, "status")))
-            return tx_result(t, v, code);
+            return tx_result(t, v, code, inv && inv->structured);
         break;
     case K_CHECK:
         if (code == 0 && json_is_object(v) && json_is_string(json_object_get(v, "verdict")))
-            return check_result(v);
+            return check_result(v, inv && inv->structured);
         break;
     case K_HISTORY:
         if (v) {
@@ -951,7 +912,7 @@ json_t *mcp_tool_result(const mcp_tool *t, const mcp_invocation *inv, int wstatu
                 add_clipped(&b, pretty ? pretty : "", 32768);
                 free(pretty);
             }
-            json_t *r = result_of(v, dbuf_str(&b), code != 0);
+            json_t *r = result_of(v, dbuf_str(&b), NULL, code != 0, inv && inv->structured);
             dbuf_free(&b);
             return r;
         }
@@ -961,7 +922,8 @@ json_t *mcp_tool_result(const mcp_tool *t, const mcp_invocation *inv, int wstatu
                 dbuf b;
                 dbuf_init(&b, 0);
                 add_clipped(&b, json_string_value(s), 32768);
-                json_t *r = result_of(json_pack("{s:o}", t->list_key, s), dbuf_str(&b), false);
+                json_t *r = result_of(json_pack("{s:o}", t->list_key, s), dbuf_str(&b), NULL, false,
+                                      inv && inv->structured);
                 dbuf_free(&b);
                 return r;
             }

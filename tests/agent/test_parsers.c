@@ -13,6 +13,7 @@
 #include "sse.h"
 #include "textproto.h"
 #include "tools.h"
+#include "../../src/words.h"
 
 /* ---- SSE ---- */
 
@@ -440,7 +441,7 @@ static void test_compact(void **state)
         "\"stdout_truncated\":false,\"protections\":{\"x\":1}}",
         0, NULL);
     assert_non_null(run);
-    json_t *c = compact_run_result(run, 2000, 2);
+    json_t *c = compact_run_result(run, 2000, 2, NULL);
     assert_string_equal(json_string_value(json_object_get(c, "outcome")), "committed");
     assert_string_equal(json_string_value(json_object_get(c, "tx")), "9");
     json_t *ch = json_object_get(c, "changed");
@@ -459,7 +460,7 @@ static void test_compact(void **state)
             "........................................................................................"
             "..........................................................................................."
             "......................................................................................END"));
-    c = compact_run_result(run, 256, 2);
+    c = compact_run_result(run, 256, 2, NULL);
     const char *so = json_string_value(json_object_get(c, "stdout"));
     assert_non_null(so);
     assert_true(strlen(so) < 200);
@@ -470,7 +471,7 @@ static void test_compact(void **state)
     run = json_loads("{\"outcome\":\"blocked\",\"rule\":\"rm-root\",\"reason\":\"deletes /\","
                      "\"suggestion\":\"delete only what you mean\",\"tx\":\"3\",\"stdout\":\"\"}",
                      0, NULL);
-    c = compact_run_result(run, 2000, 20);
+    c = compact_run_result(run, 2000, 20, NULL);
     assert_string_equal(json_string_value(json_object_get(c, "rule")), "rm-root");
     assert_string_equal(json_string_value(json_object_get(c, "suggestion")), "delete only what you mean");
     assert_null(json_object_get(c, "tx"));
@@ -482,14 +483,89 @@ static void test_compact(void **state)
     assert_string_equal(t, "\xc3\xa9"); /* never starts inside a character */
 }
 
+/* The line a model reads first: losses and discarded writes (the result's
+ * `losses` and `discarded`, as lib/ reports them), and the way back in
+ * each front's words. */
+static void test_words(void **state)
+{
+    (void)state;
+    json_t *run = json_loads(
+        "{\"tx\":\"12\",\"outcome\":\"committed\",\"exit_code\":0,\"changes\":{\"added\":[],\"modified\":"
+        "[\"a.py\"],\"deleted\":[\"b.py\",\"c.py\",\"d.py\",\"e.py\"]},"
+        "\"losses\":{\"count\":5,\"bytes\":4300,\"truncated\":false,\"items\":["
+        "{\"kind\":\"uncommitted\",\"path\":\"a.py\",\"bytes\":2000},"
+        "{\"kind\":\"uncommitted\",\"path\":\"b.py\",\"bytes\":1000},"
+        "{\"kind\":\"uncommitted\",\"path\":\"c.py\",\"bytes\":1000},"
+        "{\"kind\":\"uncommitted\",\"path\":\"d.py\",\"bytes\":200},"
+        "{\"kind\":\"untracked\",\"path\":\"e.py\",\"bytes\":100}]},"
+        "\"discarded\":{\"count\":1,\"paths\":[\"/tmp/x/outside.txt\"],\"truncated\":false},"
+        "\"protections\":{\"x\":1},\"overhead_ms\":3.5}",
+        0, NULL);
+    assert_non_null(run);
+    words_ctx mcp = {.front = WORDS_MCP};
+    char *l = words_run_line(run, &mcp);
+    assert_string_equal(l,
+                        "committed tx 12 (exit 0); modified a.py; deleted b.py, c.py, d.py (+1 more); LOST "
+                        "uncommitted changes to 4 files (4.1 KiB): a.py, b.py, c.py (+1 more), 1 untracked "
+                        "file (100 B): e.py; discarded 1 file written outside the workspace (it does not "
+                        "persist): /tmp/x/outside.txt; to bring it back call the `undo` tool with tx \"12\"");
+    free(l);
+    words_ctx agent = {.front = WORDS_AGENT};
+    l = words_run_line(run, &agent);
+    assert_non_null(strstr(l, "; to bring it back call `undo` with {\"tx\": \"12\"}"));
+    free(l);
+    words_ctx in_tx = {.front = WORDS_MCP, .mtx = "7"};
+    json_object_set_new(run, "outcome", json_string("staged"));
+    l = words_run_line(run, &in_tx);
+    assert_non_null(strstr(l, "staged in transaction 7 (exit 0)"));
+    assert_non_null(strstr(l, "`abort` with tx \"7\" keeps it"));
+    assert_null(strstr(l, "12"));
+    free(l);
+    json_t *c = words_run_compact(run, &in_tx);
+    assert_string_equal(json_string_value(json_object_get(c, "transaction")), "7");
+    assert_null(json_object_get(c, "tx"));
+    assert_null(json_object_get(c, "protections"));
+    assert_null(json_object_get(c, "overhead_ms"));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(c, "losses"), "count")), 5);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(c, "discarded"), "count")), 1);
+    json_decref(c);
+    /* nothing lost or discarded: nothing said of it */
+    json_object_set_new(run, "outcome", json_string("committed"));
+    json_object_set_new(run, "losses", json_loads("{\"count\":0,\"bytes\":0,\"items\":[]}", 0, NULL));
+    json_object_del(run, "discarded");
+    l = words_run_line(run, &mcp);
+    assert_null(strstr(l, "LOST"));
+    assert_null(strstr(l, "undo"));
+    free(l);
+    c = words_run_compact(run, &mcp);
+    assert_null(json_object_get(c, "losses"));
+    json_decref(c);
+    json_decref(run);
+    char b[32];
+    assert_string_equal(words_bytes(512, b, sizeof b), "512 B");
+    assert_string_equal(words_bytes(3 << 20, b, sizeof b), "3.0 MiB");
+    /* the agent's text: the line first, then the rest as JSON */
+    json_t *r = json_pack("{s:s,s:s}", "line", "staged in transaction 1 (exit 0)", "outcome", "staged");
+    char *t = result_text(r);
+    assert_string_equal(t, "staged in transaction 1 (exit 0)\n{\"outcome\":\"staged\"}");
+    free(t);
+    json_decref(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sse_every_split), cmocka_unit_test(test_sse_cr_lf_across_chunks),
-        cmocka_unit_test(test_sse_caps),        cmocka_unit_test(test_sse_callback_error),
-        cmocka_unit_test(test_textproto),       cmocka_unit_test(test_chat_whole),
-        cmocka_unit_test(test_chat_stream),     cmocka_unit_test(test_error_text),
-        cmocka_unit_test(test_endpoint_url),    cmocka_unit_test(test_normalize),
+        cmocka_unit_test(test_words),
+        cmocka_unit_test(test_sse_every_split),
+        cmocka_unit_test(test_sse_cr_lf_across_chunks),
+        cmocka_unit_test(test_sse_caps),
+        cmocka_unit_test(test_sse_callback_error),
+        cmocka_unit_test(test_textproto),
+        cmocka_unit_test(test_chat_whole),
+        cmocka_unit_test(test_chat_stream),
+        cmocka_unit_test(test_error_text),
+        cmocka_unit_test(test_endpoint_url),
+        cmocka_unit_test(test_normalize),
         cmocka_unit_test(test_compact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

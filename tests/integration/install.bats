@@ -68,7 +68,8 @@ reqs = [
 p = subprocess.run(cmd, input="".join(json.dumps(r) + "\n" for r in reqs), capture_output=True,
                    text=True, timeout=120)
 ans = {m.get("id"): m for m in map(json.loads, p.stdout.splitlines())}
-print(len(ans[2]["result"]["tools"]), ans[3]["result"]["structuredContent"]["outcome"])
+# the answer: a line for the model, then compact JSON
+print(len(ans[2]["result"]["tools"]), json.loads(ans[3]["result"]["content"][0]["text"].split("\n", 1)[1])["outcome"])
 EOF
 }
 

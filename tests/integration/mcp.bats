@@ -24,6 +24,14 @@ setup() {
     [[ "$output" == *" passed, 0 failed"* ]] || fail "no summary line"
 }
 
+@test "mcp: what the model is shown: a line first, then compact JSON; no structuredContent" {
+    command -v node >/dev/null || need "node is not installed"
+    run timeout 600 node "$REPO_DIR/tests/mcp/answers.mjs" "$TXBOX" "$WS"
+    printf '%s\n' "$output"
+    [ "$status" = 0 ] || fail "answer failures (status $status)"
+    [[ "$output" == *" passed, 0 failed"* ]] || fail "no summary line"
+}
+
 raw_case() {
     snap pre "$WS"
     run --separate-stderr timeout 300 python3 "$REPO_DIR/tests/mcp/rawclient.py" "$TXBOX" "$WS" "$1"

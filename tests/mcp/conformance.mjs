@@ -18,6 +18,7 @@ import {
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
+import { check, finish } from './tap.mjs';
 
 const [txbox, ws] = process.argv.slice(2);
 if (!txbox || !ws) {
@@ -25,19 +26,6 @@ if (!txbox || !ws) {
     process.exit(2);
 }
 
-let n = 0, passed = 0, failed = 0;
-function check(name, cond, detail) {
-    n++;
-    if (cond) {
-        passed++;
-        console.log(`ok ${n} - ${name}`);
-    } else {
-        failed++;
-        console.log(`not ok ${n} - ${name}`);
-        if (detail !== undefined)
-            console.log(`#   ${typeof detail === 'string' ? detail : JSON.stringify(detail)}`.slice(0, 4000));
-    }
-}
 async function expectError(promise) {
     try {
         await promise;
@@ -77,7 +65,7 @@ class Recording {
 writeFileSync(join(ws, 'README'), 'hello\n');
 let stderr = '';
 let leftOpen;
-const inner = new StdioClientTransport({ command: txbox, args: ['mcp', '-C', ws], stderr: 'pipe' });
+const inner = new StdioClientTransport({ command: txbox, args: ['mcp', '-C', ws, '--structured'], stderr: 'pipe' });
 inner.stderr?.on('data', (d) => { stderr += d; });
 const transport = new Recording(inner);
 const client = new Client({ name: 'txbox-conformance', version: '1.0.0' }, { capabilities: {} });
@@ -208,7 +196,7 @@ try {
     r = await client.callTool({ name: 'run', arguments: { command: 'echo bad > t2.txt; rm t1.txt; exit 5', tx: mtx } });
     check('a failing command in the transaction: rolled_back, isError, only itself undone',
           r.structuredContent?.outcome === 'rolled_back' && r.structuredContent.exit_code === 5 && r.isError === true &&
-          /only its own changes/.test(r.content?.[0]?.text ?? ''), r);
+          /only this command's changes/.test(r.content?.[0]?.text ?? ''), r);
     r = await client.callTool({ name: 'run', arguments: { command: 'cat t1.txt > t3.txt && echo junk > junk.txt', tx: mtx } });
     check('a later command sees the staged file (not the failed one\'s deletion)',
           r.structuredContent?.outcome === 'staged' && r.structuredContent.changes?.added?.includes('junk.txt'), r);
@@ -314,5 +302,4 @@ try {
           leftOpen && Array.isArray(st) && !st.some((t) => t.tx === leftOpen) && !existsSync(join(ws, 'left.txt')), st);
     check('disconnect: the server says so on stderr', new RegExp(`transaction ${leftOpen} begun in this session and never committed: aborted`).test(stderr), stderr.slice(-2000));
 }
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+finish();

@@ -20,7 +20,7 @@ function check(name, cond, detail) {
     }
 }
 
-const transport = new StdioClientTransport({ command: txbox, args: ['mcp', '-C', ws], stderr: 'pipe' });
+const transport = new StdioClientTransport({ command: txbox, args: ['mcp', '-C', ws, '--structured'], stderr: 'pipe' });
 const client = new Client({ name: 'txbox-front-test', version: '1.0.0' });
 await client.connect(transport);
 

@@ -40,7 +40,7 @@ def fail(msg):
 
 class Server:
     def __init__(self, ws, *opts, env=None):
-        self.p = subprocess.Popen([TXBOX, "mcp", "-C", ws, *opts], stdin=subprocess.PIPE,
+        self.p = subprocess.Popen([TXBOX, "mcp", "-C", ws, "--structured", *opts], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         self.n = 0
         self.notes = []

@@ -19,7 +19,7 @@ import sys
 
 def main():
     txbox, ws, how, *opts = sys.argv[1:]
-    p = subprocess.Popen([txbox, "mcp", "-C", ws, *opts], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    p = subprocess.Popen([txbox, "mcp", "-C", ws, "--structured", *opts], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
 
     def call(i, method, params):
