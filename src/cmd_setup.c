@@ -1,12 +1,23 @@
 /* txbox setup AGENT: writes txbox's hook and MCP server entries into an
  * agent CLI's own settings, or takes them out again (--remove).
  *
- *   claude-code  .claude/settings.json (PreToolUse hook on Bash, and
- *                enabledMcpjsonServers), .mcp.json (mcpServers.txbox);
- *                --user: ~/.claude/settings.json and ~/.claude.json
- *   gemini-cli   .gemini/settings.json (BeforeTool hook, mcpServers.txbox)
+ *   claude-code  .claude/settings.json (PreToolUse hook on Bash,
+ *                enabledMcpjsonServers), .claude/settings.local.json
+ *                (permissions.allow "mcp__txbox"), .mcp.json
+ *                (mcpServers.txbox); --user: ~/.claude/settings.json (hook
+ *                and the grant) and ~/.claude.json
+ *   gemini-cli   .gemini/settings.json (BeforeTool hook, mcpServers.txbox
+ *                with trust)
  *   qwen-code    .qwen/settings.json (PreToolUse hook on run_shell_command,
- *                mcpServers.txbox)
+ *                mcpServers.txbox with trust)
+ *   opencode     opencode.json (mcp.txbox, a local server, and
+ *                permission.bash "deny": opencode has no hook that can
+ *                reroute its shell tool, so its commands go through
+ *                txbox's run tool); --user: $XDG_CONFIG_HOME/opencode/
+ *                opencode.json (default ~/.config)
+ * The grants (permissions.allow, trust, Codex's approval mode) let each
+ * CLI's headless mode call txbox's tools: no one is there to answer a
+ * prompt.
  *   codex        ~/.codex/config.toml ([mcp_servers.txbox]); --project:
  *                DIR/.codex/config.toml
  *
@@ -41,7 +52,7 @@
 #define HOOK_TIMEOUT_S 30
 #define MCP_TIMEOUT_S 600
 
-typedef enum { A_CLAUDE, A_GEMINI, A_QWEN, A_CODEX } agent_id;
+typedef enum { A_CLAUDE, A_GEMINI, A_QWEN, A_CODEX, A_OPENCODE } agent_id;
 
 static const struct agent {
     const char *name;
@@ -51,13 +62,21 @@ static const struct agent {
     int hook_timeout;    /* in the CLI's unit */
     bool hook_named;     /* the hook carries "name" */
     int mcp_timeout;     /* mcpServers.txbox.timeout (ms); 0: none */
+    bool mcp_trust;      /* mcpServers.txbox.trust: its tools run without a confirmation */
 } agents[] = {
-    [A_CLAUDE] = {"claude-code", ".claude", "PreToolUse", "*", HOOK_TIMEOUT_S, false, 0},
+    [A_CLAUDE] = {"claude-code", ".claude", "PreToolUse", "*", HOOK_TIMEOUT_S, false, 0, false},
     [A_GEMINI] = {"gemini-cli", ".gemini", "BeforeTool", ".*", HOOK_TIMEOUT_S * 1000, true,
-                  MCP_TIMEOUT_S * 1000},
-    [A_QWEN] = {"qwen-code", ".qwen", "PreToolUse", "*", HOOK_TIMEOUT_S * 1000, false, MCP_TIMEOUT_S * 1000},
-    [A_CODEX] = {"codex", ".codex", NULL, NULL, 0, false, 0},
+                  MCP_TIMEOUT_S * 1000, true},
+    [A_QWEN] = {"qwen-code", ".qwen", "PreToolUse", "*", HOOK_TIMEOUT_S * 1000, false, MCP_TIMEOUT_S * 1000,
+                true},
+    [A_CODEX] = {"codex", ".codex", NULL, NULL, 0, false, 0, false},
+    [A_OPENCODE] = {"opencode", "", NULL, NULL, 0, false, 0, false},
 };
+
+/* Claude Code's permission rule for every tool of the txbox MCP server:
+ * without it `claude -p` refuses each call ("you haven't granted it yet"),
+ * since no one is there to answer the prompt. */
+#define CLAUDE_GRANT "mcp__txbox"
 
 struct setup {
     const struct agent *a;
@@ -71,7 +90,7 @@ struct setup {
 
 static void usage(FILE *f, const char *name)
 {
-    fprintf(f, "usage: txbox setup claude-code|gemini-cli|qwen-code|codex [--project DIR | --user]\n"
+    fprintf(f, "usage: txbox setup claude-code|gemini-cli|qwen-code|codex|opencode [--project DIR | --user]\n"
                "                   [--dry-run] [--remove] [--policy FILE] [--txbox PATH]\n"
                "\n"
                "Writes txbox's hook and MCP server entries into the agent CLI's settings,\n"
@@ -80,13 +99,17 @@ static void usage(FILE *f, const char *name)
                "nothing.\n"
                "\n"
                "Files:\n"
-               "  claude-code  .claude/settings.json (PreToolUse hook, enabledMcpjsonServers)\n"
+               "  claude-code  .claude/settings.json (PreToolUse hook, enabledMcpjsonServers),\n"
+               "               .claude/settings.local.json (permissions.allow \"mcp__txbox\")\n"
                "               and .mcp.json; --user: ~/.claude/settings.json, ~/.claude.json\n"
-               "  gemini-cli   .gemini/settings.json (BeforeTool hook, mcpServers)\n"
-               "  qwen-code    .qwen/settings.json (PreToolUse hook, mcpServers)\n"
+               "  gemini-cli   .gemini/settings.json (BeforeTool hook, mcpServers, trusted)\n"
+               "  qwen-code    .qwen/settings.json (PreToolUse hook, mcpServers, trusted)\n"
                "  codex        ~/.codex/config.toml (or $CODEX_HOME/config.toml):\n"
                "               [mcp_servers.txbox] with tool_timeout_sec = 600 and\n"
                "               default_tools_approval_mode = \"approve\"\n"
+               "  opencode     opencode.json (mcp.txbox, and permission.bash \"deny\": its\n"
+               "               commands go through txbox's run tool); --user:\n"
+               "               ~/.config/opencode/opencode.json\n"
                "\n"
                "Options:\n"
                "  --project DIR  that project's settings (default: the current directory;\n"
@@ -391,6 +414,8 @@ static json_t *mcp_entry(const struct setup *s)
     json_t *e = json_pack("{s:s,s:o}", "command", s->self, "args", args);
     if (s->a->mcp_timeout)
         json_object_set_new(e, "timeout", json_integer(s->a->mcp_timeout));
+    if (s->a->mcp_trust)
+        json_object_set_new(e, "trust", json_true());
     return e;
 }
 
@@ -410,7 +435,79 @@ static char *hook_command(const struct setup *s)
 }
 
 /* What each JSON file gets. */
-enum { W_HOOK = 1, W_MCP = 2, W_ENABLE_MCPJSON = 4 };
+enum { W_HOOK = 1, W_MCP = 2, W_ENABLE_MCPJSON = 4, W_GRANT = 8, W_OPENCODE = 16 };
+
+/* opencode's entry: a local server, its command one array. */
+static json_t *opencode_entry(const struct setup *s)
+{
+    json_t *cmd = json_pack("[s,s]", s->self, "mcp");
+    if (s->project) {
+        json_array_append_new(cmd, json_string("-C"));
+        json_array_append_new(cmd, json_string(s->project));
+    }
+    if (s->policy) {
+        json_array_append_new(cmd, json_string("--policy"));
+        json_array_append_new(cmd, json_string(s->policy));
+    }
+    return json_pack("{s:s,s:o,s:b}", "type", "local", "command", cmd, "enabled", 1);
+}
+
+/* opencode: mcp.txbox, and its own shell tool denied (permission.bash),
+ * since no hook of opencode's can send a command through txbox run.
+ * --remove takes out the denial only when it is ours ("deny"). */
+static void edit_opencode_json(struct setup *s, json_t *root, bool *bad)
+{
+    json_t *mcp = member(root, "mcp", JSON_OBJECT, !s->remove, bad);
+    if (mcp && s->remove) {
+        if (!json_object_del(mcp, "txbox") && !json_object_size(mcp))
+            json_object_del(root, "mcp");
+    } else if (mcp) {
+        json_object_set_new(mcp, "txbox", opencode_entry(s));
+    }
+    json_t *perm = json_object_get(root, "permission");
+    if (perm && !json_is_object(perm)) { /* "permission": "allow" and the like */
+        *bad = true;
+        return;
+    }
+    if (s->remove) {
+        const char *v = json_string_value(json_object_get(perm, "bash"));
+        if (v && !strcmp(v, "deny")) {
+            json_object_del(perm, "bash");
+            if (!json_object_size(perm))
+                json_object_del(root, "permission");
+        }
+        return;
+    }
+    perm = member(root, "permission", JSON_OBJECT, true, bad);
+    if (perm)
+        json_object_set_new(perm, "bash", json_string("deny"));
+    if (!json_object_get(root, "$schema"))
+        json_object_set_new(root, "$schema", json_string("https://opencode.ai/config.json"));
+}
+
+/* Puts s into (or with remove takes it out of) the string list at
+ * root[key] (root[outer][key] when outer); containers left empty by a
+ * removal go. */
+static void string_in_list(json_t *root, const char *outer, const char *key, const char *s, bool remove,
+                           bool *bad)
+{
+    json_t *obj = outer ? member(root, outer, JSON_OBJECT, !remove, bad) : root;
+    json_t *list = obj ? member(obj, key, JSON_ARRAY, !remove, bad) : NULL;
+    bool had = false;
+    for (size_t i = json_array_size(list); i-- > 0;)
+        if (json_is_string(json_array_get(list, i)) &&
+            !strcmp(json_string_value(json_array_get(list, i)), s)) {
+            had = true;
+            if (remove)
+                json_array_remove(list, i);
+        }
+    if (list && !remove && !had)
+        json_array_append_new(list, json_string(s));
+    if (list && remove && had && !json_array_size(list))
+        json_object_del(obj, key);
+    if (outer && obj && remove && had && !json_object_size(obj))
+        json_object_del(root, outer);
+}
 
 static int edit_json(struct setup *s, struct file *f, unsigned what, char **out, size_t *outlen,
                      txbox_error *err)
@@ -458,21 +555,12 @@ static int edit_json(struct setup *s, struct file *f, unsigned what, char **out,
             json_object_set_new(servers, "txbox", mcp_entry(s));
         }
     }
-    if (rc >= 0 && (what & W_ENABLE_MCPJSON)) {
-        json_t *list = member(root, "enabledMcpjsonServers", JSON_ARRAY, !s->remove, &bad);
-        bool had = false;
-        for (size_t i = json_array_size(list); i-- > 0;)
-            if (json_is_string(json_array_get(list, i)) &&
-                !strcmp(json_string_value(json_array_get(list, i)), "txbox")) {
-                had = true;
-                if (s->remove)
-                    json_array_remove(list, i);
-            }
-        if (list && !s->remove && !had)
-            json_array_append_new(list, json_string("txbox"));
-        if (list && s->remove && had && !json_array_size(list))
-            json_object_del(root, "enabledMcpjsonServers");
-    }
+    if (rc >= 0 && (what & W_ENABLE_MCPJSON))
+        string_in_list(root, NULL, "enabledMcpjsonServers", "txbox", s->remove, &bad);
+    if (rc >= 0 && (what & W_GRANT))
+        string_in_list(root, "permissions", "allow", CLAUDE_GRANT, s->remove, &bad);
+    if (rc >= 0 && (what & W_OPENCODE))
+        edit_opencode_json(s, root, &bad);
     if (rc >= 0 && bad)
         rc = tx_err(err, EINVAL, "an entry txbox sets has an unexpected type: edit it by hand");
     if (rc >= 0) {
@@ -500,14 +588,34 @@ static int edit_settings(struct setup *s, struct file *f, char **out, size_t *ou
     unsigned what = W_HOOK;
     if (s->id != A_CLAUDE)
         what |= W_MCP;
-    else if (!s->user)
-        what |= W_ENABLE_MCPJSON;
+    else
+        what |= s->user ? W_GRANT : W_ENABLE_MCPJSON;
     return edit_json(s, f, what, out, outlen, err);
+}
+
+/* Claude Code reads no permission rule from a project's shared
+ * .claude/settings.json (it comes with the repository; seen with 2.1.332),
+ * only from the user's own .claude/settings.local.json. */
+static int edit_grant_only(struct setup *s, struct file *f, char **out, size_t *outlen, txbox_error *err)
+{
+    return edit_json(s, f, W_GRANT, out, outlen, err);
 }
 
 static int edit_mcp_only(struct setup *s, struct file *f, char **out, size_t *outlen, txbox_error *err)
 {
     return edit_json(s, f, W_MCP, out, outlen, err);
+}
+
+static int edit_opencode(struct setup *s, struct file *f, char **out, size_t *outlen, txbox_error *err)
+{
+    int rc = edit_json(s, f, W_OPENCODE, out, outlen, err);
+    /* only "$schema" left after a removal: the file was ours */
+    if (!rc && s->remove && *out &&
+        !strcmp(*out, "{\n  \"$schema\": \"https://opencode.ai/config.json\"\n}\n")) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 static int edit_codex(struct setup *s, struct file *f, char **out, size_t *outlen, txbox_error *err)
@@ -624,12 +732,35 @@ static int run_setup(struct setup *s, txbox_error *err)
         snprintf(rel, sizeof rel, "%s/settings.json", s->a->dir);
         if (edit(s, base, label, rel, edit_settings, err) < 0)
             return -1;
+        snprintf(rel, sizeof rel, "%s/settings.local.json", s->a->dir);
+        if (!s->user && edit(s, base, label, rel, edit_grant_only, err) < 0)
+            return -1;
         return edit(s, base, label, s->user ? ".claude.json" : ".mcp.json", edit_mcp_only, err);
     }
     case A_GEMINI:
     case A_QWEN:
         snprintf(rel, sizeof rel, "%s/settings.json", s->a->dir);
         return edit(s, base, label, rel, edit_settings, err);
+    case A_OPENCODE: {
+        if (!s->user)
+            return edit(s, base, label, "opencode.json", edit_opencode, err);
+        /* $XDG_CONFIG_HOME/opencode/opencode.json, else ~/.config/... */
+        const char *xdg = getenv("XDG_CONFIG_HOME");
+        _cleanup_free_ char *cfg = xdg && *xdg == '/' ? xstrdup(xdg) : xasprintf("%s/.config", home);
+        _cleanup_free_ char *dir = xasprintf("%s/opencode", cfg);
+        if (!s->dry && !s->remove && mkdir(cfg, 0700) < 0 && errno != EEXIST)
+            return tx_errno(err, errno, "cannot create %s", cfg);
+        _cleanup_close_ int cfd = open_user_dir(dir, !s->dry && !s->remove, err);
+        if (cfd == -ENOENT) {
+            s->changed += !s->remove;
+            printf("txbox setup: %s does not exist%s\n", dir,
+                   s->remove ? ": nothing of txbox's in it" : "; it would be created with the entries");
+            return 0;
+        }
+        if (cfd < 0)
+            return -1;
+        return edit(s, cfd, dir, "opencode.json", edit_opencode, err);
+    }
     case A_CODEX: {
         const char *ch = getenv("CODEX_HOME");
         if (s->user && ch && *ch == '/') {
@@ -693,15 +824,16 @@ int cmd_setup(int argc, char **argv)
     if (c == CLI_OPT_STOP)
         return cli.status;
     if (optind != argc - 1)
-        return cli_failf("setup: name one agent CLI: claude-code, gemini-cli, qwen-code or codex");
+        return cli_failf("setup: name one agent CLI: claude-code, gemini-cli, qwen-code, codex or opencode");
     for (size_t i = 0; i < ARRAY_SIZE(agents); i++)
         if (!strcmp(argv[optind], agents[i].name)) {
             s.a = &agents[i];
             s.id = (agent_id)i;
         }
     if (!s.a)
-        return cli_failf("setup: unknown agent CLI '%s' (claude-code, gemini-cli, qwen-code, codex)",
-                         argv[optind]);
+        return cli_failf(
+            "setup: unknown agent CLI '%s' (claude-code, gemini-cli, qwen-code, codex, opencode)",
+            argv[optind]);
     if (project && s.user)
         return cli_failf("setup: give --project DIR or --user, not both");
     if (!project && !s.user && s.id == A_CODEX)

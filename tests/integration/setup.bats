@@ -207,3 +207,25 @@ EOF
     [ "$status" = 0 ] || fail "$stderr"
     [[ "$output" == *'"decision":"allow"'* && "$output" == *" run -C "* ]] || fail "$output"
 }
+
+@test "setup grants txbox's tools in each CLI's headless mode; --remove takes the grants out" {
+    cd "$P"
+    printf '{"permissions": {"allow": ["Bash(ls)"]}}\n' >"$BATS_TEST_TMPDIR/local"
+    mkdir -p .claude && cp "$BATS_TEST_TMPDIR/local" .claude/settings.local.json
+    for a in claude-code gemini-cli qwen-code opencode; do setup_ok "$a"; done
+    # Claude Code reads permission rules from the user's own local settings
+    [ "$(jget .claude/settings.local.json 'd["permissions"]["allow"]')" = '["Bash(ls)", "mcp__txbox"]' ]
+    [ "$(jget .claude/settings.json 'd.get("permissions")')" = null ]
+    [ "$(jget .gemini/settings.json 'd["mcpServers"]["txbox"]["trust"]')" = true ]
+    [ "$(jget .qwen/settings.json 'd["mcpServers"]["txbox"]["trust"]')" = true ]
+    # opencode: the server, and its own shell tool off (no hook can reroute it)
+    [ "$(jget opencode.json 'd["mcp"]["txbox"]')" = \
+      "{\"command\": [\"$BIN\", \"mcp\", \"-C\", \"$P\"], \"enabled\": true, \"type\": \"local\"}" ]
+    [ "$(jget opencode.json 'd["permission"]')" = '{"bash": "deny"}' ]
+    setup_ok claude-code --user
+    [ "$(jget "$H/.claude/settings.json" 'd["permissions"]["allow"]')" = '["mcp__txbox"]' ]
+    for a in claude-code gemini-cli qwen-code opencode; do setup_ok "$a" --remove; done
+    setup_ok claude-code --user --remove
+    [ "$(jget .claude/settings.local.json d)" = "$(jget "$BATS_TEST_TMPDIR/local" d)" ]
+    [ ! -e opencode.json ] && [ ! -e .gemini/settings.json ] && [ ! -e "$H/.claude/settings.json" ]
+}
