@@ -1,13 +1,14 @@
 #!/usr/bin/env bats
 # The real agent CLIs (tests/clients/package.json, pinned) driven end to end
 # offline: each talks to a fake model server on 127.0.0.1
-# (tests/clients/fakemodel.py: chat completions for qwen-code, the Responses
-# API for Codex, the Gemini API for Gemini CLI) that calls one tool with one
-# command, and txbox is wired in by `txbox setup` exactly as a user would.
+# (tests/clients/fakemodel.py: the Anthropic Messages API for Claude Code,
+# chat completions for qwen-code and opencode, the Responses API for Codex,
+# the Gemini API for Gemini CLI) that calls a tool with a scripted command
+# per turn, and txbox is wired in by `txbox setup` exactly as a user would.
 # Through MCP and through the hook: a committing, a destructive and a
-# failing command, the workspace checked after each. Claude Code cannot run
-# offline: its hook protocol is replayed with inputs built from the types
-# its Agent SDK publishes, and the hook's answer checked against them.
+# failing command, the workspace checked after each; headless MCP right
+# after setup, with no approval flag; what the model is shown. The hook
+# protocol is also replayed from the types Claude's Agent SDK publishes.
 # Run by tests/clients/run (make check-clients), not by make check.
 
 bats_require_minimum_version 1.5.0
@@ -47,6 +48,24 @@ for l in open(sys.argv[1]):
     if "tool_result" in d: print(json.dumps(d["tool_result"]))' "$LOG"
 }
 
+# told_first ERE: the text of the first result the model read (the first
+# string in it, however the CLI wraps it) starts with a line matching ERE
+told_first() {
+    local first
+    first=$(python3 -c 'import json,sys
+def text(v):
+    if isinstance(v, str): return v
+    for x in (v.values() if isinstance(v, dict) else v if isinstance(v, list) else []):
+        t = text(x)
+        if t: return t
+    return ""
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    if "tool_result" in d:
+        print(text(d["tool_result"]).split("\n")[0]); break' "$LOG")
+    [[ "$first" =~ $1 ]]
+}
+
 setup_cli() {
     run --separate-stderr txbox_bin setup "$@"
     [ "$status" = 0 ] || fail "txbox setup $*: $stderr"
@@ -64,6 +83,28 @@ cli_gemini() {
         printf '{"security": {"auth": {"selectedType": "gemini-api-key"}}}\n' >"$HOME/.gemini/settings.json"
     (cd "$W" && GEMINI_API_KEY=test GOOGLE_GEMINI_BASE_URL="http://127.0.0.1:$PORT" GEMINI_CLI_TRUST_WORKSPACE=true \
         timeout 300 "$NM/.bin/gemini" -p "do the task" -m fake-model --approval-mode yolo) \
+        >"$BATS_TEST_TMPDIR/cli.out" 2>"$BATS_TEST_TMPDIR/cli.err" </dev/null
+}
+
+# Claude Code: the native binary of its platform package (npm install
+# --ignore-scripts leaves bin/claude.exe a placeholder); claude -p with no
+# permission flag: what runs, runs because setup granted it
+cli_claude() {
+    (cd "$W" && ANTHROPIC_BASE_URL="http://127.0.0.1:$PORT" ANTHROPIC_API_KEY=test \
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 \
+        timeout 300 "$NM/@anthropic-ai/claude-code-linux-x64/claude" -p "do the task" --model fake-model) \
+        >"$BATS_TEST_TMPDIR/cli.out" 2>"$BATS_TEST_TMPDIR/cli.err" </dev/null
+}
+
+# opencode: its platform package's binary; the fake model as an
+# OpenAI-compatible provider (the rest of its configuration is setup's)
+cli_opencode() {
+    local oc="$NM/opencode-linux-x64/bin/opencode"
+    [ -x "$oc" ] || oc="$NM/opencode-linux-x64-baseline/bin/opencode"
+    (cd "$W" && XDG_CONFIG_HOME="$HOME/.config" XDG_DATA_HOME="$HOME/.local/share" XDG_CACHE_HOME="$HOME/.cache" \
+        XDG_STATE_HOME="$HOME/.local/state" OPENCODE_DISABLE_AUTOUPDATE=1 \
+        OPENCODE_CONFIG_CONTENT="{\"provider\":{\"fake\":{\"npm\":\"@ai-sdk/openai-compatible\",\"name\":\"fake\",\"options\":{\"baseURL\":\"http://127.0.0.1:$PORT/v1\",\"apiKey\":\"test\"},\"models\":{\"fake-model\":{\"name\":\"fake\"}}}},\"model\":\"fake/fake-model\"}" \
+        timeout 300 "$oc" run "do the task") \
         >"$BATS_TEST_TMPDIR/cli.out" 2>"$BATS_TEST_TMPDIR/cli.err" </dev/null
 }
 
@@ -96,6 +137,9 @@ three_cases_mcp() {
     drive "$cli" "$re" 'echo hi > hello.txt'
     [ "$(cat "$W/hello.txt")" = hi ] || fail "$cli mcp: hello.txt not committed" "$TOLD"
     [[ "$TOLD" == *committed* ]] || fail "$TOLD"
+    # the model is shown a line first, then compact JSON without protections
+    told_first '^committed tx [0-9]+ \(exit 0\); added hello\.txt$' || fail "$cli mcp: the first line" "$TOLD"
+    [[ "$TOLD" != *protections* ]] || fail "$cli mcp: protections shown" "$TOLD"
     drive "$cli" "$re" 'rm -rf ~'
     home_intact
     [[ "$TOLD" == *blocked* && "$TOLD" == *delete-outside-workspace* ]] || fail "$cli mcp destructive: $TOLD"
@@ -105,6 +149,59 @@ three_cases_mcp() {
     run --separate-stderr txbox_bin log -C "$W" --json
     [ "$(python3 -c 'import json,sys; print(" ".join(t["outcome"] for t in json.load(sys.stdin)))' <<<"$output")" = \
       "rolled_back blocked committed" ] || fail "txbox log: $output"
+}
+
+@test "claude-code 2.1 through MCP, claude -p right after txbox setup: commits, blocks, rolls back" {
+    setup_cli claude-code --project "$W"
+    three_cases_mcp claude 'mcp__txbox__run$'
+}
+
+@test "claude-code 2.1 without setup's grant: the MCP call is refused (why setup writes it)" {
+    setup_cli claude-code --project "$W"
+    rm "$W/.claude/settings.local.json"
+    model 'mcp__txbox__run$' 'echo hi > hello.txt'
+    cli_claude || true
+    [ ! -e "$W/hello.txt" ]
+    [[ "$(told)" == *"haven't granted it"* ]] || fail "$(told)"
+}
+
+@test "claude-code 2.1 through the PreToolUse hook: its Bash tool commits through txbox run, blocks, rolls back" {
+    setup_cli claude-code --project "$W"
+    drive claude '^Bash$' 'echo hi > hello.txt'
+    [ "$(cat "$W/hello.txt")" = hi ] || fail "claude hook: not committed" "$TOLD"
+    [[ "$TOLD" == *"txbox: tx 1 committed"* ]] || fail "$TOLD"
+    drive claude '^Bash$' 'rm -rf ~'
+    home_intact
+    [[ "$TOLD" == *"txbox blocked this command"* ]] || fail "$TOLD"
+    drive claude '^Bash$' 'echo partial > partial.txt && rm base.txt && false'
+    [ ! -e "$W/partial.txt" ] && [ "$(cat "$W/base.txt")" = base ] || fail "claude hook: the failing command's changes stayed" "$TOLD"
+    [[ "$TOLD" == *"rolled back"* ]] || fail "$TOLD"
+}
+
+@test "opencode 1.18 after txbox setup opencode: its own shell tool is gone, txbox's run commits, blocks, rolls back" {
+    setup_cli opencode --project "$W"
+    model '^bash$' 'rm base.txt'
+    cli_opencode || fail "opencode exited $?" "$(tail -20 "$BATS_TEST_TMPDIR/cli.err")"
+    [ "$(cat "$W/base.txt")" = base ] || fail "opencode's bash tool ran rm base.txt"
+    grep -q '"no_tool"' "$LOG" || fail "the model was offered a bash tool"
+    kill "$SRV"
+    three_cases_mcp opencode '^txbox_run$'
+}
+
+@test "gemini-cli and qwen-code: headless MCP right after txbox setup, without --approval-mode yolo" {
+    setup_cli gemini-cli --project "$W"
+    setup_cli qwen-code --project "$W"
+    model 'mcp_txbox_run$' 'echo g > g.txt'
+    (cd "$W" && GEMINI_API_KEY=test GOOGLE_GEMINI_BASE_URL="http://127.0.0.1:$PORT" GEMINI_CLI_TRUST_WORKSPACE=true \
+        timeout 300 "$NM/.bin/gemini" -p "do the task" -m fake-model) >"$BATS_TEST_TMPDIR/cli.out" 2>"$BATS_TEST_TMPDIR/cli.err" </dev/null ||
+        fail "gemini exited $?" "$(tail -20 "$BATS_TEST_TMPDIR/cli.err")"
+    [ "$(cat "$W/g.txt" 2>/dev/null)" = g ] || fail "gemini: the MCP call did not run" "$(told)"
+    kill "$SRV"
+    model 'txbox__run$' 'echo q > q.txt'
+    (cd "$W" && OPENAI_API_KEY=test OPENAI_BASE_URL="http://127.0.0.1:$PORT/v1" OPENAI_MODEL=fake-model \
+        timeout 300 "$NM/.bin/qwen" -p "do the task" --auth-type openai) >"$BATS_TEST_TMPDIR/cli.out" 2>"$BATS_TEST_TMPDIR/cli.err" </dev/null ||
+        fail "qwen exited $?" "$(tail -20 "$BATS_TEST_TMPDIR/cli.err")"
+    [ "$(cat "$W/q.txt" 2>/dev/null)" = q ] || fail "qwen: the MCP call did not run" "$(told)"
 }
 
 @test "qwen-code 0.15 through MCP: commits, blocks, rolls back" {

@@ -1,22 +1,29 @@
 #!/usr/bin/env python3
 """A fake model server on 127.0.0.1 for the real agent CLIs, speaking the
-three wire protocols they use:
+four wire protocols they use:
 
-  POST .../chat/completions                  OpenAI chat completions (qwen-code), SSE
+  POST .../chat/completions                  OpenAI chat completions (qwen-code, opencode), SSE
   POST .../responses                         OpenAI Responses API (Codex), SSE
   POST .../models/M:streamGenerateContent    Gemini API (Gemini CLI), SSE
   POST .../models/M:generateContent          (Gemini CLI's side questions)
+  POST .../v1/messages                       Anthropic Messages API (Claude Code), SSE
 
-The "model" follows one script, given on the command line: on the first
-turn it calls one tool (the first offered tool whose name matches TOOL_RE)
-with {"command": COMMAND} (and the shell tools' other arguments); once a
-tool result is in the conversation it answers with text and stops. Every
-request and every tool result it saw is appended, one JSON object a line,
-to LOG, for the test to check what the model was told.
+The "model" follows one script, given on the command line: COMMAND is one
+shell command, or a JSON array of steps (each a command string, or an
+object of the tool's arguments, such as {"command": ..., "run_in_background":
+true} for Claude Code's Bash tool). While fewer results of the tool than
+steps are in the conversation, it calls one tool (the first offered tool
+whose name matches TOOL_RE) with the next step's arguments (and the shell
+tools' other arguments); then it answers with text and stops. A step may
+name another tool with "tool": TOOL_RE. Every request and every tool
+result it saw is appended, one JSON object a line, to LOG, for the test to
+check what the model was told. A request with no tools (a side question:
+a title, a command's prefix) gets a short text answer.
 
 usage: fakemodel.py PORTFILE LOG TOOL_RE COMMAND
 """
 import http.server
+import itertools
 import json
 import re
 import socketserver
@@ -25,6 +32,10 @@ import time
 
 PORTFILE, LOG, TOOL_RE, COMMAND = sys.argv[1:5]
 MAX_REQUEST = 64 * 1024 * 1024
+try:
+    STEPS = json.loads(COMMAND) if COMMAND.startswith("[") else [COMMAND]
+except ValueError:
+    STEPS = [COMMAND]
 
 
 def log(obj):
@@ -32,19 +43,38 @@ def log(obj):
         f.write(json.dumps(obj) + "\n")
 
 
-def pick_tool(names):
+def pick_tool(names, pattern=None):
     for n in names:
-        if re.search(TOOL_RE, n):
+        if re.search(pattern or TOOL_RE, n):
             return n
     return None
 
 
-def shell_args(name):
-    args = {"command": COMMAND}
+def step_args(i):
+    st = STEPS[i]
+    return dict(st) if isinstance(st, dict) else {"command": st}
+
+
+def step_tool(i, names):
+    """The tool step i calls: its own "tool" pattern, else TOOL_RE."""
+    return pick_tool(names, step_args(i).get("tool"))
+
+
+def shell_args(name, i=0):
+    args = step_args(i)
+    args.pop("tool", None)
     if name in ("run_shell_command",):
-        args["description"] = "the test's command"
-        args["is_background"] = False
+        args.setdefault("description", "the test's command")
+        args.setdefault("is_background", False)
+    if name in ("Bash", "bash"):
+        args.setdefault("description", "the test's command")
     return args
+
+
+def is_target(name):
+    """A call of the script's tools (what counts as a step done)."""
+    pats = {TOOL_RE} | {s.get("tool") for s in STEPS if isinstance(s, dict) and s.get("tool")}
+    return any(re.search(p, name or "") for p in pats)
 
 
 FINAL = "Done: the command ran."
@@ -105,6 +135,10 @@ class H(http.server.BaseHTTPRequestHandler):
             self.gemini(req, stream=True)
         elif ":generateContent" in path:
             self.gemini(req, stream=False)
+        elif path.endswith("/messages/count_tokens"):
+            self.send_json({"input_tokens": 10})
+        elif path.endswith("/messages"):
+            self.anthropic(req)
         elif ":countTokens" in path:
             self.send_json({"totalTokens": 10})
         else:
@@ -116,19 +150,14 @@ class H(http.server.BaseHTTPRequestHandler):
         names = [t.get("function", {}).get("name", "") for t in req.get("tools", []) or []]
         base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": int(time.time()),
                 "model": req.get("model", "fake-model")}
-        target_ids = {c.get("id") for m in msgs if m.get("role") == "assistant"
-                      for c in m.get("tool_calls") or [] if re.search(TOOL_RE, c.get("function", {}).get("name", ""))}
+        target_ids = [c.get("id") for m in msgs if m.get("role") == "assistant"
+                      for c in m.get("tool_calls") or [] if is_target(c.get("function", {}).get("name", ""))]
+        results = [m.get("content") for i in target_ids for m in msgs
+                   if m.get("role") == "tool" and m.get("tool_call_id") == i]
         searched = any(c.get("function", {}).get("name") == "tool_search" for m in msgs
                        if m.get("role") == "assistant" for c in m.get("tool_calls") or [])
-        tool = pick_tool(names)
-        call = None
-        if target_ids:
-            for m in msgs:
-                if m.get("role") == "tool" and m.get("tool_call_id") in target_ids:
-                    log({"tool_result": m.get("content")})
-        elif tool:
-            call = (tool, shell_args(tool))
-        elif "tool_search" in names and not searched:
+        call = next_call(names, results)
+        if call is None and len(results) < len(STEPS) and "tool_search" in names and not searched:
             # qwen-code defers MCP tools: the system prompt names them, and
             # tool_search "select:NAME" brings in the declaration
             text = " ".join(m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
@@ -136,11 +165,9 @@ class H(http.server.BaseHTTPRequestHandler):
             found = pick_tool(re.findall(r"[A-Za-z0-9_.-]+", text))
             if found:
                 call = ("tool_search", {"query": "select:" + found})
-        if call is None and not target_ids:
-            log({"no_tool": names})
         if call:
             deltas = [{"role": "assistant", "content": None, "tool_calls": [
-                {"index": 0, "id": "call_%d" % len(msgs), "type": "function",
+                {"index": 0, "id": "call_%d" % next(IDS), "type": "function",
                  "function": {"name": call[0], "arguments": json.dumps(call[1])}}]}]
             finish = "tool_calls"
         else:
@@ -165,7 +192,6 @@ class H(http.server.BaseHTTPRequestHandler):
     # ---- OpenAI Responses API (Codex) ----
     def openai_responses(self, req):
         items = req.get("input", []) or []
-        results = [i for i in items if isinstance(i, dict) and i.get("type") in ("function_call_output", "custom_tool_call_output")]
         names, ns_of = [], {}
         for t in req.get("tools", []) or []:
             if t.get("type") == "namespace":
@@ -176,7 +202,11 @@ class H(http.server.BaseHTTPRequestHandler):
                     ns_of[full] = (t["name"], sub.get("name", ""))
             else:
                 names.append(t.get("name") or t.get("function", {}).get("name", ""))
-        tool = pick_tool(names)
+        call_ids = [i.get("call_id") for i in items if isinstance(i, dict) and i.get("type") == "function_call"
+                    and is_target((i.get("namespace", "") + "__" if i.get("namespace") else "") + i.get("name", ""))]
+        results = [i.get("output") for c in call_ids for i in items if isinstance(i, dict)
+                   and i.get("type") in ("function_call_output", "custom_tool_call_output") and i.get("call_id") == c]
+        call = next_call(names, results)
         rid = "resp_%d" % int(time.time() * 1000)
 
         def ev(kind, obj):
@@ -184,16 +214,13 @@ class H(http.server.BaseHTTPRequestHandler):
             return "event: %s\ndata: %s\n\n" % (kind, json.dumps(obj))
 
         events = [ev("response.created", {"response": {"id": rid, "object": "response", "status": "in_progress"}})]
-        if results or not tool:
-            for r in results:
-                log({"tool_result": r.get("output")})
-            if not tool and not results:
-                log({"no_tool": names})
+        if not call:
             item = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
                     "content": [{"type": "output_text", "text": FINAL, "annotations": []}]}
         else:
-            item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": tool,
-                    "arguments": json.dumps(shell_args(tool)), "status": "completed"}
+            tool, args = call
+            item = {"type": "function_call", "id": "fc_%d" % next(IDS), "call_id": "call_%d" % next(IDS),
+                    "name": tool, "arguments": json.dumps(args), "status": "completed"}
             if tool in ns_of:
                 item["namespace"], item["name"] = ns_of[tool]
         events.append(ev("response.output_item.added", {"output_index": 0, "item": item}))
@@ -207,9 +234,9 @@ class H(http.server.BaseHTTPRequestHandler):
     # ---- Gemini API ----
     def gemini(self, req, stream):
         contents = req.get("contents", []) or []
-        results = [p["functionResponse"] for c in contents for p in c.get("parts", []) if "functionResponse" in p]
+        results = [p["functionResponse"].get("response") for c in contents for p in c.get("parts", [])
+                   if "functionResponse" in p and is_target(p["functionResponse"].get("name"))]
         names = [d.get("name", "") for t in req.get("tools", []) or [] for d in t.get("functionDeclarations", []) or []]
-        tool = pick_tool(names)
         schema = (req.get("generationConfig") or {}).get("responseJsonSchema") or \
             (req.get("generationConfig") or {}).get("responseSchema")
         if not stream and schema is not None:
@@ -219,14 +246,9 @@ class H(http.server.BaseHTTPRequestHandler):
                                "is_stuck": False, "unproductive_state_confidence": 0,
                                "unproductive_state_analysis": ""})
             parts = [{"text": text}]
-        elif results or not tool:
-            for r in results:
-                log({"tool_result": r.get("response")})
-            if not tool and not results:
-                log({"no_tool": names})
-            parts = [{"text": FINAL}]
         else:
-            parts = [{"functionCall": {"name": tool, "args": shell_args(tool)}}]
+            call = next_call(names, results)
+            parts = [{"functionCall": {"name": call[0], "args": call[1]}}] if call else [{"text": FINAL}]
         resp = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
                 "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
                 "modelVersion": "fake-model"}
@@ -234,6 +256,87 @@ class H(http.server.BaseHTTPRequestHandler):
             self.send_sse(["data: " + json.dumps(resp) + "\r\n\r\n"])
         else:
             self.send_json(resp)
+
+    # ---- Anthropic Messages API (Claude Code) ----
+    def anthropic(self, req):
+        msgs = req.get("messages", []) or []
+        names = [t.get("name", "") for t in req.get("tools", []) or []]
+        blocks = [(m.get("role"), b) for m in msgs if isinstance(m.get("content"), list)
+                  for b in m["content"] if isinstance(b, dict)]
+        use_ids = [b.get("id") for r, b in blocks if r == "assistant" and b.get("type") == "tool_use"
+                   and is_target(b.get("name"))]
+        results = []
+        for i in use_ids:
+            for r, b in blocks:
+                if b.get("type") == "tool_result" and b.get("tool_use_id") == i:
+                    c = b.get("content")
+                    if isinstance(c, list):  # text blocks: the text as the model reads it
+                        c = "\n".join(x.get("text", json.dumps(x)) for x in c if isinstance(x, dict))
+                    results.append(c)
+        call = next_call(names, results) if names else None
+        searched = any(b.get("type") == "tool_use" and b.get("name") == "ToolSearch" for r, b in blocks)
+        if call is None and names and len(results) < len(STEPS) and "ToolSearch" in names and not searched:
+            # Claude Code defers MCP tools: a system message names them, and
+            # ToolSearch "select:NAME" brings in the declaration
+            text = " ".join(b.get("text", "") for r, b in blocks) + " ".join(
+                m["content"] for m in msgs if isinstance(m.get("content"), str))
+            pat = step_args(len(results)).get("tool") or TOOL_RE
+            found = pick_tool(re.findall(r"[A-Za-z0-9_.-]+", text), pat)
+            if found:
+                call = ("ToolSearch", {"query": "select:" + found})
+        model = req.get("model", "fake-model")
+        if call:
+            block = {"type": "tool_use", "id": "toolu_%d" % next(IDS), "name": call[0], "input": call[1]}
+            stop = "tool_use"
+        else:
+            block = {"type": "text", "text": FINAL}
+            stop = "end_turn"
+        usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0,
+                 "cache_read_input_tokens": 0}
+        msg = {"id": "msg_%d" % int(time.time() * 1000), "type": "message", "role": "assistant", "model": model,
+               "content": [block], "stop_reason": stop, "stop_sequence": None, "usage": usage}
+        if not req.get("stream"):
+            self.send_json(msg)
+            return
+
+        def ev(kind, obj):
+            return "event: %s\ndata: %s\n\n" % (kind, json.dumps(dict(obj, type=kind)))
+
+        start = dict(msg, content=[], stop_reason=None)
+        if call:
+            first = dict(block, input={})
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(call[1])}
+        else:
+            first = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": FINAL}
+        self.send_sse([ev("message_start", {"message": start}),
+                       ev("content_block_start", {"index": 0, "content_block": first}),
+                       ev("content_block_delta", {"index": 0, "delta": delta}),
+                       ev("content_block_stop", {"index": 0}),
+                       ev("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None},
+                                            "usage": {"output_tokens": 5}}),
+                       ev("message_stop", {})])
+
+
+LOGGED = [0]
+IDS = itertools.count(1)  # tool call ids, unique in a run
+
+
+def next_call(names, results):
+    """The next step's call (tool, arguments), or None when the script is
+    done or no tool of the step is offered. Logs the results not logged
+    yet, in order: what the model was told."""
+    for r in results[LOGGED[0]:]:
+        log({"tool_result": r})
+    LOGGED[0] = max(LOGGED[0], len(results))
+    n = len(results)
+    if n >= len(STEPS):
+        return None
+    tool = step_tool(n, names)
+    if not tool:
+        log({"no_tool": names})
+        return None
+    return (tool, shell_args(tool, n))
 
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
