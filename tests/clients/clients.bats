@@ -52,17 +52,19 @@ for l in open(sys.argv[1]):
 # string in it, however the CLI wraps it) starts with a line matching ERE
 told_first() {
     local first
-    first=$(python3 -c 'import json,sys
-def text(v):
-    if isinstance(v, str): return v
-    for x in (v.values() if isinstance(v, dict) else v if isinstance(v, list) else []):
-        t = text(x)
-        if t: return t
-    return ""
+    first=$(python3 -c 'import json,re,sys
+def texts(v):
+    if isinstance(v, str): return [v]
+    vals = [x for k, x in v.items() if k != "type"] if isinstance(v, dict) else v if isinstance(v, list) else []
+    return [t for x in vals for t in texts(x)]
+# what a CLI puts around the server'"'"'s text: Gemini CLI <untrusted_context>,
+# Codex "Wall time: ...\nOutput:"
+frame = re.compile(r"^(<untrusted_context>|Wall time: .*|Output:)$")
 for l in open(sys.argv[1]):
     d = json.loads(l)
     if "tool_result" in d:
-        print(text(d["tool_result"]).split("\n")[0]); break' "$LOG")
+        lines = [x for t in texts(d["tool_result"]) for x in t.split("\n")]
+        print(next((x for x in lines if x and not frame.match(x)), "")); break' "$LOG")
     [[ "$first" =~ $1 ]]
 }
 
@@ -192,6 +194,8 @@ three_cases_mcp() {
     setup_cli gemini-cli --project "$W"
     setup_cli qwen-code --project "$W"
     model 'mcp_txbox_run$' 'echo g > g.txt'
+    mkdir -p "$HOME/.gemini"
+    printf '{"security": {"auth": {"selectedType": "gemini-api-key"}}}\n' >"$HOME/.gemini/settings.json"
     (cd "$W" && GEMINI_API_KEY=test GOOGLE_GEMINI_BASE_URL="http://127.0.0.1:$PORT" GEMINI_CLI_TRUST_WORKSPACE=true \
         timeout 300 "$NM/.bin/gemini" -p "do the task" -m fake-model) >"$BATS_TEST_TMPDIR/cli.out" 2>"$BATS_TEST_TMPDIR/cli.err" </dev/null ||
         fail "gemini exited $?" "$(tail -20 "$BATS_TEST_TMPDIR/cli.err")"

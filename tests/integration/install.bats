@@ -75,7 +75,7 @@ EOF
 
 @test "README set-up, word for word after make install: each CLI's settings name the installed txbox, hooks and servers work" {
     make_install
-    [ "$(readme_setup | grep -c '^txbox setup ')" = 4 ] || fail "$(readme_setup)"
+    [ "$(readme_setup | grep -c '^txbox setup ')" = 5 ] || fail "$(readme_setup)"
     cd "$P"
     while read -r line; do
         run --separate-stderr env PATH="$D/usr/local/bin:$PATH" bash -c "$line"
@@ -114,4 +114,9 @@ EOF
     run --separate-stderr mcp_call "$argv" "echo codex > from-codex"
     [ "$output" = "12 committed" ] || fail "codex: $output $stderr"
     [ "$(cat from-codex)" = codex ]
+    argv=$(python3 -c 'import json,sys; e=json.load(open(sys.argv[1])); assert e["permission"]["bash"]=="deny"; print(json.dumps(e["mcp"]["txbox"]["command"]))' opencode.json)
+    [[ "$argv" == "[\"$BIN\", \"mcp\", \"-C\", \"$P\"]" ]] || fail "opencode.json: $argv"
+    run --separate-stderr mcp_call "$argv" "echo opencode > from-opencode"
+    [ "$output" = "12 committed" ] || fail "opencode: $output $stderr"
+    [ "$(cat from-opencode)" = opencode ]
 }
