@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define LINE_PATHS 3    /* paths named in the line, per kind */
+#define LINE_PATHS 3     /* paths named in the line, per kind */
 #define COMPACT_PATHS 20 /* paths listed in the compact object, per kind */
 
 const char *words_bytes(unsigned long long n, char *buf, size_t cap)
@@ -156,8 +156,9 @@ static void add_way_back(dbuf *b, json_t *run, const words_ctx *c)
 {
     const char *tx = s(run, "tx");
     if (c->mtx && c->front == WORDS_MCP)
-        addf(b, "; nothing is applied before commit: `rollback` (to a savepoint, or to the start) or "
-                "`abort` with tx \"%s\" keeps it",
+        addf(b,
+             "; nothing is applied before commit: `rollback` (to a savepoint, or to the start) or "
+             "`abort` with tx \"%s\" keeps it",
              c->mtx);
     else if (c->mtx)
         dbuf_addstr(b, "; nothing is applied before finish: `rollback` (to a savepoint, or with no name to "
@@ -186,7 +187,10 @@ static void add_changes(dbuf *b, json_t *run)
         dbuf_addstr(b, "; no file changed");
 }
 
-static long long exit_code(json_t *run) { return (long long)json_integer_value(json_object_get(run, "exit_code")); }
+static long long exit_code(json_t *run)
+{
+    return (long long)json_integer_value(json_object_get(run, "exit_code"));
+}
 
 static void head_in_tx(dbuf *b, json_t *run, const words_ctx *c, const char *outcome)
 {
@@ -199,8 +203,9 @@ static void head_in_tx(dbuf *b, json_t *run, const words_ctx *c, const char *out
         else
             addf(b, "; applied to the workspace at `%s`", next);
     } else if (!strcmp(outcome, "rolled_back") || !strcmp(outcome, "timed_out")) {
-        addf(b, "%s (exit %lld): only this command's changes were discarded; transaction %s stays open with "
-                "what was staged before: fix the cause and run again",
+        addf(b,
+             "%s (exit %lld): only this command's changes were discarded; transaction %s stays open with "
+             "what was staged before: fix the cause and run again",
              !strcmp(outcome, "timed_out") ? "timed out" : "rolled back", exit_code(run), c->mtx);
     } else {
         addf(b, "%s in transaction %s (exit %lld)", outcome, c->mtx, exit_code(run));
@@ -218,8 +223,8 @@ char *words_run_line(json_t *run, const words_ctx *c)
             addf(&b, ". Instead: %s", s(run, "suggestion"));
         return steal_pointer(&b.p) ?: xstrdup("");
     }
-    if (c->mtx && (!strcmp(outcome, "staged") || !strcmp(outcome, "rolled_back") ||
-                   !strcmp(outcome, "timed_out"))) {
+    if (c->mtx &&
+        (!strcmp(outcome, "staged") || !strcmp(outcome, "rolled_back") || !strcmp(outcome, "timed_out"))) {
         head_in_tx(&b, run, c, outcome);
     } else if (!strcmp(outcome, "committed")) {
         addf(&b, "committed tx %s (exit 0)", tx);
@@ -227,27 +232,32 @@ char *words_run_line(json_t *run, const words_ctx *c)
     } else if (!strcmp(outcome, "read_only")) {
         addf(&b, "read-only (exit %lld): ran without a transaction; nothing changed", exit_code(run));
     } else if (!strcmp(outcome, "rolled_back")) {
-        addf(&b, "rolled back tx %s (exit %lld): the command failed, so its changes were discarded and the "
-                 "workspace is as before",
+        addf(&b,
+             "rolled back tx %s (exit %lld): the command failed, so its changes were discarded and the "
+             "workspace is as before",
              tx, exit_code(run));
         if (*s(run, "stopped_by"))
             addf(&b, " (stopped by the %s)", s(run, "stopped_by"));
     } else if (!strcmp(outcome, "timed_out")) {
-        addf(&b, "timed out: tx %s was killed at the time limit and rolled back; raise `timeout` or split the "
-                 "work",
+        addf(&b,
+             "timed out: tx %s was killed at the time limit and rolled back; raise `timeout` or split the "
+             "work",
              tx);
     } else if (!strcmp(outcome, "conflict")) {
         if (*s(run, "held_by"))
-            addf(&b, "conflict: tx %s succeeded, but %s is held by tx %s, which txbox could neither finish "
-                     "nor roll back; nothing applied. A person must fix what `txbox recover` reports",
+            addf(&b,
+                 "conflict: tx %s succeeded, but %s is held by tx %s, which txbox could neither finish "
+                 "nor roll back; nothing applied. A person must fix what `txbox recover` reports",
                  tx, s(run, "conflict_path"), s(run, "held_by"));
         else
-            addf(&b, "conflict: tx %s succeeded, but %s changed meanwhile; nothing applied (kept aside): "
-                     "re-read the files and run it again",
+            addf(&b,
+                 "conflict: tx %s succeeded, but %s changed meanwhile; nothing applied (kept aside): "
+                 "re-read the files and run it again",
                  tx, *s(run, "conflict_path") ? s(run, "conflict_path") : "a file it changed");
     } else if (!strcmp(outcome, "held")) {
-        addf(&b, "held for review: tx %s, effect rule %s: %s; nothing applied until a person runs `txbox "
-                 "approve %s` (or `txbox reject %s`)",
+        addf(&b,
+             "held for review: tx %s, effect rule %s: %s; nothing applied until a person runs `txbox "
+             "approve %s` (or `txbox reject %s`)",
              tx, s(run, "effect_rule"), s(run, "reason"), tx, tx);
     } else if (!strcmp(outcome, "rejected")) {
         addf(&b, "rejected: tx %s, effect rule %s: %s; nothing applied", tx, s(run, "effect_rule"),
@@ -310,9 +320,9 @@ json_t *words_run_compact(json_t *run, const words_ctx *c)
     json_object_set_new(o, "outcome", json_string(outcome));
     if (!c->mtx && json_is_string(json_object_get(run, "tx")) && strcmp(outcome, "blocked"))
         json_object_set(o, "tx", json_object_get(run, "tx"));
-    static const char *const keys[] = {"rule",         "reason",        "suggestion", "effect_rule",
-                                       "conflict_path", "held_by",      "stopped_by", "fallback",
-                                       "needs_attention"};
+    static const char *const keys[] = {"rule",        "reason",        "suggestion",
+                                       "effect_rule", "conflict_path", "held_by",
+                                       "stopped_by",  "fallback",      "needs_attention"};
     bool blocked = !strcmp(outcome, "blocked");
     if (!blocked && json_is_integer(json_object_get(run, "exit_code")))
         json_object_set(o, "exit_code", json_object_get(run, "exit_code"));
@@ -322,8 +332,8 @@ json_t *words_run_compact(json_t *run, const words_ctx *c)
          * are in the line already */
         bool policy = i < 2, said = i == 1 || i == 2;
         if ((json_is_string(v) && json_string_length(v)) || json_is_integer(v))
-            if ((!policy || blocked) && !(said && (blocked || !strcmp(outcome, "held") ||
-                                                   !strcmp(outcome, "rejected"))))
+            if ((!policy || blocked) &&
+                !(said && (blocked || !strcmp(outcome, "held") || !strcmp(outcome, "rejected"))))
                 json_object_set(o, keys[i], v);
     }
     if (json_is_array(json_object_get(run, "paths")) && json_array_size(json_object_get(run, "paths")))
