@@ -32,7 +32,7 @@
 
 /* ---- globs ---- */
 
-static bool glob_parts(const char *g, const char *p)
+static bool glob_parts(const char *g, const char *p, int fl)
 {
     for (;;) {
         const char *ge = strchrnul(g, '/'), *pe = strchrnul(p, '/');
@@ -41,7 +41,7 @@ static bool glob_parts(const char *g, const char *p)
             if (!*ge)
                 return true; /* a final ** matches everything below (and nothing) */
             for (const char *q = p;; q = strchrnul(q, '/') + 1) {
-                if (glob_parts(ge + 1, q))
+                if (glob_parts(ge + 1, q, fl))
                     return true;
                 if (!*strchrnul(q, '/'))
                     return false;
@@ -55,7 +55,7 @@ static bool glob_parts(const char *g, const char *p)
         gc[gl] = 0;
         memcpy(pc, p, pl);
         pc[pl] = 0;
-        if (fnmatch(gc, pc, 0) != 0)
+        if (fnmatch(gc, pc, fl) != 0)
             return false;
         if (!*pe) {
             /* the path ends: what is left of the glob must be "**" only */
@@ -78,6 +78,8 @@ static bool glob_parts(const char *g, const char *p)
 static struct effect_run glob_run(const char *g)
 {
     struct effect_run best = {0, 0};
+    if (!strncmp(g, "(?i)", 4))
+        return best; /* compared ignoring case: no plain run */
     for (const char *q = g; *q;) {
         if (*q == '[') { /* a bracket expression, to its end (none: to the glob's) */
             q++;
@@ -120,15 +122,33 @@ static bool run_missing(const char *g, struct effect_run run, const char *path, 
     return true;
 }
 
+/* A leading (?i): the glob matches ignoring case (a name a case-folding
+ * filesystem or a case-insensitive host would take for the same). */
+static int glob_flags(const char **glob)
+{
+    if (strncmp(*glob, "(?i)", 4))
+        return 0;
+    *glob += 4;
+    return FNM_CASEFOLD;
+}
+
 static bool glob_parts_of(const char *glob, const char *path)
 {
     if (!*path)
         path = ".";
+    int fl = glob_flags(&glob);
     if (!strchr(glob, '/')) {
         const char *slash = strrchr(path, '/');
-        return glob_parts(glob, slash ? slash + 1 : path);
+        return glob_parts(glob, slash ? slash + 1 : path, fl);
     }
-    return glob_parts(glob[0] == '/' ? glob + 1 : glob, path);
+    return glob_parts(glob[0] == '/' ? glob + 1 : glob, path, fl);
+}
+
+/* glob anchored at the start of path, whether or not it holds a '/'. */
+static bool glob_anchored(const char *glob, const char *path)
+{
+    int fl = glob_flags(&glob);
+    return glob_parts(glob[0] == '/' ? glob + 1 : glob, *path ? path : ".", fl);
 }
 
 bool effect_glob(const char *glob, const char *path)
@@ -229,6 +249,8 @@ void effect_rule_free(effect_rule *r)
     strlist_free(&r->paths_written);
     strlist_free(&r->paths_deleted);
     strlist_free(&r->paths_none);
+    strlist_free(&r->home_written);
+    strlist_free(&r->keys);
     if (r->re)
         for (size_t i = 0; i < r->content_any.n; i++)
             regfree(&r->re[i]);
@@ -345,9 +367,40 @@ static bool prefilter_may_match(const effect_rule *r, const struct effect_entry 
     return false;
 }
 
-static bool entry_passes(const effect_rule *r, const struct effect_entry *e)
+/* e's path seen from the home directory (j's places), or NULL when it
+ * does not lie in it; buf holds it when it must be made. */
+static const char *home_path(const struct effect_judge *j, const struct effect_entry *e, char *buf, size_t n)
+{
+    const char *p = e->path;
+    if (j->home_in_ws) {
+        size_t l = strlen(j->home_in_ws);
+        if (!l)
+            return p;
+        if (strncmp(p, j->home_in_ws, l) || (p[l] && p[l] != '/'))
+            return NULL;
+        return p[l] ? p + l + 1 : "";
+    }
+    if (j->ws_in_home) {
+        int w = snprintf(buf, n, "%s%s%s", j->ws_in_home, *p ? "/" : "", p);
+        return w >= 0 && (size_t)w < n ? buf : NULL;
+    }
+    return NULL;
+}
+
+static bool any_anchored(const strlist *l, const char *path)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (glob_anchored(l->v[i], path))
+            return true;
+    return false;
+}
+
+/* Does e count for r? why: what a reader found (set when it counts). */
+static bool entry_passes(const struct effect_judge *j, const effect_rule *r, const struct effect_entry *e,
+                         char *why, size_t whylen)
 {
     size_t n = strlen(e->path);
+    *why = 0;
     if (r->paths_any.n && !any_glob(&r->paths_any, r->runs[0], e->path, n))
         return false;
     if (r->paths_written.n &&
@@ -358,6 +411,12 @@ static bool entry_passes(const effect_rule *r, const struct effect_entry *e)
         return false;
     if (r->paths_none.n && any_glob(&r->paths_none, r->runs[3], e->path, n))
         return false;
+    if (r->home_written.n) {
+        char buf[4096];
+        const char *hp = e->kind == EFF_DELETED ? NULL : home_path(j, e, buf, sizeof buf);
+        if (!hp || !any_anchored(&r->home_written, hp))
+            return false;
+    }
     if (r->content_any.n) {
         if (e->kind == EFF_DELETED || !e->data)
             return false;
@@ -375,6 +434,8 @@ static bool entry_passes(const effect_rule *r, const struct effect_entry *e)
         if (!m)
             return false;
     }
+    if (r->reader && !effect_read_judge(r->reader, &r->keys, e, j->ws_path, why, whylen))
+        return false;
     return true;
 }
 
@@ -383,8 +444,11 @@ void effect_judge_feed(struct effect_judge *j, const struct effect_entry *e)
     for (size_t i = 0; i < j->p->neffects; i++) {
         const effect_rule *r = &j->p->effects[i];
         struct effect_acc *a = &j->acc[i];
-        if (r->action == EFF_OFF || r->git || !entry_passes(r, e))
+        char why[300];
+        if (r->action == EFF_OFF || r->git || !entry_passes(j, r, e, why, sizeof why))
             continue;
+        if (*why && !a->detail)
+            a->detail = xasprintf("%s: %s", *e->path ? e->path : ".", why);
         bool counts = !has_limits(r);
         if (e->kind == EFF_DELETED && !e->dir && r->max_files_deleted >= 0) {
             a->deleted++;
@@ -417,7 +481,7 @@ static bool violated(const effect_rule *r, const struct effect_acc *a, char *why
     *why = 0;
     if (r->action == EFF_OFF)
         return false;
-    if (r->git) {
+    if (r->git || r->reader) {
         snprintf(why, n, "%s", a->detail ? a->detail : "");
         return a->hit;
     }
@@ -444,12 +508,40 @@ void effect_judge_init(struct effect_judge *j, const txbox_policy *p)
     j->attention = NULL;
     j->acc = xcalloc(p->neffects + 1, sizeof *j->acc);
     j->need_content = false;
+    j->ws_path = NULL;
+    j->home_in_ws = j->ws_in_home = NULL;
     for (size_t i = 0; i < p->neffects; i++) {
         j->acc[i].paths = json_array();
         const effect_rule *r = &p->effects[i];
-        if (r->action != EFF_OFF && (r->content_any.n || r->max_binary_added >= 0))
+        if (r->action != EFF_OFF && (r->content_any.n || r->max_binary_added >= 0 || r->reader))
             j->need_content = true;
     }
+}
+
+/* rel: b's path below a ("" when they are the same), or NULL. */
+static char *below(const char *a, const char *b)
+{
+    size_t l = strlen(a);
+    while (l > 1 && a[l - 1] == '/')
+        l--;
+    if (l == 1 && a[0] == '/')
+        return xstrdup(b + 1);
+    if (strncmp(a, b, l) || (b[l] && b[l] != '/'))
+        return NULL;
+    return xstrdup(b[l] ? b + l + 1 : "");
+}
+
+void effect_judge_places(struct effect_judge *j, const char *ws, const char *home)
+{
+    j->ws_path = ws;
+    free(j->home_in_ws);
+    free(j->ws_in_home);
+    j->home_in_ws = j->ws_in_home = NULL;
+    if (!ws || !home || *ws != '/' || *home != '/')
+        return;
+    j->home_in_ws = below(ws, home);
+    if (!j->home_in_ws)
+        j->ws_in_home = below(home, ws);
 }
 
 /* The verdict (NULL: no rule violated); frees the accumulators. */
@@ -474,7 +566,7 @@ json_t *effect_judge_end(struct effect_judge *j)
             json_t *v = json_pack("{s:s,s:s,s:O}", "effect_rule", r->id, "action",
                                   r->action == EFF_HOLD ? "hold" : "rollback", "paths", j->acc[i].paths);
             if (*why)
-                json_object_set_new(v, r->git ? "found" : "limit", json_string(why));
+                json_object_set_new(v, r->git || r->reader ? "found" : "limit", json_string(why));
             json_array_append_new(all, v);
             if (!decide || (decide->action == EFF_HOLD && r->action == EFF_ROLLBACK)) {
                 decide = r;
@@ -499,6 +591,9 @@ json_t *effect_judge_end(struct effect_judge *j)
     }
     free(j->acc);
     j->acc = NULL;
+    free(j->home_in_ws);
+    free(j->ws_in_home);
+    j->home_in_ws = j->ws_in_home = NULL;
     return out;
 }
 
@@ -516,6 +611,9 @@ static bool example_hits(const txbox_policy *p, size_t ri, const effect_example 
     txbox_policy one = {.effects = &p->effects[ri], .neffects = 1};
     struct effect_judge j;
     effect_judge_init(&j, &one);
+    /* an example's paths are judged as if the workspace were the home
+     * directory (home_written), in a workspace at /nonexistent */
+    effect_judge_places(&j, "/nonexistent/ws", "/nonexistent/ws");
     const char *content = x->content ? x->content : "";
     size_t clen = strlen(content);
     static const char *const deflt[] = {"example"};

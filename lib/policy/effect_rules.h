@@ -12,6 +12,16 @@
 
 #include "pol.h"
 
+/* effect_rule.reader: the content readers (effect_read.c) */
+enum {
+    EFF_READ_NONE = 0,
+    EFF_READ_VSCODE,
+    EFF_READ_PTH,
+    EFF_READ_PYVENV,
+    EFF_READ_VENV_PYTHON,
+    EFF_READ_TOML
+};
+
 /* EFF_ATTENTION: commits, and the result and the audit log say so */
 enum { EFF_ROLLBACK = 0, EFF_HOLD = 1, EFF_OFF = 2, EFF_ATTENTION = 3 };
 /* effect_rule.git: judged by git's reading (gitcfg.c), not by entries */
@@ -40,6 +50,12 @@ typedef struct effect_rule {
     strlist paths_any, paths_written, paths_deleted; /* globs (see effect_glob) */
     strlist paths_none;                              /* ... and an entry matching one of these never counts */
     strlist content_any;                             /* POSIX extended regular expressions */
+    strlist home_written;                            /* globs relative to the home directory (anchored):
+                                                      * the entry, added or modified, lies in it */
+    int reader;                                      /* EFF_READ_*: what the new content means
+                                                      * (effect_read.c); 0: none */
+    strlist keys;                                    /* the reader's settings that name programs
+                                                      * (globs over dotted names, ignoring case) */
     regex_t *re;                                     /* compiled content_any */
     /* one pass instead of one per pattern: the patterns without and with
      * (?i), each set joined as one alternation (REG_NOSUB); an entry no
@@ -114,6 +130,7 @@ struct effect_entry {
     size_t len;
     const char *old; /* modified: the old content (first bytes), or NULL */
     size_t oldlen;
+    const char *link; /* a symbolic link added or modified: its target, or NULL */
     /* windowed: a new match can only be in data[from, to) (content_window:
      * a modified file's lines that the old content does not share) */
     bool windowed;
@@ -135,12 +152,23 @@ struct effect_judge {
     json_t *attention; /* effect_judge_end: the violated attention rules (NULL: none) */
     struct effect_acc *acc;
     bool need_content;
+    /* where the workspace lies (effect_judge_places): its absolute path,
+     * and the home directory's place relative to it (home_in_ws: the home
+     * directory inside the workspace, "" when it is the workspace; or
+     * ws_in_home: the workspace inside the home directory); NULL: unknown
+     * or unrelated */
+    const char *ws_path;
+    char *home_in_ws, *ws_in_home;
 };
 
 /* Builds the literal filters of p's rules that have none yet (the built-in
  * ones, at their first use); thread-safe. */
 void effects_compile(const txbox_policy *p);
 void effect_judge_init(struct effect_judge *j, const txbox_policy *p);
+/* Where the workspace lies (ws: its absolute path, home: the user's home
+ * directory, both resolved; either may be NULL): for home_written and the
+ * readers that tell inside from outside. Before the first feed. */
+void effect_judge_places(struct effect_judge *j, const char *ws, const char *home);
 /* Counts e for every rule whose matchers it passes (not the git rules). */
 void effect_judge_feed(struct effect_judge *j, const struct effect_entry *e);
 /* The verdict (NULL: no rule violated): the first violated rollback rule,
@@ -149,5 +177,20 @@ void effect_judge_feed(struct effect_judge *j, const struct effect_entry *e);
 json_t *effect_judge_end(struct effect_judge *j);
 /* effect_judge_end, the verdict and the attention list dropped. */
 void effect_judge_end_free(struct effect_judge *j);
+
+/* ---- the content readers (effect_read.c) ---- */
+
+/* The reader named name (EFF_READ_*), or -1. */
+int effect_reader_id(const char *name);
+/* Does e's change make a host program run something it did not before
+ * (the reader's meaning of the file: docs/policy.md)? true, with what in
+ * why (a setting's name, a line: never a value); also true when the new
+ * content cannot be read whole or parsed (fail closed). ws: the workspace's
+ * absolute path (NULL: unknown: every absolute path counts as inside). */
+bool effect_read_judge(int reader, const strlist *keys, const struct effect_entry *e, const char *ws,
+                       char *why, size_t whylen);
+/* JSON with comments (VS Code's JSONC: line and block comments, trailing
+ * commas) into jansson; NULL when it is not that. Whitespace alone is {}. */
+json_t *effect_jsonc_load(const char *d, size_t n);
 
 #endif

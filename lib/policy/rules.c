@@ -671,7 +671,18 @@ static int parse_effect_match(yctx *y, const pnode *m, effect_rule *r)
             rc = ylist(y, v, &r->paths_none, k);
         else if (!strcmp(k, "content_any"))
             rc = ylist(y, v, &r->content_any, k);
-        else if (!strcmp(k, "max_files_deleted"))
+        else if (!strcmp(k, "home_written"))
+            rc = ylist(y, v, &r->home_written, k);
+        else if (!strcmp(k, "keys"))
+            rc = ylist(y, v, &r->keys, k);
+        else if (!strcmp(k, "reader")) {
+            const char *s = yscalar(y, v);
+            r->reader = s ? effect_reader_id(s) : -1;
+            if (r->reader <= 0)
+                rc = yerr(y, v,
+                          "effect rule %s: match.reader must be vscode, pth, pyvenv, venv-python or toml",
+                          r->id);
+        } else if (!strcmp(k, "max_files_deleted"))
             rc = yi64(y, v, &r->max_files_deleted, k);
         else if (!strcmp(k, "max_bytes_written"))
             rc = yi64(y, v, &r->max_bytes_written, k);

@@ -10,7 +10,11 @@
  * from git's reading of the after state (gitcfg.c). effects_gate_run()
  * decides a single run: commit, reject, or hold (held.c). */
 #include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "effects.h"
 #include "fsops.h"
@@ -137,6 +141,15 @@ static void feed_file(struct walk *w, int dfd, const char *name, const char *pat
 {
     struct effect_entry e = {.path = path, .kind = kind, .reg = S_ISREG(st->st_mode)};
     const char *data = NULL, *old = NULL;
+    char target[PATH_MAX];
+    if (S_ISLNK(st->st_mode)) {
+        /* a reader tells a link to a host program from one into the tree */
+        ssize_t n = readlinkat(dfd, name, target, sizeof target - 1);
+        if (n >= 0) {
+            target[n] = 0;
+            e.link = target;
+        }
+    }
     if (e.reg) {
         e.bytes = (uint64_t)st->st_size;
         e.made_exec = (st->st_mode & 0111) && !(S_ISREG(oldmode) && (oldmode & 0111));
@@ -269,6 +282,18 @@ static int judge_git(struct effect_judge *j, struct gitwatch *gw, txbox_error *e
     return 0;
 }
 
+/* The user's home directory, resolved (the trusted environment's HOME,
+ * else the password database's), or NULL: home_written's anchor. */
+static char *home_dir(void)
+{
+    const char *h = getenv("HOME");
+    if (!h || *h != '/') {
+        struct passwd *pw = getpwuid(getuid());
+        h = pw && pw->pw_dir && *pw->pw_dir == '/' ? pw->pw_dir : NULL;
+    }
+    return h ? realpath(h, NULL) : NULL;
+}
+
 /* effects_judge; ws: where the walk notes the hashes of the new files it
  * reads whole (store_hash_note; NULL: nowhere). */
 static int judge(txbox_ws *ws, const txbox_policy *p, int upperfd, int wsfd, const struct tx_ops *ops,
@@ -282,6 +307,9 @@ static int judge(txbox_ws *ws, const txbox_policy *p, int upperfd, int wsfd, con
     effects_compile(p);
     struct effect_judge j;
     effect_judge_init(&j, p);
+    txbox_ws *where = ws ? ws : gc ? gc->ws : NULL;
+    _cleanup_free_ char *home = home_dir();
+    effect_judge_places(&j, where ? txbox_ws_path(where) : NULL, home);
     bool gconfig = false, ghooks = false;
     for (size_t i = 0; i < p->neffects; i++) {
         gconfig |= p->effects[i].action != EFF_OFF && p->effects[i].git == EFF_GIT_CONFIG;
