@@ -419,6 +419,13 @@ static json_t *mcp_entry(const struct setup *s)
     return e;
 }
 
+/* The hook's command line, failing closed: the CLIs run it with sh -c
+ * (Claude Code; Gemini CLI and qwen-code with bash -c) and block the tool
+ * call only on exit status 2 (Gemini CLI: on 2 or more with a message);
+ * 127 for a txbox that is not there, 126, a signal or any other failure
+ * would let the command run unjudged. So any status but 0 becomes 2, with
+ * a line for the model (txbox's own exit 2 has said why already). POSIX
+ * sh only: the same line runs under sh, dash, bash and zsh. */
 static char *hook_command(const struct setup *s)
 {
     dbuf b;
@@ -430,6 +437,9 @@ static char *hook_command(const struct setup *s)
         dbuf_addstr(&b, " --policy ");
         sh_word(&b, s->policy);
     }
+    dbuf_addstr(&b,
+                " || { s=$?; [ \"$s\" -eq 2 ] || echo \"txbox hook: txbox could not run (exit status $s), so "
+                "this tool call is denied; is txbox still installed?\" >&2; exit 2; }");
     dbuf_str(&b);
     return b.p;
 }
@@ -644,6 +654,7 @@ static int edit_codex(struct setup *s, struct file *f, char **out, size_t *outle
                  "default_tools_approval_mode = \"approve\"\n",
                  MCP_TIMEOUT_S);
         dbuf_addstr(&b, tail);
+        dbuf_addstr(&b, "# fail closed: Codex does not start when txbox cannot\nrequired = true\n");
         block = (char *)dbuf_str(&b);
     }
     if (setup_toml_edit(f->exists ? f->old : "", f->oldlen, block, out, outlen, err) < 0)

@@ -38,7 +38,7 @@ static const struct {
     const char *name;
     int id;
 } readers[] = {
-    {"vscode", EFF_READ_VSCODE}, {"pth", EFF_READ_PTH},   {"pyvenv", EFF_READ_PYVENV},
+    {"vscode", EFF_READ_VSCODE},           {"pth", EFF_READ_PTH},   {"pyvenv", EFF_READ_PYVENV},
     {"venv-python", EFF_READ_VENV_PYTHON}, {"toml", EFF_READ_TOML},
 };
 
@@ -51,15 +51,9 @@ int effect_reader_id(const char *name)
 }
 
 /* Did the walk read e's new content whole? */
-static bool whole(const struct effect_entry *e)
-{
-    return e->data && e->len == e->bytes;
-}
+static bool whole(const struct effect_entry *e) { return e->data && e->len == e->bytes; }
 
-static bool old_whole(const struct effect_entry *e)
-{
-    return e->old && e->kind == EFF_MODIFIED;
-}
+static bool old_whole(const struct effect_entry *e) { return e->old && e->kind == EFF_MODIFIED; }
 
 /* What a reader of a whole file says before reading: 0 (gone, or a
  * directory: nothing is read from it), 1 (counts: not a regular file, or
@@ -233,7 +227,8 @@ static bool has_folder_open(json_t *v, unsigned depth)
         json_t *x;
         json_object_foreach(v, k, x)
         {
-            if (!strcasecmp(k, "runOn") && json_is_string(x) && !strcasecmp(json_string_value(x), "folderOpen"))
+            if (!strcasecmp(k, "runOn") && json_is_string(x) &&
+                !strcasecmp(json_string_value(x), "folderOpen"))
                 return true;
             if (has_folder_open(x, depth + 1))
                 return true;
@@ -267,7 +262,8 @@ static bool read_vscode(const strlist *keys, const struct effect_entry *e, char 
     json_t *nw, *old;
     if (!json_pair(e, &nw, &old)) {
         json_decref(old);
-        snprintf(why, whylen, "%s", whole(e) ? "not JSON with comments that can be read" : "too large to be read whole");
+        snprintf(why, whylen, "%s",
+                 whole(e) ? "not JSON with comments that can be read" : "too large to be read whole");
         return true;
     }
     const char *b = base_name(e->path);
@@ -276,8 +272,8 @@ static bool read_vscode(const strlist *keys, const struct effect_entry *e, char 
     if (bl >= 15 && !strcasecmp(b + bl - 15, ".code-workspace")) {
         json_t *os = json_object_get(old, "settings"), *ns = json_object_get(nw, "settings");
         json_t *e1 = json_object(), *e2 = json_object();
-        r = settings_changed(keys, json_is_object(os) ? os : e1, json_is_object(ns) ? ns : e2, "settings", why,
-                             whylen) ||
+        r = settings_changed(keys, json_is_object(os) ? os : e1, json_is_object(ns) ? ns : e2, "settings",
+                             why, whylen) ||
             tasks_changed(json_object_get(old, "tasks"), json_object_get(nw, "tasks"), why, whylen);
         json_decref(e1);
         json_decref(e2);
@@ -378,8 +374,8 @@ static bool outside_plain(const char *ws, const char *p, size_t n)
 
 static bool read_pyvenv(const struct effect_entry *e, const char *ws, char *why, size_t whylen)
 {
-    static const char *const path_keys[] = {"home", "executable", "base-executable", "base-prefix",
-                                            "base-exec-prefix", "prefix", "exec-prefix"};
+    static const char *const path_keys[] = {
+        "home", "executable", "base-executable", "base-prefix", "base-exec-prefix", "prefix", "exec-prefix"};
     int pro = prologue(e, why, whylen);
     if (pro >= 0)
         return pro;
@@ -427,7 +423,8 @@ static bool read_venv_python(const struct effect_entry *e, const char *ws, char 
         snprintf(why, whylen, "a link to a program in the workspace");
         return true;
     }
-    snprintf(why, whylen, "%s", e->dir ? "a directory" : "not a link to an interpreter outside the workspace");
+    snprintf(why, whylen, "%s",
+             e->dir ? "a directory" : "not a link to an interpreter outside the workspace");
     return true;
 }
 
@@ -778,8 +775,8 @@ static bool read_toml(const strlist *keys, const struct effect_entry *e, char *w
     return r;
 }
 
-bool effect_read_judge(int reader, const strlist *keys, const struct effect_entry *e, const char *ws, char *why,
-                       size_t whylen)
+bool effect_read_judge(int reader, const strlist *keys, const struct effect_entry *e, const char *ws,
+                       char *why, size_t whylen)
 {
     *why = 0;
     switch (reader) {

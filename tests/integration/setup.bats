@@ -16,6 +16,9 @@ setup() {
     BIN="$(readlink -f "$TXBOX")"
 }
 
+# the tail every hook command carries: any failure of txbox denies
+FC=' || { s=$?; [ \"$s\" -eq 2 ] || echo \"txbox hook: txbox could not run (exit status $s), so this tool call is denied; is txbox still installed?\" >&2; exit 2; }'
+
 setup_ok() {
     run --separate-stderr txbox_bin setup "$@"
     [ "$status" = 0 ] || fail "setup $* -> $status" "$stderr" "$output"
@@ -38,7 +41,7 @@ EOF
     [ "$(jget .claude/settings.json 'd["permissions"]')" = '{"allow": ["Bash(ls)"]}' ]
     [ "$(jget .claude/settings.json 'd["hooks"]["PreToolUse"][0]["hooks"][0]["command"]')" = '"echo mine"' ]
     [ "$(jget .claude/settings.json 'd["hooks"]["PreToolUse"][1]')" = \
-      "{\"hooks\": [{\"command\": \"$BIN hook claude-code\", \"timeout\": 30, \"type\": \"command\"}], \"matcher\": \"*\"}" ]
+      "{\"hooks\": [{\"command\": \"$BIN hook claude-code$FC\", \"timeout\": 30, \"type\": \"command\"}], \"matcher\": \"*\"}" ]
     [ "$(jget .claude/settings.json 'd["enabledMcpjsonServers"]')" = '["txbox"]' ]
     [ "$(jget .mcp.json 'd["mcpServers"]["txbox"]')" = \
       "{\"args\": [\"mcp\", \"-C\", \"$P\"], \"command\": \"$BIN\"}" ]
@@ -74,11 +77,11 @@ EOF
     cd "$P"
     setup_ok gemini-cli
     [ "$(jget .gemini/settings.json 'd["hooks"]["BeforeTool"]')" = \
-      "[{\"hooks\": [{\"command\": \"$BIN hook gemini-cli\", \"name\": \"txbox\", \"timeout\": 30000, \"type\": \"command\"}], \"matcher\": \".*\"}]" ]
+      "[{\"hooks\": [{\"command\": \"$BIN hook gemini-cli$FC\", \"name\": \"txbox\", \"timeout\": 30000, \"type\": \"command\"}], \"matcher\": \".*\"}]" ]
     [ "$(jget .gemini/settings.json 'd["mcpServers"]["txbox"]["timeout"]')" = 600000 ]
     setup_ok qwen-code
     [ "$(jget .qwen/settings.json 'd["hooks"]["PreToolUse"][0]["matcher"]')" = '"*"' ]
-    [ "$(jget .qwen/settings.json 'd["hooks"]["PreToolUse"][0]["hooks"][0]["command"]')" = "\"$BIN hook qwen-code\"" ]
+    [ "$(jget .qwen/settings.json 'd["hooks"]["PreToolUse"][0]["hooks"][0]["command"]')" = "\"$BIN hook qwen-code$FC\"" ]
     [ "$(jget .qwen/settings.json 'd["mcpServers"]["txbox"]["args"]')" = "[\"mcp\", \"-C\", \"$P\"]" ]
 }
 
@@ -108,7 +111,7 @@ assert d["model"] == "o3" and d["notes"] == "[mcp_servers.txbox]\n", d
 assert d["mcp_servers"]["other"] == {"command": "x", "args": ["[y]"]}, d
 assert d["profiles"] == {"p": {"model": "o4"}}, d
 assert d["mcp_servers"]["txbox"] == {"command": sys.argv[2], "args": ["mcp"], "tool_timeout_sec": 600,
-                                     "default_tools_approval_mode": "approve"}, d
+                                     "default_tools_approval_mode": "approve", "required": True}, d
 EOF
     cmp "$H/.codex/config.toml.txbox-bak" "$BATS_TEST_TMPDIR/orig"
     setup_ok codex --remove
@@ -183,7 +186,7 @@ EOF
 @test "setup --user: the user's files; bad arguments are one-line errors with status 125" {
     setup_ok claude-code --user --policy "$REPO_DIR/policy/default.yaml"
     [ "$(jget "$H/.claude/settings.json" 'd["hooks"]["PreToolUse"][0]["hooks"][0]["command"]')" = \
-      "\"$BIN hook claude-code --policy $REPO_DIR/policy/default.yaml\"" ]
+      "\"$BIN hook claude-code --policy $REPO_DIR/policy/default.yaml$FC\"" ]
     [ "$(jget "$H/.claude.json" 'd["mcpServers"]["txbox"]["args"]')" = "[\"mcp\", \"--policy\", \"$REPO_DIR/policy/default.yaml\"]" ]
     for args in "" "nosuch" "codex --user --project /" "gemini-cli --project /nonexistent" "codex --bogus" "gemini-cli extra"; do
         run --separate-stderr txbox_bin setup $args
@@ -228,4 +231,53 @@ EOF
     setup_ok claude-code --user --remove
     [ "$(jget .claude/settings.local.json d)" = "$(jget "$BATS_TEST_TMPDIR/local" d)" ]
     [ ! -e opencode.json ] && [ ! -e .gemini/settings.json ] && [ ! -e "$H/.claude/settings.json" ]
+
+# what each CLI's hook runner does with the hook command (sh -c for Claude
+# Code, bash -c for Gemini CLI and qwen-code), with the binary gone, not
+# executable, or failing: exit status 2 (the status all three read as
+# "block this call", Gemini CLI with a reason on stderr), never 0 or 127
+@test "setup: the hook fails closed when txbox is removed, cannot run, or fails" {
+    cd "$P"
+    local agent file event sh copy input tool
+    for agent in claude-code gemini-cli qwen-code; do
+        case $agent in
+        claude-code) file=.claude/settings.json event=PreToolUse sh=sh tool=Bash ;;
+        gemini-cli) file=.gemini/settings.json event=BeforeTool sh=bash tool=run_shell_command ;;
+        qwen-code) file=.qwen/settings.json event=PreToolUse sh=bash tool=run_shell_command ;;
+        esac
+        copy="$BATS_TEST_TMPDIR/bin-$agent/txbox"
+        mkdir -p "$(dirname "$copy")"
+        cp "$BIN" "$copy"
+        setup_ok "$agent" --txbox "$copy"
+        cmd=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["hooks"][sys.argv[2]][0]["hooks"][0]["command"])' "$file" "$event")
+        input='{"session_id":"s","hook_event_name":"'$event'","tool_name":"'$tool'","cwd":"'"$P"'","tool_input":{"command":"echo hi > f"}}'
+        # in place: it judges (0, a decision)
+        run --separate-stderr env CLAUDE_PROJECT_DIR="$P" GEMINI_PROJECT_DIR="$P" "$sh" -c "$cmd" <<<"$input"
+        [ "$status" = 0 ] || [ "$agent" = qwen-code -a "$status" = 2 ] || fail "$agent in place -> $status: $stderr"
+        # removed (make uninstall): 127 from the shell, turned into 2
+        rm -f "$copy"
+        run --separate-stderr env CLAUDE_PROJECT_DIR="$P" GEMINI_PROJECT_DIR="$P" "$sh" -c "$cmd" <<<"$input"
+        [ "$status" = 2 ] || fail "$agent without its binary -> $status (must be 2): $stderr"
+        [ -z "$output" ] || fail "$agent without its binary printed a decision: $output"
+        [[ "$stderr" == *"txbox could not run (exit status 127)"* ]] || fail "$agent: $stderr"
+        # not executable (126), and a binary that fails (crashes, exits 1)
+        printf '#!/bin/sh\nexit 1\n' >"$copy"
+        run --separate-stderr "$sh" -c "$cmd" <<<"$input"
+        [ "$status" = 2 ] || fail "$agent: no permission to run -> $status"
+        chmod +x "$copy"
+        run --separate-stderr "$sh" -c "$cmd" <<<"$input"
+        [ "$status" = 2 ] || fail "$agent: a failing binary -> $status"
+        printf '#!/bin/sh\nkill -SEGV $$\n' >"$copy"
+        run --separate-stderr "$sh" -c "$cmd" <<<"$input"
+        [ "$status" = 2 ] || fail "$agent: a crashing binary -> $status"
+        # txbox's own denial (2) passes as it is, without a second line
+        printf '#!/bin/sh\necho "txbox hook: no" >&2; exit 2\n' >"$copy"
+        run --separate-stderr "$sh" -c "$cmd" <<<"$input"
+        [ "$status" = 2 ] && [ "$stderr" = "txbox hook: no" ] || fail "$agent: own denial -> $status: $stderr"
+    done
+}
+
+@test "setup codex: the MCP server is required, so Codex does not start without txbox" {
+    setup_ok codex
+    grep -qx 'required = true' "$H/.codex/config.toml" || fail "$(cat "$H/.codex/config.toml")"
 }
