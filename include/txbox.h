@@ -177,6 +177,13 @@ typedef struct txbox_result txbox_result;
  * failed, in which case the workspace is unchanged. */
 TXBOX_API TXBOX_MUST_CHECK int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out,
                                          txbox_error *err);
+/* Records a command that a front refused without running it (a hook's
+ * denial): an audit-log row, outcome blocked, with an id, the verdict
+ * ("unsafe", "uncertain", "safe"), rule and reason given, and the command
+ * and directory of opts (nothing else of opts is used, nothing runs). */
+TXBOX_API TXBOX_MUST_CHECK int txbox_run_refused(txbox_ws *ws, const txbox_run_opts *opts,
+                                                 const char *verdict, const char *rule, const char *reason,
+                                                 txbox_result **out, txbox_error *err);
 TXBOX_API txbox_outcome txbox_result_outcome(const txbox_result *r);
 /* The status a shell would report: the exit code, or 128+signal. */
 TXBOX_API int txbox_result_exit_code(const txbox_result *r);

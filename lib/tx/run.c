@@ -1510,6 +1510,22 @@ static int run_fail(struct run *c, txbox_error *err)
     return -1;
 }
 
+int txbox_run_refused(txbox_ws *ws, const txbox_run_opts *opts, const char *verdict, const char *rule_id,
+                      const char *reason, txbox_result **out, txbox_error *err)
+{
+    *out = NULL;
+    struct run c = {.ws = ws, .opts = opts, .t0 = now_ns()};
+    if (run_begin(&c, err) < 0) {
+        run_release(&c);
+        return -1;
+    }
+    run_release(&c);
+    c.r->verdict = xstrdup(verdict);
+    c.r->rule = xstrdup(rule_id);
+    c.r->reason = xstrdup(reason);
+    return blocked(ws, opts, c.r, c.t0, out, err);
+}
+
 int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbox_error *err)
 {
     *out = NULL;

@@ -249,6 +249,44 @@ static const char *command_arg(json_t *tinput)
     return NULL;
 }
 
+/* The workspace: -C, else the project directory the CLI exports, else
+ * the input's cwd; resolved, or NULL (errno set). */
+static char *workspace(const struct agent_info *ai, const hook_opts *ho, json_t *in)
+{
+    const char *wsdir = ho->dir;
+    if (!wsdir)
+        wsdir = getenv(ai->project_env);
+    if (!wsdir || !*wsdir)
+        wsdir = json_string_value(json_object_get(in, "cwd"));
+    if (!wsdir || !*wsdir)
+        wsdir = ".";
+    return realpath(wsdir, NULL);
+}
+
+/* A command the hook denies goes into the workspace's audit log as a
+ * blocked transaction, as txbox run records one (README: "every
+ * transaction, blocked ones included"). Best effort: the denial stands
+ * whatever happens here; only the denial's path pays for it. */
+static void audit_block(const struct agent_info *ai, const hook_opts *ho, json_t *in, json_t *tinput,
+                        const char *cmd, const char *verdict, const char *rule, const char *reason)
+{
+    _cleanup_free_ char *ws = workspace(ai, ho, in);
+    if (!ws || !cmd || !*cmd)
+        return;
+    char why[700];
+    _cleanup_free_ char *cdir = command_dir(in, tinput, ws, why, sizeof why);
+    txbox_ws *w = NULL;
+    txbox_error err = {0};
+    txbox_result *r = NULL;
+    txbox_run_opts o = {.shell = cmd, .cwd = cdir ? cdir : ws};
+    if (txbox_ws_open(ws, TXBOX_WS_CREATE, &w, &err) < 0 ||
+        txbox_run_refused(w, &o, verdict, rule, reason, &r, &err) < 0)
+        fprintf(stderr, "txbox hook: the denial is not in the audit log: %s\n", err.msg);
+    txbox_result_free(r);
+    if (w)
+        txbox_ws_close(w);
+}
+
 /* The decision for one parsed hook input. */
 static int handle(agent a, json_t *in, const hook_opts *ho)
 {
@@ -263,8 +301,11 @@ static int handle(agent a, json_t *in, const hook_opts *ho)
         return block("the %s hook input lacks tool_name (a string) or tool_input (an object)", ai->event);
     const char *tname = json_string_value(tool);
     bool gemini = a == AGENT_GEMINI;
-    if (!strcmp(tname, "PowerShell"))
+    if (!strcmp(tname, "PowerShell")) {
+        audit_block(ai, ho, in, tinput, json_string_value(json_object_get(tinput, "command")), "unsafe",
+                    "hook-powershell", "txbox cannot classify PowerShell commands");
         return block("txbox cannot classify PowerShell commands; use the Bash tool");
+    }
     /* a shell tool of any CLI txbox knows; it can be rewritten only when
      * it is this host's own */
     bool shell = false, rewrites = false;
@@ -275,11 +316,16 @@ static int handle(agent a, json_t *in, const hook_opts *ho)
         }
     if (!shell) {
         const char *key = command_arg(tinput);
-        if (key && !passes(ho, tname))
+        if (key && !passes(ho, tname)) {
+            char what[200];
+            snprintf(what, sizeof what, "tool '%.64s' carries a command that cannot be judged", tname);
+            audit_block(ai, ho, in, tinput, json_string_value(json_object_get(tinput, key)), "unsafe",
+                        "hook-unknown-tool", what);
             return block("tool '%.64s' carries a command ('%s') and is not a shell tool txbox knows, so it "
                          "cannot be judged; denied (if it runs no shell command, let it pass with "
                          "'txbox hook %s --pass-tool %.64s')",
                          tname, key, ai->name, tname);
+        }
         /* not a shell command: no decision, the CLI's own rules apply */
         return gemini ? emit(json_object()) : 0;
     }
@@ -293,18 +339,9 @@ static int handle(agent a, json_t *in, const hook_opts *ho)
     json_t *jmode = json_object_get(in, "permission_mode");
     bool plan = json_is_string(jmode) && !strcmp(json_string_value(jmode), "plan");
 
-    /* The workspace: -C, else the project directory the CLI exports, else
-     * the input's cwd. */
-    const char *wsdir = ho->dir;
-    if (!wsdir)
-        wsdir = getenv(ai->project_env);
-    if (!wsdir || !*wsdir)
-        wsdir = json_string_value(json_object_get(in, "cwd"));
-    if (!wsdir || !*wsdir)
-        wsdir = ".";
-    _cleanup_free_ char *ws = realpath(wsdir, NULL);
+    _cleanup_free_ char *ws = workspace(ai, ho, in);
     if (!ws)
-        return block("workspace '%.200s': %s", wsdir, strerror(errno));
+        return block("workspace: %s", strerror(errno));
     char why[700];
     _cleanup_free_ char *cdir = command_dir(in, tinput, ws, why, sizeof why);
     if (!cdir)
@@ -330,6 +367,7 @@ static int handle(agent a, json_t *in, const hook_opts *ho)
                      v.reason, v.suggestion);
         else
             snprintf(reason, sizeof reason, "txbox blocked this command (rule %s): %s", v.rule, v.reason);
+        audit_block(ai, ho, in, tinput, cmd, "unsafe", v.rule, v.reason);
         return rewrites ? decide(gemini, "deny", reason, NULL) : block("%s", reason);
     }
     bool safe = v.verdict == TXBOX_VERDICT_SAFE;
@@ -337,6 +375,8 @@ static int handle(agent a, json_t *in, const hook_opts *ho)
         snprintf(reason, sizeof reason,
                  "txbox: plan mode: only read-only commands run, and this one may change state (rule %s: %s)",
                  v.rule, v.reason);
+        audit_block(ai, ho, in, tinput, cmd, txbox_verdict_name(v.verdict), "hook-plan-mode",
+                    "plan mode: only read-only commands run");
         return rewrites ? decide(gemini, "deny", reason, NULL) : block("%s", reason);
     }
     if (safe && ho->trust_safe) {
@@ -344,11 +384,14 @@ static int handle(agent a, json_t *in, const hook_opts *ho)
                  v.rule);
         return decide(gemini, "allow", reason, NULL);
     }
-    if (!rewrites)
+    if (!rewrites) {
+        audit_block(ai, ho, in, tinput, cmd, txbox_verdict_name(v.verdict), "hook-no-rewrite",
+                    "this CLI cannot run the command in txbox's sandbox; the MCP run tool can");
         return block("this CLI cannot run a command rewritten by a hook, so txbox cannot run it in its "
                      "sandbox: use the txbox MCP tool `run` with this command instead (it runs as a "
                      "transaction; txbox judged it %s, rule %s)",
                      txbox_verdict_name(v.verdict), v.rule);
+    }
     _cleanup_free_ char *self = realpath("/proc/self/exe", NULL);
     if (!self)
         return block("cannot find the txbox binary: %s", strerror(errno));

@@ -20,8 +20,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const char *const paths[] = {".vscode/settings.json", ".vscode/tasks.json", "a.code-workspace",
-                                        "lib/site-packages/a.pth", ".venv/pyvenv.cfg", ".cargo/config.toml"};
+    static const char *const paths[] = {".vscode/settings.json", ".vscode/tasks.json",
+                                        "a.code-workspace",      "lib/site-packages/a.pth",
+                                        ".venv/pyvenv.cfg",      ".cargo/config.toml"};
     static const int readers[] = {EFF_READ_VSCODE, EFF_READ_VSCODE, EFF_READ_VSCODE,
                                   EFF_READ_PTH,    EFF_READ_PYVENV, EFF_READ_TOML};
     if (size < 1 || size > (1u << 20))

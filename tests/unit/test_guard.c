@@ -107,7 +107,8 @@ static bool held_by(const txbox_policy *p, const char *id, const char *path, int
     return hit;
 }
 
-static void check_paths(const txbox_policy *p, const char *id, const strlist *l, bool deleted_too, size_t *count)
+static void check_paths(const txbox_policy *p, const char *id, const strlist *l, bool deleted_too,
+                        size_t *count)
 {
     for (size_t i = 0; i < l->n; i++) {
         const char *g = l->v[i];
@@ -134,7 +135,8 @@ static void agent_settings(void **state)
     print_message("agent-settings: %zu entries\n", n);
     assert_true(n >= 40);
     /* what is not an agent's settings */
-    assert_false(held_by(p, "agent-settings", "node_modules/x/.claude/settings.json", EFF_ADDED, "", "/w", "/h"));
+    assert_false(
+        held_by(p, "agent-settings", "node_modules/x/.claude/settings.json", EFF_ADDED, "", "/w", "/h"));
     assert_false(held_by(p, "agent-settings", "docs/claude.md", EFF_ADDED, "", "/w", "/h"));
     txbox_policy_free(p);
 }
@@ -230,7 +232,8 @@ static void reader_keys(void **state)
             fail_msg("rust-programs: the key %s (from %s) is not held", key, tk->v[i]);
     }
     print_message("rust-programs: %zu keys\n", tk->n);
-    assert_false(held_by(p, "rust-programs", ".cargo/config.toml", EFF_ADDED, "[build]\njobs = 4\n", "/w", "/h"));
+    assert_false(
+        held_by(p, "rust-programs", ".cargo/config.toml", EFF_ADDED, "[build]\njobs = 4\n", "/w", "/h"));
     txbox_policy_free(p);
 }
 
