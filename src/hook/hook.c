@@ -279,7 +279,7 @@ static void audit_block(const struct agent_info *ai, const hook_opts *ho, json_t
     txbox_error err = {0};
     txbox_result *r = NULL;
     txbox_run_opts o = {.shell = cmd, .cwd = cdir ? cdir : ws};
-    if (txbox_ws_open(ws, TXBOX_WS_CREATE, &w, &err) < 0 ||
+    if (txbox_ws_open(ws, TXBOX_WS_CREATE | TXBOX_WS_NO_RECOVER, &w, &err) < 0 ||
         txbox_run_refused(w, &o, verdict, rule, reason, &r, &err) < 0)
         fprintf(stderr, "txbox hook: the denial is not in the audit log: %s\n", err.msg);
     txbox_result_free(r);
