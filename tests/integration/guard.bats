@@ -138,6 +138,7 @@ EOF
     held_run editor-autorun "printf '// mine\\n{\"python.defaultInterpreterPath\" /* c */ : \"$MARK\",}\\n' >.vscode/settings.json"
     held_run editor-autorun "printf '{\"[python]\": {\"python.defaultInterpreterPath\": \"$MARK\"}}' >.vscode/settings.json"
     held_run editor-autorun "printf '{\"chat.tools.autoApprove\": true}' >.vscode/settings.json"
+    held_run editor-autorun "mkdir -p app/.vscode && printf '{\"go.alternateTools\": {\"go\": \"$MARK\"}}' >app/.vscode/settings.json"
     held_run editor-autorun "printf '{\"editor.tabSize\": 4' >.vscode/settings.json"
     held_run editor-autorun "printf '{\"tasks\":[{\"label\":\"x\",\"command\":\"touch $MARK\",\"runOptions\":{\"runOn\":\"folderOpen\"}}]}' >.vscode/tasks.json"
     committed "printf '{\n  // two spaces\n  \"editor.tabSize\": 2,\n  \"files.exclude\": {\"**/.git\": true},\n}\n' >.vscode/settings.json"
