@@ -408,6 +408,19 @@ static bool read_pyvenv(const struct effect_entry *e, const char *ws, char *why,
     return false;
 }
 
+/* python, python3, python3.11, pypy3.10: an interpreter's name */
+static bool interpreter_name(const char *t)
+{
+    size_t p = !strncmp(t, "python", 6) ? 6 : !strncmp(t, "pypy", 4) ? 4 : 0;
+    if (!p)
+        return false;
+    t += p;
+    t += strspn(t, "0123456789");
+    if (*t == '.' && t[1] >= '0' && t[1] <= '9')
+        t += 1 + strspn(t + 1, "0123456789");
+    return *t == 0;
+}
+
 static bool read_venv_python(const struct effect_entry *e, const char *ws, char *why, size_t whylen)
 {
     if (e->kind == EFF_DELETED)
@@ -415,12 +428,12 @@ static bool read_venv_python(const struct effect_entry *e, const char *ws, char 
     if (e->link) {
         const char *t = e->link;
         size_t tn = strlen(t);
-        /* python -> python3.11: a sibling, judged by its own name */
-        if (!strchr(t, '/') && strcmp(t, ".") && strcmp(t, ".."))
+        /* python -> python3.11: a sibling whose own name the rule judges */
+        if (interpreter_name(t))
             return false;
         if (outside_plain(ws, t, tn))
             return false;
-        snprintf(why, whylen, "a link to a program in the workspace");
+        snprintf(why, whylen, "a link to a program in the workspace, or one the host cannot resolve");
         return true;
     }
     snprintf(why, whylen, "%s",

@@ -134,6 +134,52 @@ static bool has_nul(const char *d, size_t n)
     return memchr(d, 0, n < BINARY_PROBE ? n : BINARY_PROBE) != NULL;
 }
 
+/* Is name the first component of the absolute path t, read lexically
+ * (//, /./ and .. taken as the kernel takes them)? */
+static bool first_component_is(const char *t, const char *name)
+{
+    const char *first = NULL;
+    size_t fl = 0, depth = 0;
+    for (const char *p = t; *p;) {
+        p += strspn(p, "/");
+        size_t n = strcspn(p, "/");
+        if (!n)
+            break;
+        if (n == 2 && !strncmp(p, "..", 2)) {
+            depth -= depth > 0;
+        } else if (!(n == 1 && *p == '.')) {
+            if (!depth)
+                first = p, fl = n;
+            depth++;
+        }
+        p += n;
+    }
+    return first && fl == strlen(name) && !strncmp(first, name, fl);
+}
+
+/* An absolute link target as the host resolves it (through the host's
+ * own links: /proc/self/cwd, a link of the user's into the workspace), so
+ * that a reader sees where it lands; "" when it cannot be resolved (the
+ * reader then counts it), NULL for a relative target (read as it is). */
+static char *host_target(const char *t)
+{
+    if (t[0] != '/')
+        return NULL;
+    /* /proc/self/cwd, /dev/fd/N: where they lead depends on the process
+     * that follows them, which may run in the workspace */
+    if (first_component_is(t, "proc") || first_component_is(t, "dev"))
+        return xstrdup("");
+    char *r = realpath(t, NULL);
+    if (r || errno != ENOENT)
+        return r ? r : xstrdup("");
+    const char *slash = strrchr(t, '/');
+    _cleanup_free_ char *dir = strndup(t, (size_t)(slash - t));
+    _cleanup_free_ char *rd = dir ? realpath(*dir ? dir : "/", NULL) : NULL;
+    if (!rd)
+        return xstrdup("");
+    return xasprintf("%s/%s", strcmp(rd, "/") ? rd : "", slash + 1);
+}
+
 /* One non-directory entry that was added or modified: its file under dfd
  * (the upper); old: the workspace's mode before (0: none). */
 static void feed_file(struct walk *w, int dfd, const char *name, const char *path, int kind,
@@ -142,12 +188,14 @@ static void feed_file(struct walk *w, int dfd, const char *name, const char *pat
     struct effect_entry e = {.path = path, .kind = kind, .reg = S_ISREG(st->st_mode)};
     const char *data = NULL, *old = NULL;
     char target[PATH_MAX];
+    _cleanup_free_ char *resolved = NULL;
     if (S_ISLNK(st->st_mode)) {
         /* a reader tells a link to a host program from one into the tree */
         ssize_t n = readlinkat(dfd, name, target, sizeof target - 1);
         if (n >= 0) {
             target[n] = 0;
-            e.link = target;
+            resolved = host_target(target);
+            e.link = resolved ? resolved : target;
         }
     }
     if (e.reg) {

@@ -113,6 +113,8 @@ EOF
     held_run python-startup "mkdir -p $sp/usercustomize && echo 'open(\"$MARK\", \"w\")' >$sp/usercustomize/__init__.py"
     held_run venv-interpreter "rm .venv/bin/python && printf '#!/bin/sh\\ntouch $MARK\\n' >.venv/bin/python && chmod +x .venv/bin/python"
     held_run venv-interpreter "printf '#!/bin/sh\\ntouch $MARK\\n' >fake && chmod +x fake && ln -sf \"\$PWD/fake\" .venv/bin/python3"
+    held_run venv-interpreter "printf '#!/bin/sh\ntouch $MARK\n' >.venv/bin/evil && chmod +x .venv/bin/evil && ln -sf evil .venv/bin/python"
+    held_run venv-interpreter "printf '#!/bin/sh\ntouch $MARK\n' >fake && chmod +x fake && ln -sf /proc/self/cwd/fake .venv/bin/python"
     held_run venv-home "mkdir -p fakepy/bin && sed -i \"s|^home = .*|home = \$PWD/fakepy/bin|\" .venv/pyvenv.cfg"
     # the host's next use of the environment runs nothing planted
     (cd "$WS" && .venv/bin/python -c 'pass')
