@@ -109,3 +109,18 @@ g_setup() {
         [[ "$TOLD" == *"txbox could not run"* ]] || fail "$cli: the model was not told why: $TOLD"
     done
 }
+
+@test "codex: with txbox's binary gone, codex exec does not start (the txbox server is required)" {
+    local copy="$BATS_TEST_TMPDIR/gone-codex/txbox"
+    mkdir -p "$(dirname "$copy")" && cp "$(readlink -f "$TXBOX")" "$copy"
+    g_setup codex --txbox "$copy"
+    rm -f "$copy"
+    g_model '.*' 'echo ran > ran.txt'
+    run --separate-stderr bash -c "cd '$W' && FAKE_KEY=test timeout 300 '$NM/.bin/codex' exec --skip-git-repo-check \
+        -c model_provider=fake \
+        -c 'model_providers.fake={name=\"fake\",base_url=\"http://127.0.0.1:$PORT/v1\",wire_api=\"responses\",env_key=\"FAKE_KEY\"}' \
+        -m fake-model 'do the task' </dev/null"
+    [ "$status" != 0 ] || fail "codex exec ran without its required txbox server" "$output" "$stderr"
+    [ ! -e "$W/ran.txt" ] || fail "codex ran the command"
+    [[ "$stderr$output" == *"required MCP server"* ]] || fail "codex did not say why" "$stderr"
+}
