@@ -9,6 +9,7 @@
  * of a file when a rule looks at content; the rules with `git:` are judged
  * from git's reading of the after state (gitcfg.c). effects_gate_run()
  * decides a single run: commit, reject, or hold (held.c). */
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
@@ -41,14 +42,69 @@ struct walk {
      * (12 us each on this project's VMs: a third of the judging) */
     char *buf[2];
     size_t cap[2];
+    /* the workspace root's links into the workspace (find_aliases) */
+    struct alias {
+        char *target, *name; /* target: relative to the root ("" the root) */
+        size_t tlen;
+    } * al;
+    size_t nal;
 };
 
-/* One entry to the judge, and to git's watch when rules with git: are on. */
+#define ALIASES_CAP 64 /* links at the root that lead inside, followed */
+
+/* One entry to the judge, and to git's watch when rules with git: are on;
+ * an entry under a place a root link leads to is judged under the link's
+ * name too (the name a host program reads: the user's own `.claude ->
+ * config/claude` makes config/claude/settings.json Claude Code's). */
 static void feed(struct walk *w, const struct effect_entry *e)
 {
     if (w->gw)
         gitwatch_note(w->gw, e->path, e->kind == EFF_DELETED);
     effect_judge_feed(w->j, e);
+    for (size_t i = 0; i < w->nal; i++) {
+        const struct alias *a = &w->al[i];
+        const char *rest = e->path + a->tlen;
+        if (strncmp(e->path, a->target, a->tlen) || (a->tlen && *rest && *rest != '/'))
+            continue;
+        _cleanup_free_ char *p = xasprintf("%s%s%s", a->name, a->tlen || !*rest ? "" : "/", rest);
+        struct effect_entry c = *e;
+        c.path = p;
+        effect_judge_feed(w->j, &c);
+    }
+}
+
+/* The workspace root's symbolic links whose target, resolved, lies in the
+ * workspace (ws: its resolved path): what the host reads under the link's
+ * name is written under the target's. Links the transaction makes are
+ * judged by their own name. */
+static void find_aliases(struct walk *w, const char *ws)
+{
+    int fd = ws ? openat(w->wsfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    size_t wl = strlen(ws);
+    struct dirent *de;
+    while ((de = readdir(d)) && w->nal < ALIASES_CAP) {
+        struct stat st;
+        if (de->d_type != DT_LNK &&
+            (de->d_type != DT_UNKNOWN || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+             !S_ISLNK(st.st_mode)))
+            continue;
+        _cleanup_free_ char *full = xasprintf("%s/%s", ws, de->d_name);
+        _cleanup_free_ char *r = realpath(full, NULL);
+        if (!r || strncmp(r, ws, wl) || (r[wl] && r[wl] != '/'))
+            continue;
+        w->al = xrealloc(w->al, (w->nal + 1) * sizeof *w->al);
+        w->al[w->nal].target = xstrdup(r[wl] ? r + wl + 1 : "");
+        w->al[w->nal].tlen = strlen(w->al[w->nal].target);
+        w->al[w->nal].name = xstrdup(de->d_name);
+        w->nal++;
+    }
+    closedir(d);
 }
 
 /* Opens name under dfd for reading; an entry of the upper without owner
@@ -374,9 +430,15 @@ static int judge(txbox_ws *ws, const txbox_policy *p, int upperfd, int wsfd, con
     }
     struct walk w = {
         .ws = ws, .j = &j, .gw = gw, .upperfd = upperfd, .wsfd = wsfd, .budget = CONTENT_BUDGET, .err = err};
+    find_aliases(&w, where ? txbox_ws_path(where) : NULL);
     int rc = walk_ops(&w, ops);
     free(w.buf[0]);
     free(w.buf[1]);
+    for (size_t i = 0; i < w.nal; i++) {
+        free(w.al[i].target);
+        free(w.al[i].name);
+    }
+    free(w.al);
     if (rc == 0 && gw) {
         tx_mark("effects:walk");
         rc = judge_git(&j, gw, err);

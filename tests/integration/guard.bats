@@ -89,6 +89,12 @@ EOF
     held_run agent-settings 'mkdir -p .CLAUDE && echo "{\"disableAllHooks\":true}" >.CLAUDE/Settings.Local.JSON'
     held_run agent-settings 'mkdir -p app/.gemini && echo "{}" >app/.gemini/settings.json'
     held_run agent-settings 'mkdir -p a/b && echo "{}" >a/b/.mcp.json'
+    # the user's own links at the root make another place an agent's settings
+    mkdir -p "$WS/config/claude" && ln -s config/claude "$WS/.cursor"
+    echo '{}' >"$WS/config/claude/settings.json"
+    ln -s config/claude/settings.json "$WS/.mcp.json"
+    held_run agent-settings 'echo "{\"disableAllHooks\":true}" >config/claude/settings.local.json'
+    held_run agent-settings 'echo "{\"mcpServers\":{}}" >config/claude/settings.json'
     # the settings are as the user left them
     [ "$(cat "$WS/.claude/settings.json")" = '{"hooks":{"PreToolUse":[]}}' ] || fail "settings changed"
 }
