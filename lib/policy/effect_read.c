@@ -28,11 +28,15 @@
 #include <fnmatch.h>
 #include <string.h>
 
+#include <yaml.h>
+
 #include "effect_rules.h"
 
-#define KEY_CAP 512    /* bytes of a setting's or TOML key's dotted name */
-#define DEPTH_CAP 64   /* nesting of TOML arrays and inline tables */
-#define PAIRS_CAP 4096 /* TOML keys read from one file */
+#define KEY_CAP 512       /* bytes of a setting's or TOML key's dotted name */
+#define DEPTH_CAP 64      /* nesting of TOML arrays and inline tables */
+#define PAIRS_CAP 4096    /* TOML keys read from one file */
+#define VISITS_CAP 100000 /* YAML nodes visited (aliases share nodes) */
+#define SCRIPTS_CAP 256   /* paths the runners' configurations name */
 
 static const struct {
     const char *name;
@@ -786,6 +790,149 @@ static bool read_toml(const strlist *keys, const struct effect_entry *e, char *w
     toml_free(&nw);
     toml_free(&old);
     return r;
+}
+
+/* ---- what a hook runner's configuration runs ---- */
+
+/* The words of a command that name a workspace file as a program or its
+ * script: with a '/' or a script's extension, not an option, a variable,
+ * a URL, a pattern or an absolute path; "./" and "${workspaceFolder}/"
+ * dropped; "a/../b" read lexically, never above the root. */
+static void add_words(const char *s, size_t n, strlist *out)
+{
+    static const char *const exts[] = {".sh", ".bash", ".zsh", ".py",  ".js",  ".mjs", ".cjs",
+                                       ".ts", ".rb",   ".pl",  ".php", ".lua", ".ps1", ".fish"};
+    for (size_t i = 0; i < n && out->n < SCRIPTS_CAP;) {
+        while (i < n && strchr(" \t\r\n;|&()<>`'\"=", s[i]))
+            i++;
+        size_t b = i;
+        while (i < n && !strchr(" \t\r\n;|&()<>`'\"=", s[i]))
+            i++;
+        const char *w = s + b;
+        size_t wl = i - b;
+        if (wl >= 19 && !strncmp(w, "${workspaceFolder}/", 19))
+            w += 19, wl -= 19;
+        while (wl >= 2 && w[0] == '.' && w[1] == '/')
+            w += 2, wl -= 2;
+        if (!wl || wl > KEY_CAP || w[0] == '-' || w[0] == '$' || w[0] == '/' || w[0] == '~' ||
+            memchr(w, '{', wl) || memchr(w, '*', wl) || memchr(w, '?', wl) ||
+            (wl > 3 && memmem(w, wl, "://", 3)))
+            continue;
+        bool ext = false;
+        for (size_t k = 0; k < ARRAY_SIZE(exts) && !ext; k++) {
+            size_t el = strlen(exts[k]);
+            ext = wl > el && !strncasecmp(w + wl - el, exts[k], el);
+        }
+        if (!ext && !memchr(w, '/', wl))
+            continue;
+        /* lexically, component by component */
+        char norm[KEY_CAP + 2];
+        size_t nl = 0;
+        bool above = false;
+        for (size_t c = 0; c < wl && !above;) {
+            size_t e = c;
+            while (e < wl && w[e] != '/')
+                e++;
+            if (e - c == 2 && w[c] == '.' && w[c + 1] == '.') {
+                if (!nl)
+                    above = true;
+                while (nl && norm[nl - 1] != '/')
+                    nl--;
+                nl -= nl > 0;
+            } else if (e > c && !(e - c == 1 && w[c] == '.')) {
+                if (nl)
+                    norm[nl++] = '/';
+                memcpy(norm + nl, w + c, e - c);
+                nl += e - c;
+            }
+            c = e + 1;
+        }
+        if (above || !nl)
+            continue;
+        norm[nl] = 0;
+        bool dup = false;
+        for (size_t k = 0; k < out->n && !dup; k++)
+            dup = !strcmp(out->v[k], norm);
+        if (!dup)
+            strlist_add(out, norm);
+    }
+}
+
+/* The commands of a runner's YAML (pre-commit: entry, args; lefthook: run;
+ * any key that names a command), their words. */
+static void yaml_collect(yaml_document_t *doc, yaml_node_t *nd, bool take, unsigned depth, size_t *visits,
+                         strlist *out)
+{
+    if (!nd || depth > DEPTH_CAP || ++*visits > VISITS_CAP)
+        return;
+    static const char *const keys[] = {"entry", "run", "args", "command", "commands", "script"};
+    if (nd->type == YAML_SCALAR_NODE && take) {
+        add_words((const char *)nd->data.scalar.value, nd->data.scalar.length, out);
+    } else if (nd->type == YAML_SEQUENCE_NODE) {
+        for (yaml_node_item_t *it = nd->data.sequence.items.start; it < nd->data.sequence.items.top; it++)
+            yaml_collect(doc, yaml_document_get_node(doc, *it), take, depth + 1, visits, out);
+    } else if (nd->type == YAML_MAPPING_NODE) {
+        for (yaml_node_pair_t *pr = nd->data.mapping.pairs.start; pr < nd->data.mapping.pairs.top; pr++) {
+            yaml_node_t *k = yaml_document_get_node(doc, pr->key);
+            bool t = false;
+            for (size_t i = 0; k && k->type == YAML_SCALAR_NODE && i < ARRAY_SIZE(keys) && !t; i++)
+                t = !strcmp((const char *)k->data.scalar.value, keys[i]);
+            yaml_collect(doc, yaml_document_get_node(doc, pr->value), t, depth + 1, visits, out);
+        }
+    }
+}
+
+/* The commands of a JSON document (VS Code's tasks: command, args). */
+static void json_collect(json_t *v, bool take, unsigned depth, strlist *out)
+{
+    if (depth > DEPTH_CAP)
+        return;
+    if (json_is_string(v) && take) {
+        add_words(json_string_value(v), json_string_length(v), out);
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) json_collect(x, take, depth + 1, out);
+    } else if (json_is_object(v)) {
+        const char *k;
+        json_t *x;
+        json_object_foreach(v, k, x)
+            json_collect(x, !strcmp(k, "command") || !strcmp(k, "args"), depth + 1, out);
+    }
+}
+
+void effect_runner_paths(int kind, const char *d, size_t n, strlist *out)
+{
+    if (kind == EFF_RUNNER_SHELL) {
+        /* a hook script: each line's words, comments aside */
+        size_t at = 0;
+        const char *l;
+        size_t ln;
+        while (next_line(d, n, &at, &l, &ln)) {
+            size_t skip = 0;
+            while (skip < ln && (l[skip] == ' ' || l[skip] == '\t'))
+                skip++;
+            if (skip < ln && l[skip] != '#')
+                add_words(l + skip, ln - skip, out);
+        }
+    } else if (kind == EFF_RUNNER_TASKS) {
+        json_t *doc = effect_jsonc_load(d, n);
+        if (doc && has_folder_open(doc, 0))
+            json_collect(doc, false, 0, out);
+        json_decref(doc);
+    } else if (kind == EFF_RUNNER_YAML) {
+        yaml_parser_t parser;
+        yaml_document_t doc;
+        if (!yaml_parser_initialize(&parser))
+            return;
+        yaml_parser_set_input_string(&parser, (const unsigned char *)d, n);
+        if (yaml_parser_load(&parser, &doc)) {
+            size_t visits = 0;
+            yaml_collect(&doc, yaml_document_get_root_node(&doc), false, 0, &visits, out);
+            yaml_document_delete(&doc);
+        }
+        yaml_parser_delete(&parser);
+    }
 }
 
 bool effect_read_judge(int reader, const strlist *keys, const struct effect_entry *e, const char *ws,

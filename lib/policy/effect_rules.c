@@ -434,6 +434,14 @@ static bool entry_passes(const struct effect_judge *j, const effect_rule *r, con
         if (!m)
             return false;
     }
+    if (r->runner_scripts) {
+        bool named = false;
+        for (size_t i = 0; j->scripts && i < j->scripts->n && !named; i++)
+            named = !strcmp(j->scripts->v[i], e->path);
+        if (!named || e->kind == EFF_DELETED)
+            return false;
+        snprintf(why, whylen, "a hook runner of the workspace runs it");
+    }
     if (r->reader && !effect_read_judge(r->reader, &r->keys, e, j->ws_path, why, whylen))
         return false;
     return true;
@@ -481,7 +489,7 @@ static bool violated(const effect_rule *r, const struct effect_acc *a, char *why
     *why = 0;
     if (r->action == EFF_OFF)
         return false;
-    if (r->git || r->reader) {
+    if (r->git || r->reader || r->runner_scripts) {
         snprintf(why, n, "%s", a->detail ? a->detail : "");
         return a->hit;
     }
@@ -510,6 +518,7 @@ void effect_judge_init(struct effect_judge *j, const txbox_policy *p)
     j->need_content = false;
     j->ws_path = NULL;
     j->home_in_ws = j->ws_in_home = NULL;
+    j->scripts = NULL;
     for (size_t i = 0; i < p->neffects; i++) {
         j->acc[i].paths = json_array();
         const effect_rule *r = &p->effects[i];
@@ -566,7 +575,8 @@ json_t *effect_judge_end(struct effect_judge *j)
             json_t *v = json_pack("{s:s,s:s,s:O}", "effect_rule", r->id, "action",
                                   r->action == EFF_HOLD ? "hold" : "rollback", "paths", j->acc[i].paths);
             if (*why)
-                json_object_set_new(v, r->git || r->reader ? "found" : "limit", json_string(why));
+                json_object_set_new(v, r->git || r->reader || r->runner_scripts ? "found" : "limit",
+                                    json_string(why));
             json_array_append_new(all, v);
             if (!decide || (decide->action == EFF_HOLD && r->action == EFF_ROLLBACK)) {
                 decide = r;
@@ -679,8 +689,8 @@ int effects_check_examples(const txbox_policy *p, txbox_error *err)
     effects_compile(p);
     for (size_t i = 0; i < p->neffects; i++) {
         const effect_rule *r = &p->effects[i];
-        if (r->action == EFF_OFF || r->git)
-            continue; /* a git rule is judged by git: tests/integration/gitcfg.bats */
+        if (r->action == EFF_OFF || r->git || r->runner_scripts)
+            continue; /* judged by git, or by the workspace's runners: tests/integration/gitcfg.bats, guard.bats */
         for (size_t k = 0; k < r->nex; k++) {
             const effect_example *x = &r->ex[k];
             if (example_hits(p, i, x) != x->must_match)

@@ -54,6 +54,8 @@ typedef struct effect_rule {
                                                       * the entry, added or modified, lies in it */
     int reader;                                      /* EFF_READ_*: what the new content means
                                                       * (effect_read.c); 0: none */
+    bool runner_scripts;                             /* the entry is a file the workspace's hook
+                                                      * runners name (effect_judge.scripts) */
     strlist keys;                                    /* the reader's settings that name programs
                                                       * (globs over dotted names, ignoring case) */
     regex_t *re;                                     /* compiled content_any */
@@ -159,6 +161,9 @@ struct effect_judge {
      * or unrelated */
     const char *ws_path;
     char *home_in_ws, *ws_in_home;
+    /* the files the workspace's hook runners name as programs (borrowed;
+     * NULL: none): runner_scripts */
+    const strlist *scripts;
 };
 
 /* Builds the literal filters of p's rules that have none yet (the built-in
@@ -189,6 +194,16 @@ int effect_reader_id(const char *name);
  * absolute path (NULL: unknown: every absolute path counts as inside). */
 bool effect_read_judge(int reader, const strlist *keys, const struct effect_entry *e, const char *ws,
                        char *why, size_t whylen);
+/* what a runner's configuration is (effect_runner_paths) */
+enum { EFF_RUNNER_YAML = 1, EFF_RUNNER_SHELL, EFF_RUNNER_TASKS };
+/* The workspace files that a hook runner's configuration (d, n bytes)
+ * names as programs to run, relative to the workspace root, added to out
+ * (capped): words of its commands that are paths (with a '/' or a
+ * script's extension). EFF_RUNNER_YAML: pre-commit's and lefthook's
+ * configuration (entry, args, run, command, script); EFF_RUNNER_SHELL: a
+ * script (husky's hooks); EFF_RUNNER_TASKS: VS Code's tasks.json, when a
+ * task runs at folder open (every task's command and args). */
+void effect_runner_paths(int kind, const char *d, size_t n, strlist *out);
 /* JSON with comments (VS Code's JSONC: line and block comments, trailing
  * commas) into jansson; NULL when it is not that. Whitespace alone is {}. */
 json_t *effect_jsonc_load(const char *d, size_t n);

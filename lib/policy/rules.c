@@ -675,6 +675,8 @@ static int parse_effect_match(yctx *y, const pnode *m, effect_rule *r)
             rc = ylist(y, v, &r->home_written, k);
         else if (!strcmp(k, "keys"))
             rc = ylist(y, v, &r->keys, k);
+        else if (!strcmp(k, "runner_scripts"))
+            rc = ybool(y, v, &r->runner_scripts, k);
         else if (!strcmp(k, "reader")) {
             const char *s = yscalar(y, v);
             r->reader = s ? effect_reader_id(s) : -1;
@@ -769,8 +771,8 @@ static int parse_effect_rule(yctx *y, const pnode *m, effect_rule *r)
         return yerr(y, m, "effect rule %s: needs a match", r->id);
     if (parse_effect_match(y, match, r) < 0)
         return -1;
-    if (r->git && !examples)
-        return 0; /* git reads it: there is no write set to show */
+    if ((r->git || r->runner_scripts) && !examples)
+        return 0; /* git or the workspace's runners decide: there is no write set to show */
     if (!examples || examples->type != YAML_MAPPING_NODE)
         return yerr(y, m, "effect rule %s: needs examples (match and no_match write sets)", r->id);
     bool has[2] = {false, false};

@@ -386,6 +386,76 @@ static int judge_git(struct effect_judge *j, struct gitwatch *gw, txbox_error *e
     return 0;
 }
 
+#define RUNNER_FILE_CAP (1u << 20) /* bytes of a runner's configuration read */
+#define HUSKY_CAP 64               /* husky's scripts read */
+
+/* The runner configuration rel of the workspace (wsfd), read whole into
+ * *out: a regular file of at most RUNNER_FILE_CAP bytes, opened without
+ * following a link or waiting on a fifo; 0 when it is none of that. */
+static size_t read_runner_file(int wsfd, const char *rel, char **out)
+{
+    *out = NULL;
+    _cleanup_close_ int fd = safe_openat_noatime(wsfd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+        (uint64_t)st.st_size > RUNNER_FILE_CAP)
+        return 0;
+    char *b = xmalloc((size_t)st.st_size + 1);
+    ssize_t n = read_all(fd, b, (size_t)st.st_size);
+    if (n <= 0) {
+        free(b);
+        return 0;
+    }
+    b[n] = 0;
+    *out = b;
+    return (size_t)n;
+}
+
+/* The files the workspace's git hook runners and VS Code's folder-open
+ * tasks name as programs, as they stand before the transaction (a change
+ * of the configurations themselves is held by path): the pre-commit
+ * framework's and lefthook's configuration, husky's hook scripts, the
+ * tasks file. */
+static void runner_scripts(int wsfd, strlist *out)
+{
+    static const struct {
+        const char *path;
+        int kind;
+    } files[] = {
+        {".pre-commit-config.yaml", EFF_RUNNER_YAML},
+        {".pre-commit-config.yml", EFF_RUNNER_YAML},
+        {"lefthook.yml", EFF_RUNNER_YAML},
+        {"lefthook.yaml", EFF_RUNNER_YAML},
+        {".lefthook.yml", EFF_RUNNER_YAML},
+        {".lefthook.yaml", EFF_RUNNER_YAML},
+        {"lefthook-local.yml", EFF_RUNNER_YAML},
+        {".lefthook-local.yml", EFF_RUNNER_YAML},
+        {".vscode/tasks.json", EFF_RUNNER_TASKS},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+        _cleanup_free_ char *d = NULL;
+        size_t n = read_runner_file(wsfd, files[i].path, &d);
+        if (n)
+            effect_runner_paths(files[i].kind, d, n, out);
+    }
+    int hfd = safe_openat(wsfd, ".husky", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    DIR *dir = hfd >= 0 ? fdopendir(hfd) : NULL;
+    if (!dir && hfd >= 0)
+        close(hfd);
+    struct dirent *de;
+    for (unsigned k = 0; dir && k < HUSKY_CAP && (de = readdir(dir));) {
+        if (de->d_name[0] == '.' || de->d_name[0] == '_')
+            continue;
+        k++;
+        _cleanup_free_ char *rel = xasprintf(".husky/%s", de->d_name), *d = NULL;
+        size_t n = read_runner_file(wsfd, rel, &d);
+        if (n)
+            effect_runner_paths(EFF_RUNNER_SHELL, d, n, out);
+    }
+    if (dir)
+        closedir(dir);
+}
+
 /* The user's home directory, resolved (the trusted environment's HOME,
  * else the password database's), or NULL: home_written's anchor. */
 static char *home_dir(void)
@@ -414,8 +484,9 @@ static int judge(txbox_ws *ws, const txbox_policy *p, int upperfd, int wsfd, con
     txbox_ws *where = ws ? ws : gc ? gc->ws : NULL;
     _cleanup_free_ char *home = home_dir();
     effect_judge_places(&j, where ? txbox_ws_path(where) : NULL, home);
-    bool gconfig = false, ghooks = false;
+    bool gconfig = false, ghooks = false, runners = false;
     for (size_t i = 0; i < p->neffects; i++) {
+        runners |= p->effects[i].action != EFF_OFF && p->effects[i].runner_scripts;
         gconfig |= p->effects[i].action != EFF_OFF && p->effects[i].git == EFF_GIT_CONFIG;
         ghooks |= p->effects[i].action != EFF_OFF && p->effects[i].git == EFF_GIT_HOOKS;
     }
@@ -431,6 +502,11 @@ static int judge(txbox_ws *ws, const txbox_policy *p, int upperfd, int wsfd, con
     struct walk w = {
         .ws = ws, .j = &j, .gw = gw, .upperfd = upperfd, .wsfd = wsfd, .budget = CONTENT_BUDGET, .err = err};
     find_aliases(&w, where ? txbox_ws_path(where) : NULL);
+    strlist scripts = {0};
+    if (runners) {
+        runner_scripts(wsfd, &scripts);
+        j.scripts = &scripts;
+    }
     int rc = walk_ops(&w, ops);
     free(w.buf[0]);
     free(w.buf[1]);
@@ -439,6 +515,8 @@ static int judge(txbox_ws *ws, const txbox_policy *p, int upperfd, int wsfd, con
         free(w.al[i].name);
     }
     free(w.al);
+    strlist_free(&scripts);
+    j.scripts = NULL;
     if (rc == 0 && gw) {
         tx_mark("effects:walk");
         rc = judge_git(&j, gw, err);

@@ -9,7 +9,9 @@
  *   - plain JSON (what jansson reads as it is) reads as the same value
  *     through the JSONC reader: comments and commas are only removed
  *     outside strings;
- *   - a reader that counts says why. */
+ *   - a reader that counts says why;
+ *   - the paths a runner's configuration names (YAML, a script, a tasks
+ *     file) are relative, never above the workspace root, at most 256. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +69,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (effect_read_judge(EFF_READ_VENV_PYTHON, &keys, &e, "/w", why, sizeof why) && !*why)
         abort();
     strlist_free(&keys);
+
+    /* what a runner's configuration names: relative paths, never above
+     * the root, capped */
+    strlist named = {0};
+    effect_runner_paths(EFF_RUNNER_YAML + (int)(data[0] % 3), nw, nl, &named);
+    if (named.n > 256)
+        abort();
+    for (size_t i = 0; i < named.n; i++) {
+        const char *p = named.v[i];
+        if (!*p || *p == '/' || !strcmp(p, "..") || !strncmp(p, "../", 3) || strstr(p, "/../") ||
+            strstr(p, "//"))
+            abort();
+    }
+    strlist_free(&named);
 
     json_error_t je;
     json_t *plain = json_loadb(nw, nl, 0, &je);

@@ -139,6 +139,21 @@ EOF
     held_run git-hook-runners "mkdir -p .lefthook/pre-commit && printf 'touch $MARK\\n' >.lefthook/pre-commit/x.sh"
 }
 
+@test "runner scripts: what a configured pre-commit, lefthook, husky hook or folderOpen task runs is held" {
+    mkdir -p "$WS/scripts" "$WS/.husky" "$WS/.vscode"
+    for f in check lint hk open other; do printf '#!/bin/sh\nexit 0\n' >"$WS/scripts/$f.sh"; done
+    printf 'repos:\n- repo: local\n  hooks:\n  - id: c\n    name: c\n    entry: scripts/check.sh\n    language: script\n' >"$WS/.pre-commit-config.yaml"
+    printf 'pre-commit:\n  commands:\n    lint:\n      run: ./scripts/lint.sh {staged_files}\n' >"$WS/lefthook.yml"
+    printf '#!/bin/sh\n# checks\nsh scripts/hk.sh && npm test\n' >"$WS/.husky/pre-commit"
+    printf '{"version":"2.0.0","tasks":[{"label":"o","type":"shell","command":"${workspaceFolder}/scripts/open.sh","runOptions":{"runOn":"folderOpen"}}]}\n' >"$WS/.vscode/tasks.json"
+    local f
+    for f in check lint hk open; do
+        held_run runner-scripts "echo 'touch $MARK' >>scripts/$f.sh"
+    done
+    committed "echo 'echo hi' >>scripts/other.sh"
+    committed 'rm scripts/check.sh'
+}
+
 @test "VS Code: settings that name programs, however written, and folderOpen tasks are held; others commit" {
     mkdir -p "$WS/.vscode"
     held_run editor-autorun "printf '{\"go.alternateTools\": {\"go\": \"$MARK\"}}' >.vscode/settings.json"
