@@ -344,7 +344,7 @@ static bool read_pth(const struct effect_entry *e, char *why, size_t whylen)
     while (next_line(e->data, e->len, &at, &l, &ln)) {
         if (!pth_import(l, ln) || has_line(old_whole(e) ? e->old : NULL, e->oldlen, l, ln))
             continue;
-        snprintf(why, whylen, "an import line, which Python runs at every start of the interpreter");
+        snprintf(why, whylen, "an import line");
         return true;
     }
     return false;

@@ -453,7 +453,8 @@ void effect_judge_feed(struct effect_judge *j, const struct effect_entry *e)
         const effect_rule *r = &j->p->effects[i];
         struct effect_acc *a = &j->acc[i];
         char why[300];
-        if (r->action == EFF_OFF || r->git || !entry_passes(j, r, e, why, sizeof why))
+        if (r->action == EFF_OFF || r->git || (e->alias && has_limits(r)) ||
+            !entry_passes(j, r, e, why, sizeof why))
             continue;
         if (*why && !a->detail)
             a->detail = xasprintf("%s: %s", *e->path ? e->path : ".", why);

@@ -133,6 +133,8 @@ struct effect_entry {
     const char *old; /* modified: the old content (first bytes), or NULL */
     size_t oldlen;
     const char *link; /* a symbolic link added or modified: its target, or NULL */
+    bool alias;       /* the same entry again, under the name of a root link to
+                       * its place (lib/tx/effects.c): no limit counts it */
     /* windowed: a new match can only be in data[from, to) (content_window:
      * a modified file's lines that the old content does not share) */
     bool windowed;

@@ -69,6 +69,7 @@ static void feed(struct walk *w, const struct effect_entry *e)
         _cleanup_free_ char *p = xasprintf("%s%s%s", a->name, a->tlen || !*rest ? "" : "/", rest);
         struct effect_entry c = *e;
         c.path = p;
+        c.alias = true;
         effect_judge_feed(w->j, &c);
     }
 }
