@@ -401,6 +401,8 @@ static bool entry_passes(const struct effect_judge *j, const effect_rule *r, con
 {
     size_t n = strlen(e->path);
     *why = 0;
+    if (r->files_only && e->dir)
+        return false;
     if (r->paths_any.n && !any_glob(&r->paths_any, r->runs[0], e->path, n))
         return false;
     if (r->paths_written.n &&

@@ -54,6 +54,7 @@ typedef struct effect_rule {
                                                       * the entry, added or modified, lies in it */
     int reader;                                      /* EFF_READ_*: what the new content means
                                                       * (effect_read.c); 0: none */
+    bool files_only;                                 /* a directory entry never counts (its files do) */
     bool runner_scripts;                             /* the entry is a file the workspace's hook
                                                       * runners name (effect_judge.scripts) */
     strlist keys;                                    /* the reader's settings that name programs

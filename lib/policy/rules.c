@@ -677,6 +677,8 @@ static int parse_effect_match(yctx *y, const pnode *m, effect_rule *r)
             rc = ylist(y, v, &r->keys, k);
         else if (!strcmp(k, "runner_scripts"))
             rc = ybool(y, v, &r->runner_scripts, k);
+        else if (!strcmp(k, "files_only"))
+            rc = ybool(y, v, &r->files_only, k);
         else if (!strcmp(k, "reader")) {
             const char *s = yscalar(y, v);
             r->reader = s ? effect_reader_id(s) : -1;
