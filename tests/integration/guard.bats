@@ -105,6 +105,9 @@ EOF
     [ ! -e "$WS/.claude/settings.local.json" ] || fail "applied though held"
     committed 'echo "# notes" >CLAUDE.md && echo "# agents" >AGENTS.md && mkdir -p docs && echo x >docs/claude-setup.md'
     committed 'mkdir -p node_modules/pkg/.claude && echo "{}" >node_modules/pkg/.claude/settings.json'
+    # an empty settings directory configures nothing (a copied home's, secrets hidden)
+    committed 'mkdir -p copy/.claude copy/.gemini copy/.codex'
+
 }
 
 # ---- 2. nothing planted runs later without a person asking ----
