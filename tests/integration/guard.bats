@@ -58,7 +58,10 @@ p = subprocess.run([txbox, "mcp", "-C", ws], input="".join(json.dumps(m) + "\n" 
 for line in p.stdout.splitlines():
     m = json.loads(line)
     if m.get("id") == 2:
-        sc = m["result"].get("structuredContent", {})
+        sc = m["result"].get("structuredContent")
+        if sc is None:  # a line for the model, then the result as JSON
+            text = m["result"]["content"][0]["text"]
+            sc = json.loads(text[text.index("\n{") + 1:])
         print(sc.get("outcome"), sc.get("effect_rule"))
 EOF
 }

@@ -231,6 +231,7 @@ EOF
     setup_ok claude-code --user --remove
     [ "$(jget .claude/settings.local.json d)" = "$(jget "$BATS_TEST_TMPDIR/local" d)" ]
     [ ! -e opencode.json ] && [ ! -e .gemini/settings.json ] && [ ! -e "$H/.claude/settings.json" ]
+}
 
 # what each CLI's hook runner does with the hook command (sh -c for Claude
 # Code, bash -c for Gemini CLI and qwen-code), with the binary gone, not
