@@ -241,9 +241,10 @@ three_cases_mcp() {
     [[ "$TOLD" == *"txbox blocked this command"* ]] || fail "$TOLD"
     drive gemini '^run_shell_command$' 'echo partial > partial.txt && rm base.txt && false'
     [ ! -e "$W/partial.txt" ] && [ "$(cat "$W/base.txt")" = base ] || fail "gemini hook: the failing command's changes stayed" "$TOLD"
+    # the hook's denial is in the log too, as blocked
     run --separate-stderr txbox_bin log -C "$W" --json
     [ "$(python3 -c 'import json,sys; print(" ".join(t["outcome"] for t in json.load(sys.stdin)))' <<<"$output")" = \
-      "rolled_back committed" ] || fail "txbox log: $output"
+      "rolled_back blocked committed" ] || fail "txbox log: $output"
 }
 
 @test "qwen-code 0.15 through the PreToolUse hook: no shell command gets past txbox unjudged" {
