@@ -286,11 +286,30 @@ typedef struct txbox_undo_opts {
     int force;      /* undo although later transactions changed the same paths */
 } txbox_undo_opts;
 
-/* Undoes a committed transaction as a new transaction. Returns 0 (undone;
- * *json describes the undo), 1 (refused: a conflict; *json names the paths
- * and transactions), or -1 (error; nothing changed). */
+/* Undoes a committed transaction as a new transaction, as `git revert`
+ * does: what no later transaction changed comes back; what one did is
+ * merged (text files, line by line) where it can be. Returns 0 (undone;
+ * *json describes the undo: "changes", "merged" paths, and with force the
+ * later changes it "overwritten"), 1 (refused: a conflict; *json's
+ * "conflicts" names each path, why, and the transactions that changed it
+ * since; nothing changed), or -1 (error; nothing changed). */
 TXBOX_API TXBOX_MUST_CHECK int txbox_undo(txbox_ws *ws, const txbox_undo_opts *o, char **json,
                                           txbox_error *err);
+
+typedef struct txbox_restore_opts {
+    const char *tx;           /* the committed transaction whose before-state comes back */
+    const char *const *paths; /* relative to the workspace, or absolute inside it; "." for all */
+    size_t npaths;
+} txbox_restore_opts;
+
+/* Brings paths back as they were before committed transaction tx (files,
+ * or whole directory trees: what tx changed at or below each path), as a
+ * new transaction, which can be undone in turn. Later changes to them are
+ * replaced, and said ("overwritten": path, why, the transactions). A path
+ * tx did not change is refused (EINVAL), and then nothing is changed.
+ * Returns 0 (*json: the result) or -1 (error; nothing changed). */
+TXBOX_API TXBOX_MUST_CHECK int txbox_restore(txbox_ws *ws, const txbox_restore_opts *o, char **json,
+                                             txbox_error *err);
 
 typedef struct txbox_gc_opts {
     long keep;           /* keep the pre-images of this many newest commits; <0: setting */

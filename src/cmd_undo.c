@@ -10,9 +10,83 @@
 
 static const char usage[] = "usage: txbox undo [-C DIR] [--json] [--force] [TX]\n\n"
                             "Reverts committed transaction TX (default: the latest one that is not\n"
-                            "undone yet) as a new transaction, crash-safe and logged. If a later\n"
-                            "transaction changed the same paths, it refuses and names them (exit\n"
-                            "status 123) unless --force. Exit status 125 on error.";
+                            "undone yet) as a new transaction, crash-safe and logged, as git revert\n"
+                            "does: what no later transaction changed comes back as it was before TX;\n"
+                            "a text file changed since is merged line by line where the changes do\n"
+                            "not touch the same lines. Anything else (the same lines changed, a\n"
+                            "binary file, a path deleted or replaced since) is a conflict: undo then\n"
+                            "names each path, why, and the transactions that changed it, changes\n"
+                            "nothing, and exits with status 123. --force takes TX's old version\n"
+                            "where they conflict and names the later changes it replaced (the undo\n"
+                            "can be undone in turn). To bring back chosen paths only, see\n"
+                            "'txbox restore'. Exit status 125 on error (an unknown id, a transaction\n"
+                            "whose pre-images were pruned, one undone already).";
+
+/* "path (tx N: why)" for each entry of list, comma-separated, at most max. */
+void cli_print_paths(FILE *f, json_t *list, size_t max)
+{
+    json_t *v;
+    size_t i;
+    json_array_foreach(list, i, v)
+    {
+        if (i == max) {
+            fprintf(f, ", and %zu more", json_array_size(list) - max);
+            break;
+        }
+        fprintf(f, "%s", i ? ", " : " ");
+        cli_print_clean(f, json_string_value(json_object_get(v, "path")), 0);
+        json_t *by = json_object_get(v, "by");
+        const char *why = json_string_value(json_object_get(v, "why"));
+        fprintf(f, " (");
+        if (json_array_size(by)) {
+            fprintf(f, "tx");
+            json_t *t;
+            size_t k;
+            json_array_foreach(by, k, t) fprintf(f, "%s %s", k ? "," : "", json_string_value(t));
+            fprintf(f, ": ");
+        }
+        fprintf(f, "%s)", why ? why : "changed since");
+    }
+}
+
+static int refused(json_t *o)
+{
+    fprintf(stderr, "txbox: cannot undo transaction %s: later changes conflict:",
+            json_string_value(json_object_get(o, "undo_of")));
+    cli_print_paths(stderr, json_object_get(o, "conflicts"), 20);
+    fprintf(stderr,
+            "; nothing was changed (--force takes the old versions anyway; tx %s records the "
+            "refusal)\n",
+            json_string_value(json_object_get(o, "tx")));
+    return TXBOX_EXIT_CONFLICT;
+}
+
+/* The status line's tail: what was merged, replaced, skipped. */
+void cli_print_revert(FILE *f, json_t *o)
+{
+    json_t *ch = json_object_get(o, "changes"), *mg = json_object_get(o, "merged"), *v;
+    fprintf(f, " (%zu added, %zu modified, %zu deleted)", json_array_size(json_object_get(ch, "added")),
+            json_array_size(json_object_get(ch, "modified")),
+            json_array_size(json_object_get(ch, "deleted")));
+    size_t i;
+    if (json_array_size(mg)) {
+        fprintf(f, "; merged with later changes:");
+        json_array_foreach(mg, i, v)
+        {
+            fputc(i ? ',' : ' ', f);
+            cli_print_clean(f, json_string_value(v), 0);
+        }
+    }
+    if (json_array_size(json_object_get(o, "overwritten"))) {
+        fprintf(f, "; replaced later changes to");
+        cli_print_paths(f, json_object_get(o, "overwritten"), 20);
+    }
+    if (json_array_size(json_object_get(o, "skipped"))) {
+        fprintf(f, "; skipped");
+        cli_print_paths(f, json_object_get(o, "skipped"), 20);
+    }
+    fputc('\n', f);
+}
 
 int cmd_undo(int argc, char **argv)
 {
@@ -55,42 +129,14 @@ int cmd_undo(int argc, char **argv)
     if (cli.json)
         printf("%s\n", s);
     free(s);
-    const char *id = json_string_value(json_object_get(o, "tx"));
-    const char *of = json_string_value(json_object_get(o, "undo_of"));
-    json_t *cl = json_object_get(o, "conflicts"), *sk = json_object_get(o, "skipped"), *v;
-    size_t i;
     if (rc == 1) {
-        fprintf(stderr,
-                "txbox: cannot undo transaction %s: later transactions changed the same "
-                "paths:",
-                of);
-        json_array_foreach(cl, i, v)
-        {
-            fprintf(stderr, "%s ", i ? "," : "");
-            cli_print_clean(stderr, json_string_value(json_object_get(v, "path")), 0);
-            const char *t = json_string_value(json_object_get(v, "tx"));
-            fprintf(stderr, " (%s%s)", t ? "tx " : "", t ? t : json_string_value(json_object_get(v, "why")));
-        }
-        fprintf(stderr,
-                "; nothing was changed (use --force to undo anyway; tx %s records the "
-                "refusal)\n",
-                id);
+        rc = refused(o);
         json_decref(o);
-        return TXBOX_EXIT_CONFLICT;
+        return rc;
     }
-    json_t *ch = json_object_get(o, "changes");
-    fprintf(stderr, "txbox: tx %s undid transaction %s (%zu added, %zu modified, %zu deleted)", id, of,
-            json_array_size(json_object_get(ch, "added")), json_array_size(json_object_get(ch, "modified")),
-            json_array_size(json_object_get(ch, "deleted")));
-    if (json_array_size(sk)) {
-        fprintf(stderr, "; forced: skipped");
-        json_array_foreach(sk, i, v)
-        {
-            fputc(' ', stderr);
-            cli_print_clean(stderr, json_string_value(json_object_get(v, "path")), 0);
-        }
-    }
-    fputc('\n', stderr);
+    fprintf(stderr, "txbox: tx %s undid transaction %s", json_string_value(json_object_get(o, "tx")),
+            json_string_value(json_object_get(o, "undo_of")));
+    cli_print_revert(stderr, o);
     json_decref(o);
     return 0;
 }

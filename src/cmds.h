@@ -18,11 +18,12 @@ int cmd_agent(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
 int cmd_hook(int argc, char **argv);
 int cmd_setup(int argc, char **argv);
-/* history (cmd_log.c, cmd_show.c, cmd_diff.c, cmd_undo.c, cmd_gc.c) */
+/* history (cmd_log.c, cmd_show.c, cmd_diff.c, cmd_undo.c, cmd_restore.c, cmd_gc.c) */
 int cmd_log(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_undo(int argc, char **argv);
+int cmd_restore(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 /* begin, savepoint, rollback, commit, abort, status (cmd_tx.c; argv[0] says which) */
 int cmd_tx(int argc, char **argv);
@@ -34,6 +35,12 @@ int cmd_review(int argc, char **argv);
 void cli_time(char out[32], double t);
 void cli_print_clean(FILE *f, const char *s, size_t max);
 int cli_open_ws(const char *dir, unsigned flags, bool json, txbox_ws **ws);
+/* Of undo and restore (cmd_undo.c): the entries of a list of paths
+ * ({path, why, by}) as "path (tx N: why)", at most max; the tail of their
+ * status line (counts, merged, replaced, skipped) and its newline. */
+struct json_t;
+void cli_print_paths(FILE *f, struct json_t *list, size_t max);
+void cli_print_revert(FILE *f, struct json_t *o);
 
 /* Print what the workspace's policy was refused (txbox_policy_note), one
  * "txbox: warning: ..." line each on stderr (cmd_check.c). */

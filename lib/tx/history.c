@@ -1,6 +1,7 @@
 /* The committed history: the commit that made each generation (its id,
- * journal, and whether it undid another), read by undo (undo.c: what
- * came after the transaction it undoes) and diff (diff.c). */
+ * journal, and whether it undid another), read by undo and restore (undo.c,
+ * revert.c: what came after the transaction they revert) and diff
+ * (diff.c). */
 #include "history.h"
 #include "stage.h"
 
@@ -35,6 +36,7 @@ int history_load_commit(txbox_ws *ws, uint64_t gen, struct commit *c, txbox_erro
     if (uo && !parse_u64(uo, &c->undo_of))
         c->undo_of = 0;
     c->forced = json_is_true(json_object_get(in, "forced"));
+    c->copied = json_object_get(in, "revert") != NULL;
     json_decref(in);
     return 0;
 }
@@ -56,12 +58,12 @@ int history_load(txbox_ws *ws, uint64_t from, uint64_t to, struct history *h, tx
     return 0;
 }
 
-/* Marks each un-forced undo and the transaction it undid, both in h. */
+/* Marks each old un-forced undo and the transaction it undid, both in h. */
 void history_cancel_pairs(struct history *h)
 {
     for (size_t i = h->n; i-- > 0;) {
         struct commit *u = &h->v[i];
-        if (!u->undo_of || u->forced || u->cancelled)
+        if (!u->undo_of || u->forced || u->copied || u->cancelled)
             continue;
         for (size_t k = 0; k < i; k++)
             if (h->v[k].id == u->undo_of && !h->v[k].cancelled) {
@@ -69,4 +71,12 @@ void history_cancel_pairs(struct history *h)
                 break;
             }
     }
+}
+
+bool history_undone(const struct history *h, size_t from, uint64_t id)
+{
+    for (size_t i = from; i < h->n; i++)
+        if (h->v[i].undo_of == id && !history_undone(h, i + 1, h->v[i].id))
+            return true;
+    return false;
 }

@@ -13,7 +13,9 @@ struct commit {
     uint64_t id, gen;
     struct tx_journal j;
     uint64_t undo_of; /* 0: not an undo */
-    bool forced, cancelled;
+    bool forced;      /* undone with --force */
+    bool copied;      /* an undo or restore that copied the pre-images (and may have merged) */
+    bool cancelled;   /* history_cancel_pairs */
 };
 
 struct history {
@@ -26,7 +28,12 @@ void history_free(struct history *h);
 MUST_CHECK int history_load_commit(txbox_ws *ws, uint64_t gen, struct commit *c, txbox_error *err);
 /* The commits of generations from..to (inclusive). */
 MUST_CHECK int history_load(txbox_ws *ws, uint64_t from, uint64_t to, struct history *h, txbox_error *err);
-/* Marks each un-forced undo and the transaction it undid, both in h. */
+/* Marks each undo that reversed the transaction it undid exactly, and that
+ * transaction, both in h: an older txbox's un-forced undo, which moved the
+ * pre-images back (the pair is no change at all). */
 void history_cancel_pairs(struct history *h);
+/* Is transaction id undone by a commit of h from index from on: undone by
+ * one that is not undone itself in turn? */
+bool history_undone(const struct history *h, size_t from, uint64_t id);
 
 #endif

@@ -1,7 +1,10 @@
-/* The staging of an undo and its reversal (the protocol: undo.c, at the
- * top). In a file of its own, below both undo.c, which stages, and
- * recover.c, which puts back what a dead undo had staged (undo_unstage):
- * recovery does not call up into undo. */
+/* What an undo or a restore puts into its upper besides copies (revert.c):
+ * the directories on the way, a directory's old extended attributes; and
+ * the reversal of the staging of an undo made by an older txbox, which
+ * moved the pre-images (tx/T/undo/N) into its upper before its commit point
+ * and wrote tx/U/staged first: recovery (recover.c) puts them back for an
+ * undo that died before its commit point (undo_unstage). In a file of its
+ * own, below revert.c and recover.c: recovery does not call up into undo. */
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -11,15 +14,6 @@
 #include "store.h"
 
 #define STAGED_MAGIC "txbox-staged 1"
-
-static void hex_encode(dbuf *b, const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char x[3];
-        snprintf(x, sizeof x, "%02x", *p);
-        dbuf_add(b, x, 2);
-    }
-}
 
 static char *hex_decode(const char *s, size_t n)
 {
@@ -139,8 +133,7 @@ int undo_unstage(txbox_ws *ws, int txfd, txbox_error *err)
 
 /* mkdir -p of path's parent directories inside upper; each goes into sync
  * (made durable by the caller). Returns the parent's fd. */
-static int upper_parent(int upper, const char *path, const char **base, struct fs_syncset *sync,
-                        txbox_error *err)
+int stage_parent(int upper, const char *path, const char **base, struct fs_syncset *sync, txbox_error *err)
 {
     int cur = fcntl(upper, F_DUPFD_CLOEXEC, 3);
     const char *p = path;
@@ -173,42 +166,10 @@ static int upper_parent(int upper, const char *path, const char **base, struct f
     return cur;
 }
 
-/* Writes the staging record under a temporary name and renames it into
- * place, so that tx/U/staged exists only complete. *installed: it is in
- * place (possibly not durably: the caller then unstages). */
-int undo_plan_write(int txfd, const struct undo_plan *p, bool *installed, txbox_error *err)
-{
-    *installed = false;
-    dbuf b;
-    dbuf_init(&b, 0);
-    char h[64];
-    snprintf(h, sizeof h, STAGED_MAGIC " %llu\n", (unsigned long long)p->from);
-    dbuf_addstr(&b, h);
-    for (size_t i = 0; i < p->n; i++) {
-        snprintf(h, sizeof h, "%zu ", p->v[i].n);
-        dbuf_addstr(&b, h);
-        hex_encode(&b, p->v[i].path);
-        dbuf_addstr(&b, "\n");
-    }
-    int rc = 0;
-    _cleanup_close_ int fd = openat(txfd, STAGED ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0 || fs_write(fd, b.p, b.len) < 0 || fs_fsync(fd) < 0 ||
-        fs_renameat(txfd, STAGED ".tmp", txfd, STAGED, 0) < 0) {
-        rc = tx_errno(err, errno, "cannot record the staging of the undo");
-        (void)unlinkat(txfd, STAGED ".tmp", 0);
-    } else {
-        *installed = true;
-        if (fs_fsync(txfd) < 0)
-            rc = tx_errno(err, errno, "cannot record the staging of the undo");
-    }
-    dbuf_free(&b);
-    return rc;
-}
-
 /* The directory path in tx/U/upper gets the extended attributes T's META
  * operation on it kept in tx/T/undo/N; apply_meta sets them. */
-static int stage_xattrs(int upper, int tundo, const struct tx_journal *t, const char *path,
-                        struct fs_syncset *sync, txbox_error *err)
+int undo_stage_xattrs(int upper, int tundo, const struct tx_journal *t, const char *path,
+                      struct fs_syncset *sync, txbox_error *err)
 {
     const char *disp = *path ? path : ".";
     size_t n = 0;
@@ -224,7 +185,7 @@ static int stage_xattrs(int upper, int tundo, const struct tx_journal *t, const 
         dst = fcntl(upper, F_DUPFD_CLOEXEC, 3);
     } else {
         const char *base = NULL;
-        _cleanup_close_ int up = upper_parent(upper, path, &base, sync, err);
+        _cleanup_close_ int up = stage_parent(upper, path, &base, sync, err);
         if (up < 0)
             return -1;
         if (fs_mkdirat(up, base, 0700) < 0 && errno != EEXIST)
@@ -237,44 +198,4 @@ static int stage_xattrs(int upper, int tundo, const struct tx_journal *t, const 
     if (dir_xattrs_copy(src, dst, err) < 0)
         return tx_err_ctx(err, "cannot stage the old attributes of %s", disp);
     return 0;
-}
-
-/* Moves the pre-images into tx/U/upper (each keeps the mode T's journal
- * records), stages the directory attributes to give back, and makes that
- * durable. */
-int undo_stage(int txfd, int tundo, const struct tx_journal *t, const struct undo_plan *p,
-               const struct tx_ops *ops, txbox_error *err)
-{
-    if (fs_mkdirat(txfd, "upper", 0700) < 0 && errno != EEXIST)
-        return tx_errno(err, errno, "cannot create the undo's upper");
-    _cleanup_close_ int upper = open_dir_at(txfd, "upper");
-    if (upper < 0)
-        return tx_errno(err, errno, "cannot open the undo's upper");
-    /* Durable before the commit point: both sides of every rename. */
-    _cleanup_syncset_ struct fs_syncset sync = {0};
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < p->n; i++) {
-        const char *base = NULL;
-        int up = upper_parent(upper, p->v[i].path, &base, &sync, err);
-        if (up < 0) {
-            rc = -1;
-            break;
-        }
-        char un[32];
-        idname(un, p->v[i].n);
-        if (tx_move(tundo, un, up, base, pre_meta(t, p->v[i].n)) < 0)
-            rc = tx_errno(err, errno, "cannot stage the pre-image of %s", p->v[i].path);
-        close(up);
-    }
-    for (size_t i = 0; rc == 0 && i < ops->n; i++)
-        if (ops->v[i].kind == OP_META && ops->v[i].had_old)
-            rc = stage_xattrs(upper, tundo, t, ops->v[i].path, &sync, err);
-    if (rc == 0) {
-        fs_syncset_add(&sync, upper);
-        fs_syncset_add(&sync, tundo);
-        fs_syncset_add(&sync, txfd);
-        if (fs_syncset_sync(&sync, txfd) < 0)
-            rc = tx_errno(err, errno, "cannot make the staged pre-images durable");
-    }
-    return rc;
 }

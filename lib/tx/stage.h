@@ -1,5 +1,6 @@
-/* The staging of an undo (undo.c) and its reversal, which recovery runs
- * too (recover.c: undo_unstage, declared in store.h). See stage.c. */
+/* An undo's upper (revert.c), and the reversal of an older txbox's
+ * staging, which recovery runs (recover.c: undo_unstage, declared in
+ * store.h). See stage.c. */
 #ifndef TXBOX_STAGE_H
 #define TXBOX_STAGE_H
 
@@ -12,7 +13,7 @@
 #include "store.h"
 #include "tx.h"
 
-/* The staging record, tx/U/staged. */
+/* The staging record of an older txbox's undo, tx/U/staged. */
 #define STAGED "staged"
 
 struct undo_stage {
@@ -27,15 +28,14 @@ struct undo_plan {
 };
 
 void undo_plan_free(struct undo_plan *p);
-/* Writes the staging record under a temporary name and renames it into
- * place, so that tx/U/staged exists only complete. *installed: it is in
- * place (possibly not durably: the caller then unstages). */
-MUST_CHECK int undo_plan_write(int txfd, const struct undo_plan *p, bool *installed, txbox_error *err);
-/* Moves the pre-images into tx/U/upper (each keeps the mode T's journal
- * records), stages the directory attributes to give back, and makes that
- * durable. */
-MUST_CHECK int undo_stage(int txfd, int tundo, const struct tx_journal *t, const struct undo_plan *p,
-                          const struct tx_ops *ops, txbox_error *err);
+/* mkdir -p of path's parent directories inside upper (mode 0700), each
+ * added to sync; the parent's fd (*base: path's last component). */
+MUST_CHECK int stage_parent(int upper, const char *path, const char **base, struct fs_syncset *sync,
+                            txbox_error *err);
+/* The directory path in upper gets the extended attributes T's META
+ * operation on it kept in tundo (tx/T/undo/N); the apply sets them. */
+MUST_CHECK int undo_stage_xattrs(int upper, int tundo, const struct tx_journal *t, const char *path,
+                                 struct fs_syncset *sync, txbox_error *err);
 /* Renames tx/U/upper/PATH back to tx/T/undo/N for every staged entry that
  * moved (idempotent), each with the mode T's journal records for it, then
  * drops the staging record. */

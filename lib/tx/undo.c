@@ -1,36 +1,35 @@
-/* Undo: what the retained pre-images (tx/ID/undo/N) are for (diff.c and
- * gc.c are their other users).
+/* Undo and restore: what the retained pre-images (tx/ID/undo/N) are for
+ * (diff.c and gc.c are their other users).
  *
- * Undo of a committed transaction T is a new transaction U whose operations
- * are T's reversed, applied by the same commit protocol (journal_commit), so
- * it is crash-safe and logged like any commit:
+ * Undo of a committed transaction T is a new transaction U that reverts T
+ * the way `git revert` does (revert.c): each path T changed comes back as
+ * it was before T where no later transaction changed it, is merged with
+ * the later changes where it can be, and otherwise is a conflict, which
+ * refuses the whole undo (status 123, each path with why and which
+ * transactions changed it; recorded as a `conflict` row) with nothing
+ * touched, unless forced. Restore of paths from T is the same transaction
+ * for chosen paths, exact: what T changed there, as before T, whatever
+ * came since (said).
  *
- *   T did                          U does
- *   REPLACE P (undo/N holds old)   REPLACE P by the old entry
+ *   T did                          U does (no later change)
+ *   REPLACE P (undo/N holds old)   REPLACE P by a copy of the old entry
  *   REPLACE P (nothing was there)  DELETE P
- *   DELETE P (undo/N holds old)    REPLACE P by the old entry
- *   META P (old -> new)            META P back to old (mode/owner only if
- *                                  T changed them; times unless a later
+ *   DELETE P (undo/N holds old)    REPLACE P by a copy of the old entry
+ *   META P (old -> new)            META P back to old (mode/owner unless
+ *                                  changed since; times unless a later
  *                                  transaction set them again; extended
- *                                  attributes if T changed them: the old set
- *                                  is in undo/N, staged on tx/U/upper/P)
+ *                                  attributes from undo/N, staged on
+ *                                  tx/U/upper/P)
  *
- * Staging (all under the workspace lock): U writes tx/U/staged (the list
- * of pre-images it takes, fsync'd), then renames each tx/T/undo/N to
- * tx/U/upper/P, then fsyncs both directories, then journal_commit(). Before
- * the commit point nothing of T's pre-images is lost: a failure renames
- * them back at once, and after a crash recovery does (undo_unstage() in
- * stage.c, called by txbox_recover for a dead transaction without a
- * journal). After the commit point the journal owns them: the apply
- * renames them into the workspace and moves T's after-images into
- * tx/U/undo/, so U can be undone in turn (a redo).
- *
- * Conflicts: every commit after T (by generation) whose write set overlaps
- * T's (ops_overlap: the same path, or one inside the other; two META on one
- * directory when both change mode/owner or both its attributes) makes the undo
- * refuse, naming the paths and transactions, unless forced. A later
- * transaction X and a later un-forced undo of X cancel out and are left out
- * of the check (so N transactions undo one by one in reverse order).
+ * Upper and commit (under the workspace lock, held from the plan to the
+ * end, so that no gc prunes a pre-image the plan reads): U writes into
+ * tx/U/upper copies of the pre-images and the merged files, then commits
+ * through the same journal as a run (journal_commit): crash-safe and
+ * logged like any commit, and U can be undone in turn (a redo). The
+ * pre-images are copied, not moved: tx/T/undo stays whole, the merge base
+ * of the revert of an earlier transaction and of T again. Before the commit
+ * point nothing of the workspace or of T's pre-images is touched; a crash
+ * there leaves tx/U/upper to recovery, which discards it like a dead run's.
  *
  * gc, which drops retained pre-images, is in gc.c. */
 #include <fcntl.h>
@@ -41,142 +40,10 @@
 #include "fsops.h"
 #include "history.h"
 #include "result.h"
+#include "revert.h"
 #include "safepath.h"
 #include "stage.h"
 #include "store.h"
-
-/* ---- undo ---- */
-
-struct clash {
-    json_t *list; /* [{path, tx}] */
-};
-
-static void clash_add(json_t *list, const char *path, uint64_t tx, const char *why)
-{
-    char t[32];
-    idname(t, tx);
-    json_array_append_new(list, json_pack("{s:o,s:s?,s:s?}", "path",
-                                          json_text(*path ? path : ".", *path ? strlen(path) : 1, true), "tx",
-                                          tx ? t : NULL, "why", why));
-}
-
-static bool changes_owner_or_mode(const struct tx_op *o)
-{
-    return o->nw.mode != o->old.mode || o->nw.uid != o->old.uid || o->nw.gid != o->old.gid;
-}
-
-/* Does later operation x collide with T's operation t? */
-static bool op_clash(const struct tx_op *t, const struct tx_op *x)
-{
-    /* META: had_old = the extended attributes changed */
-    if (t->kind == OP_META && x->kind == OP_META)
-        return !strcmp(t->path, x->path) &&
-               ((changes_owner_or_mode(t) && changes_owner_or_mode(x)) || (t->had_old && x->had_old));
-    struct tx_ops a = {.v = (struct tx_op *)t, .n = 1, .cap = 1},
-                  b = {.v = (struct tx_op *)x, .n = 1, .cap = 1};
-    const char *which;
-    return ops_overlap(&a, &b, &which);
-}
-
-static bool later_sets_meta(const struct history *later, const char *path)
-{
-    for (size_t i = 0; i < later->n; i++) {
-        if (later->v[i].cancelled)
-            continue;
-        for (size_t k = 0; k < later->v[i].j.ops.n; k++) {
-            const struct tx_op *x = &later->v[i].j.ops.v[k];
-            if (x->kind == OP_META && !strcmp(x->path, path))
-                return true;
-        }
-    }
-    return false;
-}
-
-/* The reversed operations of T, checked against the workspace as it is
- * now (lock held). What cannot apply any more (its directory is gone) is a
- * clash, or with force, skipped. */
-static int build_ops(txbox_ws *ws, int tundo, const struct tx_journal *t, const struct history *later,
-                     bool force, struct tx_ops *ops, struct undo_plan *plan, json_t *clashes, json_t *skipped,
-                     txbox_error *err)
-{
-    for (size_t i = 0; i < t->ops.n; i++) {
-        const struct tx_op *o = &t->ops.v[i];
-        const char *disp = *o->path ? o->path : ".";
-        if (o->kind == OP_META) {
-            /* O_PATH: T may have left it without read permission */
-            _cleanup_close_ int d = safe_openat(ws->fd, o->path, O_PATH | O_DIRECTORY, 0);
-            struct stat st;
-            if (d < 0 || fstat(d, &st) < 0) {
-                clash_add(force ? skipped : clashes, o->path, 0, "the directory is gone");
-                continue;
-            }
-            char un[32];
-            idname(un, i);
-            struct stat xs;
-            bool xattrs =
-                o->had_old && fstatat(tundo, un, &xs, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(xs.st_mode);
-            if (o->had_old && !xattrs) {
-                clash_add(force ? skipped : clashes, o->path, 0, "its old extended attributes were not kept");
-                if (!force)
-                    continue;
-            }
-            struct tx_op *u = op_add(ops, OP_META, o->path);
-            u->had_old = xattrs; /* they come back from tx/T/undo/N (stage) */
-            meta_of(&st, &u->old);
-            u->nw = u->old;
-            if (changes_owner_or_mode(o)) {
-                u->nw.mode = o->old.mode;
-                u->nw.uid = o->old.uid;
-                u->nw.gid = o->old.gid;
-            }
-            if (!later_sets_meta(later, o->path)) {
-                u->nw.atime_s = o->old.atime_s;
-                u->nw.atime_ns = o->old.atime_ns;
-                u->nw.mtime_s = o->old.mtime_s;
-                u->nw.mtime_ns = o->old.mtime_ns;
-            }
-            u->old_dir = u->new_dir = 1;
-            continue;
-        }
-        const char *base = NULL;
-        _cleanup_close_ int wp = safe_open_parent(ws->fd, o->path, &base);
-        if (wp < 0) {
-            clash_add(force ? skipped : clashes, o->path, 0, "its directory is gone");
-            continue;
-        }
-        struct stat cur, pre;
-        bool have_cur = fstatat(wp, base, &cur, AT_SYMLINK_NOFOLLOW) == 0;
-        /* Not known (T left the directory without search permission): the
-         * apply moves aside whatever is there, and deletes only what is. */
-        bool unknown = !have_cur && errno != ENOENT;
-        char un[32];
-        idname(un, i);
-        if (fstatat(tundo, un, &pre, AT_SYMLINK_NOFOLLOW) == 0) {
-            struct tx_op *u = op_add(ops, OP_REPLACE, o->path);
-            u->had_old = have_cur;
-            u->old_dir = have_cur && S_ISDIR(cur.st_mode);
-            u->new_dir = S_ISDIR(pre.st_mode);
-            if (o->old.mode & S_IFMT)
-                u->nw = o->old;
-            else
-                meta_entry(&pre, &u->nw);
-            if (have_cur)
-                meta_entry(&cur, &u->old);
-            plan->v = xrealloc(plan->v, (plan->n + 1) * sizeof *plan->v);
-            plan->v[plan->n++] = (struct undo_stage){i, xstrdup(o->path)};
-        } else if (errno != ENOENT) {
-            return tx_errno(err, errno, "cannot read the pre-image of %s", disp);
-        } else if (o->kind == OP_REPLACE && (have_cur || unknown)) {
-            /* T added it: remove it. */
-            struct tx_op *u = op_add(ops, OP_DELETE, o->path);
-            u->old_dir = have_cur && S_ISDIR(cur.st_mode);
-            if (have_cur)
-                meta_entry(&cur, &u->old);
-        }
-        /* DELETE of nothing: nothing to give back. */
-    }
-    return 0;
-}
 
 /* The oldest generation from which every commit up to gen still has its
  * record: compaction (compact.c) archives the records of old commits, never
@@ -209,11 +76,7 @@ static int default_target(txbox_ws *ws, uint64_t gen, uint64_t *id, txbox_error 
     int rc = 1;
     for (size_t i = h.n; i-- > 0;) {
         const struct commit *c = &h.v[i];
-        bool undone = false;
-        for (size_t k = i + 1; k < h.n; k++)
-            if (h.v[k].undo_of == c->id)
-                undone = true;
-        if (c->cancelled || c->undo_of || undone)
+        if (c->cancelled || c->undo_of || history_undone(&h, i + 1, c->id))
             continue;
         *id = c->id;
         rc = 0;
@@ -270,51 +133,84 @@ struct undo_ctx {
     txbox_ws *ws;
     uint64_t tid, uid, gen;
     int txfd, activefd, tfd, tundo;
-    bool force;
+    bool force, restore;
+    const char *const *paths; /* restore: normalized */
+    size_t npaths;
     struct tx_journal t;
     struct history later;
-    json_t *clashes, *skipped;
+    struct revert *plan;
 };
+
+/* ---- the record ---- */
+
+static char *command_of(const struct undo_ctx *c)
+{
+    char ts[32];
+    idname(ts, c->tid);
+    if (!c->restore)
+        return xasprintf("txbox undo %s%s", ts, c->force ? " --force" : "");
+    dbuf b;
+    dbuf_init(&b, 0);
+    dbuf_addstr(&b, "txbox restore ");
+    dbuf_addstr(&b, ts);
+    dbuf_addstr(&b, " --");
+    for (size_t i = 0; i < c->npaths; i++) {
+        dbuf_addstr(&b, " ");
+        dbuf_addstr(&b, *c->paths[i] ? c->paths[i] : ".");
+    }
+    char *s = xstrdup(dbuf_str(&b));
+    dbuf_free(&b);
+    return s;
+}
 
 static char *undo_info(struct undo_ctx *c, const char *outcome, json_t *changes, double started)
 {
     char ts[32], us[32];
     idname(ts, c->tid);
     idname(us, c->uid);
-    _cleanup_free_ char *cmd = xasprintf("txbox undo %s%s", ts, c->force ? " --force" : "");
-    json_t *o = json_pack("{s:s,s:n,s:n,s:s,s:s,s:i,s:n,s:o,s:s,s:b,s:O,s:O,s:s,s:s,s:o,s:s,"
-                          "s:f,s:{}}",
-                          "tx", us, "verdict", "rule", "reason", "undo of a committed transaction", "outcome",
-                          outcome, "exit_code", !strcmp(outcome, "committed") ? 0 : 123, "signal", "changes",
-                          changes ? changes : json_object(), "undo_of", ts, "forced", c->force, "conflicts",
-                          c->clashes, "skipped", c->skipped, "command", cmd, "cwd", ".", "workspace",
-                          json_text(c->ws->path, strlen(c->ws->path), true), "backend", "undo", "started",
-                          started, "protections");
+    _cleanup_free_ char *cmd = command_of(c);
+    json_t *o =
+        json_pack("{s:s,s:n,s:n,s:s,s:s,s:i,s:n,s:o,s:s,s:s,s:s,s:s,s:o,s:f,s:{}}", "tx", us, "verdict",
+                  "rule", "reason",
+                  c->restore ? "restore of paths as they were before a committed transaction"
+                             : "undo of a committed transaction",
+                  "outcome", outcome, "exit_code", !strcmp(outcome, "committed") ? 0 : 123, "signal",
+                  "changes", changes ? changes : json_object(), "revert", c->restore ? "restore" : "merge",
+                  "command", cmd, "cwd", ".", "backend", c->restore ? "restore" : "undo", "workspace",
+                  json_text(c->ws->path, strlen(c->ws->path), true), "started", started, "protections");
+    if (c->restore) {
+        json_t *paths = json_array();
+        for (size_t i = 0; i < c->npaths; i++)
+            json_array_append_new(paths, json_text(*c->paths[i] ? c->paths[i] : ".",
+                                                   *c->paths[i] ? strlen(c->paths[i]) : 1, true));
+        json_object_set_new(o, "restore_of", json_string(ts));
+        json_object_set_new(o, "paths", paths);
+    } else {
+        json_object_set_new(o, "undo_of", json_string(ts));
+        json_object_set_new(o, "forced", json_boolean(c->force));
+        json_object_set(o, "conflicts", revert_conflicts(c->plan));
+        json_object_set(o, "merged", revert_merged(c->plan));
+    }
+    json_object_set(o, "overwritten", revert_overwritten(c->plan));
+    json_object_set(o, "skipped", revert_skipped(c->plan));
     char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(o);
     return s;
 }
 
-static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **json, txbox_error *err)
+/* ---- the transaction reverted ---- */
+
+/* T's commit record, its pre-images and every commit after it. */
+static int load_target(struct undo_ctx *c, txbox_error *err)
 {
     txbox_ws *ws = c->ws;
-    double started = wall_time();
-    uint64_t t0 = now_ns();
-    if (ws_read_gen(ws, &c->gen, err) < 0)
-        return -1;
-    if (opts->tx) {
-        if (parse_txid(opts->tx, &c->tid, err) < 0)
-            return -1;
-    } else if (default_target(ws, c->gen, &c->tid, err) < 0) {
-        return -1;
-    }
     char tn[32];
     idname(tn, c->tid);
     c->tfd = open_dir_at(ws->txd, tn);
     if (c->tfd < 0 || !exists_at(c->tfd, "journal"))
         return not_undoable(ws, tn, err);
     if (journal_load(c->tfd, "journal", &c->t, err) < 0)
-        return tx_err_ctx(err, "transaction %s cannot be undone", tn);
+        return tx_err_ctx(err, "transaction %s cannot be %s", tn, c->restore ? "restored from" : "undone");
     struct commit chk;
     if (c->t.id != c->tid || c->t.gen == 0 || c->t.gen > c->gen ||
         history_load_commit(ws, c->t.gen, &chk, NULL) < 0)
@@ -327,125 +223,155 @@ static int undo_locked(struct undo_ctx *c, const txbox_undo_opts *opts, char **j
     if (c->tundo < 0) {
         tx_err(err, ENOENT, "the pre-images of transaction %s were pruned", tn);
         tx_remedy(err, TXBOX_REMEDY_GC, NULL);
-        return tx_err_more(err, ": it can no longer be undone");
+        return tx_err_more(err, ": it can no longer be %s", c->restore ? "restored from" : "undone");
     }
     if (history_load(ws, c->t.gen + 1, c->gen, &c->later, err) < 0)
-        return tx_err_ctx(err, "cannot check the transactions after %s", tn);
+        return tx_err_ctx(err, "cannot read the transactions after %s", tn);
     history_cancel_pairs(&c->later);
+    return 0;
+}
+
+static int undone_already(struct undo_ctx *c, txbox_error *err)
+{
     for (size_t i = 0; i < c->later.n; i++)
-        if (c->later.v[i].undo_of == c->tid) {
-            char un[32];
+        if (c->later.v[i].undo_of == c->tid && !history_undone(&c->later, i + 1, c->later.v[i].id)) {
+            char tn[32], un[32];
+            idname(tn, c->tid);
             idname(un, c->later.v[i].id);
-            return tx_err(err, EALREADY, "transaction %s was undone already (by transaction %s%s)", tn, un,
-                          c->later.v[i].cancelled ? ", itself undone since: undo that one "
-                                                    "again instead"
-                                                  : "");
+            return tx_err(err, EALREADY, "transaction %s was undone already (by transaction %s)", tn, un);
         }
-    /* Conflicts with the later transactions. */
-    for (size_t i = 0; i < c->t.ops.n; i++) {
-        const struct tx_op *o = &c->t.ops.v[i];
-        for (size_t k = 0; k < c->later.n; k++) {
-            const struct commit *x = &c->later.v[k];
-            if (x->cancelled)
-                continue;
-            bool hit = false;
-            for (size_t m = 0; m < x->j.ops.n && !hit; m++)
-                hit = op_clash(o, &x->j.ops.v[m]);
-            if (hit) {
-                clash_add(c->clashes, o->path, x->id, "changed later");
-                break;
-            }
+    return 0;
+}
+
+/* Refused: recorded as a conflict row; nothing moved. */
+static int refuse(struct undo_ctx *c, double started, char **json)
+{
+    _cleanup_free_ char *info = undo_info(c, "conflict", NULL, started);
+    txbox_error le = {0};
+    json_t *res = json_loads(info, 0, NULL);
+    if (store_log(c->ws, c->uid, "conflict", info, NULL, c->txfd, &le) < 0)
+        json_object_set_new(res, "log_error", json_string(le.msg));
+    tx_write_outcome(c->txfd, "conflict");
+    *json = json_dumps(res, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(res);
+    return 1;
+}
+
+/* The upper written, then the commit protocol. *passed: past its commit
+ * point (recovery finishes it). */
+static int build_and_commit(struct undo_ctx *c, double started, uint64_t t0, char **json, bool *passed,
+                            txbox_error *err)
+{
+    if (fs_mkdirat(c->txfd, "upper", 0700) < 0 && errno != EEXIST)
+        return tx_errno(err, errno, "cannot create the upper of the %s", c->restore ? "restore" : "undo");
+    _cleanup_close_ int upper = open_dir_at(c->txfd, "upper");
+    if (upper < 0)
+        return tx_errno(err, errno, "cannot open the upper of the %s", c->restore ? "restore" : "undo");
+    struct tx_ops ops = {0};
+    _cleanup_syncset_ struct fs_syncset pre = {0};
+    fs_fault_arm();
+    int rc = revert_build(c->plan, upper, &ops, &pre, err);
+    if (rc == 0) {
+        json_t *changes = ops_changes(upper, c->ws->fd, &ops, 10000);
+        _cleanup_free_ char *info = undo_info(c, "committed", changes, started);
+        /* Timed like a run: the log computes duration up to the commit. */
+        json_t *in = json_loads(info, 0, NULL);
+        json_object_set_new(in, "command_ms", json_real(0));
+        json_object_set_new(in, "duration_ms", json_real((double)(now_ns() - t0) / 1e6));
+        _cleanup_free_ char *full = json_dumps(in, JSON_COMPACT | JSON_REAL_PRECISION(17));
+        uint64_t gen = 0;
+        rc = journal_commit(c->ws, c->uid, c->txfd, c->gen, &ops, full, &pre, &gen, err);
+        if (rc < 0) {
+            char us[32];
+            idname(us, c->uid);
+            *passed = faccessat(c->ws->jnld, us, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+        } else {
+            json_object_set_new(in, "gen", json_integer((json_int_t)gen));
+            json_object_set_new(in, "duration_ms", json_real((double)(now_ns() - t0) / 1e6));
+            *json = json_dumps(in, JSON_COMPACT | JSON_REAL_PRECISION(17));
         }
+        json_decref(in);
     }
+    fs_fault_disarm();
+    ops_free(&ops);
+    return rc;
+}
+
+static int revert_locked(struct undo_ctx *c, const char *tx, char **json, txbox_error *err)
+{
+    txbox_ws *ws = c->ws;
+    double started = wall_time();
+    uint64_t t0 = now_ns();
+    if (ws_read_gen(ws, &c->gen, err) < 0)
+        return -1;
+    if (tx) {
+        if (parse_txid(tx, &c->tid, err) < 0)
+            return -1;
+    } else if (default_target(ws, c->gen, &c->tid, err) < 0) {
+        return -1;
+    }
+    if (load_target(c, err) < 0 || (!c->restore && undone_already(c, err) < 0))
+        return -1;
+    struct revert_req rq = {.ws = ws,
+                            .t = &c->t,
+                            .tundo = c->tundo,
+                            .later = &c->later,
+                            .mode = c->restore ? REVERT_EXACT
+                                    : c->force ? REVERT_FORCE
+                                               : REVERT_MERGE,
+                            .paths = c->paths,
+                            .npaths = c->npaths};
+    if (revert_plan(&rq, &c->plan, err) < 0)
+        return -1;
     if (ws_new_tx(ws, &c->uid, &c->txfd, &c->activefd, NULL, err) < 0)
         return -1;
-    struct tx_ops ops = {0};
-    struct undo_plan plan = {.from = c->tid};
+    if (json_array_size(revert_conflicts(c->plan)) && !c->force)
+        return refuse(c, started, json);
+    char tn[32];
+    idname(tn, c->tid);
     int rc = 0;
-    if (json_array_size(c->clashes) == 0 || c->force)
-        rc = build_ops(ws, c->tundo, &c->t, &c->later, c->force, &ops, &plan, c->clashes, c->skipped, err);
-    char us[32];
-    idname(us, c->uid);
-    if (rc == 0 && json_array_size(c->clashes) && !c->force) {
-        /* Refused: recorded as a conflict; nothing moved. */
-        _cleanup_free_ char *info = undo_info(c, "conflict", NULL, started);
-        txbox_error le = {0};
-        json_t *res = json_loads(info, 0, NULL);
-        if (store_log(ws, c->uid, "conflict", info, NULL, c->txfd, &le) < 0)
-            json_object_set_new(res, "log_error", json_string(le.msg));
-        tx_write_outcome(c->txfd, "conflict");
-        *json = json_dumps(res, JSON_COMPACT | JSON_REAL_PRECISION(17));
-        json_decref(res);
-        ops_free(&ops);
-        undo_plan_free(&plan);
-        return 1;
-    }
-    if (rc == 0 && ops.n == 0)
-        rc = tx_err(err, EINVAL, "transaction %s: nothing left to undo", tn);
-    bool staged = false, passed = false;
-    _cleanup_free_ char *info = NULL;
-    if (rc == 0) {
-        fs_fault_arm();
-        rc = undo_plan_write(c->txfd, &plan, &staged, err);
-        if (rc == 0)
-            rc = undo_stage(c->txfd, c->tundo, &c->t, &plan, &ops, err);
-        json_t *changes = NULL;
-        if (rc == 0) {
-            _cleanup_close_ int upper = open_dir_at(c->txfd, "upper");
-            changes = ops_changes(upper, ws->fd, &ops, 10000);
-            info = undo_info(c, "committed", changes, started);
-        }
-        uint64_t gen = 0;
-        if (rc == 0) {
-            /* Timed like a run: the log computes duration up to the commit. */
-            json_t *in = json_loads(info, 0, NULL);
-            json_object_set_new(in, "command_ms", json_real(0));
-            json_object_set_new(in, "duration_ms", json_real((double)(now_ns() - t0) / 1e6));
-            free(info);
-            info = json_dumps(in, JSON_COMPACT | JSON_REAL_PRECISION(17));
-            json_decref(in);
-            rc = journal_commit(ws, c->uid, c->txfd, c->gen, &ops, info, NULL, &gen, err);
-            if (rc < 0)
-                passed = faccessat(ws->jnld, us, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
-        }
-        if (rc == 0) {
-            json_t *res = json_loads(info, 0, NULL);
-            json_object_set_new(res, "gen", json_integer((json_int_t)gen));
-            json_object_set_new(res, "duration_ms", json_real((double)(now_ns() - t0) / 1e6));
-            *json = json_dumps(res, JSON_COMPACT | JSON_REAL_PRECISION(17));
-            json_decref(res);
-        }
-    }
+    bool passed = false;
+    if (revert_empty(c->plan))
+        rc = c->restore ? tx_err(err, EALREADY,
+                                 "nothing to restore: the paths are as they were before transaction %s", tn)
+                        : tx_err(err, EINVAL, "transaction %s: nothing left to undo", tn);
+    else
+        rc = build_and_commit(c, started, t0, json, &passed, err);
     if (rc < 0 && passed) {
         /* Past the commit point: recovery finishes it (I6). Release the
          * owner lock without removing it, so the next command does. */
         close(c->activefd);
         c->activefd = -1;
-        fs_fault_disarm();
-        ops_free(&ops);
-        undo_plan_free(&plan);
-        tx_err_ctx(err, "undo interrupted after its commit point");
+        tx_err_ctx(err, "%s interrupted after its commit point", c->restore ? "restore" : "undo");
         return tx_remedy(err, TXBOX_REMEDY_RECOVER, NULL);
     }
-    if (rc < 0 && staged) {
-        txbox_error ue = {0};
-        if (undo_unstage_plan(ws, c->txfd, &plan, &ue) < 0) {
-            /* Leave it to recovery, which retries the same. */
-            close(c->activefd);
-            c->activefd = -1;
-            tx_err_ctx(err, "and the pre-images could not be put back yet (%s)", ue.msg);
-            tx_remedy(err, TXBOX_REMEDY_RECOVER, NULL);
-        }
-    }
-    fs_fault_disarm();
-    if (rc == 0)
-        (void)unlinkat(c->txfd, STAGED, 0);
-    if (c->activefd >= 0) {
-        (void)tree_remove(c->txfd, "upper");
-        tx_write_outcome(c->txfd, rc == 0 ? "committed" : "failed");
-    }
-    ops_free(&ops);
-    undo_plan_free(&plan);
+    (void)tree_remove(c->txfd, "upper");
+    tx_write_outcome(c->txfd, rc == 0 ? "committed" : "failed");
+    return rc;
+}
+
+static int run_locked(struct undo_ctx *c, const char *tx, char **json, txbox_error *err)
+{
+    int lockfd = -1;
+    if (ws_lock(c->ws, &lockfd, err) < 0)
+        return -1;
+    int rc = ws_roll_forward_locked(c->ws, NULL, NULL, err);
+    if (rc < 0)
+        tx_err_ctx(err, "recovery");
+    else
+        rc = revert_locked(c, tx, json, err);
+    if (c->txfd >= 0)
+        close(c->txfd);
+    if (c->uid && c->activefd >= 0)
+        ws_end_tx(c->ws, c->uid, c->activefd);
+    if (c->tfd >= 0)
+        close(c->tfd);
+    if (c->tundo >= 0)
+        close(c->tundo);
+    journal_free(&c->t);
+    history_free(&c->later);
+    revert_free(c->plan);
+    ws_unlock(lockfd);
     return rc;
 }
 
@@ -457,34 +383,72 @@ int txbox_undo(txbox_ws *ws, const txbox_undo_opts *opts, char **json, txbox_err
         if (parse_txid(opts->tx, &id, err) < 0)
             return -1;
     }
-    int lockfd = -1;
-    if (ws_lock(ws, &lockfd, err) < 0)
-        return -1;
-    struct undo_ctx c = {.ws = ws,
-                         .txfd = -1,
-                         .activefd = -1,
-                         .tfd = -1,
-                         .tundo = -1,
-                         .force = !!opts->force,
-                         .clashes = json_array(),
-                         .skipped = json_array()};
-    int rc = ws_roll_forward_locked(ws, NULL, NULL, err);
-    if (rc < 0)
-        tx_err_ctx(err, "recovery");
-    else
-        rc = undo_locked(&c, opts, json, err);
-    if (c.txfd >= 0)
-        close(c.txfd);
-    if (c.uid && c.activefd >= 0)
-        ws_end_tx(ws, c.uid, c.activefd);
-    if (c.tfd >= 0)
-        close(c.tfd);
-    if (c.tundo >= 0)
-        close(c.tundo);
-    journal_free(&c.t);
-    history_free(&c.later);
-    json_decref(c.clashes);
-    json_decref(c.skipped);
-    ws_unlock(lockfd);
+    struct undo_ctx c = {
+        .ws = ws, .txfd = -1, .activefd = -1, .tfd = -1, .tundo = -1, .force = !!opts->force};
+    return run_locked(&c, opts->tx, json, err);
+}
+
+/* ---- restore ---- */
+
+/* A path as the user gave it, relative to the workspace: "a/./b//c/" is
+ * a/b/c, an absolute path inside the workspace loses its prefix, "." is
+ * the whole workspace (""); ".." and paths outside are refused. */
+static int norm_path(txbox_ws *ws, const char *in, char **out, txbox_error *err)
+{
+    const char *p = in;
+    size_t wl = strlen(ws->path);
+    if (*p == '/') {
+        if (strncmp(p, ws->path, wl) || (p[wl] && p[wl] != '/'))
+            return tx_err(err, EINVAL, "%s is not inside the workspace %s", in, ws->path);
+        p += wl;
+    }
+    dbuf b;
+    dbuf_init(&b, 0);
+    while (*p) {
+        size_t n = strcspn(p, "/");
+        if (n == 2 && !strncmp(p, "..", 2)) {
+            dbuf_free(&b);
+            return tx_err(err, EINVAL, "the path %s leaves the workspace (..)", in);
+        }
+        if (n && !(n == 1 && *p == '.')) {
+            if (b.len)
+                dbuf_add(&b, "/", 1);
+            dbuf_add(&b, p, n);
+        }
+        p += n + (p[n] == '/');
+    }
+    *out = xstrdup(dbuf_str(&b));
+    dbuf_free(&b);
+    if (!**out && !*in)
+        return tx_err(err, EINVAL, "an empty path (give . for everything the transaction changed)");
+    return 0;
+}
+
+int txbox_restore(txbox_ws *ws, const txbox_restore_opts *opts, char **json, txbox_error *err)
+{
+    *json = NULL;
+    uint64_t id;
+    if (!opts->tx || parse_txid(opts->tx, &id, err) < 0)
+        return opts->tx ? -1 : tx_err(err, EINVAL, "restore needs a transaction id");
+    if (!opts->npaths)
+        return tx_err(err, EINVAL, "restore needs at least one path");
+    char **paths = xcalloc(opts->npaths + 1, sizeof *paths);
+    int rc = 0;
+    for (size_t i = 0; i < opts->npaths && rc == 0; i++)
+        rc = norm_path(ws, opts->paths[i], &paths[i], err);
+    if (rc == 0) {
+        struct undo_ctx c = {.ws = ws,
+                             .txfd = -1,
+                             .activefd = -1,
+                             .tfd = -1,
+                             .tundo = -1,
+                             .restore = true,
+                             .paths = (const char *const *)paths,
+                             .npaths = opts->npaths};
+        rc = run_locked(&c, opts->tx, json, err);
+    }
+    for (size_t i = 0; i < opts->npaths; i++)
+        free(paths[i]);
+    free(paths);
     return rc;
 }

@@ -191,7 +191,8 @@ printf "\000\001\002" >bin.dat; setfattr -n user.new -v v xattr.txt; rm fifo'
     snap before "$WS" --mtime
     h undo 1
     assert_status 123
-    [[ "$stderr" == *"README (tx 2)"* ]] || fail "the conflict does not name README and tx 2: $stderr"
+    [[ "$stderr" == *"README (tx 2: changed since on the same lines)"* ]] ||
+        fail "the conflict does not name README and tx 2: $stderr"
     [[ "$stderr" == "txbox: cannot undo transaction 1"* ]] || fail "$stderr"
     assert_tree before "$WS" --mtime
     # the refusal is recorded
@@ -509,18 +510,35 @@ printf "\000\001\002" >bin.dat; setfattr -n user.new -v v xattr.txt; rm fifo'
         fail "the oldest two were not the ones pruned"
 }
 
-@test "undo crash-safety: killed while staging, the pre-images go back; killed after the commit point, recovery finishes" {
+@test "undo crash-safety: killed at any point, recovery leaves it not done or done, never half" {
     commit "$MIXED"
     snap post "$WS" --mtime
-    # killed while staging (pre-images moved, before the commit point)
-    run --separate-stderr env TXBOX_FAULT=fsync:3:kill "$TXBOX" undo -C "$WS"
-    [ "$status" = 137 ] || fail "not killed: $status $stderr"
-    h recover
-    assert_status 0
-    assert_tree post "$WS" --mtime
+    cp -a "$WS" "$BATS_TEST_TMPDIR/t0"
     h undo
     assert_status 0
-    [ "$(sq "SELECT outcome FROM tx WHERE undo_of=1")" = committed ] || fail "$(sq 'SELECT id, outcome, undo_of FROM tx')"
+    snap undone "$WS" --mtime
+    local n seen=""
+    for n in $(seq 1 200); do
+        rm -rf "$WS"
+        cp -a "$BATS_TEST_TMPDIR/t0" "$WS"
+        run --separate-stderr env TXBOX_FAULT="any:$n:kill" "$TXBOX" undo -C "$WS"
+        [ "$status" = 0 ] && break
+        [ "$status" = 137 ] || fail "fault point $n: not killed: $status $stderr"
+        h recover
+        assert_status 0
+        if same_tree post "$(snap now "$WS" --mtime && echo now)" 2>/dev/null; then
+            seen="$seen pre"
+            h undo
+            assert_status 0
+            assert_tree undone "$WS" --mtime
+        else
+            same_tree undone now || fail "fault point $n: neither before nor after the undo"
+            seen="$seen post"
+        fi
+        [ -z "$(ls "$WS/.txbox/journal")" ] || fail "fault point $n: a journal was left"
+    done
+    [ "$status" = 0 ] || fail "the undo never finished"
+    [[ "$seen" == *pre* && "$seen" == *post* ]] || fail "not killed both before and after the commit point:$seen"
 }
 
 @test "log --since T: the transactions that started or ended at or after T; a bad T is a clean error" {
