@@ -311,15 +311,21 @@ typedef struct txbox_restore_opts {
 TXBOX_API TXBOX_MUST_CHECK int txbox_restore(txbox_ws *ws, const txbox_restore_opts *o, char **json,
                                              txbox_error *err);
 
+#define TXBOX_GC_KEEP_ALL 0x7fffffffL /* txbox_gc_opts.keep: no bound on the count */
 typedef struct txbox_gc_opts {
-    long keep;           /* keep the pre-images of this many newest commits; <0: setting */
+    long keep;           /* keep the pre-images of at most this many newest commits; <0: setting */
     long long max_bytes; /* and at most this many bytes of them; <0: setting */
+    long long max_age;   /* seconds a commit's pre-images are kept; <0: setting */
+    long long loss_age;  /* ... those of a commit that destroyed work; <0: setting */
     int dry_run;         /* say what would be freed, free nothing */
-    int save;            /* store keep/max_bytes as the workspace's settings */
+    int save;            /* store the bounds as the workspace's settings */
 } txbox_gc_opts;
 
-/* Prunes retained pre-images, oldest first, down to the bounds. *json:
- * what was freed (and kept). */
+/* Prunes retained pre-images down to the bounds: those of commits older
+ * than max_age (loss_age for a commit that destroyed work), then, newest
+ * kept first and those that destroyed work before the others, what exceeds
+ * keep or max_bytes; a later commit's pre-images that a kept older one
+ * needs as its merge base stay with it. *json: what was freed (and kept). */
 TXBOX_API TXBOX_MUST_CHECK int txbox_gc(txbox_ws *ws, const txbox_gc_opts *o, char **json, txbox_error *err);
 
 #ifdef __cplusplus

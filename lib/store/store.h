@@ -88,15 +88,35 @@ MUST_CHECK int hash_file_at(int dirfd, const char *name, char hex[65], uint64_t 
 void hash_bytes_hex(const void *p, size_t n, char hex[65]);
 /* Parses a transaction id given by a user ("12", "tx12" is refused). */
 MUST_CHECK int parse_txid(const char *s, uint64_t *id, txbox_error *err);
+/* Retention's bounds (the setting table; defaults when unset). */
+struct retention {
+    long keep;           /* the newest commits whose pre-images are kept; <0: no bound */
+    long long max_bytes; /* their bytes at most */
+    long long max_age;   /* seconds a commit's pre-images are kept */
+    long long loss_age;  /* ... those of a commit that destroyed work (its losses) */
+};
+void store_get_retention(sqlite3 *db, struct retention *r);
+/* Whether a row's commit destroyed work, as an SQL expression on tx: the
+ * bytes it lost that existed nowhere else, from the column lost_bytes
+ * where the log has it, else from the row's info (`losses`). A static
+ * string. */
+const char *store_losses_sql(sqlite3 *db);
 /* Retention's count cached in .txbox/log.retained (store.c): 0 with the
- * retained commits' count and bytes and the bounds, when the cache is of
- * the workspace's generation; -1 when there is none. */
-int store_retained_cached(txbox_ws *ws, long long *count, long long *bytes, long *keep, long long *max_bytes);
+ * retained commits' count and bytes, the bounds and when pruning by age is
+ * due next (unix time; 0: never), when the cache is of the workspace's
+ * generation; -1 when there is none. */
+int store_retained_cached(txbox_ws *ws, long long *count, long long *bytes, struct retention *r, double *due);
 /* Writes the cache from the log db (its pending rows moved in), under the
- * workspace lock; store_retained_forget removes it (gc). */
-void store_retained_refresh(txbox_ws *ws, sqlite3 *db);
+ * workspace lock, with due (<0: worked out from the log, each commit's age
+ * bound from its end); store_retained_forget removes it (gc). */
+void store_retained_refresh(txbox_ws *ws, sqlite3 *db, double due);
 void store_retained_forget(txbox_ws *ws);
-/* Retention settings (defaults when unset). */
-void store_get_retention(sqlite3 *db, long *keep, long long *max_bytes);
+/* When pruning by age is due next, from the log: the earliest end of a
+ * retained commit plus its bound, plus the slack retention allows (0: no
+ * retained commit). */
+double store_retained_due(sqlite3 *db, const struct retention *r);
+/* The slack: pruning by age waits until a commit is this much past its
+ * bound, so that it runs every few hours, not after every commit. */
+double store_retention_slack(const struct retention *r);
 
 #endif

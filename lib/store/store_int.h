@@ -28,8 +28,13 @@
 #define TAIL_BYTES 4096              /* stdout/stderr kept in the log, per stream */
 #define ROWS_CAP 10000               /* write-set rows per transaction */
 #define INFO_CAP (4u << 20)          /* info JSON stored per transaction */
-#define DEFAULT_KEEP 100
-#define DEFAULT_MAX_BYTES (1LL << 30)
+/* Retention's defaults (docs/history.md, "Retention and gc", says what
+ * they cost): a working week of pre-images, those of a commit that
+ * destroyed work a month, within 4 GiB; no bound on their number. */
+#define DEFAULT_KEEP (-1L)
+#define DEFAULT_MAX_BYTES (4LL << 30)
+#define DEFAULT_MAX_AGE (7LL * 86400)
+#define DEFAULT_LOSS_AGE (30LL * 86400)
 
 /* One side (before or after) of a write-set row. */
 struct side {
