@@ -183,11 +183,11 @@ enum rk { R_KEEP, R_ABSENT, R_TAKE, R_WRITE, R_DIR };
 /* The result at one path. */
 struct rnode {
     enum rk k;
-    bool present;     /* something is there in the result */
-    struct side o;    /* ours, as the merge saw it */
-    struct side src;  /* R_TAKE: the entry copied (theirs, or ours with another mode) */
-    mode_t mode;      /* R_TAKE, R_WRITE: the permission bits; (mode_t)-1: the source's */
-    char *data;       /* R_WRITE: the merged text */
+    bool present;    /* something is there in the result */
+    struct side o;   /* ours, as the merge saw it */
+    struct side src; /* R_TAKE: the entry copied (theirs, or ours with another mode) */
+    mode_t mode;     /* R_TAKE, R_WRITE: the permission bits; (mode_t)-1: the source's */
+    char *data;      /* R_WRITE: the merged text */
     size_t len;
     struct stat meta; /* R_DIR: the directory's owner, mode, times */
     char **names;     /* R_DIR: its entries' results */
@@ -203,9 +203,9 @@ struct act {
     enum ak k;
     bool top;
     char *path;
-    struct side src;   /* A_PUT */
-    mode_t mode;       /* A_PUT, A_WRITE */
-    const char *data;  /* A_WRITE (borrowed from its rnode) */
+    struct side src;  /* A_PUT */
+    mode_t mode;      /* A_PUT, A_WRITE */
+    const char *data; /* A_WRITE (borrowed from its rnode) */
     size_t len;
     struct stat meta;  /* A_MKDIR, A_WRITE (owner) */
     bool had_old;      /* the workspace has an entry at path now */
@@ -281,7 +281,8 @@ static json_t *changed_by(struct revert *r, const char *path)
     bool *hit = xcalloc(r->later->n + 1, sizeof *hit);
     _cleanup_free_ char *pfx = *path ? xasprintf("%s/", path) : xstrdup("");
     size_t pl = strlen(pfx);
-    for (size_t i = lower_bound(r->ix.v, r->ix.n, pfx); i < r->ix.n && !strncmp(r->ix.v[i].path, pfx, pl); i++)
+    for (size_t i = lower_bound(r->ix.v, r->ix.n, pfx); i < r->ix.n && !strncmp(r->ix.v[i].path, pfx, pl);
+         i++)
         hit[r->ix.v[i].c] = true;
     for (size_t i = first_at(r->ix.m, r->ix.nm, path); i < r->ix.nm && !strcmp(r->ix.m[i].path, path); i++)
         hit[r->ix.m[i].c] = true;
@@ -362,8 +363,7 @@ static void base_from(struct revert *r, const struct lop *l, const char *rest, s
         memset(s, 0, sizeof *s);
         s->k = SK_ABSENT; /* nothing was there */
         if (o->kind == OP_DELETE || o->had_old)
-            unknown(r, s,
-                    xasprintf("changed since by transaction %s, whose pre-image of it is gone", id));
+            unknown(r, s, xasprintf("changed since by transaction %s, whose pre-image of it is gone", id));
         return;
     }
     _cleanup_free_ char *rel = *rest ? xasprintf("%s/%s", n, rest) : xstrdup(n);
@@ -393,7 +393,8 @@ static size_t first_inside(struct revert *r, const char *q)
     size_t best = SIZE_MAX;
     _cleanup_free_ char *pfx = *q ? xasprintf("%s/", q) : xstrdup("");
     size_t pl = strlen(pfx);
-    for (size_t i = lower_bound(r->ix.v, r->ix.n, pfx); i < r->ix.n && !strncmp(r->ix.v[i].path, pfx, pl); i++)
+    for (size_t i = lower_bound(r->ix.v, r->ix.n, pfx); i < r->ix.n && !strncmp(r->ix.v[i].path, pfx, pl);
+         i++)
         if (r->ix.v[i].c < best)
             best = r->ix.v[i].c;
     return best;
@@ -582,8 +583,8 @@ static struct rnode *take(const struct side *ours, const struct side *src, mode_
 }
 
 /* A conflict at q: refused (merge), or theirs taken and said (force). */
-static struct rnode *settle(struct revert *r, const char *q, const struct side *ours, const struct side *theirs,
-                            const char *why)
+static struct rnode *settle(struct revert *r, const char *q, const struct side *ours,
+                            const struct side *theirs, const char *why)
 {
     if (r->mode == REVERT_MERGE) {
         report(r, r->conflicts, q, why, true);
@@ -817,8 +818,8 @@ static void names_of_base(struct revert *r, const char *q, struct names *nm)
     }
 }
 
-static void kid(struct revert *r, const struct side *s, const struct side *ours, const char *name, const char *kq,
-                struct side *out)
+static void kid(struct revert *r, const struct side *s, const struct side *ours, const char *name,
+                const char *kq, struct side *out)
 {
     memset(out, 0, sizeof *out);
     switch (s->k) {
@@ -927,8 +928,8 @@ static void dir_meta(struct revert *r, const char *q, const struct side *b, cons
 }
 
 /* restore below q only: q itself stays as it is */
-static struct rnode *merge_partial(struct revert *r, const char *q, const struct side *b, const struct side *o,
-                                   const struct side *th, unsigned depth)
+static struct rnode *merge_partial(struct revert *r, const char *q, const struct side *b,
+                                   const struct side *o, const struct side *th, unsigned depth)
 {
     struct rnode *d = node(R_DIR, o);
     bool present;
@@ -1184,9 +1185,8 @@ static void revert_op(struct revert *r, size_t i)
     r->roots = xrealloc(r->roots, (r->nroots + 1) * sizeof *r->roots);
     r->roots[r->nroots++] = n;
     if (!r->failed && ds && n->present) {
-        _cleanup_free_ char *why = xasprintf(ds == 1 ? "its directory %s was deleted since"
-                                                     : "its directory %s is no longer a directory",
-                                             at);
+        _cleanup_free_ char *why = xasprintf(
+            ds == 1 ? "its directory %s was deleted since" : "its directory %s is no longer a directory", at);
         if (r->mode == REVERT_MERGE)
             report(r, r->conflicts, op->path, why, true);
         else if (ds == 2)
@@ -1265,9 +1265,9 @@ static void revert_meta(struct revert *r, size_t i)
         idname(un, i);
         struct stat xs;
         bool kept = fstatat(r->tundo, un, &xs, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(xs.st_mode);
-        const char *why = !kept ? "its old extended attributes were not kept"
+        const char *why = !kept                          ? "its old extended attributes were not kept"
                           : later_meta(r, o->path, true) ? "its extended attributes were changed since"
-                                                          : NULL;
+                                                         : NULL;
         if (why && !force) {
             report(r, r->conflicts, o->path, why, true);
             return;
@@ -1391,8 +1391,38 @@ bool revert_empty(const struct revert *r) { return r->nacts == 0; }
 
 /* ---- writing the upper ---- */
 
-static int put_copy(const struct act *a, int up, const char *base, txbox_error *err)
+/* A regular file with other names copied already (a hard-link group the
+ * commit kept whole, links.c): another name of that copy, so that the
+ * group comes back one inode. */
+static int put_link(struct revert *r, const struct act *a, int upper, int up, const char *base, bool *done)
 {
+    *done = false;
+    if (!S_ISREG(a->src.st.st_mode) || a->src.st.st_nlink < 2)
+        return 0;
+    for (size_t i = 0; i < r->nacts; i++) {
+        const struct act *b = &r->acts[i];
+        if (b == a)
+            break;
+        if (b->k != A_PUT || b->src.st.st_dev != a->src.st.st_dev || b->src.st.st_ino != a->src.st.st_ino)
+            continue;
+        const char *fb;
+        _cleanup_close_ int fp = safe_open_parent(upper, b->path, &fb);
+        if (fp < 0 || linkat(fp, fb, up, base, 0) < 0)
+            return -1;
+        *done = true;
+        return 0;
+    }
+    return 0;
+}
+
+static int put_copy(struct revert *r, const struct act *a, int upper, int up, const char *base,
+                    txbox_error *err)
+{
+    bool linked;
+    if (put_link(r, a, upper, up, base, &linked) < 0)
+        return tx_errno(err, errno, "cannot link the old version of %s", a->path);
+    if (linked)
+        return 0;
     const char *sb;
     _cleanup_close_ int sp = safe_open_parent(a->src.root, a->src.rel, &sb);
     if (sp < 0)
@@ -1428,7 +1458,7 @@ static int write_act(struct revert *r, const struct act *a, int upper, struct fs
     if (up < 0)
         return a->top ? -1 : tx_errno(err, errno, "cannot stage %s", a->path);
     if (a->k == A_PUT)
-        return put_copy(a, up, base, err);
+        return put_copy(r, a, upper, up, base, err);
     if (a->k == A_WRITE)
         return put_write(a, up, base, err);
     if (mkdirat(up, base, 0700) < 0)
