@@ -167,6 +167,24 @@ static const mcp_tool tools[] = {
                                                                      ","
                                                                      "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":false,"
                                                                      "\"openWorldHint\":false}}"},
+    {"restore", K_HISTORY, "restore", "items", true,
+     "{\"title\":\"Bring paths back as they were before a transaction\","
+     "\"description\":\"Brings chosen files or whole directories back exactly as they were before "
+     "committed transaction `tx`, as a new transaction (which `undo` can revert). Only what that "
+     "transaction changed at or below each path changes; what later transactions changed there is "
+     "replaced and listed in `overwritten`. A path the transaction did not change is refused and "
+     "nothing changes. Use it to recover files a command deleted or overwrote when `undo` of the "
+     "whole transaction reports a conflict or would revert too much.\","
+     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" TX_ARG(
+         "The transaction whose before-state comes back (from `run` or `log`).") ","
+                                                                                 "\"paths\":{\"type\":\"array\",\"minItems\":1,\"maxItems\":100,\"items\":{\"type\":"
+                                                                                 "\"string\",\"minLength\":1,\"maxLength\":4096},\"description\":\"Paths relative to the "
+                                                                                 "workspace root (or absolute inside it): files, or directories with everything in them; "
+                                                                                 "\\\".\\\" for everything the transaction changed.\"}},"
+                                                                                 "\"required\":[\"tx\",\"paths\"],\"additionalProperties\":false}," LOOSE_OUTPUT
+                                                                                 ","
+                                                                                 "\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":false,"
+                                                                                 "\"openWorldHint\":false}}"},
     {"begin", K_TX, "begin", NULL, true,
      "{\"title\":\"Begin a multi-command transaction\","
      "\"description\":\"Opens a transaction that holds several commands and returns its id in "
@@ -399,6 +417,25 @@ static int get_name(json_t *args, bool required, const char **out, txbox_error *
                        "1 to 64 letters, digits, '.', '_' or '-', not starting with '.'", out, err);
 }
 
+/* restore's paths: 1 to 100 strings of 1 to 4096 bytes, no NUL. */
+static int get_paths(json_t *args, json_t **out, txbox_error *err)
+{
+    json_t *p = json_object_get(args, "paths");
+    *out = NULL;
+    if (!json_is_array(p) || json_array_size(p) < 1 || json_array_size(p) > 100)
+        return tx_err(err, EINVAL, "argument 'paths' must be an array of 1 to 100 paths");
+    size_t i;
+    json_t *v;
+    json_array_foreach(p, i, v)
+    {
+        if (!json_is_string(v) || !json_string_length(v) || json_string_length(v) > 4096 ||
+            strlen(json_string_value(v)) != json_string_length(v))
+            return tx_err(err, EINVAL, "argument 'paths' must hold paths of 1 to 4096 bytes, without NUL");
+    }
+    *out = p;
+    return 0;
+}
+
 static int get_timeout(json_t *args, json_t **out, txbox_error *err)
 {
     json_t *t = json_object_get(args, "timeout");
@@ -447,9 +484,10 @@ int mcp_tool_prepare(const mcp_tool *t, const mcp_config *cfg, json_t *args, mcp
     static const char *const check_args[] = {"command", NULL};
     static const char *const tx_args[] = {"tx", NULL};
     static const char *const log_args[] = {"limit", NULL};
+    static const char *const restore_args[] = {"tx", "paths", NULL};
     argv_b a = {0};
     const char *command = NULL, *cwd = NULL, *tx = NULL, *mtx = NULL, *name = NULL, *verify = NULL;
-    json_t *timeout = NULL, *net = NULL, *limit = NULL, *prot = NULL;
+    json_t *timeout = NULL, *net = NULL, *limit = NULL, *prot = NULL, *paths = NULL;
     inv->argv = NULL;
     inv->cwd_fd = -1;
     inv->multi_tx = NULL;
@@ -508,6 +546,10 @@ int mcp_tool_prepare(const mcp_tool *t, const mcp_config *cfg, json_t *args, mcp
             if (limit && (!json_is_integer(limit) || json_integer_value(limit) < 1 ||
                           json_integer_value(limit) > 10000))
                 return tx_err(err, EINVAL, "argument 'limit' must be a whole number from 1 to 10000");
+        } else if (!strcmp(t->name, "restore")) {
+            if (only_known(args, restore_args, err) < 0 || get_tx(args, true, &tx, err) < 0 ||
+                get_paths(args, &paths, err) < 0)
+                return -1;
         } else if (only_known(args, tx_args, err) < 0 ||
                    get_tx(args, strcmp(t->name, "undo") != 0, &tx, err) < 0) {
             return -1;
@@ -576,6 +618,9 @@ int mcp_tool_prepare(const mcp_tool *t, const mcp_config *cfg, json_t *args, mcp
         push(&a, "--");
         push(&a, tx);
     }
+    size_t pi;
+    json_t *pv;
+    json_array_foreach(paths, pi, pv) push(&a, json_string_value(pv));
     inv->argv = a.v;
     return 0;
 }

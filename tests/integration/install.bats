@@ -106,17 +106,17 @@ EOF
         [[ "$argv" == "[\"$BIN\", \"mcp\", \"-C\", \"$P\"]" ]] || fail "$f: $argv"
         n=$((n + 1))
         run --separate-stderr mcp_call "$argv" "echo $n > from-mcp-$n"
-        [ "$output" = "12 committed" ] || fail "$f: $output $stderr"
+        [ "$output" = "13 committed" ] || fail "$f: $output $stderr"
         [ "$(cat "from-mcp-$n")" = "$n" ]
     done
     argv=$(python3 -c 'import tomllib,json,sys; e=tomllib.load(open(sys.argv[1],"rb"))["mcp_servers"]["txbox"]; assert e["default_tools_approval_mode"]=="approve" and e["tool_timeout_sec"]==600; print(json.dumps([e["command"]]+e["args"]))' "$HOME/.codex/config.toml")
     [ "$argv" = "[\"$BIN\", \"mcp\"]" ] || fail "$argv"
     run --separate-stderr mcp_call "$argv" "echo codex > from-codex"
-    [ "$output" = "12 committed" ] || fail "codex: $output $stderr"
+    [ "$output" = "13 committed" ] || fail "codex: $output $stderr"
     [ "$(cat from-codex)" = codex ]
     argv=$(python3 -c 'import json,sys; e=json.load(open(sys.argv[1])); assert e["permission"]["bash"]=="deny"; print(json.dumps(e["mcp"]["txbox"]["command"]))' opencode.json)
     [[ "$argv" == "[\"$BIN\", \"mcp\", \"-C\", \"$P\"]" ]] || fail "opencode.json: $argv"
     run --separate-stderr mcp_call "$argv" "echo opencode > from-opencode"
-    [ "$output" = "12 committed" ] || fail "opencode: $output $stderr"
+    [ "$output" = "13 committed" ] || fail "opencode: $output $stderr"
     [ "$(cat from-opencode)" = opencode ]
 }

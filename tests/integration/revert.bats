@@ -232,3 +232,24 @@ commit() {
     assert_txbox_error
     [[ "$stderr" == *"nothing to restore"* ]] || fail "$stderr"
 }
+
+@test "the MCP server's restore tool: paths back as before a transaction; bad arguments refused" {
+    commit 'rm -rf docs/journeys'
+    local init='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}'
+    printf '%s\n' "$init" \
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"restore","arguments":{"tx":"1","paths":["docs/journeys/a.md"]}}}' \
+        '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"restore","arguments":{"tx":"1","paths":[]}}}' \
+        '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"restore","arguments":{"tx":"1","paths":["README"]}}}' \
+        >"$BATS_TEST_TMPDIR/requests"
+    run --separate-stderr txbox_bin mcp -C "$WS" <"$BATS_TEST_TMPDIR/requests"
+    assert_status 0
+    local answers="$output"
+    output="$(printf '%s\n' "$answers" | python3 -c 'import json,sys; print(json.dumps({d["id"]: d for d in map(json.loads, sys.stdin)}))')"
+    [ "$(pj '(lambda r: (r["restore_of"], r["changes"]["added"]))(json.loads(d["2"]["result"]["content"][0]["text"]))')" = \
+        "('1', ['docs/journeys/', 'docs/journeys/a.md'])" ] || fail "$answers"
+    [[ "$(pj '(d["3"]["result"]["isError"], d["3"]["result"]["content"][0]["text"])')" == "(True, \"invalid arguments for restore: argument 'paths'"* ]] ||
+        fail "$answers"
+    [ "$(pj 'd["4"]["result"]["isError"]')" = True ] || fail "$answers"
+    [[ "$(pj 'd["4"]["result"]["content"][0]["text"]')" == *"did not change README"* ]] || fail "$answers"
+    [ "$(cat "$WS/docs/journeys/a.md")" = j1 ] && [ ! -e "$WS/docs/journeys/b.md" ] || fail "$(find "$WS/docs")"
+}

@@ -83,9 +83,9 @@ try {
     // ---- tools/list: names, schemas that compile, sandbox-aware descriptions
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name).sort();
-    check('tools/list lists run, check, log, show, diff, undo and the transaction tools',
-          same(names, ['abort', 'begin', 'check', 'commit', 'diff', 'log', 'rollback', 'run', 'savepoint', 'show',
-                       'status', 'undo']), names);
+    check('tools/list lists run, check, log, show, diff, undo, restore and the transaction tools',
+          same(names, ['abort', 'begin', 'check', 'commit', 'diff', 'log', 'restore', 'rollback', 'run', 'savepoint',
+                       'show', 'status', 'undo']), names);
     const ajv = new AjvJsonSchemaValidator();
     for (const t of tools) {
         let ok = t.inputSchema?.type === 'object';

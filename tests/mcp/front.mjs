@@ -43,7 +43,7 @@ const cases = {
     async annotations() {
         const { tools } = await client.listTools();
         const by = Object.fromEntries(tools.map((t) => [t.name, t.annotations ?? {}]));
-        for (const n of ['run', 'commit', 'undo', 'rollback', 'abort'])
+        for (const n of ['run', 'commit', 'undo', 'restore', 'rollback', 'abort'])
             check(`${n}: destructiveHint true, readOnlyHint false`,
                   by[n]?.destructiveHint === true && by[n]?.readOnlyHint === false, by[n]);
         for (const n of ['check', 'log', 'show', 'diff', 'status'])
