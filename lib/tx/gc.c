@@ -8,7 +8,8 @@
  * commit changed, while that one stays (pinned: its pre-image is the merge
  * base of that commit's undo, revert.c); then, within keep and max_bytes,
  * those of commits that destroyed work first, then the pinned ones, then
- * the rest, each newest first. A prune: tx/ID/undo is renamed to
+ * the rest, then the large ones (over a 64th of max_bytes), each newest
+ * first. A prune: tx/ID/undo is renamed to
  * tx/ID/undo.pruned (atomic: an undo sees all of them or none), then
  * removed; the log row records when and how many bytes. gc and undo both
  * hold the workspace lock throughout, so no undo ever reads a pre-image
@@ -296,15 +297,19 @@ static void pin(txbox_ws *ws, struct held *h, size_t n, bool *drop, const struct
 }
 
 /* Within keep and max_bytes: those that destroyed work first, then the
- * pinned ones, then the rest, each newest first; what does not fit goes. */
+ * pinned ones, then the rest, then the large ones (over a 64th of
+ * max_bytes: a build's rewritten outputs, which a rebuild makes again;
+ * kept first, they would push out a week of edits in an hour), each newest
+ * first; what does not fit goes. */
 static void budget(struct held *h, size_t n, bool *drop, const struct retention *b, long *kept,
                    unsigned long long *kept_bytes)
 {
     *kept = 0;
     *kept_bytes = 0;
-    for (int pass = 0; pass < 3; pass++)
+    unsigned long long large = (unsigned long long)b->max_bytes / 64;
+    for (int pass = 0; pass < 4; pass++)
         for (size_t i = n; i-- > 0;) {
-            int cls = h[i].losses ? 0 : h[i].pinned ? 1 : 2;
+            int cls = h[i].losses ? 0 : h[i].pinned ? 1 : h[i].bytes <= large ? 2 : 3;
             if (drop[i] || cls != pass)
                 continue;
             if ((b->keep >= 0 && *kept >= b->keep) ||

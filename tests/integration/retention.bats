@@ -122,6 +122,17 @@ retained() { sq "SELECT group_concat(id, ' ') FROM (SELECT id FROM tx WHERE outc
         fail "$stderr"
 }
 
+@test "under the size bound a large commit (a build's outputs) goes before a week of small edits" {
+    commit 'sed -i "s/^one$/ONE/" notes.txt'
+    commit 'head -c 6000 /dev/zero >big.bin'
+    local b2
+    b2="$(sq "SELECT retained_bytes FROM tx WHERE id=2")"
+    [ "$b2" -ge 5000 ] || fail "tx 2 kept $b2 bytes"
+    h gc --max-bytes "$b2" --json
+    assert_status 0
+    [ "$(pj '[(p["tx"], p["why"]) for p in d["pruned"]]')" = "[('2', 'over the size bound')]" ] || fail "$output"
+}
+
 @test "gc --save keeps the bounds; bad bounds are one clear line" {
     commit 'printf "x\n" >>notes.txt'
     h gc --max-age 2d --loss-age 3w --max-bytes 1G --keep 50 --save --json
