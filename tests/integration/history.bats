@@ -27,19 +27,6 @@ for r in c.execute(sys.argv[2]):
 EOF
 }
 
-# h ARGS: a history command on $WS with the watchdog, bats-run.
-h() {
-    local cmd="$1"
-    shift
-    run --separate-stderr txbox_bin "$cmd" -C "$WS" "$@"
-}
-
-commit() {
-    tx -c "$1"
-    assert_status 0 || return 1
-    [[ "$stderr" == *committed* ]] || fail "not committed: $stderr"
-}
-
 # A change set with every kind of change.
 MIXED='printf "more\n" >>README; rm docs/a.txt; rm -r docs/sub; mkdir newdir; printf "n\n" >newdir/f;
 rm -r dir_to_file; printf "now a file\n" >dir_to_file; rm file_to_dir; mkdir file_to_dir;

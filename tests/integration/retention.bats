@@ -15,18 +15,6 @@ setup() {
     head -c 5000 /dev/zero >"$WS/big.bin"
 }
 
-h() {
-    local cmd="$1"
-    shift
-    run --separate-stderr txbox_bin "$cmd" -C "$WS" "$@"
-}
-
-commit() {
-    tx -c "$1"
-    assert_status 0 || return 1
-    [[ "$stderr" == *committed* ]] || fail "not committed: $stderr"
-}
-
 # sq SQL: the audit log's rows, '|'-separated, after the pending rows are
 # moved in (as every txbox command that opens the log does); a statement
 # that changes it is committed.

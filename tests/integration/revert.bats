@@ -15,19 +15,6 @@ setup() {
     printf 'j2\n' >"$WS/docs/journeys/b.md"
 }
 
-# h CMD ARGS: a history command on $WS with the watchdog, bats-run.
-h() {
-    local cmd="$1"
-    shift
-    run --separate-stderr txbox_bin "$cmd" -C "$WS" "$@"
-}
-
-commit() {
-    tx -c "$1"
-    assert_status 0 || return 1
-    [[ "$stderr" == *committed* ]] || fail "not committed: $stderr"
-}
-
 @test "undo of an older transaction: what nobody changed since comes back, later edits stay" {
     commit 'rm -rf docs/journeys; printf "hello\n" >README; mkdir gen; printf "a\n" >gen/a; sed -i "s/^two$/TWO/" notes.txt'
     commit 'printf "new\n" >docs/new.md; printf "int x;\n" >>src/main.c; printf "b\n" >gen/b; sed -i "s/^six$/SIX/" notes.txt'

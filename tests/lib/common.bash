@@ -77,6 +77,21 @@ tx() {
     run --separate-stderr txbox_bin run -C "$WS" "$@"
 }
 
+# h CMD ARGS...: `txbox CMD -C "$WS" ARGS...` (a history command: log,
+# show, diff, undo, restore, gc...) under bats' run, as tx.
+h() {
+    local cmd="$1"
+    shift
+    run --separate-stderr txbox_bin "$cmd" -C "$WS" "$@"
+}
+
+# commit STRING: `txbox run -c STRING` on $WS, which must commit.
+commit() {
+    tx -c "$1"
+    assert_status 0 || return 1
+    [[ "$stderr" == *committed* ]] || fail "not committed: $stderr"
+}
+
 # txj ARGS...: as tx, with --json, and the output checked against the
 # contract (exactly one object, every field, sane types).
 txj() {
