@@ -129,7 +129,43 @@ static int copy_data(int in, int out)
 struct cp {
     const char *skip;
     txbox_error *err;
+    bool grant; /* tree_copy_granting */
 };
+
+/* tree_copy_granting: the owner's read (and, for a directory, search)
+ * permission given to a source entry of ours that lacks it, for the time
+ * of its copy; *undo: it was (its mode is set back with that). Never to a
+ * file with other links: they might be names outside the tree. */
+static int grant_src(struct cp *c, int sdir, const char *src, const struct stat *st, bool *undo)
+{
+    mode_t need = S_ISDIR(st->st_mode) ? S_IRUSR | S_IXUSR : S_IRUSR;
+    *undo = false;
+    if (!c->grant || (st->st_mode & need) == need || st->st_uid != geteuid() ||
+        !(S_ISDIR(st->st_mode) || (S_ISREG(st->st_mode) && st->st_nlink == 1)))
+        return 0;
+    if (fchmodat(sdir, src, (st->st_mode & 07777) | need, 0) < 0)
+        return tx_errno(c->err, errno, "cannot read %s", src);
+    *undo = true;
+    return 0;
+}
+
+static int copy_rec(struct cp *c, int sdir, const char *src, int ddir, const char *dst, unsigned depth);
+
+static int copy_granted(struct cp *c, int sdir, const char *src, int ddir, const char *dst, unsigned depth)
+{
+    struct stat st;
+    bool undo;
+    if (fstatat(sdir, src, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return tx_errno(c->err, errno, "cannot stat %s", src);
+    if (grant_src(c, sdir, src, &st, &undo) < 0)
+        return -1;
+    int rc = copy_rec(c, sdir, src, ddir, dst, depth);
+    if (undo && fchmodat(sdir, src, st.st_mode & 07777, 0) < 0 && rc == 0)
+        rc = tx_errno(c->err, errno, "cannot set the mode of %s back", src);
+    if (undo && rc == 0 && fchmodat(ddir, dst, st.st_mode & 07777, 0) < 0)
+        rc = tx_errno(c->err, errno, "cannot set mode of %s", dst);
+    return rc;
+}
 
 static int copy_rec(struct cp *c, int sdir, const char *src, int ddir, const char *dst, unsigned depth)
 {
@@ -158,7 +194,7 @@ static int copy_rec(struct cp *c, int sdir, const char *src, int ddir, const cha
                 continue;
             if (depth == 0 && c->skip && !strcmp(de->d_name, c->skip))
                 continue;
-            if (copy_rec(c, dirfd(d), de->d_name, dfd, de->d_name, depth + 1) < 0)
+            if ((c->grant ? copy_granted : copy_rec)(c, dirfd(d), de->d_name, dfd, de->d_name, depth + 1) < 0)
                 return -1;
         }
         copy_xattrs(sdir, src, ddir, dst);
@@ -212,6 +248,12 @@ static int copy_rec(struct cp *c, int sdir, const char *src, int ddir, const cha
 
 int tree_copy(int sdir, const char *src, int ddir, const char *dst, const char *skip, txbox_error *err)
 {
-    struct cp c = {skip, err};
+    struct cp c = {skip, err, false};
     return copy_rec(&c, sdir, src, ddir, dst, 0);
+}
+
+int tree_copy_granting(int sdir, const char *src, int ddir, const char *dst, txbox_error *err)
+{
+    struct cp c = {NULL, err, true};
+    return copy_granted(&c, sdir, src, ddir, dst, 0);
 }

@@ -25,5 +25,11 @@ int tree_remove_until(int dirfd, const char *name, const atomic_bool *stop);
  * top-level name not to copy (NULL: none). */
 MUST_CHECK int tree_copy(int sdir, const char *src, int ddir, const char *dst, const char *skip,
                          txbox_error *err);
+/* The same for a tree of ours that may hold entries we may not read (a
+ * directory or a file of mode 0 kept as a pre-image): each is
+ * given the owner's read (and search) permission for the time of its
+ * copy, then its mode back; the copy gets the mode it had. A file with
+ * other links is never changed (they may be names outside the tree). */
+MUST_CHECK int tree_copy_granting(int sdir, const char *src, int ddir, const char *dst, txbox_error *err);
 
 #endif

@@ -146,6 +146,7 @@ enum sk {
     SK_SAME,    /* base only: what ours is */
     SK_VIRT,    /* base only: a directory, its entries found one by one */
     SK_UNKNOWN, /* base only: not known (why) */
+    SK_UNREAD,  /* ours only: a directory on its way has no search permission for us */
 };
 
 struct side {
@@ -270,7 +271,9 @@ static void side_at(struct revert *r, int root, const char *rel, struct side *s)
         return;
     }
     s->k = SK_ABSENT;
-    if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
+    if (errno == EACCES && root == r->ws->fd)
+        s->k = SK_UNREAD; /* T (or a later command) took the search permission away */
+    else if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
         fail_errno(r, errno, "cannot read", rel);
 }
 
@@ -423,6 +426,8 @@ static void base_top(struct revert *r, const struct tx_op *o, const struct side 
     base_at(r, o->path, s);
     if (s->k != SK_SAME)
         return;
+    if (ours->k == SK_UNREAD)
+        return; /* not to be checked: T left it so (its META gives access back) */
     if (o->kind == OP_DELETE) {
         if (ours->k != SK_ABSENT)
             s->k = SK_ABSENT; /* made since, outside any recorded transaction */
@@ -841,6 +846,9 @@ static void kid(struct revert *r, const struct side *s, const struct side *ours,
         out->k = SK_SAME;
         (void)ours;
         return;
+    case SK_UNREAD:
+        out->k = SK_UNREAD;
+        return;
     case SK_ABSENT:
         out->k = SK_ABSENT;
         return;
@@ -973,10 +981,12 @@ static struct rnode *merge(struct revert *r, const char *q, const struct side *b
         return node(R_KEEP, o);
     }
     enum scope sc = scope_of(r, q);
+    if (b->k == SK_SAME && sc == SC_FULL)
+        return take(o, th, (mode_t)-1); /* no later change: the plain revert */
+    if (o->k == SK_UNREAD)              /* ours cannot be compared */
+        return settle_leaf(r, q, o, th, "changed since, and a directory on its way has no search permission");
     if (sc == SC_PARTIAL)
         return merge_partial(r, q, b, o, th, depth);
-    if (b->k == SK_SAME)
-        return take(o, th, (mode_t)-1); /* no later change: the plain revert */
     bool db = is_dir(b), dO = is_dir(o), dt = is_dir(th);
     if (!db && !dO && !dt)
         return leaf_merge(r, q, b, o, th);
@@ -1047,8 +1057,8 @@ static void emit(struct revert *r, const char *q, struct rnode *n, bool top)
     switch (n->k) {
     case R_KEEP:
         return;
-    case R_ABSENT:
-        if (top && o->k == SK_REAL)
+    case R_ABSENT: /* over an entry not known (SK_UNREAD) the apply deletes what is there */
+        if (top && (o->k == SK_REAL || o->k == SK_UNREAD))
             act_add(r, A_DELETE, q, true, o);
         return;
     case R_TAKE: {
@@ -1101,7 +1111,7 @@ static int dirs_of(struct revert *r, const char *p, char **at)
         *s = 0;
         struct side d;
         side_at(r, r->ws->fd, a, &d);
-        int st = d.k == SK_ABSENT ? 1 : !S_ISDIR(d.st.st_mode) ? 2 : 0;
+        int st = d.k == SK_ABSENT ? 1 : d.k == SK_REAL && !S_ISDIR(d.st.st_mode) ? 2 : 0;
         side_free(&d);
         if (st) {
             *at = xstrdup(a);
@@ -1427,7 +1437,10 @@ static int put_copy(struct revert *r, const struct act *a, int upper, int up, co
     _cleanup_close_ int sp = safe_open_parent(a->src.root, a->src.rel, &sb);
     if (sp < 0)
         return tx_errno(err, errno, "cannot open the old version of %s", a->path);
-    if (tree_copy(sp, sb, up, base, NULL, err) < 0)
+    /* a pre-image (ours, in .txbox) may lack our read permission; the
+     * workspace's entries are never touched before the commit point */
+    if ((a->src.root == r->tundo ? tree_copy_granting(sp, sb, up, base, err)
+                                 : tree_copy(sp, sb, up, base, NULL, err)) < 0)
         return tx_err_ctx(err, "cannot copy the old version of %s", a->path);
     if (a->mode != (mode_t)-1 && !S_ISLNK(a->src.st.st_mode) && fchmodat(up, base, a->mode, 0) < 0)
         return tx_errno(err, errno, "cannot set the mode of %s", a->path);
