@@ -8,6 +8,9 @@
 #include "cgroup.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <time.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -40,40 +43,75 @@ static bool is_fs(const char *p, long magic)
     return statfs(p, &s) == 0 && s.f_type == magic;
 }
 
-/* Groups are named txbox-PID-NAME after the txbox process that made them.
- * One killed before it could remove its group leaves it behind: remove the
- * groups of processes that are gone (a group's processes are dead by then:
- * its pid namespace died with its init). */
+/* Groups are named txbox-PID-NAME-RANDOM after the txbox process that
+ * made them; the random part keeps two txboxes in different pid namespaces
+ * (containers, `unshare --pid`) apart, whose pids may be the same. Each
+ * holds an flock on its group's directory while it uses it, and the lock
+ * goes with the process, however it ends. A txbox killed before it could
+ * remove its group leaves it behind: the groups whose lock can be taken
+ * are removed (a group's processes are dead by then: its pid namespace
+ * died with its init; rmdir refuses a populated one). A pid cannot tell
+ * that: txbox's pid means nothing in another pid namespace, where two
+ * txboxes removed each other's fresh groups. A group younger than
+ * SWEEP_AGE_S is left alone, since its maker locks it just after making
+ * it. */
+#define SWEEP_AGE_S 30
 static void sweep(const char *dir)
 {
     _cleanup_dir_ DIR *d = opendir(dir);
     struct dirent *de;
+    time_t now = time(NULL);
     while (d && (de = readdir(d))) {
-        unsigned long pid;
-        if (sscanf(de->d_name, "txbox-%lu-", &pid) != 1 || pid == 0 || pid > INT32_MAX)
+        if (strncmp(de->d_name, "txbox-", 6) != 0)
             continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        _cleanup_close_ int fd =
+            openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || now - st.st_ctime < SWEEP_AGE_S)
             continue;
-        char p[PATH_MAX];
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        rmdir(p);
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+            continue; /* in use */
+        (void)unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
     }
+}
+
+/* Makes the group dir/name and takes its lock; false when it cannot. */
+static bool make_locked(const char *path, int *lock_fd)
+{
+    if (mkdir(path, 0755) < 0)
+        return false;
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        if (fd >= 0)
+            close(fd);
+        rmdir(path);
+        return false;
+    }
+    if (*lock_fd < 0)
+        *lock_fd = fd;
+    else
+        close(fd); /* v1's second hierarchy: the first one's lock stands for both */
+    return true;
 }
 
 int cg_create(struct cgroup *cg, const char *txname, uint64_t pids, uint64_t memory)
 {
     memset(cg, 0, sizeof *cg);
+    cg->lock_fd = -1;
     if (geteuid() != 0)
         return -1;
     char v[32], name[96];
-    snprintf(name, sizeof name, "txbox-%d-%s", getpid(), txname);
+    uint32_t nonce = 0;
+    if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != sizeof nonce)
+        nonce = (uint32_t)now_ns();
+    snprintf(name, sizeof name, "txbox-%d-%s-%08x", getpid(), txname, nonce);
     /* v2 */
     if (is_fs("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC) && has_controllers_v2("/sys/fs/cgroup")) {
         mkdir("/sys/fs/cgroup/txbox", 0755);
         if (write_text("/sys/fs/cgroup/txbox", "cgroup.subtree_control", "+pids +memory") == 0) {
             sweep("/sys/fs/cgroup/txbox");
             snprintf(cg->v2, sizeof cg->v2, "/sys/fs/cgroup/txbox/%s", name);
-            if (mkdir(cg->v2, 0755) == 0) {
+            if (make_locked(cg->v2, &cg->lock_fd)) {
                 snprintf(v, sizeof v, "%llu", (unsigned long long)pids);
                 bool ok = write_text(cg->v2, "pids.max", v) == 0;
                 snprintf(v, sizeof v, "%llu", (unsigned long long)memory);
@@ -84,6 +122,8 @@ int cg_create(struct cgroup *cg, const char *txname, uint64_t pids, uint64_t mem
                     return 0;
                 }
                 rmdir(cg->v2);
+                close(cg->lock_fd);
+                cg->lock_fd = -1;
             }
             cg->v2[0] = 0;
         }
@@ -95,7 +135,7 @@ int cg_create(struct cgroup *cg, const char *txname, uint64_t pids, uint64_t mem
         sweep("/sys/fs/cgroup/memory");
         snprintf(cg->v1_pids, sizeof cg->v1_pids, "/sys/fs/cgroup/pids/%s", name);
         snprintf(cg->v1_mem, sizeof cg->v1_mem, "/sys/fs/cgroup/memory/%s", name);
-        if (mkdir(cg->v1_pids, 0755) == 0 && mkdir(cg->v1_mem, 0755) == 0) {
+        if (make_locked(cg->v1_pids, &cg->lock_fd) && make_locked(cg->v1_mem, &cg->lock_fd)) {
             snprintf(v, sizeof v, "%llu", (unsigned long long)pids);
             bool ok = write_text(cg->v1_pids, "pids.max", v) == 0;
             snprintf(v, sizeof v, "%llu", (unsigned long long)memory);
@@ -109,6 +149,9 @@ int cg_create(struct cgroup *cg, const char *txname, uint64_t pids, uint64_t mem
         rmdir(cg->v1_pids);
         rmdir(cg->v1_mem);
         cg->v1_pids[0] = cg->v1_mem[0] = 0;
+        if (cg->lock_fd >= 0)
+            close(cg->lock_fd);
+        cg->lock_fd = -1;
     }
     return -1;
 }
@@ -180,5 +223,8 @@ void cg_destroy(struct cgroup *cg)
         rmdir(cg->v1_pids);
     if (cg->v1_mem[0])
         rmdir(cg->v1_mem);
+    if (cg->lock_fd >= 0)
+        close(cg->lock_fd);
     memset(cg, 0, sizeof *cg);
+    cg->lock_fd = -1;
 }

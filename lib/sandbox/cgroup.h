@@ -9,10 +9,12 @@
 struct cgroup {
     const char *kind; /* "cgroup v2", "cgroup v1", or NULL when none */
     char v2[128], v1_pids[128], v1_mem[128];
+    int lock_fd; /* the group's directory, flock'ed while it is in use (-1: none) */
 };
 
-/* Creates the group (named after this process and txname) with its limits;
- * -1 when no cgroup can be had here. Sweeps groups of dead txbox processes. */
+/* Creates the group (named after this process, txname and a random part)
+ * with its limits; -1 when no cgroup can be had here. Sweeps the groups
+ * no live txbox holds. */
 int cg_create(struct cgroup *cg, const char *name, uint64_t pids, uint64_t memory);
 /* Moves pid (and its future children) into the group. */
 int cg_attach(const struct cgroup *cg, pid_t pid);

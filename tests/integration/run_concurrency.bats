@@ -176,3 +176,24 @@ outcome_of() { "$RUNJSON" get outcome <"$RES/$1.out"; }
         done
     done
 }
+
+@test "txboxes in different pid namespaces keep their control groups apart" {
+    # As root each run has a control group for its limits, named after
+    # txbox's pid and the transaction's id. Two txboxes in pid namespaces of
+    # their own (containers, unshare --pid) have the same small pids, and two
+    # fresh workspaces the same first id: the second could not make its
+    # group, or one swept the other's fresh group as a dead process's.
+    [ "$(id -u)" = 0 ] || skip "control groups are made as root only"
+    new_ws pidns1
+    local ws1="$WS"
+    new_ws pidns2
+    local ws2="$WS"
+    unshare --pid --fork --mount-proc "$TXBOX" run -C "$ws1" -c 'sleep 3; echo a >f' \
+        >"$RES/a.out" 2>"$RES/a.err" </dev/null &
+    local a=$!
+    sleep 1
+    run --separate-stderr unshare --pid --fork --mount-proc "$TXBOX" run -C "$ws2" -c 'echo b >f'
+    assert_status 0
+    wait "$a" || fail "the first run failed: $(cat "$RES/a.err")"
+    [ "$(cat "$ws1/f")" = a ] && [ "$(cat "$ws2/f")" = b ] || fail "a change is missing"
+}
