@@ -89,9 +89,10 @@ TXBOX_API TXBOX_MUST_CHECK int txbox_policy_check(const txbox_policy *p, const c
 /* Classifies an argv executed directly (no shell); argv is NULL-terminated. */
 TXBOX_API TXBOX_MUST_CHECK int txbox_policy_check_argv(const txbox_policy *p, char *const *argv,
                                                        txbox_verdict *out, txbox_error *err);
-/* The i-th path of the policy's `hide:` list (absolute, or ~/ for $HOME),
- * hidden from every command besides txbox's defaults; NULL past the end.
- * The string belongs to p. */
+/* The i-th path of the policy's `hide:` list (absolute, or ~/ for every
+ * home the command sees), hidden from every command and a secret to the
+ * policy; with p NULL, the built-in policy's list. NULL past the end. The
+ * string belongs to p (or is static). */
 TXBOX_API const char *txbox_policy_hidden(const txbox_policy *p, size_t i);
 /* "safe" | "uncertain" | "unsafe" */
 TXBOX_API const char *txbox_verdict_name(txbox_verdict_kind v);

@@ -14,9 +14,7 @@
 #include "pdoc.h"
 #include "pol.h"
 
-#define D_NEVER_SAFE                                                                                       \
-    (D_PARSE_ERROR | D_DYN_PROGRAM | D_DYN_CODE | D_REMOTE_CODE | D_FORK_BOMB | D_TOO_DEEP | D_TOO_LARGE | \
-     D_BAD_INPUT)
+#define D_NEVER_SAFE D_NOT_UNDERSTOOD
 
 const char *txbox_verdict_name(txbox_verdict_kind v)
 {
@@ -147,57 +145,70 @@ static bool rel_escapes(const char *base, const char *rel)
     return false;
 }
 
+/* The class of absolute, normalized path norm (dyn: its last component
+ * is not fully known). */
+static unsigned abs_class(const txbox_policy *p, const char *norm, bool dyn)
+{
+    if (ws_rel(p, norm))
+        return dyn ? PC_DYNAMIC : PC_INSIDE;
+    if (!strncmp(norm, "/dev/", 5) && !glob_any(&p->scratch_paths, norm))
+        return glob_any(&p->null_paths, norm) ? PC_NULL : PC_DEVICE;
+    if (glob_any(&p->scratch_paths, norm))
+        return dyn ? PC_DYNAMIC : PC_SCRATCH;
+    return PC_OUTSIDE;
+}
+
+/* Where path word w points, as bash and the kernel resolve it: from the
+ * directory the command runs in, against the workspace's real place; ~ and
+ * $HOME are already the home's text (shell.c). A path whose value is not
+ * known is never inside: a part only known at run time may hold "..". */
 unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w)
 {
     if (c->det & D_REMOTE)
         return PC_OUTSIDE;
-    if (w->flags & W_TILDE)
-        return PC_OUTSIDE;
-    bool dyn = (w->flags & W_DYN) != 0;
-    size_t n = dyn ? w->dynpos : w->len;
+    bool dyn = (w->flags & W_DYN) && !(w->flags & W_SYNTH);
+    size_t n = (w->flags & W_DYN) ? w->dynpos : w->len;
     if (n == 0)
-        return dyn ? PC_DYNAMIC : PC_INSIDE;
+        return (w->flags & W_DYN) ? PC_DYNAMIC : PC_INSIDE;
     char stat[PATH_MAX];
     if (n >= sizeof stat - 2)
         n = sizeof stat - 3;
     memcpy(stat, w->s, n);
     stat[n] = 0;
-    if (stat[0] == '~')
-        return PC_OUTSIDE; /* a quoted ~ is a file named ~, but never mind: say outside */
+    if (stat[0] == '~' && (w->flags & W_TILDE))
+        return PC_OUTSIDE; /* a home whose place is not known */
+    char buf[PATH_MAX], norm[PATH_MAX];
     if (stat[0] == '/') {
         if (!dyn && glob_any(&p->null_paths, stat))
             return PC_NULL;
-        char norm[PATH_MAX];
-        norm_abs(stat, norm);
-        if (dyn && n && stat[n - 1] != '/') {
-            /* /ho$X: only the directory part is known */
-            char *sl = strrchr(norm, '/');
-            if (sl && sl != norm)
-                *sl = 0;
-            else
-                strcpy(norm, "/");
-        }
-        if (p->workspace) {
-            size_t wl = strlen(p->workspace);
-            if (!strncmp(norm, p->workspace, wl) && (norm[wl] == '/' || !norm[wl]))
-                return dyn && !(w->flags & W_SYNTH) && strstr(w->s + n, "..") ? PC_DYNAMIC : PC_INSIDE;
-        }
-        if (!strncmp(norm, "/dev/", 5) && !glob_any(&p->scratch_paths, norm))
-            return glob_any(&p->null_paths, norm) ? PC_NULL : PC_DEVICE;
-        if (glob_any(&p->scratch_paths, norm))
-            return PC_SCRATCH;
+        snprintf(buf, sizeof buf, "%s", stat);
+    } else if (c->cwd_kind == CWD_UNKNOWN) {
+        return PC_DYNAMIC;
+    } else if (c->cwd_kind == CWD_OUTSIDE && c->cwd && c->cwd[0] == '/') {
+        if ((size_t)snprintf(buf, sizeof buf, "%s/%s", c->cwd, stat) >= sizeof buf)
+            return PC_DYNAMIC;
+    } else if (c->cwd_kind == CWD_OUTSIDE) {
         return PC_OUTSIDE;
+    } else if (p->workspace) {
+        if ((size_t)snprintf(buf, sizeof buf, "%s/%s/%s", p->workspace, c->cwd ? c->cwd : "", stat) >=
+            sizeof buf)
+            return PC_DYNAMIC;
+    } else {
+        /* a workspace whose place is not known: what stays below it */
+        if (rel_escapes(c->cwd, stat))
+            return PC_OUTSIDE;
+        return dyn ? PC_DYNAMIC : PC_INSIDE;
     }
-    /* relative */
-    if (c->cwd_kind == CWD_UNKNOWN)
-        return PC_DYNAMIC;
-    if (c->cwd_kind == CWD_OUTSIDE)
-        return PC_OUTSIDE;
-    if (rel_escapes(c->cwd, stat))
-        return PC_OUTSIDE;
-    if (dyn && !(w->flags & W_SYNTH))
-        return PC_DYNAMIC;
-    return PC_INSIDE;
+    norm_abs(buf, norm);
+    if (dyn && stat[n - 1] != '/') {
+        /* /ho$X: only the directory part is known */
+        char *sl = strrchr(norm, '/');
+        if (sl && sl != norm)
+            *sl = 0;
+        else
+            strcpy(norm, "/");
+    }
+    return abs_class(p, norm, dyn);
 }
 
 /* ---- programs ---- */
@@ -303,6 +314,8 @@ static void make_view(const txbox_policy *p, const pcmd *c, view *v)
                 break;
             if (v->ps && strlist_has(&v->ps->options_with_value, a->s))
                 i++;
+            else if (v->ps && strlist_has(&v->ps->options_two_values, a->s))
+                i += 2;
             continue;
         }
         if (v->nops < ARRAY_SIZE(v->ops))
@@ -313,6 +326,58 @@ static void make_view(const txbox_policy *p, const pcmd *c, view *v)
         memmove(v->ops, v->ops + 1, (v->nops - 1) * sizeof v->ops[0]);
         v->nops--;
     }
+}
+
+/* Could glob a expand to a word starting with '-' (a file named -delete,
+ * --pre=sh, -oout)? A literal first character other than '-' rules it out. */
+static bool glob_may_be_option(const pword *a) { return a->len && strchr("*?[@!+-", a->s[0]); }
+
+/* Does a matcher of r read the text of arguments that are not options
+ * (args_* entries not starting with '-')? */
+static bool reads_operand_text(const rule *r)
+{
+    const strlist *ls[] = {&r->args_any, &r->args_none, &r->args_all, &r->global_args_any,
+                           &r->global_args_none};
+    for (size_t i = 0; i < ARRAY_SIZE(ls); i++)
+        for (size_t k = 0; k < ls[i]->n; k++)
+            if (ls[i]->v[k][0] != '-')
+                return true;
+    return false;
+}
+
+/* A safe rule that looks at a program's arguments judges the words it
+ * sees; a glob expands to file names the workspace chooses. Can r still be
+ * judged on c: no glob may expand where the program reads options (before
+ * `--`, or before its first operand, as its spec's options_end says; find
+ * reads expressions anywhere), none is its script, and none is an operand
+ * when r counts operands or matches their text? */
+static bool globs_knowable(const rule *r, const pcmd *c, const view *vc)
+{
+    const progspec *ps = vc->ps;
+    int end = ps ? ps->options_end : OPTEND_DASHDASH;
+    bool operands = r->operands_any.n || r->operands_none.n || r->max_operands >= 0 || r->min_operands > 0 ||
+                    r->subcommand.n || r->last_operand_class || r->operand_class_any || r->script_none.n;
+    bool text = !vc->script && reads_operand_text(r);
+    bool opts = end != OPTEND_NONE;
+    size_t first_op = vc->nops ? vc->ops[0] : c->argc;
+    if (vc->script && vc->script < first_op)
+        first_op = vc->script;
+    for (size_t i = 1; i < c->argc; i++) {
+        const pword *a = &c->argv[i];
+        if (end == OPTEND_DASHDASH && opts && !(a->flags & (W_DYN | W_GLOB)) && !strcmp(a->s, "--")) {
+            opts = false;
+            continue;
+        }
+        if (end == OPTEND_OPERAND && i > first_op)
+            opts = false;
+        if (!(a->flags & W_GLOB))
+            continue;
+        if (opts && glob_may_be_option(a))
+            return false;
+        if (i == vc->script || operands || text)
+            return false;
+    }
+    return true;
 }
 
 /* May long option a ("--name" or "--name=value") be the option whose
@@ -327,7 +392,18 @@ static bool long_prefix(const char *a, const char *lit, size_t n)
     return an <= n && !strncmp(a, lit, an);
 }
 
-static bool flag_in(const char *a, const char *flag, bool abbrev)
+/* Does short option letter ch of program ps take a value (the rest of its
+ * word)? */
+static bool takes_value(const progspec *ps, char ch)
+{
+    if (!ps)
+        return false;
+    char o[3] = {'-', ch, 0};
+    return strlist_has(&ps->options_with_value, o) || strlist_has(&ps->options_optional_value, o) ||
+           strlist_has(&ps->options_two_values, o);
+}
+
+static bool flag_in(const char *a, const char *flag, bool abbrev, const progspec *ps)
 {
     if (flag[0] == '-' && flag[1] == '-') {
         size_t l = strlen(flag);
@@ -341,13 +417,13 @@ static bool flag_in(const char *a, const char *flag, bool abbrev)
     for (const char *s = a + 1; *s; s++) {
         if (*s == letter)
             return true;
-        if (!isalpha((unsigned char)*s))
-            return false; /* -n5: the rest is a value */
+        if (!isalpha((unsigned char)*s) || takes_value(ps, *s))
+            return false; /* -n5, -k1,1o: the rest is a value */
     }
     return false;
 }
 
-static bool flags_match(const pcmd *c, const strlist *flags, bool abbrev)
+static bool flags_match(const pcmd *c, const strlist *flags, bool abbrev, const progspec *ps)
 {
     for (size_t i = 1; i < c->argc; i++) {
         const pword *a = &c->argv[i];
@@ -356,7 +432,7 @@ static bool flags_match(const pcmd *c, const strlist *flags, bool abbrev)
         if (!strcmp(a->s, "--"))
             return false;
         for (size_t k = 0; k < flags->n; k++)
-            if (flag_in(a->s, flags->v[k], abbrev))
+            if (flag_in(a->s, flags->v[k], abbrev, ps))
                 return true;
     }
     return false;
@@ -416,6 +492,14 @@ static bool rule_matches_v(const txbox_policy *p, const rule *r, const pcmd *c, 
             if ((c->argv[i].flags & W_DYN) && !(c->argv[i].flags & W_SYNTH))
                 return false;
     }
+    if (r->decision == DEC_SAFE && !r->allow_dynamic_args) {
+        if (!*have_view) {
+            make_view(p, c, vc);
+            *have_view = true;
+        }
+        if (!globs_knowable(r, c, vc))
+            return false;
+    }
     if (r->decision == DEC_SAFE && (c->det & D_NEVER_SAFE))
         return false;
     if (r->decision == DEC_SAFE && c->argc && !system_program(p, &c->argv[0]))
@@ -438,9 +522,13 @@ static bool rule_matches_v(const txbox_policy *p, const rule *r, const pcmd *c, 
             if (!glob_any(&r->args_all, c->argv[i].s))
                 return false;
     }
-    if (r->flags_any.n && !flags_match(c, &r->flags_any, abbrev_any))
+    if ((r->flags_any.n || r->flags_none.n) && !*have_view) {
+        make_view(p, c, vc);
+        *have_view = true;
+    }
+    if (r->flags_any.n && !flags_match(c, &r->flags_any, abbrev_any, vc->ps))
         return false;
-    if (r->flags_none.n && flags_match(c, &r->flags_none, abbrev_none))
+    if (r->flags_none.n && flags_match(c, &r->flags_none, abbrev_none, vc->ps))
         return false;
     if (r->via_any.n) {
         bool hit = false;
@@ -464,11 +552,11 @@ static bool rule_matches_v(const txbox_policy *p, const rule *r, const pcmd *c, 
         VIEW();
         bool s = false;
         for (size_t i = 0; i < vc->nops && !s; i++)
-            s = strlist_glob(&p->secrets, c->argv[vc->ops[i]].s);
+            s = policy_secret_text(p, c->argv[vc->ops[i]].s);
         if (!s)
             for (size_t i = 1; i < c->argc && !s; i++) /* --data=@file, --post-file=x */
                 s = c->argv[i].s[0] == '-' && strchr(c->argv[i].s, '=') &&
-                    strlist_glob(&p->secrets, strchr(c->argv[i].s, '=') + 1);
+                    policy_secret_text(p, strchr(c->argv[i].s, '=') + 1);
         if (s != (r->secret_args == 1))
             return false;
     }
@@ -674,10 +762,18 @@ int classify_cmds(const txbox_policy *p, const pcmds *cmds, txbox_verdict *out, 
             d = DEC_UNCERTAIN;
             f = true;
         }
-        if (r && r->network && d != DEC_UNSAFE) {
+        /* a command that writes a file too (curl -o f URL, npm install >
+         * log) is decided by that, but still needs the network a rule
+         * grants it */
+        const rule *nr = r && r->network ? r : NULL;
+        for (size_t k = 0; !nr && d == DEC_UNCERTAIN && k < p->nrules; k++)
+            if (p->rules[k].network && p->rules[k].decision == DEC_UNCERTAIN &&
+                rule_matches_v(p, &p->rules[k], c, &vc, &have_view, prog_ok))
+                nr = &p->rules[k];
+        if (nr && d != DEC_UNSAFE) {
             net = true;
-            dflt = dflt || !r->domains.n;
-            add_domains(doms, sizeof doms, &r->domains);
+            dflt = dflt || !nr->domains.n;
+            add_domains(doms, sizeof doms, &nr->domains);
         }
         if (d > worst) {
             worst = d;
@@ -802,11 +898,6 @@ static int run_check(const txbox_policy *cp, const char *cmd, size_t len, char *
         }
     }
     return rc;
-}
-
-const char *txbox_policy_hidden(const txbox_policy *p, size_t i)
-{
-    return p && i < p->hide.n ? p->hide.v[i] : NULL;
 }
 
 int txbox_policy_check(const txbox_policy *cp, const char *cmd, size_t len, txbox_verdict *out,

@@ -26,8 +26,16 @@ int policy_examples_report(const txbox_policy *p, FILE *f, txbox_error *err)
     return examples_report(p, 0, f, err);
 }
 
-static int examples_report(const txbox_policy *p, size_t from, FILE *f, txbox_error *err)
+/* Examples say what a rule matches wherever txbox runs: they are read in
+ * a neutral place, whatever the workspace, $HOME and $PATH are here (rm -rf
+ * ../x is outside the workspace, unless the workspace's parent were /tmp). */
+static int examples_report(const txbox_policy *real, size_t from, FILE *f, txbox_error *err)
 {
+    txbox_policy neutral = *real;
+    neutral.workspace = neutral.ws_alias = neutral.home_real = NULL;
+    neutral.home = (char *)"/home/user";
+    neutral.path_in_workspace = false;
+    const txbox_policy *p = &neutral;
     void *parser = shell_parser_new();
     if (!parser)
         return tx_err(err, EINVAL, "tree-sitter-bash: language version mismatch");
@@ -49,7 +57,7 @@ static int examples_report(const txbox_policy *p, size_t from, FILE *f, txbox_er
             if (hit != e->must_match && f) {
                 fprintf(f, "policy %s:%d: rule %s: example '%s' %s\n", r->file, e->line, r->id, e->cmd,
                         e->must_match ? "must match but does not" : "must not match but does");
-                policy_dump(p, e->cmd, strlen(e->cmd), f);
+                policy_dump(real, e->cmd, strlen(e->cmd), f);
                 rc = -1;
             } else if (hit != e->must_match)
                 rc = tx_err(err, EINVAL, "policy %s:%d: rule %s: example '%s' %s", r->file, e->line, r->id,

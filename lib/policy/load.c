@@ -26,6 +26,7 @@
  * file can replace (rules.c). */
 #include <fcntl.h>
 #include <limits.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml.h>
@@ -259,6 +260,41 @@ static txbox_policy *policy_new(void)
     return p;
 }
 
+/* $HOME as the commands see it (bash's ~ and $HOME): the environment's,
+ * else the user database's; and the workspace as spelled through it, when
+ * $HOME is a symlink. */
+static void find_home(txbox_policy *p)
+{
+    const char *h = getenv("HOME");
+    struct passwd *pw = NULL;
+    if (!h || h[0] != '/')
+        h = (pw = getpwuid(getuid())) && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : NULL;
+    if (!h || strlen(h) + 2 >= PATH_MAX)
+        return;
+    char norm[PATH_MAX];
+    norm_abs(h, norm);
+    p->home = xstrdup(norm);
+    char *real = realpath(norm, NULL);
+    if (real && strcmp(real, norm)) {
+        p->home_real = real;
+        size_t rl = strlen(real);
+        if (p->workspace && !strncmp(p->workspace, real, rl) &&
+            (p->workspace[rl] == '/' || !p->workspace[rl]))
+            p->ws_alias = xasprintf("%s%s", norm, p->workspace + rl);
+    } else {
+        free(real);
+    }
+}
+
+/* After the last file: the rules' index, $PATH, $HOME, the secrets. */
+static void policy_finish(txbox_policy *p)
+{
+    policy_build_index(p);
+    p->path_in_workspace = path_reaches_workspace(getenv("PATH"), p->workspace);
+    find_home(p);
+    policy_finish_secrets(p);
+}
+
 /* The built-in policy, then the user's file (text, when non-NULL). */
 static int load_trusted(txbox_policy *p, const char *utext, size_t ulen, const char *ufile, txbox_error *err)
 {
@@ -277,7 +313,7 @@ static int load_layer(txbox_policy *p, const char *utext, size_t ulen, const cha
     txbox_policy *l = policy_new();
     l->workspace = xstrdup(p->workspace);
     int rc = load_trusted(l, utext, ulen, ufile, err);
-    size_t nr = l->nrules, ne = l->neffects, np = l->nprogs;
+    size_t nr = l->nrules, ne = l->neffects, np = l->nprogs, nh = l->hide.n;
     size_t nl = l->fetchers.n + l->secrets.n + l->secret_programs.n;
     if (rc == 0)
         rc = policy_parse_layer(l, wtext, wlen, wfile, &p->notes, err);
@@ -304,8 +340,10 @@ static int load_layer(txbox_policy *p, const char *utext, size_t ulen, const cha
         l->neffects = ne;
     }
     if (rc == 0) {
-        policy_build_index(l);
-        l->path_in_workspace = path_reaches_workspace(getenv("PATH"), l->workspace);
+        /* the paths it hides join the user's (hiding more only tightens) */
+        for (size_t i = nh; i < l->hide.n; i++)
+            strlist_add(&p->hide, l->hide.v[i]);
+        policy_finish(l);
         rc = policy_check_examples_from(l, nr, err);
     }
     bool adds = l->nrules > nr || l->nprogs > np || l->fetchers.n + l->secrets.n + l->secret_programs.n > nl;
@@ -408,10 +446,8 @@ int policy_load(const char *user_file, const char *workspace_dir, enum policy_ex
         if (rc == 0 && user_file)
             hold_user_file(p, user_file);
     }
-    if (rc == 0) {
-        policy_build_index(p);
-        p->path_in_workspace = path_reaches_workspace(getenv("PATH"), p->workspace);
-    }
+    if (rc == 0)
+        policy_finish(p);
     /* The built-in policy's examples are checked by the test suite (its
      * text is fixed in the binary); a file's lists and overrides can change
      * what the built-in rules match, so with a file every example is
@@ -446,6 +482,28 @@ void txbox_policy_free(txbox_policy *p)
 }
 
 int txbox_policy_workspace_mode(const txbox_policy *p) { return p ? p->ws_mode : 0; }
+
+const char *txbox_policy_hidden(const txbox_policy *p, size_t i)
+{
+    if (p)
+        return i < p->hide.n ? p->hide.v[i] : NULL;
+    /* the built-in policy's list, read from its document in place */
+    pdoc d;
+    txbox_default_policy_pdoc(&d);
+    const pnode *root = d.nnodes ? &d.nodes[0] : NULL;
+    for (size_t k = 0; root && root->type == YAML_MAPPING_NODE && k < root->len; k++) {
+        int32_t key = d.pairs[2 * ((size_t)root->off + k)], val = d.pairs[2 * ((size_t)root->off + k) + 1];
+        const pnode *kn = &d.nodes[key - 1], *vn = &d.nodes[val - 1];
+        if (kn->type != YAML_SCALAR_NODE || strcmp(d.pool + kn->off, "hide") ||
+            vn->type != YAML_SEQUENCE_NODE)
+            continue;
+        if (i >= vn->len)
+            return NULL;
+        const pnode *e = &d.nodes[d.items[vn->off + i] - 1];
+        return e->type == YAML_SCALAR_NODE ? d.pool + e->off : NULL;
+    }
+    return NULL;
+}
 
 const char *txbox_policy_note(const txbox_policy *p, size_t i)
 {

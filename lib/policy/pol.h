@@ -53,6 +53,15 @@ void *ar_grow_copy(arena *a, const void *old, size_t n, size_t elem, size_t *all
          nv_ != NULL;                                                                              \
      }))
 
+/* ---- limits of a policy file (rules.c) ---- */
+#define POLICY_MAX_VALUE 65536u  /* bytes in one string */
+#define POLICY_MAX_LIST 4096u    /* entries of one list */
+#define POLICY_MAX_DEPTH 32u     /* nesting of the YAML */
+#define POLICY_MAX_NODES 200000u /* YAML nodes, an alias counted as what it stands for */
+#define POLICY_MAX_ANCHORS 256u
+#define POLICY_MAX_RULES 2000u /* command rules, rules on effects, programs: each */
+#define POLICY_MAX_EXAMPLES 8192u
+
 /* ---- lists of strings (policy side, malloc'd) ---- */
 typedef struct strlist {
     char **v;
@@ -72,6 +81,23 @@ bool strlist_has(const strlist *l, const char *s);
 /* Does any glob pattern in l match s (fnmatch)? */
 bool strlist_glob(const strlist *l, const char *s);
 
+/* ---- the paths the sandbox hides, as the policy reads them (hidden.c) ---- */
+#define HIDDEN_MAX_DEPTH 8
+typedef struct hidden_ent {
+    char *buf;                          /* the entry's text, cut at each '/' */
+    const char *comp[HIDDEN_MAX_DEPTH]; /* its components (~ and the leading / dropped) */
+    size_t n;
+} hidden_ent;
+typedef struct hidden_set {
+    hidden_ent *v; /* sorted by first component; those with a glob there last */
+    size_t n, nlit;
+} hidden_set;
+void hidden_build(hidden_set *h, const strlist *hide);
+void hidden_free(hidden_set *h);
+/* Does text s (a path, or a word holding one) name a hidden path or one
+ * below it? */
+bool hidden_text(const hidden_set *h, const char *s);
+
 /* ---- resolved words ---- */
 enum {
     W_DYN = 1 << 0,     /* part of the text is not known statically */
@@ -81,6 +107,8 @@ enum {
     W_SUBST = 1 << 4,   /* made (partly) by a command/process substitution */
     W_SYNTH = 1 << 5,   /* dynamic tail cannot escape the static prefix (find's {}) */
     W_SECRETV = 1 << 6, /* expands a variable whose name looks secret */
+    W_NUM = 1 << 7,     /* every unknown part is an integer ($#, $((...)), ...) */
+    W_UNQDYN = 1 << 8,  /* an unknown part is unquoted: it may split into words and glob */
 };
 typedef struct pword {
     const char *s; /* resolved text; unknown parts show their source text */
@@ -117,8 +145,15 @@ enum {
     D_SECRET_IN = 1 << 16,    /* stdin comes from a secret (file or environment) */
     D_FETCH_IN = 1 << 17,     /* stdin comes from a network fetcher */
     D_SECRET_READ = 1 << 18,  /* reads a secret: a secret path, the environment */
+    D_DYN_EVAL = 1 << 19,     /* bash evaluates text not known statically (arithmetic,
+                               * a subscript, a variable name, a prompt): it can run commands */
 };
-#define D_COUNT 19
+#define D_COUNT 20
+/* What the engine did not understand: never `safe` (rules.c refuses a safe
+ * rule on them, classify.c demotes a safe verdict). */
+#define D_NOT_UNDERSTOOD                                                                                   \
+    (D_PARSE_ERROR | D_DYN_PROGRAM | D_DYN_CODE | D_REMOTE_CODE | D_FORK_BOMB | D_TOO_DEEP | D_TOO_LARGE | \
+     D_BAD_INPUT | D_DYN_EVAL)
 extern const char *const detector_names[D_COUNT];
 
 enum { CWD_INSIDE, CWD_OUTSIDE, CWD_UNKNOWN };
@@ -138,12 +173,28 @@ typedef struct pcmd {
 /* ---- the policy ---- */
 enum { PC_INSIDE = 1, PC_OUTSIDE = 2, PC_DEVICE = 4, PC_SCRATCH = 8, PC_NULL = 16, PC_DYNAMIC = 32 };
 
+/* Where a program stops reading options (programs: options_end). */
+enum {
+    OPTEND_DASHDASH, /* at `--` only: getopt_long permutes, options come anywhere before it */
+    OPTEND_OPERAND,  /* at the first operand or `--` (POSIX getopt, awk's program) */
+    OPTEND_NEVER,    /* every argument may be one (find's expressions) */
+    OPTEND_NONE,     /* it reads no options */
+};
+
 typedef struct progspec {
     bool borrowed; /* its strings are the built-in document's (rules.c) */
     char *name;    /* may be a glob */
     strlist options_with_value;
-    bool leading_operands_only;    /* operands stop at the first option (find) */
-    strlist script_operand_unless; /* first operand is a script unless one of these */
+    strlist options_optional_value; /* their value only in the same word (-I[FMT]) */
+    strlist options_two_values;     /* the next two words are theirs (jq --arg NAME VALUE) */
+    int options_end;                /* OPTEND_* */
+    bool leading_operands_only;     /* operands stop at the first option (find) */
+    strlist script_operand_unless;  /* first operand is a script unless one of these */
+    /* files the program writes, judged as output redirections */
+    strlist output_options;    /* their value (sort -o FILE) */
+    int output_operand;        /* this operand, from 1 (uniq IN OUT: 2); a number is a descriptor */
+    strlist output_assignment; /* NAME=FILE arguments (dd of=FILE) */
+    char *output_file;         /* written in the current directory unless stdout is redirected (nohup) */
     /* wrappers */
     bool wrapper;
     int skip;               /* operands to skip before the command */
@@ -212,10 +263,15 @@ struct txbox_policy {
     progspec *progs;
     size_t nprogs, aprogs;
     strlist fetchers, secrets, secret_programs, harmless_env, null_paths, scratch_paths;
+    strlist not_secrets;         /* `secrets:` entries given as !GLOB: exceptions */
+    hidden_set hidden;           /* hide, indexed (hidden.c) */
     strlist hide;                /* paths hidden from every command (absolute, or ~/ for $HOME) */
     struct effect_rule *effects; /* rules on effects (effect_rules.h), in file order */
     size_t neffects;
     char *workspace; /* absolute, no trailing slash; NULL: unknown */
+    char *ws_alias;  /* the workspace as spelled under $HOME when $HOME is a symlink, or NULL */
+    char *home;      /* $HOME as commands see it (absolute, normalized); NULL: unknown */
+    char *home_real; /* its real path, when it differs */
     /* The workspace's own policy file (load.c). Untrusted, it is read as a
      * layer: a second policy (the user's, plus what the workspace adds
      * within the limits of policy_parse_layer) whose verdict can only
@@ -272,6 +328,18 @@ void policy_effects_clear(txbox_policy *p);
 enum policy_examples { POLICY_EXAMPLES_NONE, POLICY_EXAMPLES_IF_FILES, POLICY_EXAMPLES_ALWAYS };
 int policy_load(const char *user_file, const char *workspace_dir, enum policy_examples examples,
                 txbox_policy **out, txbox_error *err);
+
+/* hidden.c: is text s a secret: a `secrets:` glob (not an exception) or a
+ * hidden path? */
+bool policy_secret_text(const txbox_policy *p, const char *s);
+/* Is path (absolute, normalized) in another user's home (hidden whole)? */
+bool in_other_home(const txbox_policy *p, const char *path);
+/* After the last file: the exceptions apart, the hidden paths indexed. */
+void policy_finish_secrets(txbox_policy *p);
+/* words.c: the rest of path (absolute, normalized) below the workspace
+ * ("" for the workspace itself), under its real path or as spelled
+ * through $HOME; NULL when it is not there. */
+const char *ws_rel(const txbox_policy *p, const char *path);
 
 /* shell.c: fills *cmds (arena) with every simple command of src. */
 typedef struct pcmds {

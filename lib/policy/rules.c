@@ -4,6 +4,7 @@
  * untrusted workspace's file is read as a layer (policy_parse_layer): only
  * what can raise a verdict or hold more is taken, the rest is noted as
  * refused. Unknown keys are errors: a typo must not silently drop a matcher. */
+#include <ctype.h>
 #include <strings.h>
 
 #include "compensate.h"
@@ -13,9 +14,10 @@
 #include "pol.h"
 
 const char *const detector_names[D_COUNT] = {
-    "parse-error",  "dynamic-program", "dynamic-code", "remote-code", "fork-bomb",    "too-deep", "too-large",
-    "bad-input",    "inline-code",     "wrapper",      "exec-env",    "path-changed", "script",   "empty",
-    "dynamic-args", "remote",          "secret-input", "fetch-input", "secret-read",
+    "parse-error", "dynamic-program", "dynamic-code", "remote-code", "fork-bomb",
+    "too-deep",    "too-large",       "bad-input",    "inline-code", "wrapper",
+    "exec-env",    "path-changed",    "script",       "empty",       "dynamic-args",
+    "remote",      "secret-input",    "fetch-input",  "secret-read", "dynamic-eval",
 };
 
 typedef struct yctx {
@@ -29,6 +31,7 @@ typedef struct yctx {
     /* non-NULL: a workspace layer (policy_parse_layer): what a workspace
      * policy may not do (loosen) is refused, one line here for each */
     strlist *refused;
+    size_t examples; /* examples read so far (POLICY_MAX_EXAMPLES) */
 } yctx;
 
 /* "policy FILE:LINE: MSG" for node n, in out. */
@@ -86,15 +89,119 @@ static const char *yscalar(const yctx *y, const pnode *n)
  * touched for the first time at every start. */
 static char *ydup(const yctx *y, const char *s) { return y->builtin ? (char *)s : xstrdup(s); }
 
-static int ystr(yctx *y, const pnode *n, char **out, const char *what)
+/* What a value may be: a check returns NULL, or why it is refused. */
+typedef const char *(*yvalid)(const char *s);
+
+/* s shown in an error: at most 60 bytes, control bytes as '?'. */
+static void yshow(const char *s, char *out, size_t size)
+{
+    size_t n = strlen(s), o = 0;
+    for (size_t i = 0; i < n && o + 4 < size && i < 60; i++)
+        out[o++] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+    if (n > 60 && o + 4 < size) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o] = 0;
+}
+
+/* Every value: a string of at most POLICY_MAX_VALUE bytes, without NUL
+ * bytes, and (line: a one-line value) without control characters. */
+static int yvalue(yctx *y, const pnode *n, const char *what, bool line, yvalid check)
 {
     const char *s = yscalar(y, n);
     if (!s)
         return yerr(y, n, "%s must be a string", what);
+    if (y->builtin)
+        return 0; /* fixed in the binary; the test suite reads it as a file */
+    char shown[80];
+    yshow(s, shown, sizeof shown);
+    if (strlen(s) != n->len)
+        return yerr(y, n, "%s: '%s' holds a NUL byte", what, shown);
+    if (n->len > POLICY_MAX_VALUE)
+        return yerr(y, n, "%s: a value of more than %u bytes", what, POLICY_MAX_VALUE);
+    for (const char *c = s; line && *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            return yerr(y, n, "%s: '%s' holds a control character (one line expected)", what, shown);
+    const char *why = check ? check(s) : NULL;
+    if (why)
+        return yerr(y, n, "%s: '%s' %s", what, shown, why);
+    return 0;
+}
+
+static const char *v_nonempty(const char *s) { return *s ? NULL : "is empty"; }
+
+static const char *v_option(const char *s)
+{
+    return (s[0] == '-' || s[0] == '+') && s[1] ? NULL : "is not an option (-x, --name, +o)";
+}
+
+static const char *v_name(const char *s)
+{
+    if (!isalpha((unsigned char)s[0]) && s[0] != '_')
+        return "is not a variable name";
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && *s != '_')
+            return "is not a variable name";
+    return NULL;
+}
+
+static const char *v_env(const char *s)
+{
+    if (!*s)
+        return "is empty";
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && !strchr("_*?[]!-", *s))
+            return "is not a variable name (or a glob of one)";
+    return NULL;
+}
+
+static const char *v_abs(const char *s) { return s[0] == '/' ? NULL : "is not an absolute path"; }
+
+/* hide: an absolute path or ~/PATH, written plainly: no . or .. components,
+ * not the root or the home itself (each would hide everything). */
+static const char *v_hide(const char *s)
+{
+    if (!*s)
+        return "is empty";
+    const char *p = s;
+    if (s[0] == '~' && s[1] == '/')
+        p = s + 1;
+    else if (s[0] != '/')
+        return "is not an absolute path or ~/PATH";
+    if (!strcmp(p, "/") || !p[1])
+        return "would hide everything (the root or the whole home)";
+    for (const char *c = p; *c;) {
+        while (*c == '/')
+            c++;
+        size_t l = strcspn(c, "/");
+        if ((l == 1 && c[0] == '.') || (l == 2 && c[0] == '.' && c[1] == '.'))
+            return "has a . or .. component";
+        c += l;
+    }
+    return NULL;
+}
+
+/* A string value into *out (line: one line, not empty). */
+static int ystr_v(yctx *y, const pnode *n, char **out, const char *what, bool line)
+{
+    if (yvalue(y, n, what, line, line ? v_nonempty : NULL) < 0)
+        return -1;
     if (!y->builtin)
         free(*out);
-    *out = ydup(y, s);
+    *out = ydup(y, yscalar(y, n));
     return 0;
+}
+
+static int ystr(yctx *y, const pnode *n, char **out, const char *what)
+{
+    return ystr_v(y, n, out, what, false);
+}
+
+/* A one-line string that is not empty (ids, reasons, suggestions). */
+static int yline(yctx *y, const pnode *n, char **out, const char *what)
+{
+    return ystr_v(y, n, out, what, true);
 }
 
 static int ybool(yctx *y, const pnode *n, bool *out, const char *what)
@@ -121,22 +228,41 @@ static int yint(yctx *y, const pnode *n, int *out, const char *what)
     return 0;
 }
 
-/* A string or a list of strings. */
-static int ylist(yctx *y, const pnode *n, strlist *out, const char *what)
+/* A string or a list of strings, each checked (with its own line). */
+static int ylist_v(yctx *y, const pnode *n, strlist *out, const char *what, yvalid check)
 {
     if (n->type == YAML_SCALAR_NODE) {
+        if (yvalue(y, n, what, true, check) < 0)
+            return -1;
         (y->builtin ? strlist_add_borrowed : strlist_add)(out, yscalar(y, n));
         return 0;
     }
     if (n->type != YAML_SEQUENCE_NODE)
         return yerr(y, n, "%s must be a string or a list of strings", what);
+    if (out->n + n->len > POLICY_MAX_LIST)
+        return yerr(y, n, "%s: more than %u entries", what, POLICY_MAX_LIST);
     for (const int32_t *it = SEQ(y, n); it < SEQ_END(y, n); it++) {
         const pnode *e = ynode(y, *it);
         if (!yscalar(y, e))
-            return yerr(y, e, "%s: every entry must be a string", what);
+            return yerr(y, e ? e : n, "%s: every entry must be a string", what);
+        if (yvalue(y, e, what, true, check) < 0)
+            return -1;
         (y->builtin ? strlist_add_borrowed : strlist_add)(out, yscalar(y, e));
     }
     return 0;
+}
+
+static int ylist(yctx *y, const pnode *n, strlist *out, const char *what)
+{
+    return ylist_v(y, n, out, what, v_nonempty);
+}
+
+/* programs.NAME.KEY: a list of options. */
+static int yopts(yctx *y, const pnode *n, strlist *out, const char *name, const char *key)
+{
+    char what[160];
+    snprintf(what, sizeof what, "programs.%s.%s", name, key);
+    return ylist_v(y, n, out, what, v_option);
 }
 
 static int yclasses(yctx *y, const pnode *n, unsigned *out, const char *what)
@@ -203,8 +329,13 @@ static void progspec_free(progspec *s)
     if (!s->borrowed) {
         free(s->name);
         free(s->until);
+        free(s->output_file);
     }
     strlist_free(&s->options_with_value);
+    strlist_free(&s->options_optional_value);
+    strlist_free(&s->options_two_values);
+    strlist_free(&s->output_options);
+    strlist_free(&s->output_assignment);
     strlist_free(&s->script_operand_unless);
     strlist_free(&s->stop_flags);
     strlist_free(&s->command_option);
@@ -245,10 +376,15 @@ void policy_clear(txbox_policy *p)
         progspec_free(&p->progs[i]);
     free(p->progs);
     strlist *ls[] = {&p->fetchers,      &p->secrets, &p->secret_programs, &p->harmless_env, &p->null_paths,
-                     &p->scratch_paths, &p->hide};
+                     &p->scratch_paths, &p->hide,    &p->not_secrets};
     for (size_t i = 0; i < ARRAY_SIZE(ls); i++)
         strlist_free(ls[i]);
+    hidden_free(&p->hidden);
     free(p->workspace);
+    free(p->ws_alias);
+    free(p->home);
+    free(p->home_real);
+    p->ws_alias = p->home = p->home_real = NULL;
     policy_effects_clear(p);
     for (size_t i = 0; i < p->npidx; i++)
         free(p->pidx[i].rules);
@@ -273,7 +409,28 @@ static int parse_prog(yctx *y, const char *name, const pnode *m, progspec *s)
         if (rc < 0)
             break;
         if (!strcmp(k, "options_with_value"))
-            rc = ylist(y, v, &s->options_with_value, k);
+            rc = yopts(y, v, &s->options_with_value, name, k);
+        else if (!strcmp(k, "options_optional_value"))
+            rc = yopts(y, v, &s->options_optional_value, name, k);
+        else if (!strcmp(k, "options_two_values"))
+            rc = yopts(y, v, &s->options_two_values, name, k);
+        else if (!strcmp(k, "options_end")) {
+            const char *e = yscalar(y, v);
+            s->options_end = e && !strcmp(e, "dashdash")  ? OPTEND_DASHDASH
+                             : e && !strcmp(e, "operand") ? OPTEND_OPERAND
+                             : e && !strcmp(e, "never")   ? OPTEND_NEVER
+                             : e && !strcmp(e, "none")    ? OPTEND_NONE
+                                                          : -1;
+            if (s->options_end < 0)
+                rc = yerr(y, v, "programs.%s: options_end must be dashdash, operand, never or none", name);
+        } else if (!strcmp(k, "output_options"))
+            rc = yopts(y, v, &s->output_options, name, k);
+        else if (!strcmp(k, "output_operand"))
+            rc = yint(y, v, &s->output_operand, k);
+        else if (!strcmp(k, "output_assignment"))
+            rc = ylist_v(y, v, &s->output_assignment, k, v_name);
+        else if (!strcmp(k, "output_file"))
+            rc = yline(y, v, &s->output_file, k);
         else if (!strcmp(k, "leading_operands_only"))
             rc = ybool(y, v, &s->leading_operands_only, k);
         else if (!strcmp(k, "script_operand_unless"))
@@ -299,7 +456,7 @@ static int parse_prog(yctx *y, const char *name, const pnode *m, progspec *s)
         else if (!strcmp(k, "append_args"))
             rc = ybool(y, v, &s->append_args, k);
         else if (!strcmp(k, "until"))
-            rc = ystr(y, v, &s->until, k);
+            rc = yline(y, v, &s->until, k);
         else if (!strcmp(k, "shell"))
             rc = ybool(y, v, &s->shell, k);
         else if (!strcmp(k, "interpreter"))
@@ -329,12 +486,17 @@ static int parse_examples(yctx *y, const pnode *m, rule *r)
             return yerr(y, k_node, "rule %s: examples: unknown key '%s'", r->id, k);
         if (v->type != YAML_SEQUENCE_NODE)
             return yerr(y, v, "rule %s: examples.%s must be a list of commands", r->id, k);
+        y->examples += v->len;
+        if (y->examples > POLICY_MAX_EXAMPLES)
+            return yerr(y, v, "rule %s: more than %u examples in the file", r->id, POLICY_MAX_EXAMPLES);
         if (v->len)
             r->ex = xrealloc(r->ex, (r->nex + v->len) * sizeof *r->ex);
         for (const int32_t *it = SEQ(y, v); it < SEQ_END(y, v); it++) {
             const pnode *e = ynode(y, *it);
             if (!yscalar(y, e))
-                return yerr(y, e, "rule %s: every example must be a string", r->id);
+                return yerr(y, e ? e : v, "rule %s: every example must be a string", r->id);
+            if (yvalue(y, e, "example", false, v_nonempty) < 0)
+                return -1;
             r->ex[r->nex++] =
                 (example){.cmd = ydup(y, yscalar(y, e)), .line = (int)e->line + 1, .must_match = must};
         }
@@ -413,7 +575,7 @@ static int parse_saga_key(yctx *y, const char *k, const pnode *v, rule *r)
 {
     if (!strcmp(k, "external"))
         return ybool(y, v, &r->external, k);
-    return ystr(y, v, !strcmp(k, "compensate") ? &r->compensate : &r->capture, k);
+    return yline(y, v, !strcmp(k, "compensate") ? &r->compensate : &r->capture, k);
 }
 
 static int check_saga(yctx *y, const pnode *m, rule *r)
@@ -455,11 +617,6 @@ static int parse_domains(yctx *y, const pnode *v, rule *r)
     return 0;
 }
 
-/* Detectors for what the engine did not understand: never `safe`. */
-#define D_NOT_UNDERSTOOD                                                                                   \
-    (D_PARSE_ERROR | D_DYN_PROGRAM | D_DYN_CODE | D_REMOTE_CODE | D_FORK_BOMB | D_TOO_DEEP | D_TOO_LARGE | \
-     D_BAD_INPUT)
-
 static int parse_rule(yctx *y, const pnode *m, rule *r)
 {
     r->max_operands = -1;
@@ -474,7 +631,7 @@ static int parse_rule(yctx *y, const pnode *m, rule *r)
     FOR_PAIRS(y, m, k, v)
     {
         if (!strcmp(k, "id")) {
-            if (ystr(y, v, &r->id, "id") < 0)
+            if (yline(y, v, &r->id, "id") < 0)
                 return -1;
         }
     }
@@ -500,9 +657,9 @@ static int parse_rule(yctx *y, const pnode *m, rule *r)
             else
                 rc = yerr(y, v, "rule %s: decision must be safe, uncertain, unsafe or off", r->id);
         } else if (!strcmp(k, "reason"))
-            rc = ystr(y, v, &r->reason, k);
+            rc = yline(y, v, &r->reason, k);
         else if (!strcmp(k, "suggestion"))
-            rc = ystr(y, v, &r->suggestion, k);
+            rc = yline(y, v, &r->suggestion, k);
         else if (!strcmp(k, "network"))
             rc = ybool(y, v, &r->network, k);
         else if (!strcmp(k, "domains"))
@@ -633,7 +790,7 @@ static int parse_effect_example(yctx *y, const pnode *m, effect_rule *r, bool mu
         else if (!strcmp(k, "deleted"))
             rc = ylist(y, v, &x->deleted, k);
         else if (!strcmp(k, "deleted_in"))
-            rc = ystr(y, v, &x->deleted_in, k);
+            rc = yline(y, v, &x->deleted_in, k);
         else if (!strcmp(k, "content"))
             rc = ystr(y, v, &x->content, k);
         else if (!strcmp(k, "bytes"))
@@ -726,7 +883,7 @@ static int parse_effect_rule(yctx *y, const pnode *m, effect_rule *r)
     const pnode *match = NULL, *examples = NULL;
     FOR_PAIRS(y, m, k, v)
     {
-        if (!strcmp(k, "id") && ystr(y, v, &r->id, "id") < 0)
+        if (!strcmp(k, "id") && yline(y, v, &r->id, "id") < 0)
             return -1;
     }
     if (!r->id || !*r->id || strlen(r->id) >= 96)
@@ -749,9 +906,9 @@ static int parse_effect_rule(yctx *y, const pnode *m, effect_rule *r)
             else
                 rc = yerr(y, v, "effect rule %s: action must be rollback, hold, attention or off", r->id);
         } else if (!strcmp(k, "reason"))
-            rc = ystr(y, v, &r->reason, k);
+            rc = yline(y, v, &r->reason, k);
         else if (!strcmp(k, "suggestion"))
-            rc = ystr(y, v, &r->suggestion, k);
+            rc = yline(y, v, &r->suggestion, k);
         else if (!strcmp(k, "match"))
             match = v;
         else if (!strcmp(k, "examples"))
@@ -785,6 +942,10 @@ static int parse_effect_rule(yctx *y, const pnode *m, effect_rule *r)
             return yerr(y, k_node, "effect rule %s: examples: unknown key '%s'", r->id, k);
         if (v->type != YAML_SEQUENCE_NODE)
             return yerr(y, v, "effect rule %s: examples.%s must be a list of write sets", r->id, k);
+        y->examples += v->len;
+        if (y->examples > POLICY_MAX_EXAMPLES)
+            return yerr(y, v, "effect rule %s: more than %u examples in the file", r->id,
+                        POLICY_MAX_EXAMPLES);
         for (const int32_t *it = SEQ(y, v); it < SEQ_END(y, v); it++) {
             if (parse_effect_example(y, ynode(y, *it), r, must) < 0)
                 return -1;
@@ -803,6 +964,8 @@ static int parse_effects(txbox_policy *p, yctx *y, const pnode *v)
 {
     if (v->type != YAML_SEQUENCE_NODE)
         return yerr(y, v, "effects must be a list");
+    if (v->len > POLICY_MAX_RULES)
+        return yerr(y, v, "effects: more than %u rules", POLICY_MAX_RULES);
     for (const int32_t *it = SEQ(y, v); it < SEQ_END(y, v); it++) {
         effect_rule r = {0};
         if (parse_effect_rule(y, ynode(y, *it), &r) < 0) {
@@ -920,16 +1083,18 @@ static int parse_doc(txbox_policy *p, yctx *y)
         else if (!strcmp(k, "secret_programs"))
             rc = ylist(y, v, &p->secret_programs, k);
         else if (!strcmp(k, "harmless_env"))
-            rc = ylist(y, v, &p->harmless_env, k);
+            rc = ylist_v(y, v, &p->harmless_env, k, v_env);
         else if (!strcmp(k, "null_paths"))
-            rc = ylist(y, v, &p->null_paths, k);
+            rc = ylist_v(y, v, &p->null_paths, k, v_abs);
         else if (!strcmp(k, "scratch_paths"))
-            rc = ylist(y, v, &p->scratch_paths, k);
+            rc = ylist_v(y, v, &p->scratch_paths, k, v_abs);
         else if (!strcmp(k, "hide"))
-            rc = ylist(y, v, &p->hide, k);
+            rc = ylist_v(y, v, &p->hide, k, v_hide);
         else if (!strcmp(k, "programs")) {
             if (v->type != YAML_MAPPING_NODE)
                 return yerr(y, v, "programs must be a mapping of program names");
+            if (v->len > POLICY_MAX_RULES)
+                return yerr(y, v, "programs: more than %u programs", POLICY_MAX_RULES);
             reserve(&p->progs, &p->aprogs, p->nprogs + v->len, sizeof *p->progs, true);
             FOR_PAIRS(y, v, pn, pv)
             {
@@ -966,6 +1131,8 @@ static int parse_doc(txbox_policy *p, yctx *y)
         } else if (!strcmp(k, "rules")) {
             if (v->type != YAML_SEQUENCE_NODE)
                 return yerr(y, v, "rules must be a list");
+            if (v->len > POLICY_MAX_RULES)
+                return yerr(y, v, "rules: more than %u rules", POLICY_MAX_RULES);
             reserve(&p->rules, &p->arules, p->nrules + v->len, sizeof *p->rules, true);
             for (const int32_t *it = SEQ(y, v); it < SEQ_END(y, v); it++) {
                 rule r = {0};
@@ -988,11 +1155,169 @@ static int parse_doc(txbox_policy *p, yctx *y)
     return 0;
 }
 
+/* Where a node is open in the prescan: its size so far, its anchor. */
+typedef struct popen {
+    size_t size;
+    char *anchor;
+} popen_t;
+
+typedef struct panchor {
+    char *name;
+    size_t size;
+} panchor;
+
+static int yevent_err(yaml_parser_t *yp, const char *file, txbox_error *err)
+{
+    return tx_err(err, EINVAL, "policy %s:%zu: %s%s%s", file, (size_t)(yp->problem_mark.line + 1),
+                  yp->problem ? yp->problem : "invalid YAML", yp->context ? " " : "",
+                  yp->context ? yp->context : "");
+}
+
+/* Before libyaml builds the document, its events, in one pass: nesting
+ * deeper than POLICY_MAX_DEPTH is refused as soon as it is seen (libyaml's
+ * scanner does work in proportion to the nesting at every token, so 200 KB
+ * of brackets took it a minute), and so is a document whose nodes, every
+ * alias counted as the nodes it stands for, pass POLICY_MAX_NODES (the
+ * parser visits an aliased list at each alias). Linear in the text. */
+static int prescan(const char *text, size_t len, const char *file, txbox_error *err)
+{
+    yaml_parser_t yp;
+    if (!yaml_parser_initialize(&yp))
+        return tx_err(err, ENOMEM, "policy %s: cannot start the YAML parser", file);
+    yaml_parser_set_input_string(&yp, (const unsigned char *)text, len);
+    popen_t open[POLICY_MAX_DEPTH + 1];
+    panchor anchors[POLICY_MAX_ANCHORS];
+    size_t depth = 0, nanchors = 0, total = 0;
+    int rc = 0;
+    open[0] = (popen_t){0};
+    for (bool done = false; !done && !rc;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&yp, &ev)) {
+            rc = yevent_err(&yp, file, err);
+            break;
+        }
+        size_t line = ev.start_mark.line + 1, add = 0;
+        const char *anchor = NULL;
+        switch (ev.type) {
+        case YAML_DOCUMENT_END_EVENT:
+        case YAML_STREAM_END_EVENT:
+            done = true; /* the first document is the policy */
+            break;
+        case YAML_SCALAR_EVENT:
+            add = 1;
+            anchor = (const char *)ev.data.scalar.anchor;
+            break;
+        case YAML_ALIAS_EVENT:
+            add = 1;
+            for (size_t i = 0; i < nanchors; i++)
+                if (!strcmp(anchors[i].name, (const char *)ev.data.alias.anchor))
+                    add = anchors[i].size;
+            break;
+        case YAML_SEQUENCE_START_EVENT:
+        case YAML_MAPPING_START_EVENT:
+            if (++depth > POLICY_MAX_DEPTH) {
+                depth--;
+                rc = tx_err(err, EINVAL, "policy %s:%zu: nested deeper than %u levels", file, line,
+                            POLICY_MAX_DEPTH);
+                break;
+            }
+            anchor = ev.type == YAML_SEQUENCE_START_EVENT ? (const char *)ev.data.sequence_start.anchor
+                                                          : (const char *)ev.data.mapping_start.anchor;
+            open[depth] = (popen_t){.size = 1, .anchor = anchor ? xstrdup(anchor) : NULL};
+            anchor = NULL;
+            total++;
+            break;
+        case YAML_SEQUENCE_END_EVENT:
+        case YAML_MAPPING_END_EVENT:
+            if (depth) {
+                add = open[depth].size;
+                anchor = open[depth].anchor;
+                depth--;
+                total -= add; /* counted as it grew */
+            }
+            break;
+        default:
+            break;
+        }
+        if (!rc && (add || anchor)) {
+            if (anchor && nanchors < POLICY_MAX_ANCHORS)
+                anchors[nanchors++] = (panchor){.name = xstrdup(anchor), .size = add ? add : 1};
+            else if (anchor)
+                rc = tx_err(err, EINVAL, "policy %s:%zu: more than %u anchors", file, line,
+                            POLICY_MAX_ANCHORS);
+            open[depth].size += add;
+            total += add;
+            if (total > POLICY_MAX_NODES)
+                rc = tx_err(err, EFBIG,
+                            "policy %s:%zu: more than %u nodes (aliases counted as what they stand for)",
+                            file, line, POLICY_MAX_NODES);
+        }
+        if (ev.type == YAML_SEQUENCE_END_EVENT || ev.type == YAML_MAPPING_END_EVENT)
+            free((char *)anchor);
+        yaml_event_delete(&ev);
+    }
+    for (size_t i = 1; i <= depth; i++)
+        free(open[i].anchor);
+    for (size_t i = 0; i < nanchors; i++)
+        free(anchors[i].name);
+    yaml_parser_delete(&yp);
+    return rc;
+}
+
+typedef struct keyref {
+    const char *s;
+    uint32_t len, line;
+} keyref;
+
+static int keyref_cmp(const void *a, const void *b)
+{
+    const keyref *x = a, *y = b;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    int c = memcmp(x->s, y->s, x->len);
+    return c ? c : (x->line > y->line) - (x->line < y->line);
+}
+
+/* A key given twice in one mapping is an error (libyaml keeps both, and
+ * which one counts would depend on the reader). */
+static int check_dup_keys(const pdoc *d, const char *file, txbox_error *err)
+{
+    size_t cap = 0;
+    keyref *v = NULL;
+    int rc = 0;
+    for (size_t i = 0; i < d->nnodes && !rc; i++) {
+        const pnode *m = &d->nodes[i];
+        if (m->type != YAML_MAPPING_NODE || m->len < 2)
+            continue;
+        if (m->len > cap) {
+            cap = m->len;
+            v = xrealloc(v, cap * sizeof *v);
+        }
+        size_t n = 0;
+        for (size_t k = 0; k < m->len; k++) {
+            int32_t key = d->pairs[2 * ((size_t)m->off + k)];
+            if (key < 1 || (size_t)key > d->nnodes || d->nodes[key - 1].type != YAML_SCALAR_NODE)
+                continue;
+            const pnode *kn = &d->nodes[key - 1];
+            v[n++] = (keyref){.s = d->pool + kn->off, .len = kn->len, .line = kn->line};
+        }
+        qsort(v, n, sizeof *v, keyref_cmp);
+        for (size_t k = 1; k < n && !rc; k++)
+            if (v[k].len == v[k - 1].len && !memcmp(v[k].s, v[k - 1].s, v[k].len))
+                rc = tx_err(err, EINVAL, "policy %s:%u: key '%.60s' given twice in one mapping (line %u too)",
+                            file, v[k].line + 1, v[k].s, v[k - 1].line + 1);
+    }
+    free(v);
+    return rc;
+}
+
 static int parse_text(txbox_policy *p, const char *text, size_t len, const char *file, strlist *refused,
                       txbox_error *err)
 {
     yaml_parser_t parser;
     yaml_document_t doc;
+    if (prescan(text, len, file, err) < 0)
+        return -1;
     if (!yaml_parser_initialize(&parser))
         return tx_err(err, ENOMEM, "policy %s: cannot start the YAML parser", file);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
@@ -1009,6 +1334,10 @@ static int parse_text(txbox_policy *p, const char *text, size_t len, const char 
     yaml_parser_delete(&parser);
     if (cv < 0)
         return tx_err(err, ENOMEM, "policy %s: too large a document", file);
+    if (check_dup_keys(&pd, file, err) < 0) {
+        pdoc_free(&pd);
+        return -1;
+    }
     yctx y = {.doc = &pd, .file = file, .err = err, .refused = refused};
     int rc = parse_doc(p, &y);
     pdoc_free(&pd);

@@ -13,10 +13,12 @@
  * commands, nesting depth and arena memory, and a deadline for tree-sitter;
  * past any of them the walk stops and reports D_TOO_LARGE / D_TOO_DEEP. */
 #include <ctype.h>
+#include <limits.h>
+#include <pwd.h>
 #include <tree_sitter/api.h>
 
 #include "envlist.h"
-#include "pol.h"
+#include "walk.h"
 
 const TSLanguage *tree_sitter_bash(void);
 
@@ -26,7 +28,6 @@ const TSLanguage *tree_sitter_bash(void);
 #define MAX_NODE_DEPTH 256
 #define MAX_WORDS 4096u
 #define MAX_BRACE 256u
-#define MAX_VALUE (64u * 1024u)
 #define MAX_FOR_VALUES 8u
 #define MAX_LITERALS 64u
 /* tree-sitter's error recovery can take super-linear time on some broken
@@ -39,7 +40,8 @@ const TSLanguage *tree_sitter_bash(void);
 #define MAX_UNBALANCED 4096u
 
 /* ---- rich strings: text plus a flag per byte ---- */
-enum { RF_QUOTED = 1, RF_DYN = 2, RF_SPLIT = 4, RF_HOME = 8 };
+/* RF_NUM: an unknown part that is an integer ($#, $((...))) */
+enum { RF_QUOTED = 1, RF_DYN = 2, RF_SPLIT = 4, RF_HOME = 8, RF_NUM = 16 };
 typedef struct rstr {
     char *s;
     uint8_t *f;
@@ -77,6 +79,15 @@ static void rs_add(rstr *r, const char *s, size_t n, uint8_t fl)
     r->s[r->len] = 0;
 }
 
+/* Append n bytes with their own flags. */
+static void rs_add_flags(rstr *r, const char *s, const uint8_t *f, size_t n)
+{
+    size_t old = r->len;
+    rs_add(r, s, n, 0);
+    if (r->len == old + n && n)
+        memcpy(r->f + old, f, n);
+}
+
 /* Would the sandbox pass variable name[0..n) to the command (the
  * environment's allowlist, confine.c)? What it drops may be a secret on the
  * host, where a trusted safe command would run. */
@@ -91,64 +102,7 @@ static bool env_name_passes(const char *name, size_t n)
     return confine_env_passes(entry, NULL);
 }
 
-/* ---- the walker ---- */
-typedef struct var {
-    const char *name;
-    const char *val; /* NULL: unknown */
-    size_t len;
-    bool fetch;
-} var;
-
-typedef struct func {
-    const char *name;
-    const char *body; /* source text, re-parsed at each call */
-    bool alias;
-} func;
-
-typedef struct wstate {
-    var *vars;
-    size_t nvars, avars;
-    int cwd_kind;
-    const char *cwd;
-    bool path_changed;
-    bool env_changed; /* an exported variable that changes how programs run was set */
-    pword *pos;       /* positional parameters $1.. (NULL: unknown) */
-    size_t npos;
-} wstate;
-
-typedef struct ctx {
-    const char *stdin_text; /* static stdin, or NULL */
-    size_t stdin_len;
-    unsigned stdin_det; /* D_FETCH_IN | D_SECRET_IN */
-    bool concurrent;    /* in a pipeline or in the background */
-    const predir *redir;
-    size_t nredir;
-    const char *via;
-    bool remote;
-} ctx;
-
-typedef struct W {
-    const txbox_policy *p;
-    TSParser *parser;
-    arena *ar;
-    pcmds *out;
-    wstate st;
-    func *funcs;
-    size_t nfuncs, afuncs;
-    const char **inlining; /* function names being expanded */
-    size_t ninlining;
-    const char **dl; /* basenames of files downloaded earlier */
-    size_t ndl;
-    size_t nodes, parsed;
-    int depth;      /* nesting of sources (sh -c, eval, functions, substitutions) */
-    int node_depth; /* recursion depth within one syntax tree */
-    uint64_t deadline;
-    uint64_t ticks; /* progress callbacks of tree-sitter, all parses of one check */
-    bool stopped;
-    bool ifs_changed; /* IFS assigned: field splitting is not known */
-    bool parse_error_seen;
-    const char *src; /* source of the tree being walked */
-} W;
+/* ---- the walker (walk.h) ---- */
 
 static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen);
 static const char *walk_source(W *w, const char *src, size_t len, const ctx *c, const char *via,
@@ -264,6 +218,14 @@ static void push_det(W *w, unsigned det, const char *what, const ctx *c)
     w->stopped = was;
 }
 
+static void push_det_text(W *w, unsigned det, const char *what, size_t n, const ctx *c)
+{
+    if (n > 80)
+        n = 80;
+    const char *t = ar_strndup(w->ar, what, n);
+    push_det(w, det, t ? t : "(evaluation)", c);
+}
+
 static pword mkword(W *w, const char *s, size_t n, unsigned flags)
 {
     pword r = {.s = ar_strndup(w->ar, s, n), .len = n, .flags = flags, .dynpos = n};
@@ -276,45 +238,46 @@ static pword mkword(W *w, const char *s, size_t n, unsigned flags)
     return r;
 }
 
-/* ---- variables ---- */
-static void set_var(W *w, const char *name, const char *val, size_t len, bool fetch)
+/* ---- variables (beval.c keeps them) ---- */
+/* Is v's value an integer (a known number, or an unknown arithmetic result)? */
+static bool var_is_int(const var *v)
 {
-    wstate *st = &w->st;
-    if (!AR_GROW(w->ar, st->vars, st->avars, st->nvars, 16))
-        return;
-    if (val && len > MAX_VALUE)
-        val = NULL;
-    st->vars[st->nvars++] = (var){.name = ar_strdup(w->ar, name),
-                                  .val = val ? ar_strndup(w->ar, val, len) : NULL,
-                                  .len = val ? len : 0,
-                                  .fetch = fetch};
-    if (!strcmp(name, "PATH"))
-        st->path_changed = true;
-    if (!strcmp(name, "IFS"))
-        w->ifs_changed = true;
-}
-
-static const var *get_var(W *w, const char *name, size_t n)
-{
-    for (size_t i = w->st.nvars; i-- > 0;) {
-        const var *v = &w->st.vars[i];
-        if (strlen(v->name) == n && !memcmp(v->name, name, n))
-            return v;
-    }
-    return NULL;
+    if (!v)
+        return false;
+    if (!v->val)
+        return v->num;
+    size_t i = v->len && (v->val[0] == '-' || v->val[0] == '+');
+    if (i == v->len)
+        return false;
+    for (; i < v->len; i++)
+        if (!isdigit((unsigned char)v->val[i]))
+            return false;
+    return true;
 }
 
 /* After a region that may or may not have run (if, loop body, `||`):
- * whatever it changed is unknown afterwards. */
+ * whatever it changed is unknown afterwards (an integer when it was one
+ * either way). */
 static void merge_uncertain(W *w, const wstate *before)
 {
     wstate *st = &w->st;
     if (st->cwd_kind != before->cwd_kind ||
         (st->cwd != before->cwd && (!st->cwd || !before->cwd || strcmp(st->cwd, before->cwd))))
         st->cwd_kind = CWD_UNKNOWN;
+    if (st->old_kind != before->old_kind || st->old != before->old)
+        st->old_kind = CWD_UNKNOWN;
     size_t n = st->nvars;
-    for (size_t i = before->nvars; i < n && i < st->nvars; i++)
-        set_var(w, st->vars[i].name, NULL, 0, st->vars[i].fetch);
+    for (size_t i = before->nvars; i < n && i < st->nvars; i++) {
+        const var *now = &st->vars[i];
+        const var *was = NULL;
+        size_t nl = strlen(now->name);
+        for (size_t k = before->nvars; k-- > 0;)
+            if (strlen(before->vars[k].name) == nl && !memcmp(before->vars[k].name, now->name, nl)) {
+                was = &before->vars[k];
+                break;
+            }
+        set_var(w, now->name, NULL, 0, now->fetch, var_is_int(now) && var_is_int(was));
+    }
 }
 
 /* ---- words ---- */
@@ -491,6 +454,64 @@ static void ansi_c(rstr *r, const char *s, size_t n)
 
 static void rs_node(W *w, TSNode n, rstr *r, bool quoted, const ctx *c);
 
+/* Text bash evaluates (beval.c) that the engine cannot vouch for: a pseudo
+ * command with the detector, shown as the text. */
+static void hazard(W *w, const char *s, size_t n, const ctx *c) { push_det_text(w, D_DYN_EVAL, s, n, c); }
+
+/* $((...)) and $[...]: the expression. */
+static void check_arith(W *w, TSNode n, const ctx *c)
+{
+    size_t len;
+    const char *s = ntext(w, n, &len);
+    size_t a = len >= 5 && !strncmp(s, "$((", 3) ? 3 : len >= 3 && !strncmp(s, "$[", 2) ? 2 : 0;
+    size_t b = a == 3 ? 2 : a == 2 ? 1 : 0;
+    if (!a || len < a + b || !arith_ok(w, s + a, len - a - b, true, 0))
+        hazard(w, s, len, c);
+}
+
+/* ${...} with more than a name: its subscript, offsets, ${!x}, ${x@P}. */
+static void check_expansion(W *w, TSNode n, const ctx *c)
+{
+    size_t len;
+    const char *s = ntext(w, n, &len);
+    if (len < 3 || strncmp(s, "${", 2) || s[len - 1] != '}' || !expansion_ok(w, s + 2, len - 3))
+        hazard(w, s, len, c);
+}
+
+/* The current directory's text for $PWD and ~+ (where: cwd_kind, cwd),
+ * absolute when the workspace is known; false when it is unknown. */
+static bool dir_text(W *w, rstr *r, int kind, const char *dir, uint8_t q)
+{
+    if (kind == CWD_UNKNOWN || !dir)
+        return false;
+    if (kind == CWD_OUTSIDE) {
+        rs_add(r, dir, strlen(dir), q);
+        return true;
+    }
+    const char *ws = w->p->workspace;
+    rs_add(r, ws ? ws : ".", ws ? strlen(ws) : 1, q);
+    if (*dir) {
+        if (!ws || strcmp(ws, "/"))
+            rs_add(r, "/", 1, q);
+        rs_add(r, dir, strlen(dir), q);
+    }
+    return true;
+}
+
+/* $HOME (and ~): its value in this string, else the one commands see. */
+static void home_text(W *w, rstr *r, uint8_t q)
+{
+    const var *v = get_var(w, "HOME", 4);
+    if (v && v->val)
+        rs_add(r, v->val, v->len, (uint8_t)(q | RF_HOME));
+    else if (v)
+        rs_add(r, "~", 1, (uint8_t)(q | RF_HOME | RF_DYN));
+    else if (w->p->home)
+        rs_add(r, w->p->home, strlen(w->p->home), (uint8_t)(q | RF_HOME));
+    else
+        rs_add(r, "~", 1, (uint8_t)(q | RF_HOME));
+}
+
 /* Append the value of variable `name` (n bytes); src/srclen is the source
  * text shown when the value is unknown. */
 static void rs_var(W *w, rstr *r, const char *name, size_t n, const char *src, size_t srclen, bool quoted)
@@ -502,21 +523,15 @@ static void rs_var(W *w, rstr *r, const char *name, size_t n, const char *src, s
         return;
     }
     if (n == 4 && !memcmp(name, "HOME", 4)) {
-        rs_add(r, "~", 1, (uint8_t)(q | RF_HOME));
+        home_text(w, r, q);
         return;
     }
-    if (n == 3 && !memcmp(name, "PWD", 3) && w->st.cwd_kind != CWD_UNKNOWN) {
-        if (w->st.cwd_kind == CWD_OUTSIDE) {
-            rs_add(r, w->st.cwd, strlen(w->st.cwd), q);
-        } else {
-            rs_add(r, ".", 1, q);
-            if (w->st.cwd && *w->st.cwd) {
-                rs_add(r, "/", 1, q);
-                rs_add(r, w->st.cwd, strlen(w->st.cwd), q);
-            }
-        }
+    if (n == 3 && !memcmp(name, "PWD", 3) && !get_var(w, name, n) &&
+        dir_text(w, r, w->st.cwd_kind, w->st.cwd, q))
         return;
-    }
+    if (n == 6 && !memcmp(name, "OLDPWD", 6) && !get_var(w, name, n) &&
+        dir_text(w, r, w->st.old_kind, w->st.old, q))
+        return;
     if (n == 1 && isdigit((unsigned char)name[0]) && name[0] != '0' && w->st.pos) {
         size_t i = (size_t)(name[0] - '1');
         if (i < w->st.npos) {
@@ -550,7 +565,8 @@ static void rs_var(W *w, rstr *r, const char *name, size_t n, const char *src, s
     }
     if (v && v->fetch)
         r->wflags |= W_FETCH;
-    rs_add(r, src, srclen, (uint8_t)(q | RF_DYN));
+    bool num = v ? v->num : int_special(name, n);
+    rs_add(r, src, srclen, (uint8_t)(q | RF_DYN | (num ? RF_NUM : 0)));
 }
 
 static void rs_children(W *w, TSNode n, rstr *r, bool quoted, const ctx *c)
@@ -700,7 +716,9 @@ static void rs_node(W *w, TSNode n, rstr *r, bool quoted, const ctx *c)
                     if (v && v->fetch)
                         r->wflags |= W_FETCH;
                 }
-            rs_add(r, s, len, (uint8_t)((quoted ? RF_QUOTED : RF_SPLIT) | RF_DYN));
+            check_expansion(w, n, c);
+            bool length = len > 4 && s[2] == '#'; /* ${#x}: a number */
+            rs_add(r, s, len, (uint8_t)((quoted ? RF_QUOTED : RF_SPLIT) | RF_DYN | (length ? RF_NUM : 0)));
         }
     } else if (!strcmp(t, "command_substitution")) {
         rs_subst(w, n, r, quoted, c, false);
@@ -708,7 +726,8 @@ static void rs_node(W *w, TSNode n, rstr *r, bool quoted, const ctx *c)
         rs_subst(w, n, r, quoted, c, true);
     } else if (!strcmp(t, "arithmetic_expansion")) {
         walk_subst_only(w, n, c);
-        rs_add(r, s, len, (uint8_t)((quoted ? RF_QUOTED : RF_SPLIT) | RF_DYN));
+        check_arith(w, n, c);
+        rs_add(r, s, len, (uint8_t)((quoted ? RF_QUOTED : RF_SPLIT) | RF_DYN | RF_NUM));
     } else if (!strcmp(t, "number") || !strcmp(t, "brace_expression") || !strcmp(t, "extglob_pattern") ||
                !strcmp(t, "regex") || !strcmp(t, "variable_name") || !strcmp(t, "special_variable_name") ||
                !strcmp(t, "test_operator")) {
@@ -747,16 +766,24 @@ static void wl_add(W *w, wlist *l, pword pw)
 static void field_word(W *w, const rstr *r, size_t a, size_t b, wlist *out)
 {
     pword pw = mkword(w, r->s ? r->s + a : "", b - a, r->wflags & (W_FETCH | W_SUBST));
+    bool num = true;
     for (size_t i = a; i < b; i++) {
         uint8_t f = r->f[i];
         if ((f & RF_DYN) && !(pw.flags & W_DYN)) {
             pw.flags |= W_DYN;
             pw.dynpos = i - a;
         }
+        if (f & RF_DYN) {
+            num &= (f & RF_NUM) != 0;
+            if (!(f & RF_QUOTED))
+                pw.flags |= W_UNQDYN;
+        }
         if (!(f & (RF_QUOTED | RF_DYN)) && strchr("*?[", r->s[i]))
             pw.flags |= W_GLOB;
     }
-    if (b > a && ((r->s[a] == '~' && !(r->f[a] & (RF_QUOTED | RF_DYN | RF_SPLIT))) || (r->f[a] & RF_HOME)))
+    if ((pw.flags & W_DYN) && num)
+        pw.flags |= W_NUM;
+    if (b > a && (r->f[a] & RF_HOME))
         pw.flags |= W_TILDE;
     if (r->wflags & W_TILDE && a == 0)
         pw.flags |= W_TILDE;
@@ -794,8 +821,89 @@ static bool plain_at(const rstr *r, size_t i, char ch)
     return i < r->len && r->s[i] == ch && !(r->f[i] & (RF_QUOTED | RF_DYN | RF_SPLIT));
 }
 
+/* ---- tilde expansion ---- */
+enum { TILDE_PREFIX, TILDE_WORD, TILDE_VALUE };
+
+/* The text of tilde-prefix ~NAME (name: n bytes) into o, as bash expands
+ * it: ~ $HOME, ~+ $PWD, ~- $OLDPWD, ~USER that user's home; false to
+ * leave the prefix as it is (no such user). */
+static bool tilde_text(W *w, const char *name, size_t n, rstr *o)
+{
+    const uint8_t q = RF_QUOTED | RF_HOME; /* no splitting or globbing of the result */
+    if (n == 0) {
+        home_text(w, o, RF_QUOTED);
+        return true;
+    }
+    if ((n == 1 && name[0] == '+') || (n == 1 && name[0] == '-')) {
+        bool plus = name[0] == '+';
+        if (!dir_text(w, o, plus ? w->st.cwd_kind : w->st.old_kind, plus ? w->st.cwd : w->st.old, q))
+            rs_add(o, name - 1, n + 1, (uint8_t)(q | RF_DYN));
+        return true;
+    }
+    size_t d = name[0] == '+' || name[0] == '-';
+    if (d < n && isdigit((unsigned char)name[d])) {
+        rs_add(o, name - 1, n + 1, (uint8_t)(q | RF_DYN)); /* the directory stack */
+        return true;
+    }
+    char user[64];
+    if (n >= sizeof user)
+        return false;
+    memcpy(user, name, n);
+    user[n] = 0;
+    struct passwd pw, *res = NULL;
+    char buf[1024];
+    if (getpwnam_r(user, &pw, buf, sizeof buf, &res) != 0 || !res || !pw.pw_dir || pw.pw_dir[0] != '/')
+        return false;
+    char norm[PATH_MAX];
+    if (strlen(pw.pw_dir) + 2 >= sizeof norm)
+        return false;
+    norm_abs(pw.pw_dir, norm);
+    rs_add(o, norm, strlen(norm), q);
+    return true;
+}
+
+/* Tilde expansion of r into o: the prefix of the word, and in an
+ * assignment's value (or, with TILDE_WORD, an argument shaped like one:
+ * NAME=...) after the '=' and after each ':'. Only unquoted literal text
+ * forms a tilde-prefix, up to the first unquoted '/' (or ':'). */
+static void tilde_expand(W *w, const rstr *r, rstr *o, int mode)
+{
+    o->wflags = r->wflags;
+    o->had_quotes = r->had_quotes;
+    size_t start = 0;
+    bool colons = mode == TILDE_VALUE;
+    if (mode == TILDE_WORD && r->len && (isalpha((unsigned char)r->s[0]) || r->s[0] == '_') && !r->f[0]) {
+        size_t k = 1;
+        while (k < r->len && !r->f[k] && (isalnum((unsigned char)r->s[k]) || r->s[k] == '_'))
+            k++;
+        if (k < r->len && r->s[k] == '=' && !r->f[k]) {
+            start = k + 1;
+            colons = true;
+        }
+    }
+    if (start)
+        rs_add_flags(o, r->s, r->f, start);
+    for (size_t i = start; i < r->len;) {
+        bool at_start = i == start || (colons && r->s[i - 1] == ':' && !r->f[i - 1]);
+        if (at_start && r->s[i] == '~' && !r->f[i]) {
+            size_t j = i + 1;
+            bool plain = true;
+            while (j < r->len && !((r->s[j] == '/' || (colons && r->s[j] == ':')) && !r->f[j])) {
+                plain &= !r->f[j];
+                j++;
+            }
+            if (plain && tilde_text(w, r->s + i + 1, j - i - 1, o)) {
+                i = j;
+                continue;
+            }
+        }
+        rs_add_flags(o, r->s + i, r->f + i, 1);
+        i++;
+    }
+}
+
 /* Brace expansion of the first {a,b} / {x..y} in r; appends results. */
-static void brace_expand(W *w, const rstr *r, wlist *out, unsigned *count)
+static void brace_expand(W *w, const rstr *r, wlist *out, unsigned *count, int tmode)
 {
     for (size_t i = 0; i < r->len; i++) {
         if (!plain_at(r, i, '{') || (i > 0 && plain_at(r, i - 1, '$')))
@@ -869,7 +977,7 @@ static void brace_expand(W *w, const rstr *r, wlist *out, unsigned *count)
                 size_t off = x.len;
                 rs_add(&x, r->s + close + 1, r->len - close - 1, 0);
                 memcpy(x.f + off, r->f + close + 1, r->len - close - 1);
-                brace_expand(w, &x, out, count);
+                brace_expand(w, &x, out, count, tmode);
                 rs_free(&x);
                 if (v == hi)
                     break;
@@ -898,12 +1006,19 @@ static void brace_expand(W *w, const rstr *r, wlist *out, unsigned *count)
                 memcpy(x.f + off, r->f + close + 1, r->len - close - 1);
             if (x.len == 0 && !x.had_quotes)
                 x.had_quotes = false;
-            brace_expand(w, &x, out, count);
+            brace_expand(w, &x, out, count, tmode);
             rs_free(&x);
         }
         return;
     }
-    split_fields(w, r, out);
+    if (!r->len || !memchr(r->s, '~', r->len)) {
+        split_fields(w, r, out);
+        return;
+    }
+    rstr t = {0};
+    tilde_expand(w, r, &t, tmode);
+    split_fields(w, &t, out);
+    rs_free(&t);
 }
 
 /* Resolve an argument node to zero or more words. */
@@ -912,16 +1027,22 @@ static void resolve_arg(W *w, TSNode n, wlist *out, const ctx *c)
     rstr r = {0};
     rs_node(w, n, &r, false, c);
     unsigned count = 0;
-    brace_expand(w, &r, out, &count);
+    brace_expand(w, &r, out, &count, TILDE_WORD);
     rs_free(&r);
 }
 
 /* Resolve to one string (assignment values, here-strings): no splitting. */
-static pword resolve_one(W *w, TSNode n, const ctx *c, bool as_quoted)
+static pword resolve_one(W *w, TSNode n, const ctx *c, bool as_quoted, int tmode)
 {
-    rstr r = {0};
-    r.had_quotes = true;
-    rs_node(w, n, &r, as_quoted, c);
+    rstr r0 = {0}, r = {0};
+    r0.had_quotes = true;
+    rs_node(w, n, &r0, as_quoted, c);
+    if (r0.len && memchr(r0.s, '~', r0.len)) {
+        tilde_expand(w, &r0, &r, tmode);
+        rs_free(&r0);
+    } else {
+        r = r0;
+    }
     wlist l = {0};
     for (size_t i = 0; i < r.len; i++)
         r.f[i] &= (uint8_t)~RF_SPLIT;
@@ -951,6 +1072,10 @@ static void walk_subst_only(W *w, TSNode n, const ctx *c)
             walk_node(w, ch, c, NULL);
         } else {
             walk_subst_only(w, ch, c);
+            if (is(ch, "arithmetic_expansion"))
+                check_arith(w, ch, c);
+            else if (is(ch, "expansion"))
+                check_expansion(w, ch, c);
         }
     }
     w->node_depth--;
@@ -1001,12 +1126,18 @@ static bool fetcher_in(W *w, size_t first)
 /* A directory where a glob may find a secret the `secrets:` globs cannot
  * see in the pattern's text (~/.ssh/ *, /etc/sha*, /proc/self/env*):
  * homes, /etc, /proc, secret mounts, the root. dir: normalized. */
-static bool secret_dir(const char *dir)
+static bool secret_dir(const txbox_policy *p, const char *dir)
 {
     static const char *const roots[] = {"/root", "/home",        "/etc",
                                         "/proc", "/run/secrets", "/var/run/secrets"};
     if (dir[0] == '~' || !strcmp(dir, "/") || !*dir)
         return true;
+    const char *homes[] = {p->home, p->home_real};
+    for (size_t i = 0; i < ARRAY_SIZE(homes); i++) {
+        size_t l = homes[i] ? strlen(homes[i]) : 0;
+        if (l && !strncmp(dir, homes[i], l) && (dir[l] == '/' || !dir[l]))
+            return true;
+    }
     for (size_t i = 0; i < ARRAY_SIZE(roots); i++) {
         size_t l = strlen(roots[i]);
         if (!strncmp(dir, roots[i], l) && (dir[l] == '/' || !dir[l]))
@@ -1017,10 +1148,10 @@ static bool secret_dir(const char *dir)
 
 /* Does a recursive read of dir (normalized) reach a secret_dir: the root,
  * one of them, or a directory above one (/var above /var/run/secrets)? */
-static bool secret_tree(const char *dir)
+static bool secret_tree(const txbox_policy *p, const char *dir)
 {
     static const char *const above[] = {"/run", "/var", "/var/run"};
-    if (secret_dir(dir))
+    if (secret_dir(p, dir))
         return true;
     for (size_t i = 0; i < ARRAY_SIZE(above); i++)
         if (!strcmp(dir, above[i]))
@@ -1072,9 +1203,9 @@ static bool secret_anywhere(W *w, const char *rel)
  * may it, as a glob, expand to one? An option's value (--file=PATH) counts. */
 static bool word_secret_r(W *w, const pword *pw, bool recursive)
 {
-    const strlist *sec = &w->p->secrets;
+    const txbox_policy *p = w->p;
     const char *s = pw->s;
-    if (strlist_glob(sec, s))
+    if (policy_secret_text(p, s))
         return true;
     if (s[0] == '-') {
         const char *eq = strchr(s, '=');
@@ -1095,20 +1226,18 @@ static bool word_secret_r(W *w, const pword *pw, bool recursive)
         base = w->p->workspace;
     else if (st->cwd_kind == CWD_OUTSIDE && st->cwd && (st->cwd[0] == '/' || st->cwd[0] == '~'))
         base = st->cwd;
-    if (!base)
-        return (pw->flags & W_GLOB) || secret_anywhere(w, s);
+    if (!base) /* a directory not known: it may be one the sandbox hides */
+        return (pw->flags & W_GLOB) || p->hidden.n || secret_anywhere(w, s);
     int n = st->cwd_kind == CWD_INSIDE && *base
                 ? snprintf(buf, sizeof buf, "%s/%s/%s", base, st->cwd ? st->cwd : "", s)
                 : snprintf(buf, sizeof buf, "%s%s%s", base, *base ? "/" : "", s);
     if (n < 0 || (size_t)n >= sizeof buf || !norm_path(buf, norm, sizeof norm))
         return true; /* too long to tell: fail closed */
-    if (strlist_glob(sec, norm))
+    if (policy_secret_text(p, norm) || in_other_home(p, norm))
         return true;
     if ((pw->flags & W_SYNTH) || recursive) {
         /* find START -exec cat {}, grep -r x START: every file under START */
-        const char *ws = w->p->workspace;
-        size_t wl = ws ? strlen(ws) : 0;
-        if (ws && !strncmp(norm, ws, wl) && (norm[wl] == '/' || !norm[wl]))
+        if (ws_rel(p, norm))
             return false;
         if (pw->flags & W_SYNTH) {
             char *br = strstr(norm, "{}");
@@ -1118,7 +1247,7 @@ static bool word_secret_r(W *w, const pword *pw, bool recursive)
             while (l > 1 && norm[l - 1] == '/')
                 norm[--l] = 0;
         }
-        return secret_tree(norm);
+        return secret_tree(p, norm);
     }
     if (!(pw->flags & (W_GLOB | W_DYN)))
         return false;
@@ -1130,11 +1259,9 @@ static bool word_secret_r(W *w, const pword *pw, bool recursive)
     while (g > norm && *g != '/')
         g--;
     *g = 0;
-    const char *ws = w->p->workspace;
-    size_t wl = ws ? strlen(ws) : 0;
-    if (ws && !strncmp(norm, ws, wl) && (norm[wl] == '/' || !norm[wl]))
+    if (ws_rel(p, norm))
         return false; /* inside the workspace: its names are in the text */
-    return secret_dir(norm) || strlist_glob(sec, norm);
+    return secret_dir(p, norm) || policy_secret_text(p, norm);
 }
 
 static bool word_secret(W *w, const pword *pw) { return word_secret_r(w, pw, false); }
@@ -1195,7 +1322,7 @@ static bool reads_secret(W *w, const pword *argv, size_t argc, unsigned det)
     if (names_only(prog)) {
         /* echo "$GITHUB_TOKEN": a secret-looking variable's value */
         for (size_t i = 1; i < argc; i++)
-            if ((argv[i].flags & W_DYN) && strchr(argv[i].s, '$') && strlist_glob(&w->p->secrets, argv[i].s))
+            if ((argv[i].flags & W_DYN) && strchr(argv[i].s, '$') && policy_secret_text(w->p, argv[i].s))
                 return true;
         return false;
     }
@@ -1291,7 +1418,7 @@ static bool file_redirect(W *w, TSNode n, const ctx *c, predir *out)
         } else if (k[i].field && !strcmp(k[i].field, "destination")) {
             if (have_dest)
                 continue;
-            d.target = resolve_one(w, ch, c, false);
+            d.target = resolve_one(w, ch, c, false, TILDE_PREFIX);
             have_dest = true;
         } else if (!ts_node_is_named(ch)) {
             const char *t = ts_node_type(ch);
@@ -1306,7 +1433,7 @@ static bool file_redirect(W *w, TSNode n, const ctx *c, predir *out)
             else
                 d.op = RD_OUT;
         } else if (!have_dest) {
-            d.target = resolve_one(w, ch, c, false);
+            d.target = resolve_one(w, ch, c, false, TILDE_PREFIX);
             have_dest = true;
         }
     }
@@ -1334,7 +1461,7 @@ static void herestring(W *w, TSNode n, const ctx *c, ctx *sc)
     for (size_t j = 0; j < nh; j++) {
         if (!ts_node_is_named(hk[j].n) || is(hk[j].n, "file_descriptor"))
             continue;
-        pword pw = resolve_one(w, hk[j].n, c, false);
+        pword pw = resolve_one(w, hk[j].n, c, false, TILDE_PREFIX);
         char *t = ar_alloc(w->ar, pw.len + 2);
         if (t) {
             memcpy(t, pw.s, pw.len);
@@ -1526,30 +1653,81 @@ static const char *walk_redirected(W *w, TSNode n, const ctx *c, size_t *olen)
     return out;
 }
 
-static void walk_assignment(W *w, TSNode n, const ctx *c, bool persist, bool exported)
+/* The subscripts of a compound array value ([i]=v ...), evaluated as
+ * arithmetic unless the array is associative. */
+static bool array_value_ok(W *w, TSNode arr)
+{
+    kid *k;
+    size_t nk = kids(w, arr, &k);
+    for (size_t i = 0; i < nk; i++) {
+        if (!ts_node_is_named(k[i].n))
+            continue;
+        size_t l;
+        const char *t = ntext(w, k[i].n, &l);
+        if (!l || t[0] != '[')
+            continue;
+        const char *e = memmem(t, l, "]=", 2);
+        if (!e || !arith_ok(w, t + 1, (size_t)(e - t - 1), true, 0))
+            return false;
+    }
+    return true;
+}
+
+/* NAME=value, NAME[i]=value, NAME=(...): the assignment, with what bash
+ * evaluates in it (the subscript; the value when NAME is declared -i or
+ * -n). attr: the attributes a declaration gives NAME (VA_*). */
+static void walk_assignment(W *w, TSNode n, const ctx *c, bool persist, bool exported, uint8_t attr)
 {
     kid *k;
     size_t nk = kids(w, n, &k);
     const char *name = NULL;
     size_t nl = 0;
     pword val = {.s = "", .len = 0};
-    bool have_val = false, append = false;
+    bool have_val = false, append = false, ok = true, arr = false;
+    TSNode arrn = {0};
     for (size_t i = 0; i < nk; i++) {
         if (k[i].field && !strcmp(k[i].field, "name")) {
             name = ntext(w, k[i].n, &nl);
-            if (!is(k[i].n, "variable_name"))
-                name = NULL; /* a[i]=... */
+            if (is(k[i].n, "subscript")) {
+                /* a[i]=...: i is arithmetic for an indexed array */
+                size_t bl = strcspn(name, "[");
+                const var *v = get_var(w, name, bl < nl ? bl : nl);
+                const char *open = memchr(name, '[', nl);
+                if (!((attr | (v ? v->attr : 0)) & VA_ASSOC) &&
+                    (!open || name[nl - 1] != ']' ||
+                     !arith_ok(w, open + 1, nl - (size_t)(open - name) - 2, true, 0)))
+                    ok = false;
+                name = NULL;
+            } else if (!is(k[i].n, "variable_name")) {
+                name = NULL;
+            }
         } else if (k[i].field && !strcmp(k[i].field, "value")) {
             if (is(k[i].n, "array")) {
                 walk_subst_only(w, k[i].n, c);
                 val = mkword(w, "", 0, W_DYN);
+                arr = true;
+                arrn = k[i].n;
             } else {
-                val = resolve_one(w, k[i].n, c, false);
+                val = resolve_one(w, k[i].n, c, false, TILDE_VALUE);
             }
             have_val = true;
         } else if (!ts_node_is_named(k[i].n) && is(k[i].n, "+=")) {
             append = true;
         }
+    }
+    const var *old = name ? get_var(w, name, nl) : NULL;
+    uint8_t has = attr | (old ? old->attr : 0);
+    if (arr && !(has & VA_ASSOC) && !array_value_ok(w, arrn))
+        ok = false;
+    if (name && have_val && !arr && (has & VA_REF) && val.len && !word_name_ok(w, &val))
+        ok = false; /* a name reference to a name the engine cannot vouch for */
+    if (name && have_val && !arr && (has & VA_INT) &&
+        ((val.flags & W_DYN) ? !(val.flags & W_NUM) : !arith_ok(w, val.s, val.len, false, 0)))
+        ok = false; /* declare -i: the value is evaluated as arithmetic */
+    if (!ok) {
+        size_t l;
+        const char *t = ntext(w, n, &l);
+        hazard(w, t, l, c);
     }
     if (!persist || !name)
         return;
@@ -1558,13 +1736,16 @@ static void walk_assignment(W *w, TSNode n, const ctx *c, bool persist, bool exp
         return;
     memcpy(nb, name, nl);
     nb[nl] = 0;
+    if (attr)
+        var_attr(w, nb, nl, attr);
     /* LD_PRELOAD=x; PAGER=y; export BASH_ENV=z: every later program sees it
      * (a variable in upper case is taken to be in the environment already) */
     if ((exported || isupper((unsigned char)nb[0])) && strcmp(nb, "PATH") &&
         !strlist_glob(&w->p->harmless_env, nb))
         w->st.env_changed = true;
-    bool dyn = (val.flags & W_DYN) || append;
-    set_var(w, nb, dyn ? NULL : val.s, have_val ? val.len : 0, (val.flags & W_FETCH) != 0);
+    bool dyn = (val.flags & W_DYN) || append || (has & VA_INT);
+    bool num = (has & VA_INT) || ((val.flags & W_NUM) && !append);
+    set_var(w, nb, dyn ? NULL : val.s, have_val ? val.len : 0, (val.flags & W_FETCH) != 0, num);
 }
 
 static void add_func(W *w, const char *name, const char *body, size_t blen, bool alias)
@@ -1697,19 +1878,233 @@ static const char *walk_for(W *w, TSNode n, const ctx *c)
         memcpy(nb, vname, vl);
         nb[vl] = 0;
     }
+    /* a loop variable declared -i evaluates each value; -n takes each as a name */
+    const var *lv = *nb ? get_var(w, nb, strlen(nb)) : NULL;
+    bool num = have_in && vals.n;
+    for (size_t i = 0; i < vals.n; i++) {
+        const pword *v = &vals.v[i];
+        num &= (v->flags & W_DYN) ? (v->flags & W_NUM) != 0 : var_is_int(&(var){.val = v->s, .len = v->len});
+        if (lv && (lv->attr & VA_INT) &&
+            ((v->flags & (W_DYN | W_GLOB)) ? !(v->flags & W_NUM) : !arith_ok(w, v->s, v->len, false, 0)))
+            lv = NULL, hazard(w, vname, vl, c);
+        else if (lv && (lv->attr & VA_REF) && !word_name_ok(w, v))
+            lv = NULL, hazard(w, vname, vl, c);
+    }
+    if (!have_in && *nb && get_var(w, nb, strlen(nb)) &&
+        (get_var(w, nb, strlen(nb))->attr & (VA_INT | VA_REF)))
+        hazard(w, vname, vl, c);
     wstate before = w->st;
     if (!have_in || dyn || vals.n == 0 || vals.n > MAX_FOR_VALUES || !*nb) {
         if (*nb)
-            set_var(w, nb, NULL, 0, false);
+            set_var(w, nb, NULL, 0, false, num);
         walk_node(w, body, c, NULL);
     } else {
         for (size_t i = 0; i < vals.n && !w->stopped; i++) {
-            set_var(w, nb, vals.v[i].s, vals.v[i].len, false);
+            set_var(w, nb, vals.v[i].s, vals.v[i].len, false, false);
             walk_node(w, body, c, NULL);
         }
     }
     merge_uncertain(w, &before);
     return NULL;
+}
+
+/* ((...)) as a command: tree-sitter reads it as a compound statement of
+ * arithmetic nodes. True when n is one (its expression checked). */
+static bool arith_command(W *w, TSNode n, const ctx *c)
+{
+    size_t l;
+    const char *s = ntext(w, n, &l);
+    if (l < 4 || strncmp(s, "((", 2) || strncmp(s + l - 2, "))", 2))
+        return false;
+    walk_subst_only(w, n, c);
+    if (!arith_ok(w, s + 2, l - 4, true, 0))
+        hazard(w, s, l, c);
+    return true;
+}
+
+/* for ((init; cond; step)): each part, in order, as arithmetic. */
+static void for_header(W *w, TSNode n, const kid *k, size_t nk, const ctx *c)
+{
+    uint32_t a = 0, b = 0;
+    for (size_t i = 0; i < nk; i++) {
+        if (ts_node_is_named(k[i].n))
+            continue;
+        if (is(k[i].n, "((") && !a)
+            a = ts_node_end_byte(k[i].n);
+        else if (is(k[i].n, "))") && a && !b)
+            b = ts_node_start_byte(k[i].n);
+    }
+    if (!a || b < a) {
+        size_t l;
+        const char *s = ntext(w, n, &l);
+        hazard(w, s, l, c);
+        return;
+    }
+    const char *s = w->src + a;
+    size_t len = b - a, start = 0;
+    int depth = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i < len && (s[i] == '(' || s[i] == '['))
+            depth++;
+        else if (i < len && (s[i] == ')' || s[i] == ']'))
+            depth--;
+        else if (i == len || (s[i] == ';' && !depth)) {
+            if (!arith_ok(w, s + start, i - start, true, 0)) {
+                hazard(w, s, len, c);
+                return;
+            }
+            start = i + 1;
+        }
+    }
+}
+
+/* [[ ... ]]: -v NAME and -R NAME take a name; -eq, -ne, -lt, -le, -gt and
+ * -ge evaluate both sides as arithmetic. */
+static bool dtest_ok(W *w, TSNode n, const ctx *c)
+{
+    static const char *const arith_ops[] = {"-eq", "-ne", "-lt", "-le", "-gt", "-ge"};
+    if (!budget(w))
+        return false;
+    kid *k;
+    size_t nk = kids(w, n, &k);
+    TSNode op = {0}, left = {0}, right = {0};
+    bool have_op = false, have_l = false, have_r = false;
+    for (size_t i = 0; i < nk; i++) {
+        const char *f = k[i].field;
+        if (f && !strcmp(f, "operator"))
+            op = k[i].n, have_op = true;
+        else if (f && !strcmp(f, "left"))
+            left = k[i].n, have_l = true;
+        else if (f && !strcmp(f, "right"))
+            right = k[i].n, have_r = true;
+    }
+    size_t ol = 0;
+    const char *os = have_op ? ntext(w, op, &ol) : "";
+    if (is(n, "unary_expression") && have_op && ol == 2 && (!strncmp(os, "-v", 2) || !strncmp(os, "-R", 2))) {
+        for (size_t i = 0; i < nk; i++) {
+            if (!ts_node_is_named(k[i].n) || (k[i].field && !strcmp(k[i].field, "operator")))
+                continue;
+            pword pw = resolve_one(w, k[i].n, c, false, TILDE_PREFIX);
+            if (!word_name_ok(w, &pw))
+                return false;
+        }
+        return true;
+    }
+    if (is(n, "binary_expression") && have_op && have_l && have_r) {
+        for (size_t i = 0; i < ARRAY_SIZE(arith_ops); i++) {
+            if (ol != 3 || strncmp(os, arith_ops[i], 3))
+                continue;
+            size_t ll, rl;
+            const char *ls = ntext(w, left, &ll), *rs = ntext(w, right, &rl);
+            return arith_ok(w, ls, ll, true, 0) && arith_ok(w, rs, rl, true, 0);
+        }
+    }
+    for (size_t i = 0; i < nk; i++)
+        if (ts_node_is_named(k[i].n) &&
+            (is(k[i].n, "unary_expression") || is(k[i].n, "binary_expression") ||
+             is(k[i].n, "parenthesized_expression") || is(k[i].n, "negated_expression")) &&
+            !dtest_ok(w, k[i].n, c))
+            return false;
+    return true;
+}
+
+/* [[ ... ]] and [ ... ]: the second is the test builtin, read as the
+ * command `test ...` (its words split and globbed). */
+static void walk_test(W *w, TSNode n, const ctx *c)
+{
+    size_t l;
+    const char *s = ntext(w, n, &l);
+    if (l >= 4 && !strncmp(s, "[[", 2)) {
+        walk_subst_only(w, n, c);
+        if (!dtest_ok(w, n, c))
+            hazard(w, s, l, c);
+        return;
+    }
+    if (l < 2 || s[0] != '[' || s[l - 1] != ']') {
+        walk_subst_only(w, n, c);
+        hazard(w, s, l, c);
+        return;
+    }
+    char *src = ar_alloc(w->ar, l + 4);
+    if (!src)
+        return;
+    memcpy(src, "test", 4);
+    memcpy(src + 4, s + 1, l - 2);
+    src[l + 2] = 0;
+    walk_source(w, src, l + 2, c, NULL, NULL);
+}
+
+/* unset [-fvn] NAME...: each name (with its subscript) is evaluated. */
+static void walk_unset(W *w, TSNode n, const ctx *c)
+{
+    kid *k;
+    size_t nk = kids(w, n, &k);
+    wlist argv = {0};
+    wl_add(w, &argv, mkword(w, "unset", 5, 0));
+    for (size_t i = 0; i < nk; i++)
+        if (ts_node_is_named(k[i].n))
+            resolve_arg(w, k[i].n, &argv, c);
+    for (size_t i = 1; i < argv.n; i++)
+        if ((argv.v[i].flags & W_DYN) || strstr(argv.v[i].s, "PATH"))
+            w->st.path_changed = true;
+    if (builtin_evaluates(w, "unset", argv.v, argv.n)) {
+        size_t l;
+        const char *s = ntext(w, n, &l);
+        hazard(w, s, l, c);
+    }
+}
+
+/* declare, typeset, local, export, readonly: their options give
+ * attributes (-i: values evaluated as arithmetic; -n: values are names;
+ * -A: subscripts are keys), then names and assignments. */
+static void walk_declaration(W *w, TSNode n, const ctx *c)
+{
+    kid *k;
+    size_t nk = kids(w, n, &k);
+    bool names = false, print = false;
+    size_t kl0 = 0;
+    const char *kw0 = nk ? ntext(w, k[0].n, &kl0) : "";
+    bool exported = kl0 == 6 && !memcmp(kw0, "export", 6);
+    wlist argv = {0};
+    wl_add(w, &argv, mkword(w, kw0, kl0, 0));
+    uint8_t attr = 0;
+    for (size_t i = 0; i < nk; i++) {
+        if (!ts_node_is_named(k[i].n) || is(k[i].n, "variable_assignment") || i == 0)
+            continue;
+        size_t first = argv.n;
+        resolve_arg(w, k[i].n, &argv, c);
+        for (size_t j = first; j < argv.n; j++) {
+            const pword *a = &argv.v[j];
+            if ((a->flags & W_DYN) || (a->s[0] != '-' && a->s[0] != '+')) {
+                names = true;
+                continue;
+            }
+            exported |= a->s[0] == '-' && strchr(a->s, 'x') != NULL;
+            print |= strchr(a->s, 'p') != NULL;
+            if (a->s[0] == '-')
+                attr |= (strchr(a->s, 'i') ? VA_INT : 0) | (strchr(a->s, 'n') ? VA_REF : 0) |
+                        (strchr(a->s, 'A') ? VA_ASSOC : 0);
+        }
+    }
+    if (!declaration_ok(w, argv.v, argv.n)) {
+        size_t l;
+        const char *s = ntext(w, n, &l);
+        hazard(w, s, l, c);
+    }
+    for (size_t i = 0; i < nk; i++)
+        if (is(k[i].n, "variable_assignment")) {
+            walk_assignment(w, k[i].n, c, true, exported, attr);
+            names = true;
+        }
+    /* export -p, declare -p, declare, export alone: they print variables,
+     * the environment's secrets among them */
+    if ((print || !names) && nk) {
+        pword *a = ar_alloc(w->ar, sizeof *a);
+        if (a) {
+            *a = mkword(w, kw0, kl0, 0);
+            push(w, a, 1, D_SECRET_READ, c);
+        }
+    }
 }
 
 static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen)
@@ -1731,6 +2126,8 @@ static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen)
             push_det(w, D_PARSE_ERROR, "(parse error)", c);
         w->parse_error_seen = true;
         walk_seq(w, n, c, NULL);
+    } else if (!strcmp(t, "compound_statement") && arith_command(w, n, c)) {
+        /* ((...)): nothing runs but the expression */
     } else if (!strcmp(t, "program") || !strcmp(t, "compound_statement")) {
         out = walk_seq(w, n, c, olen);
     } else if (!strcmp(t, "subshell")) {
@@ -1785,7 +2182,7 @@ static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen)
                             det |= D_EXEC_ENV;
                     }
                 }
-                walk_assignment(w, ch, c, false, false);
+                walk_assignment(w, ch, c, false, false, 0);
             } else if (f && !strcmp(f, "argument")) {
                 resolve_arg(w, ch, &argv, c);
             } else {
@@ -1810,51 +2207,15 @@ static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen)
     } else if (!strcmp(t, "redirected_statement")) {
         out = walk_redirected(w, n, c, olen);
     } else if (!strcmp(t, "variable_assignment")) {
-        walk_assignment(w, n, c, true, false);
+        walk_assignment(w, n, c, true, false, 0);
     } else if (!strcmp(t, "variable_assignments")) {
         kid *k;
         size_t nk = kids(w, n, &k);
         for (size_t i = 0; i < nk; i++)
             if (is(k[i].n, "variable_assignment"))
-                walk_assignment(w, k[i].n, c, true, false);
+                walk_assignment(w, k[i].n, c, true, false, 0);
     } else if (!strcmp(t, "declaration_command")) {
-        kid *k;
-        size_t nk = kids(w, n, &k);
-        bool names = false, print = false;
-        size_t kl0 = 0;
-        const char *kw0 = nk ? ntext(w, k[0].n, &kl0) : "";
-        bool exported = kl0 == 6 && !memcmp(kw0, "export", 6);
-        for (size_t i = 0; i < nk; i++)
-            if (ts_node_is_named(k[i].n) && !is(k[i].n, "variable_assignment")) {
-                size_t l;
-                const char *a = ntext(w, k[i].n, &l);
-                exported |= l && a[0] == '-' && memchr(a, 'x', l);
-            }
-        for (size_t i = 0; i < nk; i++) {
-            if (is(k[i].n, "variable_assignment")) {
-                walk_assignment(w, k[i].n, c, true, exported);
-                names = true;
-            } else if (ts_node_is_named(k[i].n)) {
-                walk_subst_only(w, k[i].n, c);
-                size_t l;
-                const char *a = ntext(w, k[i].n, &l);
-                if (l && (a[0] == '-' || a[0] == '+'))
-                    print |= memchr(a, 'p', l) != NULL;
-                else
-                    names = true;
-            }
-        }
-        /* export -p, declare -p, declare, export alone: they print variables,
-         * the environment's secrets among them */
-        if ((print || !names) && nk) {
-            size_t l;
-            const char *kw = ntext(w, k[0].n, &l);
-            pword *a = ar_alloc(w->ar, sizeof *a);
-            if (a) {
-                *a = mkword(w, kw, l, 0);
-                push(w, a, 1, D_SECRET_READ, c);
-            }
-        }
+        walk_declaration(w, n, c);
     } else if (!strcmp(t, "function_definition")) {
         walk_function_def(w, n, c);
     } else if (!strcmp(t, "if_statement") || !strcmp(t, "case_statement") || !strcmp(t, "while_statement") ||
@@ -1863,6 +2224,8 @@ static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen)
         wstate before = w->st;
         kid *k;
         size_t nk = kids(w, n, &k);
+        if (!strcmp(t, "c_style_for_statement"))
+            for_header(w, n, k, nk, c);
         for (size_t i = 0; i < nk && !w->stopped; i++) {
             TSNode ch = k[i].n;
             if (!ts_node_is_named(ch) || is(ch, "comment"))
@@ -1883,12 +2246,10 @@ static const char *walk_node(W *w, TSNode n, const ctx *c, size_t *olen)
         walk_conditional_seq(w, n, c);
     } else if (!strcmp(t, "negated_command")) {
         walk_seq(w, n, c, NULL);
-    } else if (!strcmp(t, "test_command") || !strcmp(t, "unset_command")) {
-        walk_subst_only(w, n, c);
-        size_t l;
-        const char *txt = ntext(w, n, &l);
-        if (is(n, "unset_command") && memmem(txt, l, "PATH", 4))
-            w->st.path_changed = true;
+    } else if (!strcmp(t, "test_command")) {
+        walk_test(w, n, c);
+    } else if (!strcmp(t, "unset_command")) {
+        walk_unset(w, n, c);
     } else if (!strcmp(t, "comment") || !strcmp(t, "heredoc_body")) {
         /* nothing runs */
     } else {
@@ -2255,49 +2616,55 @@ static const char *static_stdout(W *w, const char *prog, pword *argv, size_t arg
     return res;
 }
 
-/* cd: track where relative paths point. */
-static void do_cd(W *w, const pword *argv, size_t argc)
+/* The current directory becomes abs (absolute, normalized): inside the
+ * workspace (relative to it) or outside. */
+static void cwd_at(W *w, const char *abs)
+{
+    const char *rel = ws_rel(w->p, abs);
+    if (rel) {
+        w->st.cwd_kind = CWD_INSIDE;
+        w->st.cwd = ar_strdup(w->ar, rel);
+    } else {
+        w->st.cwd_kind = CWD_OUTSIDE;
+        w->st.cwd = ar_strdup(w->ar, abs);
+    }
+    if (!w->st.cwd)
+        w->st.cwd_kind = CWD_UNKNOWN;
+}
+
+/* The directory path names from the current one, where it is known. */
+static void cd_to(W *w, const char *path)
 {
     wstate *st = &w->st;
-    size_t i = 1;
-    while (i < argc && argv[i].s[0] == '-' && argv[i].len > 1 && !(argv[i].flags & W_DYN))
-        i++;
-    if (i >= argc || argv[i].flags & W_TILDE) {
-        st->cwd_kind = CWD_OUTSIDE; /* cd alone: $HOME */
-        st->cwd = i < argc && !(argv[i].flags & (W_DYN | W_GLOB)) && argv[i].s[0] == '~'
-                      ? argv[i].s /* ~/.aws: where relative paths point */
-                      : "~";
+    const char *ws = w->p->workspace;
+    char buf[PATH_MAX], norm[PATH_MAX];
+    int n = -1;
+    if (path[0] == '/')
+        n = snprintf(buf, sizeof buf, "%s", path);
+    else if (st->cwd_kind == CWD_INSIDE && ws)
+        n = snprintf(buf, sizeof buf, "%s/%s/%s", ws, st->cwd ? st->cwd : "", path);
+    else if (st->cwd_kind == CWD_OUTSIDE && st->cwd && st->cwd[0] == '/')
+        n = snprintf(buf, sizeof buf, "%s/%s", st->cwd, path);
+    if (n >= 0 && (size_t)n + 2 < sizeof buf) {
+        norm_abs(buf, norm);
+        cwd_at(w, norm);
         return;
     }
-    const pword *d = &argv[i];
-    if (d->flags & (W_DYN | W_GLOB) || !strcmp(d->s, "-")) {
+    if (n >= 0 || st->cwd_kind == CWD_UNKNOWN) {
         st->cwd_kind = CWD_UNKNOWN;
         return;
     }
-    const char *ws = w->p->workspace;
-    const char *path = d->s;
-    char *abs = NULL;
-    if (path[0] == '/') {
-        size_t wl = ws ? strlen(ws) : 0;
-        if (ws && !strncmp(path, ws, wl) && (path[wl] == '/' || !path[wl])) {
-            path += wl;
-            while (*path == '/')
-                path++;
-        } else {
-            st->cwd_kind = CWD_OUTSIDE;
-            st->cwd = ar_strdup(w->ar, d->s);
-            return;
-        }
-    }
-    if (st->cwd_kind == CWD_UNKNOWN)
-        return;
-    if (st->cwd_kind == CWD_OUTSIDE) {
-        abs = xasprintf("%s/%s", st->cwd, path);
+    if (st->cwd_kind == CWD_OUTSIDE || path[0] == '~') {
+        /* outside, where the text alone says (a home not known) */
+        char *abs =
+            st->cwd_kind == CWD_OUTSIDE && path[0] != '~' ? xasprintf("%s/%s", st->cwd, path) : xstrdup(path);
+        st->cwd_kind = CWD_OUTSIDE;
         st->cwd = ar_strdup(w->ar, abs);
         free(abs);
         return;
     }
-    /* normalize cwd/path, staying relative to the workspace */
+    /* inside a workspace whose place is not known: normalize cwd/path,
+     * staying relative to it */
     char *joined = xasprintf("%s/%s", st->cwd ? st->cwd : "", path);
     char *outp = xmalloc(strlen(joined) + 1);
     size_t ol = 0;
@@ -2330,6 +2697,36 @@ static void do_cd(W *w, const pword *argv, size_t argc)
     }
     free(joined);
     free(outp);
+}
+
+/* cd, pushd: track where relative paths point, and OLDPWD. */
+static void do_cd(W *w, const pword *argv, size_t argc)
+{
+    wstate *st = &w->st;
+    int prev_kind = st->cwd_kind;
+    const char *prev = st->cwd;
+    size_t i = 1;
+    while (i < argc && argv[i].s[0] == '-' && argv[i].len > 1 && !(argv[i].flags & W_DYN))
+        i++;
+    if (i >= argc) {
+        /* cd alone: $HOME */
+        rstr r = {0};
+        home_text(w, &r, RF_QUOTED);
+        if (r.len && !(r.f[0] & RF_DYN))
+            cd_to(w, r.s);
+        else
+            st->cwd_kind = CWD_UNKNOWN;
+        rs_free(&r);
+    } else if (argv[i].flags & (W_DYN | W_GLOB)) {
+        st->cwd_kind = CWD_UNKNOWN;
+    } else if (!strcmp(argv[i].s, "-")) {
+        st->cwd_kind = st->old_kind;
+        st->cwd = st->old;
+    } else {
+        cd_to(w, argv[i].s);
+    }
+    st->old_kind = prev_kind;
+    st->old = prev;
 }
 
 /* Is option word a (without an inline =value) one of l, or a long option
@@ -2493,6 +2890,27 @@ static const char *emit_sed(W *w, pword *argv, size_t argc, unsigned det, const 
     return NULL;
 }
 
+/* set -k (-o keyword): from then on an argument shaped NAME=VALUE is put
+ * in the command's environment (LD_PRELOAD=... as an argument); a word
+ * that may be an option may be it. */
+static bool set_keyword(const pword *argv, size_t argc)
+{
+    for (size_t i = 1; i < argc; i++) {
+        const pword *a = &argv[i];
+        if (may_be_option(a) || ((a->flags & W_DYN) && i > 1 && !strcmp(argv[i - 1].s, "-o")))
+            return true;
+        if (a->flags & W_DYN)
+            continue;
+        if (!strcmp(a->s, "--"))
+            return false;
+        if (a->s[0] == '-' && a->s[1] != '-' && strchr(a->s, 'k'))
+            return true;
+        if (!strcmp(a->s, "keyword") && i > 1 && !strcmp(argv[i - 1].s, "-o"))
+            return true;
+    }
+    return false;
+}
+
 /* Builtins after which a program name may run another program: hash -p
  * FILE NAME, enable [-f FILE] NAME, alias NAME=..., and the ones that
  * assign PATH from their arguments or input (read PATH, printf -v PATH,
@@ -2507,7 +2925,7 @@ static bool changes_lookup(const char *prog, const pword *argv, size_t argc)
     for (size_t i = 1; i < argc; i++) {
         const char *a = argv[i].s;
         bool opt = a[0] == '-' && !(argv[i].flags & W_DYN);
-        if (!strcmp(prog, "hash") && opt && a[1] != '-' && strchr(a, 'p'))
+        if (!strcmp(prog, "hash") && ((opt && a[1] != '-' && strchr(a, 'p')) || may_be_option(&argv[i])))
             return true;
         if (!strcmp(prog, "enable") && (!opt || strchr(a, 'f')))
             return true;
@@ -2553,9 +2971,9 @@ static void emit_alias(W *w, pword *argv, size_t argc, unsigned det, const ctx *
 {
     for (size_t i = 1; i < argc; i++) {
         const char *eq = strchr(argv[i].s, '=');
-        if (!eq || argv[i].flags & W_DYN) {
-            if (eq)
-                det |= D_DYN_CODE;
+        if (!eq || argv[i].flags & (W_DYN | W_GLOB)) {
+            if (eq || (argv[i].flags & (W_DYN | W_GLOB)))
+                det |= D_DYN_CODE; /* an alias the engine cannot read */
             continue;
         }
         char nb[128];
@@ -2722,6 +3140,127 @@ static void emit_interpreter(W *w, const progspec *ps, const char *prog, pword *
     }
 }
 
+/* Does the command's standard output go to a file (or elsewhere) by a
+ * redirection? */
+static bool stdout_redirected(const ctx *c)
+{
+    for (size_t i = 0; i < c->nredir; i++)
+        if ((c->redir[i].op == RD_OUT || c->redir[i].op == RD_APPEND || c->redir[i].op == RD_DUP) &&
+            (c->redir[i].fd == -1 || c->redir[i].fd == 1))
+            return true;
+    return false;
+}
+
+/* Is long option a (--name or --name=...) one of l, or an abbreviation of
+ * one (getopt_long takes an unambiguous prefix; any prefix counts here)? */
+static bool long_in(const strlist *l, const char *a, size_t n)
+{
+    for (size_t k = 0; k < l->n; k++)
+        if (l->v[k][0] == '-' && l->v[k][1] == '-' && n >= 3 && n <= strlen(l->v[k]) &&
+            !strncmp(l->v[k], a, n))
+            return true;
+    return false;
+}
+
+/* The value of output option a (argv[*i]) of ps, or NULL when a is not
+ * one; *i moves past a value in the next word. Other options' values are
+ * skipped likewise. */
+static const pword *output_value(W *w, const progspec *ps, const pword *argv, size_t argc, size_t *i)
+{
+    const pword *a = &argv[*i];
+    const char *s = a->s;
+    if (s[1] == '-') {
+        size_t n = strcspn(s, "=");
+        bool out = long_in(&ps->output_options, s, n);
+        bool val = out || long_in(&ps->options_with_value, s, n);
+        if (s[n] == '=') {
+            if (!out)
+                return NULL;
+            pword *v = ar_alloc(w->ar, sizeof *v);
+            if (!v)
+                return NULL;
+            *v = *a;
+            v->s += n + 1;
+            v->len -= n + 1;
+            v->dynpos = v->dynpos > n + 1 ? v->dynpos - n - 1 : 0;
+            return v;
+        }
+        if (val && *i + 1 < argc)
+            return out ? &argv[++*i] : (++*i, NULL);
+        return NULL;
+    }
+    for (size_t k = 1; s[k]; k++) {
+        char o[3] = {'-', s[k], 0};
+        bool out = strlist_has(&ps->output_options, o);
+        if (!out && !strlist_has(&ps->options_with_value, o) && !strlist_has(&ps->options_optional_value, o))
+            continue;
+        if (s[k + 1]) {
+            if (!out)
+                return NULL;
+            pword *v = ar_alloc(w->ar, sizeof *v);
+            if (!v)
+                return NULL;
+            *v = mkword(w, s + k + 1, strlen(s + k + 1), a->flags);
+            return v;
+        }
+        if (strlist_has(&ps->options_optional_value, o) || *i + 1 >= argc)
+            return NULL;
+        return out ? &argv[++*i] : (++*i, NULL);
+    }
+    return NULL;
+}
+
+/* The files a program writes by its arguments (programs: output_options,
+ * output_operand, output_assignment, output_file), judged as output
+ * redirections of descriptor 3: sort -o FILE, uniq IN OUT, flock FILE,
+ * dd of=FILE, nohup's nohup.out when standard output is not redirected. A
+ * wrapper's words end with the first operand after its own. */
+static void add_outputs(W *w, const progspec *ps, const pword *argv, size_t argc, const ctx *c, ctx *out)
+{
+    if (!ps || (!ps->output_options.n && !ps->output_operand && !ps->output_assignment.n && !ps->output_file))
+        return;
+    predir rd[8];
+    size_t n = 0, op = 0;
+    bool dd = false;
+    for (size_t i = 1; i < argc && n + 1 < ARRAY_SIZE(rd); i++) {
+        const pword *a = &argv[i];
+        if (!dd && !(a->flags & W_DYN) && !strcmp(a->s, "--")) {
+            dd = true;
+            continue;
+        }
+        if (!dd && !(a->flags & W_DYN) && a->s[0] == '-' && a->s[1]) {
+            const pword *v = output_value(w, ps, argv, argc, &i);
+            if (v && strcmp(v->s, "-"))
+                rd[n++] = (predir){.op = RD_OUT, .fd = 3, .target = *v};
+            continue;
+        }
+        op++;
+        const char *eq = (a->flags & W_DYN) && a->dynpos < a->len ? NULL : strchr(a->s, '=');
+        if (eq && (size_t)(eq - a->s) < 64) {
+            char nb[64];
+            memcpy(nb, a->s, (size_t)(eq - a->s));
+            nb[eq - a->s] = 0;
+            if (strlist_has(&ps->output_assignment, nb) && (size_t)(eq - a->s) < a->dynpos) {
+                pword v = *a;
+                size_t skip = (size_t)(eq - a->s) + 1;
+                v.s += skip;
+                v.len -= skip;
+                v.dynpos -= skip;
+                rd[n++] = (predir){.op = RD_OUT, .fd = 3, .target = v};
+            }
+        }
+        bool fd = a->len && strspn(a->s, "0123456789") == a->len && !(a->flags & W_DYN);
+        if ((int)op == ps->output_operand && !fd)
+            rd[n++] = (predir){.op = RD_APPEND, .fd = 3, .target = *a};
+        if (ps->wrapper && (int)op >= ps->output_operand)
+            break;
+    }
+    if (ps->output_file && !stdout_redirected(c))
+        rd[n++] = (predir){
+            .op = RD_APPEND, .fd = 3, .target = mkword(w, ps->output_file, strlen(ps->output_file), 0)};
+    add_redirs(w, c, out, rd, n);
+}
+
 /* A wrapper (env, sudo, xargs, timeout, ssh...): its own options, then the
  * command it runs, walked as a command of its own. */
 static void emit_wrapper(W *w, const progspec *ps, const char *prog, pword *argv, size_t argc, unsigned det,
@@ -2806,8 +3345,10 @@ static void emit_wrapper(W *w, const progspec *ps, const char *prog, pword *argv
     if (ps->remote) {
         sc.remote = true;
     }
+    ctx oc = *c;
+    add_outputs(w, ps, argv, i < argc ? i + 1 : argc, c, &oc);
     pcmd *self = push(w, argv, cmdopt || splitopt || stop || i >= end ? argc : i,
-                      det | ((stop || (i >= end && !cmdopt && !splitopt)) ? 0 : D_WRAPPER), c);
+                      det | ((stop || (i >= end && !cmdopt && !splitopt)) ? 0 : D_WRAPPER), &oc);
     if (stop)
         return;
     if (cmdopt) {
@@ -3012,6 +3553,10 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
         push(w, argv, argc, det, c);
         return NULL;
     }
+    if (!strchr(name, '/') && builtin_evaluates(w, prog, argv, argc))
+        det |= D_DYN_EVAL;
+    if (!strcmp(prog, "set") && set_keyword(argv, argc))
+        w->st.env_changed = true; /* NAME=VALUE arguments become environment */
     if (changes_lookup(prog, argv, argc)) {
         /* this command and every later one (an alias is expanded where used) */
         if (strcmp(prog, "alias"))
@@ -3080,8 +3625,9 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
     if (!strcmp(prog, "sed") || !strcmp(prog, "gsed"))
         return emit_sed(w, argv, argc, det, c);
 
-    pcmd *pc = push(w, argv, argc, det, c);
-    (void)pc;
+    ctx oc = *c;
+    add_outputs(w, ps, argv, argc, c, &oc);
+    push(w, argv, argc, det, &oc);
     return static_stdout(w, prog, argv, argc, c, olen);
 }
 
@@ -3293,6 +3839,7 @@ static void w_init(W *w, const txbox_policy *p, void *parser, arena *ar, pcmds *
     w->out = out;
     w->st.cwd_kind = CWD_INSIDE;
     w->st.cwd = "";
+    w->st.old_kind = CWD_UNKNOWN;
     w->deadline = now_ns() + PARSE_BUDGET_NS;
     memset(out, 0, sizeof *out);
 }

@@ -81,3 +81,19 @@ void norm_abs(const char *in, char *out)
         out[ol++] = '/';
     out[ol] = 0;
 }
+
+const char *ws_rel(const txbox_policy *p, const char *path)
+{
+    const char *names[] = {p->workspace, p->ws_alias};
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+        const char *ws = names[i];
+        if (!ws)
+            continue;
+        size_t wl = strlen(ws);
+        if (wl == 1 && ws[0] == '/')
+            return path[0] == '/' ? path + 1 : NULL;
+        if (!strncmp(path, ws, wl) && (path[wl] == '/' || !path[wl]))
+            return path[wl] ? path + wl + 1 : path + wl;
+    }
+    return NULL;
+}

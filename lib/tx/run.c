@@ -154,88 +154,6 @@ static void shell_env(char **envp, json_t *removed)
     envp[k] = NULL;
 }
 
-/* Secrets hidden from every command by default, relative to each home
- * that stays visible (the caller's; one that holds the workspace). Every
- * other home is hidden whole (other_homes). Documented in README
- * (Isolation); a policy's `hide:` list and --hide add more. */
-static const char *const default_hidden[] = {
-    ".ssh",
-    ".aws",
-    ".gnupg",
-    ".config/gh",
-    ".config/hub",
-    ".netrc",
-    ".docker/config.json",
-    ".kube",
-    ".npmrc",
-    ".yarnrc.yml",
-    ".pypirc",
-    ".git-credentials",
-    ".config/gcloud",
-    ".azure",
-    ".cargo/credentials",
-    ".cargo/credentials.toml",
-    ".gem/credentials",
-    ".vault-token",
-    ".pgpass",
-    ".my.cnf",
-    ".terraform.d/credentials.tfrc.json",
-    ".config/op",
-    ".password-store",
-    ".local/share/keyrings",
-    ".config/rclone",
-    ".s3cfg",
-    ".boto",
-    ".oci",
-    /* agents' own credentials */
-    ".claude/.credentials.json",
-    ".codex/auth.json",
-    ".config/github-copilot",
-    ".gemini/oauth_creds.json",
-    ".gemini/google_accounts.json",
-    ".config/gemini",
-    ".aider.conf.yml",
-    ".config/cursor",
-    ".cursor/mcp.json",
-    /* credential helpers' stores and registries */
-    ".config/git/credentials",
-    ".terraformrc",
-    ".config/containers/auth.json",
-    ".config/doctl",
-    ".config/hcloud",
-    ".fly",
-    ".config/configstore",
-    ".local/share/gh",
-    ".m2/settings.xml",
-    ".gradle/gradle.properties",
-    ".nuget/NuGet/NuGet.Config",
-    ".composer/auth.json",
-    ".config/composer/auth.json",
-    ".bundle/config",
-    /* shell and REPL histories */
-    ".bash_history",
-    ".zsh_history",
-    ".zhistory",
-    ".histfile",
-    ".sh_history",
-    ".local/share/fish/fish_history",
-    ".python_history",
-    ".node_repl_history",
-    ".psql_history",
-    ".mysql_history",
-    ".sqlite_history",
-    ".rediscli_history",
-    ".irb_history",
-    ".lesshst",
-};
-
-/* Hidden by default outside any home: the shadow files (root reads them in
- * its identity-mapped namespace) and the host's ssh keys (glob patterns). */
-static const char *const system_hidden[] = {
-    "/etc/shadow",           "/etc/shadow-",           "/etc/gshadow",         "/etc/gshadow-",
-    "/etc/security/opasswd", "/etc/ssh/ssh_host_*key", "/var/lib/sss/secrets",
-};
-
 /* Takes p: it, or each path its glob pattern matches. */
 static void push_glob(strvec *sv, char *p)
 {
@@ -264,16 +182,22 @@ static bool under(const char *p, const char *dir)
     return !strncmp(p, dir, n) && (p[n] == 0 || p[n] == '/' || (n == 1 && dir[0] == '/'));
 }
 
-static void push_home_secrets(strvec *sv, const char *home)
+/* The secrets under a home: each ~/ entry of the policy's `hide:` list
+ * (policy/default.yaml's, which the policy reads as secrets too; without a
+ * policy, the built-in one's). */
+static void push_home_secrets(strvec *sv, const char *home, const txbox_policy *pol)
 {
-    for (size_t i = 0; i < ARRAY_SIZE(default_hidden); i++)
-        strvec_add(sv, xasprintf("%s/%s", home, default_hidden[i]));
+    const char *e;
+    for (size_t i = 0; (e = txbox_policy_hidden(pol, i)); i++)
+        if (e[0] == '~' && e[1] == '/')
+            push_glob(sv, xasprintf("%s%s", home, e + 1));
 }
 
 /* A home directory that is not the caller's: hidden whole, unless it holds
  * the workspace (then its secrets are). The caller's homes (mine[]) keep
  * their ordinary files. */
-static void other_home(strvec *sv, const char *dir, char *const *mine, const char *ws_path)
+static void other_home(strvec *sv, const char *dir, char *const *mine, const char *ws_path,
+                       const txbox_policy *pol)
 {
     _cleanup_free_ char *h = realpath(dir, NULL);
     if (!h || !strcmp(h, "/"))
@@ -282,7 +206,7 @@ static void other_home(strvec *sv, const char *dir, char *const *mine, const cha
         if (under(mine[i], h))
             return; /* the caller's own, or one of theirs lies in it */
     if (under(ws_path, h))
-        push_home_secrets(sv, h);
+        push_home_secrets(sv, h, pol);
     else
         strvec_add(sv, steal_pointer(&h));
 }
@@ -290,7 +214,7 @@ static void other_home(strvec *sv, const char *dir, char *const *mine, const cha
 /* Every home on the host but the caller's: the entries of /home, /root,
  * and the home of each account in the user database that is a directory
  * owned by that account (not /, /bin, /var/www, which belong to root). */
-static void other_homes(strvec *sv, char *const *mine, const char *ws_path)
+static void other_homes(strvec *sv, char *const *mine, const char *ws_path, const txbox_policy *pol)
 {
     _cleanup_dir_ DIR *d = opendir_at(AT_FDCWD, "/home");
     struct dirent *de;
@@ -300,22 +224,23 @@ static void other_homes(strvec *sv, char *const *mine, const char *ws_path)
         _cleanup_free_ char *p = xasprintf("/home/%s", de->d_name);
         struct stat st;
         if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            other_home(sv, p, mine, ws_path);
+            other_home(sv, p, mine, ws_path, pol);
     }
-    other_home(sv, "/root", mine, ws_path);
+    other_home(sv, "/root", mine, ws_path, pol);
     setpwent();
     struct passwd *pw;
     while ((pw = getpwent())) {
         struct stat st;
         if (pw->pw_dir && pw->pw_dir[0] == '/' && stat(pw->pw_dir, &st) == 0 && S_ISDIR(st.st_mode) &&
             st.st_uid == pw->pw_uid && pw->pw_uid != getuid())
-            other_home(sv, pw->pw_dir, mine, ws_path);
+            other_home(sv, pw->pw_dir, mine, ws_path, pol);
     }
     endpwent();
 }
 
-/* Everything hidden from the command: the caller's secrets, every other
- * home, the system's secrets, the policy's `hide:` list and --hide. */
+/* Everything hidden from the command: the policy's `hide:` list (~/
+ * entries under the caller's homes and a home that holds the workspace;
+ * the others as they are), every other home, and --hide. */
 char **tx_hidden_paths(const char *const *extra, const txbox_policy *pol, const char *ws_path)
 {
     const char *home = getenv("HOME");
@@ -330,15 +255,14 @@ char **tx_hidden_paths(const char *const *extra, const txbox_policy *pol, const 
         nm++;
     strvec sv = {.v = xcalloc(64, sizeof(char *)), .cap = 64};
     if (home)
-        push_home_secrets(&sv, home);
+        push_home_secrets(&sv, home, pol);
     for (size_t i = 0; i < nm; i++)
-        push_home_secrets(&sv, mine[i]);
-    other_homes(&sv, mine, ws_path);
-    for (size_t i = 0; i < ARRAY_SIZE(system_hidden); i++)
-        push_glob(&sv, xstrdup(system_hidden[i]));
+        push_home_secrets(&sv, mine[i], pol);
+    other_homes(&sv, mine, ws_path, pol);
     const char *p;
-    for (size_t i = 0; pol && (p = txbox_policy_hidden(pol, i)); i++)
-        push_glob(&sv, expand_home(p, home));
+    for (size_t i = 0; (p = txbox_policy_hidden(pol, i)); i++)
+        if (p[0] == '/')
+            push_glob(&sv, xstrdup(p));
     for (size_t i = 0; extra && extra[i]; i++)
         push_glob(&sv, expand_home(extra[i], home));
     for (size_t i = 0; i < nm; i++)

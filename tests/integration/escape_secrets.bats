@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # Escape attempts, secrets: the files txbox hides by default (every entry of
-# lib/tx/run.c's default_hidden[], each holding a "TXBOX-SECRET-..." line),
+# the built-in policy's hide: list (policy/default.yaml), each holding a "TXBOX-SECRET-..." line),
 # --hide, and environment variables that look like credentials. No secret
 # may show in the command's output, in the workspace after a commit, or
 # anywhere the command can write.

@@ -10,8 +10,8 @@
 #   $ESC_BASE/tNN/ws        the workspace ($WS), filled by populate
 #   $ESC_BASE/tNN/outside   $OUT: a sibling directory that must never change
 #   $ESC_BASE/tNN/home      $FHOME: the HOME txbox runs with, holding every
-#                           secret of run.c's default_hidden[] (parsed from
-#                           the source) and ordinary dotfiles
+#                           secret of the built-in policy's hide: list
+#                           (parsed from policy/default.yaml) and ordinary dotfiles
 #
 # and is checked before and after: the trees of $OUT and $FHOME (content,
 # mode, owner, xattrs, mtime; inode, link count and ctime, so that a chmod,
@@ -80,13 +80,14 @@ esc_teardown_file() {
 # ---------------------------------------------------------------------------
 # Once per test.
 
-# The secrets txbox hides by default, relative to HOME: read from lib/tx/run.c
-# so that a new entry there is tested here at once.
+# The secrets txbox hides by default, relative to HOME: the ~/ entries of
+# the built-in policy's hide: list, read from policy/default.yaml so that a
+# new entry there is tested here at once.
 esc_default_hidden() {
-    sed -n '/default_hidden\[\] = {/,/};/p' "$REPO_DIR/lib/tx/run.c" | grep -o '"[^"]*"' | tr -d '"'
+    sed -n '/^hide:/,/^[a-z]/p' "$REPO_DIR/policy/default.yaml" | sed -n 's|^  - ~/||p'
 }
 
-# Is a default_hidden entry a file (else a directory)?
+# Is a default hidden entry a file (else a directory)?
 esc_is_file_secret() {
     case "$1" in
     *.json | *.toml | *.yml | *.yaml | *.xml | *.properties | *.Config | */credentials | .netrc | .npmrc | \
