@@ -308,11 +308,17 @@ bool word_name_ok(W *w, const pword *pw)
     return name_ok(w, pw->s, pw->len);
 }
 
-/* Is v's value known and free of what a prompt expands ($, `, \)? */
+/* Is v's value known, and free of what a prompt expands after decoding
+ * its escapes: $ and ` (command substitution), and the escapes that make
+ * them (\NNN octal, \$)? \u, \w and the other letters are quoted by bash. */
 static bool prompt_ok(const var *v)
 {
-    return v && v->val && !memchr(v->val, '$', v->len) && !memchr(v->val, '`', v->len) &&
-           !memchr(v->val, '\\', v->len);
+    if (!v || !v->val || memchr(v->val, '$', v->len) || memchr(v->val, '`', v->len))
+        return false;
+    for (size_t i = 0; i + 1 < v->len; i++)
+        if (v->val[i] == '\\' && (isdigit((unsigned char)v->val[i + 1]) || v->val[i + 1] == '$'))
+            return false;
+    return true;
 }
 
 bool expansion_ok(W *w, const char *s, size_t n)

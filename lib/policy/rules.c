@@ -164,6 +164,8 @@ static const char *v_hide(const char *s)
 {
     if (!*s)
         return "is empty";
+    if (!strcmp(s, "~") || !strcmp(s, "~/"))
+        return "would hide everything (the root or the whole home)";
     const char *p = s;
     if (s[0] == '~' && s[1] == '/')
         p = s + 1;

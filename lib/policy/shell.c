@@ -1985,6 +1985,7 @@ static bool dtest_ok(W *w, TSNode n, const ctx *c)
             if (!ts_node_is_named(k[i].n) || (k[i].field && !strcmp(k[i].field, "operator")))
                 continue;
             pword pw = resolve_one(w, k[i].n, c, false, TILDE_PREFIX);
+            pw.flags &= ~(unsigned)W_GLOB; /* [[ does not glob its words */
             if (!word_name_ok(w, &pw))
                 return false;
         }
