@@ -3547,7 +3547,11 @@ static const char *emit(W *w, pword *argv, size_t argc, unsigned det, const ctx 
 
     /* builtins that change what later commands mean */
     if (!strcmp(prog, "cd") || !strcmp(prog, "pushd") || !strcmp(prog, "popd")) {
-        if (!strcmp(prog, "popd"))
+        /* popd, and pushd alone or with +N/-N, move along the directory stack */
+        bool stack = !strcmp(prog, "popd") ||
+                     (!strcmp(prog, "pushd") && (argc < 2 || ((argv[1].s[0] == '+' || argv[1].s[0] == '-') &&
+                                                              isdigit((unsigned char)argv[1].s[1]))));
+        if (stack)
             w->st.cwd_kind = CWD_UNKNOWN;
         else
             do_cd(w, argv, argc);
