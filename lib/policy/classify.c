@@ -37,64 +37,72 @@ static bool glob1(const char *pat, const char *s)
 
 static bool glob_any(const strlist *l, const char *s) { return strlist_glob(l, s); }
 
-static int pidx_cmp(const void *a, const void *b)
+static uint32_t name_hash(const char *s)
 {
-    return strcmp(((const progidx *)a)->name, ((const progidx *)b)->name);
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
 }
 
-/* (program name, rule) pairs, sorted by name, then rule */
-struct pref {
-    const char *name;
-    uint32_t rule;
-};
-
-static int pref_cmp(const void *a, const void *b)
+/* The slot of name in the index: its own, or the empty one it would take. */
+static progidx *pidx_slot(const txbox_policy *p, const char *name)
 {
-    const struct pref *x = a, *y = b;
-    int c = strcmp(x->name, y->name);
-    return c ? c : (x->rule > y->rule) - (x->rule < y->rule);
+    size_t mask = p->npidx - 1;
+    for (size_t i = name_hash(name) & mask;; i = (i + 1) & mask)
+        if (!p->pidx[i].name || !strcmp(p->pidx[i].name, name))
+            return &p->pidx[i];
 }
 
-/* The index of rules by literal program name: sorted by name, each name's
- * rules in policy order. Built by sorting every (name, rule) pair: a few
- * thousand pairs (a linear search per pair was 4% of a txbox run). */
+/* The index of rules by literal program name: a hash table (open
+ * addressing, at least twice the names), each name's rules in policy
+ * order, all in one array (pidx_rules). Two passes over every (name, rule)
+ * pair, a few thousand: sorting them was 15% of loading the built-in
+ * policy, a linear search per pair before that 4% of a txbox run. */
 void policy_build_index(txbox_policy *p)
 {
-    for (size_t i = 0; i < p->npidx; i++)
-        free(p->pidx[i].rules);
     free(p->pidx);
+    free(p->pidx_rules);
     p->pidx = NULL;
+    p->pidx_rules = NULL;
     p->npidx = 0;
     size_t n = 0;
     for (size_t k = 0; k < p->nrules; k++)
         n += p->rules[k].program.n;
     if (!n)
         return;
-    struct pref *v = xcalloc(n, sizeof *v);
-    size_t m = 0;
+    p->npidx = 16;
+    while (p->npidx < 2 * n)
+        p->npidx *= 2;
+    p->pidx = xcalloc(p->npidx, sizeof *p->pidx);
+    p->pidx_rules = xcalloc(n, sizeof *p->pidx_rules);
+    /* count each name's rules, then give each its part of pidx_rules */
     for (size_t k = 0; k < p->nrules; k++) {
         const strlist *l = &p->rules[k].program;
-        for (size_t j = 0; j < l->n; j++)
-            if (!(l->glob[j] & STRLIST_GLOB))
-                v[m++] = (struct pref){.name = l->v[j], .rule = (uint32_t)k};
+        for (size_t j = 0; j < l->n; j++) {
+            if (l->glob[j] & STRLIST_GLOB)
+                continue;
+            progidx *x = pidx_slot(p, l->v[j]);
+            x->name = l->v[j];
+            x->n++;
+        }
     }
-    qsort(v, m, sizeof *v, pref_cmp);
-    size_t groups = 0;
-    for (size_t i = 0; i < m; i++)
-        groups += !i || strcmp(v[i].name, v[i - 1].name) != 0;
-    p->pidx = xcalloc(groups ? groups : 1, sizeof *p->pidx);
-    for (size_t i = 0; i < m;) {
-        size_t e = i + 1;
-        while (e < m && !strcmp(v[e].name, v[i].name))
-            e++;
-        progidx *x = &p->pidx[p->npidx++];
-        *x = (progidx){.name = v[i].name, .rules = xcalloc(e - i, sizeof *x->rules)};
-        for (size_t j = i; j < e; j++)
-            if (!x->n || x->rules[x->n - 1] != v[j].rule)
-                x->rules[x->n++] = v[j].rule;
-        i = e;
+    size_t off = 0;
+    for (size_t i = 0; i < p->npidx; i++) {
+        p->pidx[i].rules = p->pidx_rules + off;
+        off += p->pidx[i].n;
+        p->pidx[i].n = 0;
     }
-    free(v);
+    for (size_t k = 0; k < p->nrules; k++) {
+        const strlist *l = &p->rules[k].program;
+        for (size_t j = 0; j < l->n; j++) {
+            if (l->glob[j] & STRLIST_GLOB)
+                continue;
+            progidx *x = pidx_slot(p, l->v[j]);
+            if (!x->n || x->rules[x->n - 1] != (uint32_t)k)
+                x->rules[x->n++] = (uint32_t)k;
+        }
+    }
 }
 
 /* prog_ok[k]: does rule k's program list match this program? */
@@ -104,9 +112,8 @@ static void program_matches(const txbox_policy *p, const pcmd *c, uint8_t *prog_
     if (!c->argc || (c->argv[0].flags & W_DYN))
         return;
     const char *prog = basename_of(c->argv[0].s);
-    progidx key = {.name = prog};
-    const progidx *e = bsearch(&key, p->pidx, p->npidx, sizeof *p->pidx, pidx_cmp);
-    for (size_t i = 0; e && i < e->n; i++)
+    const progidx *e = p->npidx ? pidx_slot(p, prog) : NULL;
+    for (size_t i = 0; e && e->name && i < e->n; i++)
         prog_ok[e->rules[i]] = 1;
     for (size_t k = 0; k < p->nrules; k++) {
         const strlist *l = &p->rules[k].program;
@@ -181,7 +188,7 @@ unsigned path_class(const txbox_policy *p, const pcmd *c, const pword *w)
     if (stat[0] == '/') {
         if (!dyn && glob_any(&p->null_paths, stat))
             return PC_NULL;
-        snprintf(buf, sizeof buf, "%s", stat);
+        memcpy(buf, stat, n + 1);
     } else if (c->cwd_kind == CWD_UNKNOWN) {
         return PC_DYNAMIC;
     } else if (c->cwd_kind == CWD_OUTSIDE && c->cwd && c->cwd[0] == '/') {
@@ -390,17 +397,6 @@ static bool long_prefix(const char *a, const char *lit, size_t n)
         return false;
     size_t an = strcspn(a, "=");
     return an <= n && !strncmp(a, lit, an);
-}
-
-/* Does short option letter ch of program ps take a value (the rest of its
- * word)? */
-static bool takes_value(const progspec *ps, char ch)
-{
-    if (!ps)
-        return false;
-    char o[3] = {'-', ch, 0};
-    return strlist_has(&ps->options_with_value, o) || strlist_has(&ps->options_optional_value, o) ||
-           strlist_has(&ps->options_two_values, o);
 }
 
 static bool flag_in(const char *a, const char *flag, bool abbrev, const progspec *ps)

@@ -16,59 +16,60 @@
 
 #define MAX_COMPONENTS 64
 
-static bool has_glob(const char *s) { return strpbrk(s, "*?[") != NULL; }
-
 static int ent_cmp(const void *a, const void *b)
 {
     const hidden_ent *x = a, *y = b;
-    bool gx = has_glob(x->comp[0]), gy = has_glob(y->comp[0]);
-    if (gx != gy)
-        return gx ? 1 : -1; /* globs last */
-    return strcmp(x->comp[0], y->comp[0]);
+    if (x->glob[0] != y->glob[0])
+        return x->glob[0] ? 1 : -1; /* globs last */
+    size_t n = x->len[0] < y->len[0] ? x->len[0] : y->len[0];
+    int c = memcmp(x->comp[0], y->comp[0], n);
+    return c ? c : (x->len[0] > y->len[0]) - (x->len[0] < y->len[0]);
 }
 
 void hidden_free(hidden_set *h)
 {
-    for (size_t i = 0; i < h->n; i++)
-        free(h->v[i].buf);
     free(h->v);
     memset(h, 0, sizeof *h);
 }
 
+/* The index of hide's entries; it points into their text, which outlives it. */
 void hidden_build(hidden_set *h, const strlist *hide)
 {
     hidden_free(h);
     h->v = xcalloc(hide->n ? hide->n : 1, sizeof *h->v);
     for (size_t i = 0; i < hide->n; i++) {
-        const char *e = hide->v[i];
-        if (e[0] == '~')
-            e++;
+        const char *e = hide->v[i] + (hide->v[i][0] == '~');
         hidden_ent *x = &h->v[h->n];
-        x->buf = xstrdup(e);
-        size_t n = 0;
-        for (char *save = NULL, *t = strtok_r(x->buf, "/", &save); t && n < HIDDEN_MAX_DEPTH;
-             t = strtok_r(NULL, "/", &save))
-            x->comp[n++] = t;
-        if (!n) {
-            free(x->buf);
-            continue;
+        for (const char *c = e; *c && x->n < HIDDEN_MAX_DEPTH;) {
+            while (*c == '/')
+                c++;
+            size_t l = strcspn(c, "/");
+            if (!l || l > UINT16_MAX)
+                break;
+            x->comp[x->n] = c;
+            x->len[x->n] = (uint16_t)l;
+            x->glob[x->n++] = memchr(c, '*', l) || memchr(c, '?', l) || memchr(c, '[', l);
+            c += l;
         }
-        x->n = n;
-        h->n++;
+        if (x->n)
+            h->n++;
     }
     qsort(h->v, h->n, sizeof *h->v, ent_cmp);
     h->nlit = 0;
-    while (h->nlit < h->n && !has_glob(h->v[h->nlit].comp[0]))
+    while (h->nlit < h->n && !h->v[h->nlit].glob[0])
         h->nlit++;
 }
 
-static bool comp_eq(const char *pat, const char *s, size_t n)
+/* Does component s (n bytes) match entry x's component k? */
+static bool comp_eq(const hidden_ent *x, size_t k, const char *s, size_t n)
 {
-    if (!has_glob(pat))
-        return strlen(pat) == n && !memcmp(pat, s, n);
-    char buf[256];
-    if (n >= sizeof buf)
+    if (!x->glob[k])
+        return x->len[k] == n && !memcmp(x->comp[k], s, n);
+    char pat[256], buf[256];
+    if (n >= sizeof buf || x->len[k] >= sizeof pat)
         return false;
+    memcpy(pat, x->comp[k], x->len[k]);
+    pat[x->len[k]] = 0;
     memcpy(buf, s, n);
     buf[n] = 0;
     return fnmatch(pat, buf, FNM_PERIOD) == 0;
@@ -80,7 +81,7 @@ static bool ent_at(const hidden_ent *x, const char *const *c, const size_t *cl, 
     if (x->n > nc - i)
         return false;
     for (size_t k = 0; k < x->n; k++)
-        if (!comp_eq(x->comp[k], c[i + k], cl[i + k]))
+        if (!comp_eq(x, k, c[i + k], cl[i + k]))
             return false;
     return true;
 }
@@ -106,18 +107,17 @@ bool hidden_text(const hidden_set *h, const char *s)
         size_t lo = 0, hi = h->nlit;
         while (lo < hi) {
             size_t mid = (lo + hi) / 2;
-            const char *f = h->v[mid].comp[0];
-            size_t fl = strlen(f);
-            int d = strncmp(f, c[i], fl < cl[i] ? fl : cl[i]);
+            const hidden_ent *x = &h->v[mid];
+            int d = memcmp(x->comp[0], c[i], x->len[0] < cl[i] ? x->len[0] : cl[i]);
             if (!d)
-                d = fl < cl[i] ? -1 : fl > cl[i];
+                d = x->len[0] < cl[i] ? -1 : x->len[0] > cl[i];
             if (d < 0)
                 lo = mid + 1;
             else
                 hi = mid;
         }
-        for (size_t k = lo;
-             k < h->nlit && strlen(h->v[k].comp[0]) == cl[i] && !memcmp(h->v[k].comp[0], c[i], cl[i]); k++)
+        for (size_t k = lo; k < h->nlit && h->v[k].len[0] == cl[i] && !memcmp(h->v[k].comp[0], c[i], cl[i]);
+             k++)
             if (ent_at(&h->v[k], c, cl, i, nc))
                 return true;
         for (size_t k = h->nlit; k < h->n; k++)
@@ -134,19 +134,27 @@ bool policy_secret_text(const txbox_policy *p, const char *s)
     return hidden_text(&p->hidden, s);
 }
 
-/* `secrets:` entries starting with '!' are exceptions: moved to not_secrets. */
+/* `secrets:` entries starting with '!' are exceptions: moved to
+ * not_secrets (the others stay, in place). */
 static void split_exceptions(txbox_policy *p)
 {
-    strlist keep = {0};
-    for (size_t i = 0; i < p->secrets.n; i++) {
-        const char *e = p->secrets.v[i];
-        bool borrowed = p->secrets.glob[i] & STRLIST_BORROWED;
-        bool neg = e[0] == '!' && e[1];
-        strlist *to = neg ? &p->not_secrets : &keep;
-        (borrowed ? strlist_add_borrowed : strlist_add)(to, neg ? e + 1 : e);
+    strlist *l = &p->secrets;
+    size_t k = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        char *e = l->v[i];
+        if (e[0] != '!' || !e[1]) {
+            l->v[k] = e;
+            l->glob[k++] = l->glob[i];
+            continue;
+        }
+        strlist_add(&p->not_secrets, e + 1);
+        if (!(l->glob[i] & STRLIST_BORROWED))
+            free(e);
     }
-    strlist_free(&p->secrets);
-    p->secrets = keep;
+    l->n = k;
+    l->any_glob = false;
+    for (size_t i = 0; i < k; i++)
+        l->any_glob |= (l->glob[i] & STRLIST_GLOB) != 0;
 }
 
 /* Is path (absolute, normalized) in a home that is not the caller's, which

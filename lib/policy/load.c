@@ -290,6 +290,7 @@ static void find_home(txbox_policy *p)
 static void policy_finish(txbox_policy *p)
 {
     policy_build_index(p);
+    policy_index_programs(p);
     p->path_in_workspace = path_reaches_workspace(getenv("PATH"), p->workspace);
     find_home(p);
     policy_finish_secrets(p);

@@ -84,8 +84,9 @@ bool strlist_glob(const strlist *l, const char *s);
 /* ---- the paths the sandbox hides, as the policy reads them (hidden.c) ---- */
 #define HIDDEN_MAX_DEPTH 8
 typedef struct hidden_ent {
-    char *buf;                          /* the entry's text, cut at each '/' */
-    const char *comp[HIDDEN_MAX_DEPTH]; /* its components (~ and the leading / dropped) */
+    const char *comp[HIDDEN_MAX_DEPTH]; /* its components (~ and the leading / dropped), in hide's text */
+    uint16_t len[HIDDEN_MAX_DEPTH];
+    bool glob[HIDDEN_MAX_DEPTH];
     size_t n;
 } hidden_ent;
 typedef struct hidden_set {
@@ -195,6 +196,7 @@ typedef struct progspec {
     int output_operand;        /* this operand, from 1 (uniq IN OUT: 2); a number is a descriptor */
     strlist output_assignment; /* NAME=FILE arguments (dd of=FILE) */
     char *output_file;         /* written in the current directory unless stdout is redirected (nohup) */
+    uint64_t value_letters[2]; /* short options taking a value, as a bitmap (policy_index_programs) */
     /* wrappers */
     bool wrapper;
     int skip;               /* operands to skip before the command */
@@ -258,10 +260,13 @@ typedef struct progidx {
 struct txbox_policy {
     rule *rules;
     size_t nrules, arules; /* arules: allocated */
-    progidx *pidx;
+    progidx *pidx;         /* a hash table of npidx slots (a power of two); name NULL: empty */
     size_t npidx;
+    uint32_t *pidx_rules; /* the slots' rules, one array */
     progspec *progs;
     size_t nprogs, aprogs;
+    uint32_t *prog_order; /* progs' indices: literal names sorted, then globs (policy_index_programs) */
+    size_t nprog_lit, nprog_order;
     strlist fetchers, secrets, secret_programs, harmless_env, null_paths, scratch_paths;
     strlist not_secrets;         /* `secrets:` entries given as !GLOB: exceptions */
     hidden_set hidden;           /* hide, indexed (hidden.c) */
@@ -336,6 +341,11 @@ bool policy_secret_text(const txbox_policy *p, const char *s);
 bool in_other_home(const txbox_policy *p, const char *path);
 /* After the last file: the exceptions apart, the hidden paths indexed. */
 void policy_finish_secrets(txbox_policy *p);
+/* words.c: the programs' value letters indexed (progspec.value_letters). */
+void policy_index_programs(txbox_policy *p);
+/* Does short option letter ch of program ps take a value (the rest of its
+ * word, or the next)? */
+bool takes_value(const progspec *ps, char ch);
 /* words.c: the rest of path (absolute, normalized) below the workspace
  * ("" for the workspace itself), under its real path or as spelled
  * through $HOME; NULL when it is not there. */

@@ -259,9 +259,12 @@ static int ylist(yctx *y, const pnode *n, strlist *out, const char *what)
     return ylist_v(y, n, out, what, v_nonempty);
 }
 
-/* programs.NAME.KEY: a list of options. */
+/* programs.NAME.KEY: a list of options (the built-in one is not checked:
+ * no message to make). */
 static int yopts(yctx *y, const pnode *n, strlist *out, const char *name, const char *key)
 {
+    if (y->builtin)
+        return ylist_v(y, n, out, key, v_option);
     char what[160];
     snprintf(what, sizeof what, "programs.%s.%s", name, key);
     return ylist_v(y, n, out, what, v_option);
@@ -377,6 +380,9 @@ void policy_clear(txbox_policy *p)
     for (size_t i = 0; i < p->nprogs; i++)
         progspec_free(&p->progs[i]);
     free(p->progs);
+    free(p->prog_order);
+    p->prog_order = NULL;
+    p->nprog_lit = p->nprog_order = 0;
     strlist *ls[] = {&p->fetchers,      &p->secrets, &p->secret_programs, &p->harmless_env, &p->null_paths,
                      &p->scratch_paths, &p->hide,    &p->not_secrets};
     for (size_t i = 0; i < ARRAY_SIZE(ls); i++)
@@ -388,10 +394,10 @@ void policy_clear(txbox_policy *p)
     free(p->home_real);
     p->ws_alias = p->home = p->home_real = NULL;
     policy_effects_clear(p);
-    for (size_t i = 0; i < p->npidx; i++)
-        free(p->pidx[i].rules);
     free(p->pidx);
+    free(p->pidx_rules);
     p->pidx = NULL;
+    p->pidx_rules = NULL;
     p->npidx = 0;
     p->rules = NULL;
     p->progs = NULL;
@@ -412,27 +418,6 @@ static int parse_prog(yctx *y, const char *name, const pnode *m, progspec *s)
             break;
         if (!strcmp(k, "options_with_value"))
             rc = yopts(y, v, &s->options_with_value, name, k);
-        else if (!strcmp(k, "options_optional_value"))
-            rc = yopts(y, v, &s->options_optional_value, name, k);
-        else if (!strcmp(k, "options_two_values"))
-            rc = yopts(y, v, &s->options_two_values, name, k);
-        else if (!strcmp(k, "options_end")) {
-            const char *e = yscalar(y, v);
-            s->options_end = e && !strcmp(e, "dashdash")  ? OPTEND_DASHDASH
-                             : e && !strcmp(e, "operand") ? OPTEND_OPERAND
-                             : e && !strcmp(e, "never")   ? OPTEND_NEVER
-                             : e && !strcmp(e, "none")    ? OPTEND_NONE
-                                                          : -1;
-            if (s->options_end < 0)
-                rc = yerr(y, v, "programs.%s: options_end must be dashdash, operand, never or none", name);
-        } else if (!strcmp(k, "output_options"))
-            rc = yopts(y, v, &s->output_options, name, k);
-        else if (!strcmp(k, "output_operand"))
-            rc = yint(y, v, &s->output_operand, k);
-        else if (!strcmp(k, "output_assignment"))
-            rc = ylist_v(y, v, &s->output_assignment, k, v_name);
-        else if (!strcmp(k, "output_file"))
-            rc = yline(y, v, &s->output_file, k);
         else if (!strcmp(k, "leading_operands_only"))
             rc = ybool(y, v, &s->leading_operands_only, k);
         else if (!strcmp(k, "script_operand_unless"))
@@ -467,6 +452,27 @@ static int parse_prog(yctx *y, const char *name, const pnode *m, progspec *s)
             rc = ylist(y, v, &s->code_option, k);
         else if (!strcmp(k, "code_operand"))
             rc = ybool(y, v, &s->code_operand, k);
+        else if (!strcmp(k, "options_optional_value"))
+            rc = yopts(y, v, &s->options_optional_value, name, k);
+        else if (!strcmp(k, "options_two_values"))
+            rc = yopts(y, v, &s->options_two_values, name, k);
+        else if (!strcmp(k, "options_end")) {
+            const char *e = yscalar(y, v);
+            s->options_end = e && !strcmp(e, "dashdash")  ? OPTEND_DASHDASH
+                             : e && !strcmp(e, "operand") ? OPTEND_OPERAND
+                             : e && !strcmp(e, "never")   ? OPTEND_NEVER
+                             : e && !strcmp(e, "none")    ? OPTEND_NONE
+                                                          : -1;
+            if (s->options_end < 0)
+                rc = yerr(y, v, "programs.%s: options_end must be dashdash, operand, never or none", name);
+        } else if (!strcmp(k, "output_options"))
+            rc = yopts(y, v, &s->output_options, name, k);
+        else if (!strcmp(k, "output_operand"))
+            rc = yint(y, v, &s->output_operand, k);
+        else if (!strcmp(k, "output_assignment"))
+            rc = ylist_v(y, v, &s->output_assignment, k, v_name);
+        else if (!strcmp(k, "output_file"))
+            rc = yline(y, v, &s->output_file, k);
         else
             rc = yerr(y, k_node, "programs.%s: unknown key '%s'", name, k);
     }

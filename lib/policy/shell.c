@@ -3193,7 +3193,7 @@ static const pword *output_value(W *w, const progspec *ps, const pword *argv, si
     for (size_t k = 1; s[k]; k++) {
         char o[3] = {'-', s[k], 0};
         bool out = strlist_has(&ps->output_options, o);
-        if (!out && !strlist_has(&ps->options_with_value, o) && !strlist_has(&ps->options_optional_value, o))
+        if (!out && !takes_value(ps, s[k]))
             continue;
         if (s[k + 1]) {
             if (!out)

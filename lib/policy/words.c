@@ -8,15 +8,33 @@
 
 const progspec *policy_prog(const txbox_policy *p, const char *name)
 {
-    const progspec *glob = NULL;
-    for (size_t i = 0; i < p->nprogs; i++) {
-        const progspec *s = &p->progs[i];
-        if (!strcmp(s->name, name))
-            return s;
-        if (!glob && strpbrk(s->name, "*?[") && fnmatch(s->name, name, 0) == 0)
-            glob = s;
+    if (p->nprog_order != p->nprogs) {
+        /* not indexed (a policy being read): in file order */
+        const progspec *glob = NULL;
+        for (size_t i = 0; i < p->nprogs; i++) {
+            const progspec *s = &p->progs[i];
+            if (!strcmp(s->name, name))
+                return s;
+            if (!glob && strpbrk(s->name, "*?[") && fnmatch(s->name, name, 0) == 0)
+                glob = s;
+        }
+        return glob;
     }
-    return glob;
+    size_t lo = 0, hi = p->nprog_lit;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(p->progs[p->prog_order[mid]].name, name);
+        if (!c)
+            return &p->progs[p->prog_order[mid]];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = p->nprog_lit; i < p->nprog_order; i++)
+        if (fnmatch(p->progs[p->prog_order[i]].name, name, 0) == 0)
+            return &p->progs[p->prog_order[i]];
+    return NULL;
 }
 
 /* The shell builtins the default rules name. */
@@ -96,4 +114,50 @@ const char *ws_rel(const txbox_policy *p, const char *path)
             return path[wl] ? path + wl + 1 : path + wl;
     }
     return NULL;
+}
+
+static void value_letters(progspec *ps, const strlist *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        const char *o = l->v[i];
+        if (o[0] == '-' && o[1] && o[1] != '-' && !o[2] && (unsigned char)o[1] < 128)
+            ps->value_letters[(unsigned char)o[1] >> 6] |= 1ull << ((unsigned char)o[1] & 63);
+    }
+}
+
+static int prog_cmp(const void *a, const void *b, void *arg)
+{
+    const progspec *v = arg;
+    return strcmp(v[*(const uint32_t *)a].name, v[*(const uint32_t *)b].name);
+}
+
+void policy_index_programs(txbox_policy *p)
+{
+    /* the order: literal names sorted (one spec per name: a later file
+     * replaces it), then the globs in file order */
+    free(p->prog_order);
+    p->prog_order = xcalloc(p->nprogs ? p->nprogs : 1, sizeof *p->prog_order);
+    size_t n = 0;
+    for (size_t i = 0; i < p->nprogs; i++)
+        if (!strpbrk(p->progs[i].name, "*?["))
+            p->prog_order[n++] = (uint32_t)i;
+    p->nprog_lit = n;
+    qsort_r(p->prog_order, n, sizeof *p->prog_order, prog_cmp, p->progs);
+    for (size_t i = 0; i < p->nprogs; i++)
+        if (strpbrk(p->progs[i].name, "*?["))
+            p->prog_order[n++] = (uint32_t)i;
+    p->nprog_order = n;
+    for (size_t i = 0; i < p->nprogs; i++) {
+        progspec *ps = &p->progs[i];
+        ps->value_letters[0] = ps->value_letters[1] = 0;
+        value_letters(ps, &ps->options_with_value);
+        value_letters(ps, &ps->options_optional_value);
+        value_letters(ps, &ps->options_two_values);
+    }
+}
+
+bool takes_value(const progspec *ps, char ch)
+{
+    unsigned char c = (unsigned char)ch;
+    return ps && c < 128 && (ps->value_letters[c >> 6] >> (c & 63) & 1);
 }
