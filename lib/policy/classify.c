@@ -54,6 +54,25 @@ static progidx *pidx_slot(const txbox_policy *p, const char *name)
             return &p->pidx[i];
 }
 
+/* Every (literal name, rule) pair into its slot: counted, or (fill) its
+ * rule added (once per rule). */
+static void index_pass(txbox_policy *p, bool fill)
+{
+    for (size_t k = 0; k < p->nrules; k++) {
+        const strlist *l = &p->rules[k].program;
+        for (size_t j = 0; j < l->n; j++) {
+            if (l->glob[j] & STRLIST_GLOB)
+                continue;
+            progidx *x = pidx_slot(p, l->v[j]);
+            x->name = l->v[j];
+            if (!fill)
+                x->n++;
+            else if (!x->n || x->rules[x->n - 1] != (uint32_t)k)
+                x->rules[x->n++] = (uint32_t)k;
+        }
+    }
+}
+
 /* The index of rules by literal program name: a hash table (open
  * addressing, at least twice the names), each name's rules in policy
  * order, all in one array (pidx_rules). Two passes over every (name, rule)
@@ -77,32 +96,14 @@ void policy_build_index(txbox_policy *p)
     p->pidx = xcalloc(p->npidx, sizeof *p->pidx);
     p->pidx_rules = xcalloc(n, sizeof *p->pidx_rules);
     /* count each name's rules, then give each its part of pidx_rules */
-    for (size_t k = 0; k < p->nrules; k++) {
-        const strlist *l = &p->rules[k].program;
-        for (size_t j = 0; j < l->n; j++) {
-            if (l->glob[j] & STRLIST_GLOB)
-                continue;
-            progidx *x = pidx_slot(p, l->v[j]);
-            x->name = l->v[j];
-            x->n++;
-        }
-    }
+    index_pass(p, false);
     size_t off = 0;
     for (size_t i = 0; i < p->npidx; i++) {
         p->pidx[i].rules = p->pidx_rules + off;
         off += p->pidx[i].n;
         p->pidx[i].n = 0;
     }
-    for (size_t k = 0; k < p->nrules; k++) {
-        const strlist *l = &p->rules[k].program;
-        for (size_t j = 0; j < l->n; j++) {
-            if (l->glob[j] & STRLIST_GLOB)
-                continue;
-            progidx *x = pidx_slot(p, l->v[j]);
-            if (!x->n || x->rules[x->n - 1] != (uint32_t)k)
-                x->rules[x->n++] = (uint32_t)k;
-        }
-    }
+    index_pass(p, true);
 }
 
 /* prog_ok[k]: does rule k's program list match this program? */
