@@ -159,6 +159,14 @@ static unsigned abs_class(const txbox_policy *p, const char *norm, bool dyn)
 {
     if (ws_rel(p, norm))
         return dyn ? PC_DYNAMIC : PC_INSIDE;
+    /* the home is the user's, wherever it lies (a home under /tmp is
+     * not scratch space) */
+    const char *homes[] = {p->home, p->home_real};
+    for (size_t i = 0; i < ARRAY_SIZE(homes); i++) {
+        size_t l = homes[i] ? strlen(homes[i]) : 0;
+        if (l > 1 && !strncmp(norm, homes[i], l) && (norm[l] == '/' || !norm[l]))
+            return PC_OUTSIDE;
+    }
     if (!strncmp(norm, "/dev/", 5) && !glob_any(&p->scratch_paths, norm))
         return glob_any(&p->null_paths, norm) ? PC_NULL : PC_DEVICE;
     if (glob_any(&p->scratch_paths, norm))

@@ -501,6 +501,13 @@ static void test_paths_as_bash(void **state)
     /* HOME assigned in the string is the ~ of what follows */
     verdict_p(p, "HOME=/tmp; cd; rm -rf x", TXBOX_VERDICT_UNCERTAIN, NULL);
     txbox_policy_free(p);
+    /* a home under /tmp is the user's, not scratch space */
+    setenv("HOME", "/tmp/txbox-safe-test-home", 1);
+    assert_int_equal(txbox_policy_load(NULL, NULL, &p, &err), 0);
+    verdict_p(p, "rm -rf ~", TXBOX_VERDICT_UNSAFE, "delete-outside-workspace");
+    verdict_p(p, "rm -rf $HOME/x", TXBOX_VERDICT_UNSAFE, "delete-outside-workspace");
+    verdict_p(p, "rm -rf /tmp/other", TXBOX_VERDICT_UNCERTAIN, NULL);
+    txbox_policy_free(p);
     if (saved)
         setenv("HOME", saved, 1);
     else
