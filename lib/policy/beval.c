@@ -585,8 +585,10 @@ bool declaration_ok(W *w, const pword *argv, size_t argc)
         if ((a->flags & W_DYN) || (a->s[0] != '-' && a->s[0] != '+'))
             break;
         if (a->s[0] == '-') {
-            attr |= strchr(a->s, 'i') ? VA_INT : 0;
-            attr |= strchr(a->s, 'n') ? VA_REF : 0;
+            /* export -n unexports; -i, -n, -A are declare's, typeset's, local's */
+            bool exp = !strcmp(argv[0].s, "export");
+            attr |= strchr(a->s, 'i') && !exp ? VA_INT : 0;
+            attr |= strchr(a->s, 'n') && !exp ? VA_REF : 0;
             attr |= strchr(a->s, 'A') ? VA_ASSOC : 0;
         }
     }

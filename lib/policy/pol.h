@@ -4,7 +4,12 @@
  *               produces every simple command that can run (struct pcmd),
  *               with words resolved as bash would resolve them, and recurses
  *               into wrappers, nested shells, eval, substitutions and
- *               inline interpreter code.
+ *               inline interpreter code (its state: walk.h).
+ *   beval.c     what bash evaluates besides commands (arithmetic,
+ *               subscripts, names, prompts) and whether the engine can
+ *               vouch for it; the variables a string assigns.
+ *   hidden.c    secrets: the paths the sandbox hides (`hide:`), by
+ *               components, and the `secrets:` globs.
  *   rules.c     the policy file (YAML, libyaml): programs, rules, examples.
  *   classify.c  matches rules against the simple commands and combines
  *               their verdicts; the public txbox_policy_check* API.

@@ -2082,7 +2082,7 @@ static void walk_declaration(W *w, TSNode n, const ctx *c)
             }
             exported |= a->s[0] == '-' && strchr(a->s, 'x') != NULL;
             print |= strchr(a->s, 'p') != NULL;
-            if (a->s[0] == '-')
+            if (a->s[0] == '-' && !(kl0 == 6 && !memcmp(kw0, "export", 6))) /* export -n unexports */
                 attr |= (strchr(a->s, 'i') ? VA_INT : 0) | (strchr(a->s, 'n') ? VA_REF : 0) |
                         (strchr(a->s, 'A') ? VA_ASSOC : 0);
         }
