@@ -20,6 +20,7 @@
  * an arithmetic result); what the environment, a file or a command's output
  * holds is not known. */
 #include <ctype.h>
+#include <fnmatch.h>
 
 #include "walk.h"
 
@@ -483,15 +484,26 @@ static bool binary_test_op(const pword *a)
     return false;
 }
 
+/* Could word a be test's -v or -R (which take a name)? A glob only if its
+ * pattern matches one of them (*.txt cannot); a word with an unknown start
+ * or an unquoted unknown part. */
+static bool may_be_v(const pword *a)
+{
+    if (a->flags & W_GLOB)
+        return (a->flags & W_DYN) || fnmatch(a->s, "-v", 0) == 0 || fnmatch(a->s, "-R", 0) == 0;
+    if ((a->flags & W_DYN) && !(a->flags & W_NUM))
+        return a->dynpos == 0 || (a->flags & W_UNQDYN);
+    return false;
+}
+
 /* test / [: -v NAME and -R NAME evaluate NAME's subscript; a word that may
  * be such an operator, followed by another, may too (the POSIX argument
  * counts decide where an operator is read as one). */
 static bool test_ok(W *w, const pword *a, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (((a[i].flags & W_UNQDYN) && !(a[i].flags & W_NUM)) ||
-            ((a[i].flags & W_GLOB) && may_be_option(&a[i])))
-            return false; /* it may be several words */
+        if (((a[i].flags & (W_UNQDYN | W_GLOB)) && may_be_v(&a[i])))
+            return false; /* it may be several words, -v among them */
     if (n == 4 && literal(&a[0], "!"))
         return test_ok(w, a + 1, 3);
     if (n == 3 && binary_test_op(&a[1]))
@@ -501,7 +513,7 @@ static bool test_ok(W *w, const pword *a, size_t n)
     for (size_t i = 0; i + 1 < n; i++) {
         if ((literal(&a[i], "-v") || literal(&a[i], "-R")) && !word_name_ok(w, &a[i + 1]))
             return false;
-        if (may_be_option(&a[i]))
+        if (may_be_v(&a[i]))
             return false;
     }
     return true;

@@ -158,6 +158,8 @@ static void test_bash_evaluation(void **state)
         "echo $(( $(cat f) ))",
         "echo $((COUNT + 1))",
         "test $a $b",
+        "test * x",
+        "[ -[vR] x ]",
         "[ $x ]",
         "printf \"$fmt\" a b",
         "read $opts x",
@@ -212,6 +214,8 @@ static void test_bash_evaluation(void **state)
         "set -euo pipefail",
         "set -- a b",
         "[[ $x == foo* ]]",
+        "[ -f *.txt ] && echo yes",
+        "[ -d */ ]",
     };
     ALL_SAFE(harmless);
     verdict_p(P, "x=" PAY "; echo $((x))", TXBOX_VERDICT_UNCERTAIN, "bash-evaluation");
