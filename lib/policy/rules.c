@@ -1053,6 +1053,33 @@ static bool layer_rule_ok(txbox_policy *p, yctx *y, const pnode *at, rule *r)
     return true;
 }
 
+/* A workspace layer's hide: entries: each valid one hides more, within
+ * bounds: txbox expands a glob on the host before every command (a pattern
+ * over the whole tree would stall each one), and each entry is a mount. */
+#define LAYER_MAX_HIDE 64
+static int layer_hide(txbox_policy *p, yctx *y, const pnode *v)
+{
+    strlist l = {0};
+    if (ylist_v(y, v, &l, "hide", v_hide) < 0) {
+        strlist_free(&l);
+        return -1;
+    }
+    size_t taken = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        if (strpbrk(l.v[i], "*?[")) {
+            refuse(y, v, "hide: '%.60s': refused: a workspace policy cannot hide by a glob pattern", l.v[i]);
+        } else if (taken >= LAYER_MAX_HIDE) {
+            refuse(y, v, "hide: refused past %d entries from a workspace policy", LAYER_MAX_HIDE);
+            break;
+        } else {
+            strlist_add(&p->hide, l.v[i]);
+            taken++;
+        }
+    }
+    strlist_free(&l);
+    return 0;
+}
+
 static int parse_doc(txbox_policy *p, yctx *y)
 {
     const pnode *root = ynode(y, 1);
@@ -1096,6 +1123,8 @@ static int parse_doc(txbox_policy *p, yctx *y)
             rc = ylist_v(y, v, &p->null_paths, k, v_abs);
         else if (!strcmp(k, "scratch_paths"))
             rc = ylist_v(y, v, &p->scratch_paths, k, v_abs);
+        else if (!strcmp(k, "hide") && y->refused)
+            rc = layer_hide(p, y, v);
         else if (!strcmp(k, "hide"))
             rc = ylist_v(y, v, &p->hide, k, v_hide);
         else if (!strcmp(k, "programs")) {

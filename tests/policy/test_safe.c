@@ -648,7 +648,7 @@ static void test_workspace_values(void **state)
     }
     FILE *fp = fopen(f, "w");
     assert_non_null(fp);
-    fputs("hide: [/opt/vault, ~/.config/corp]\n", fp);
+    fputs("hide: [/opt/vault, ~/.config/corp, '/*/*/*']\n", fp);
     fclose(fp);
     txbox_policy *p = NULL;
     txbox_error err = {0};
@@ -660,6 +660,12 @@ static void test_workspace_values(void **state)
         b |= !strcmp(e, "~/.config/corp");
     }
     assert_true(a && b);
+    bool noted = false;
+    for (size_t i = 0; (e = txbox_policy_note(p, i)); i++)
+        noted |= strstr(e, "cannot hide by a glob pattern") != NULL;
+    assert_true(noted);
+    for (size_t i = 0; (e = txbox_policy_hidden(p, i)); i++)
+        assert_string_not_equal(e, "/*/*/*");
     verdict_p(p, "cat /opt/vault/key", TXBOX_VERDICT_UNCERTAIN, "secret-read");
     verdict_p(p, "cat ~/.config/corp/token", TXBOX_VERDICT_UNCERTAIN, "secret-read");
     txbox_policy_free(p);
