@@ -131,9 +131,19 @@ static int yvalue(yctx *y, const pnode *n, const char *what, bool line, yvalid c
 
 static const char *v_nonempty(const char *s) { return *s ? NULL : "is empty"; }
 
+/* Does s hold a control character (a path or an option is one line)? */
+static bool has_control(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return true;
+    return false;
+}
+
 static const char *v_option(const char *s)
 {
-    return (s[0] == '-' || s[0] == '+') && s[1] ? NULL : "is not an option (-x, --name, +o)";
+    return (s[0] == '-' || s[0] == '+') && s[1] && !has_control(s) ? NULL
+                                                                   : "is not an option (-x, --name, +o)";
 }
 
 static const char *v_name(const char *s)
@@ -156,7 +166,10 @@ static const char *v_env(const char *s)
     return NULL;
 }
 
-static const char *v_abs(const char *s) { return s[0] == '/' ? NULL : "is not an absolute path"; }
+static const char *v_abs(const char *s)
+{
+    return s[0] == '/' && !has_control(s) ? NULL : "is not an absolute path (on one line)";
+}
 
 /* hide: an absolute path or ~/PATH, written plainly: no . or .. components,
  * not the root or the home itself (each would hide everything). */
@@ -164,6 +177,8 @@ static const char *v_hide(const char *s)
 {
     if (!*s)
         return "is empty";
+    if (has_control(s))
+        return "holds a control character";
     if (!strcmp(s, "~") || !strcmp(s, "~/"))
         return "would hide everything (the root or the whole home)";
     const char *p = s;
@@ -234,7 +249,7 @@ static int yint(yctx *y, const pnode *n, int *out, const char *what)
 static int ylist_v(yctx *y, const pnode *n, strlist *out, const char *what, yvalid check)
 {
     if (n->type == YAML_SCALAR_NODE) {
-        if (yvalue(y, n, what, true, check) < 0)
+        if (yvalue(y, n, what, false, check) < 0)
             return -1;
         (y->builtin ? strlist_add_borrowed : strlist_add)(out, yscalar(y, n));
         return 0;
@@ -247,7 +262,7 @@ static int ylist_v(yctx *y, const pnode *n, strlist *out, const char *what, yval
         const pnode *e = ynode(y, *it);
         if (!yscalar(y, e))
             return yerr(y, e ? e : n, "%s: every entry must be a string", what);
-        if (yvalue(y, e, what, true, check) < 0)
+        if (yvalue(y, e, what, false, check) < 0)
             return -1;
         (y->builtin ? strlist_add_borrowed : strlist_add)(out, yscalar(y, e));
     }
