@@ -144,6 +144,10 @@ typedef struct txbox_run_opts {
     int net;                           /* TXBOX_NET_*: 0 none unless the policy grants it */
     const char *const *allow_domains;  /* more host names (or *.suffix) the network proxy
                                          lets through (NULL-terminated; NULL: none) */
+    const char *net_refusal_words;     /* the front's words for how the reader can have a
+                                          host the proxy refused allowed, "{host}" standing
+                                          for its name (the proxy's 403 adds them to the
+                                          fact); NULL: the fact alone */
     int read_only;                     /* run with the workspace read-only, no transaction */
     volatile int *cancel;              /* when set non-zero (e.g. from a signal handler), the
                                   command is killed and its transaction rolled back */

@@ -288,6 +288,8 @@ int run_parse(int argc, char **argv, struct run_args *a)
         return cli_usage(argc, argv, "run: --read-only and --tx do not go together");
     if (a->ro.tee_fd && !a->json)
         return cli_usage(argc, argv, "run: --tee-fd goes with --json");
+    const char *words = getenv(RUN_NET_WORDS_ENV);
+    a->ro.net_refusal_words = words && *words ? words : "add it with txbox run --allow-domain {host}";
     return -1;
 }
 

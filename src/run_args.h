@@ -18,6 +18,14 @@ struct run_args {
     char **prog; /* -- PROG ARGS... */
 };
 
+/* The words the network proxy adds to a refusal of a host, "{host}"
+ * standing for it: the CLI's unless a front that answers a model (MCP, the
+ * agent loop) sets this variable for the runs it makes, in its own process
+ * or in a child. */
+#define RUN_NET_WORDS_ENV "TXBOX_NET_REFUSAL_WORDS"
+/* Those fronts' words: the model cannot widen the allowlist, a person can. */
+#define RUN_NET_WORDS_MODEL "only the user can allow {host}, in txbox's policy or its allowlist"
+
 /* Reads the command line (argv[0] "run") into a, which the caller zeroed:
  * -1 when the command is to run, else the exit status (a usage error, said
  * on stderr and, with --json, on stdout; 0 after --help). Uses getopt: one

@@ -380,9 +380,10 @@ static void hold_user_file(txbox_policy *p, const char *user_file)
     r.max_files_deleted = r.max_bytes_written = r.max_binary_added = r.max_made_executable = -1;
     r.id = xstrdup(POLICY_FILE_EFFECT "-user");
     r.file = xstrdup(user_file);
-    r.reason = xasprintf("changes %s, the policy file given with --policy, which judges later commands", rel);
-    r.suggestion = xstrdup("do not edit the policy file; ask the user to change it (or to approve this "
-                           "change with txbox approve)");
+    r.reason =
+        xasprintf("changes %s, the policy file txbox was started with, which judges later commands", rel);
+    r.suggestion =
+        xstrdup("do not edit the policy file; ask the user to change it (or to approve this change)");
     strlist_add(&r.paths_any, dbuf_str(&g));
     dbuf_free(&g);
     p->effects = xrealloc(p->effects, (p->neffects + 1) * sizeof *p->effects);

@@ -623,7 +623,7 @@ static int parse_domains(yctx *y, const pnode *v, rule *r)
     if (y->refused) {
         refuse(y, v,
                "rule %s: domains: refused: a workspace policy cannot widen what the network "
-               "proxy lets through (domains come from the built-in policy or --policy only)",
+               "proxy lets through (domains come from the built-in policy or the user's policy file only)",
                r->id);
         return 0;
     }

@@ -338,6 +338,7 @@ struct netproxy {
     char **allow;
     size_t n_allow;
     char *test_resolve;
+    char *refusal_words; /* np_config's, or NULL */
     struct strset contacted, refused;
 };
 
@@ -352,6 +353,7 @@ static void np_unref(struct netproxy *np)
         free(np->allow[i]);
     free(np->allow);
     free(np->test_resolve);
+    free(np->refusal_words);
     for (size_t i = 0; i < np->contacted.n; i++)
         free(np->contacted.v[i]);
     for (size_t i = 0; i < np->refused.n; i++)
@@ -426,6 +428,27 @@ static void refuse(struct netproxy *np, int fd, const char *host, const char *wh
     char body[768];
     snprintf(body, sizeof body, "txbox refused %s: %s\n", host, why);
     reply(np, fd, "403 Forbidden", body);
+}
+
+/* words with each "{host}" replaced by host (malloc'd), or NULL for none. */
+static char *refusal_words(const char *words, const char *host)
+{
+    if (!words)
+        return NULL;
+    dbuf b;
+    dbuf_init(&b, 0);
+    for (const char *w = words; *w;) {
+        const char *at = strstr(w, "{host}");
+        size_t n = at ? (size_t)(at - w) : strlen(w);
+        dbuf_add(&b, w, n);
+        if (!at)
+            break;
+        dbuf_addstr(&b, host);
+        w = at + 6;
+    }
+    char *s = xstrdup(dbuf_str(&b));
+    dbuf_free(&b);
+    return s;
 }
 
 /* The test builds' name map (TXBOX_TEST_RESOLVE): 1 and *ss filled when
@@ -653,11 +676,10 @@ static void serve(struct netproxy *np, int cfd)
         goto out;
     }
     if (!np_domain_allowed((const char *const *)np->allow, np->n_allow, rq->host)) {
+        _cleanup_free_ char *words = refusal_words(np->refusal_words, rq->host);
         char body[512];
-        snprintf(body, sizeof body,
-                 "not in this command's network allowlist (add it with txbox run --allow-domain %s, "
-                 "or in the policy rule's domains)",
-                 rq->host);
+        snprintf(body, sizeof body, "not in this command's network allowlist%s%.400s%s", words ? " (" : "",
+                 words ? words : "", words ? ")" : "");
         refuse(np, cfd, rq->host, body);
         goto out;
     }
@@ -773,6 +795,7 @@ int np_start(int listen_fd, const struct np_config *cfg, struct netproxy **out, 
         tr = getenv("TXBOX_TEST_RESOLVE");
 #endif
     np->test_resolve = tr && *tr ? xstrdup(tr) : NULL;
+    np->refusal_words = cfg->refusal_words && *cfg->refusal_words ? xstrdup(cfg->refusal_words) : NULL;
     fcntl(listen_fd, F_SETFL, O_NONBLOCK);
     np->refs++; /* the accept thread's */
     int e = thread_start(&np->acceptor, accept_main, np);

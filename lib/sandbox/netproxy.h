@@ -49,6 +49,9 @@ extern const char *const np_default_domains[];
 struct np_config {
     const char *const *allow; /* patterns (np_pattern_valid) */
     size_t n_allow;
+    /* added to a refusal of a host not allowed, "{host}" standing for its
+     * name (the caller's words for how to allow it); NULL: none */
+    const char *refusal_words;
     /* test builds only (TXBOX_TEST_RESOLVE, see netproxy.c): "name=ip,..."
      * resolves name to ip, loopback included; NULL: none */
     const char *test_resolve;

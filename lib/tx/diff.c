@@ -232,7 +232,7 @@ static int diff_row(struct dctx *d, const struct drow *r, txbox_error *err)
     int rc = 0;
     _cleanup_free_ char *la = xasprintf("a/%s", p), *lb = xasprintf("b/%s", p);
     char t = r->ta ? r->ta : r->tb;
-    fprintf(out, "diff --txbox a/%s b/%s\n", p, p);
+    fprintf(out, "diff --txbox a/%s b/%s\n", p, p); /* git's header; wording: not txbox's */
     if (r->tb && r->ta && r->mb != r->ma)
         fprintf(out, "old mode %04o\nnew mode %04o\n", (unsigned)r->mb, (unsigned)r->ma);
     if (!r->tb)

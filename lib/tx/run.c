@@ -75,17 +75,16 @@ int txbox_shell_resolve(const char *spec, char **path, int *posix, txbox_error *
                 return 0;
             }
         if (spec)
-            return tx_err(err, ENOENT,
-                          "--shell bash: no bash at /bin/bash or /usr/bin/bash (use --shell sh)");
+            return tx_err(err, ENOENT, "the shell bash: no bash at /bin/bash or /usr/bin/bash (sh would do)");
         spec = "sh";
     }
     if (!strcmp(spec, "sh"))
         spec = "/bin/sh";
     if (spec[0] != '/')
-        return tx_err(err, EINVAL, "--shell is bash, sh or an absolute path, not '%.200s'", spec);
+        return tx_err(err, EINVAL, "the shell is bash, sh or an absolute path, not '%.200s'", spec);
     _cleanup_free_ char *real = realpath(spec, NULL);
     if (!real || !executable_file(real))
-        return tx_errno(err, real ? EACCES : errno, "--shell %.200s: not an executable file", spec);
+        return tx_errno(err, real ? EACCES : errno, "the shell %.200s: not an executable file", spec);
     /* what the program is decides how it reads (dash, busybox: as sh) */
     static const char *const known[] = {"bash", "dash", "sh", "ash", "busybox"};
     const char *rb = base_name(real);
@@ -94,7 +93,7 @@ int txbox_shell_resolve(const char *spec, char **path, int *posix, txbox_error *
         ok = !strcmp(rb, known[i]);
     if (!ok || (!strcmp(rb, "busybox") && strcmp(base_name(spec), "sh")))
         return tx_err(err, EINVAL,
-                      "--shell %.200s: txbox reads commands as bash (and as POSIX sh where sh agrees): "
+                      "the shell %.200s: txbox reads commands as bash (and as POSIX sh where sh agrees): "
                       "use bash, sh or dash, not %.64s",
                       spec, rb);
     *path = xstrdup(spec);
@@ -1106,7 +1105,8 @@ static void run_environment(struct run *c)
         free(c->envp);
         c->envp = pe2;
         c->allow = proxy_allowlist(opts, c->net_defaults, c->rule_domains, &c->n_allow);
-        c->npc = (struct np_config){.allow = c->allow, .n_allow = c->n_allow};
+        c->npc = (struct np_config){
+            .allow = c->allow, .n_allow = c->n_allow, .refusal_words = opts->net_refusal_words};
     }
     c->hide = tx_hidden_paths(opts->deny_read, opts->policy, ws->path);
     /* txbox's state: this workspace known to those around it, theirs and

@@ -147,13 +147,14 @@ static char *command_of(const struct undo_ctx *c)
 {
     char ts[32];
     idname(ts, c->tid);
+    /* what was done, whoever asked (the CLI, an MCP client, the agent) */
     if (!c->restore)
-        return xasprintf("txbox undo %s%s", ts, c->force ? " --force" : "");
+        return xasprintf("undo of tx %s%s", ts, c->force ? ", later changes overwritten" : "");
     dbuf b;
     dbuf_init(&b, 0);
-    dbuf_addstr(&b, "txbox restore ");
+    dbuf_addstr(&b, "restore from before tx ");
     dbuf_addstr(&b, ts);
-    dbuf_addstr(&b, " --");
+    dbuf_addstr(&b, ":");
     for (size_t i = 0; i < c->npaths; i++) {
         dbuf_addstr(&b, " ");
         dbuf_addstr(&b, *c->paths[i] ? c->paths[i] : ".");

@@ -10,6 +10,7 @@
 
 #include "../cmds.h"
 #include "agent.h"
+#include "../run_args.h"
 
 #define TASK_FILE_CAP (256 * 1024)
 
@@ -340,6 +341,7 @@ int cmd_agent(int argc, char **argv)
     int status = parse_agent(argc, argv, &cfg, &a);
     if (status >= 0)
         return status;
+    setenv(RUN_NET_WORDS_ENV, RUN_NET_WORDS_MODEL, 1);
     _cleanup_free_ char *task_buf = NULL;
     if ((status = take_task(&cfg, &a, &task_buf)) >= 0)
         return status;

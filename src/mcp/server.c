@@ -56,6 +56,7 @@
 #include "jsonrpc.h"
 #include "mcp.h"
 #include "../resident.h"
+#include "../run_args.h"
 #include "../spawn.h"
 #include "txbox_policy.h"
 
@@ -1004,6 +1005,7 @@ int cmd_mcp(int argc, char **argv)
                 .version = mcp_protocol_versions[0],
                 .keep_txs = keep_txs};
     s.cfg.structured = structured;
+    setenv(RUN_NET_WORDS_ENV, RUN_NET_WORDS_MODEL, 1);
     s.cfg.workspace = realpath(dir, NULL);
     if (!s.cfg.workspace)
         return cli_failf("mcp: workspace '%s': %s", dir, strerror(errno));

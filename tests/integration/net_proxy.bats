@@ -255,3 +255,29 @@ YAML
     ! grep -q attacker <<<"$(jget network.allowed)" || fail "widened: $(jget network.allowed)"
     grep -q attacker <<<"$(jget network.refused)" || fail "not refused: $(jget network)"
 }
+
+@test "over MCP the proxy's refusal tells the model who can allow the name, not a CLI option" {
+    # The model cannot pass --allow-domain: the refusal it reads in the
+    # command's output names the person who can, in MCP's words.
+    export TXBOX_TEST_RESOLVE="registry.txbox.test=127.0.0.1,pkgs.not-allowed.example=127.0.0.1"
+    run --separate-stderr timeout 120 python3 - "$TXBOX" "$WS" "$REG_PORT" <<'PY'
+import json, subprocess, sys
+txbox, ws, port = sys.argv[1:]
+reqs = [
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+     "params": {"name": "run", "arguments": {"network": True,
+                "command": f"curl -sS -m 30 http://pkgs.not-allowed.example:{port}/pkg/left-pad.tgz"}}},
+]
+p = subprocess.run([txbox, "mcp", "-C", ws], input="".join(json.dumps(r) + "\n" for r in reqs),
+                   capture_output=True, text=True, timeout=110)
+ans = {m.get("id"): m for m in map(json.loads, p.stdout.splitlines())}
+print(ans[2]["result"]["content"][0]["text"])
+PY
+    [ "$status" = 0 ] || fail "the MCP session failed ($status)" "$output" "$stderr"
+    grep -q 'txbox refused pkgs.not-allowed.example: .*only the user can allow pkgs.not-allowed.example' <<<"$output" ||
+        fail "the refusal does not say who can allow it: $output"
+    ! grep -q -- '--allow-domain\|txbox run' <<<"$output" || fail "a CLI option told to the model: $output"
+}
