@@ -142,9 +142,8 @@ static bool has_control(const char *s)
 
 static const char *v_option(const char *s)
 {
-    /* the shapes of an option; wording: not txbox's */
-    return (s[0] == '-' || s[0] == '+') && s[1] && !has_control(s) ? NULL
-                                                                   : "is not an option (-x, --name, +o)";
+    static const char shapes[] = "is not an option (-x, --name, +o)"; /* wording: not txbox's */
+    return (s[0] == '-' || s[0] == '+') && s[1] && !has_control(s) ? NULL : shapes;
 }
 
 static const char *v_name(const char *s)
