@@ -12,10 +12,15 @@
  *                 counts
  *   max_files_deleted, max_bytes_written, max_binary_added,
  *   max_made_executable   limits over the entries that pass the matchers
+ *   losses        kinds of loss (lib/tx/losses.h): the commit's losses of
+ *                 those kinds, their paths filtered by paths_any and
+ *                 paths_none, count instead of entries
  *
  * A rule without limits is violated by any entry that passes its matchers;
  * with limits, when one is exceeded. A violated rule's action is rollback
- * (nothing applied, outcome rejected, status 122) or hold.
+ * (nothing applied, outcome rejected, status 122), hold, attention (commits,
+ * reported) or ask (held when a person can answer now, else committed and
+ * reported).
  *
  * Here: the globs, compiling a rule's patterns (at load for a policy file,
  * lazily for the built-in rules), the judge (entries in, verdict out) and
@@ -29,6 +34,21 @@
 #include "effect_rules.h"
 
 #define PATHS_CAP 50 /* paths listed per violated rule */
+
+const char *const effect_loss_kinds[EFF_LOSS_KINDS] = {
+    [EFF_LOSS_UNCOMMITTED] = "uncommitted", [EFF_LOSS_UNTRACKED] = "untracked",
+    [EFF_LOSS_STAGED] = "staged",           [EFF_LOSS_STASH] = "stash",
+    [EFF_LOSS_HISTORY] = "history",         [EFF_LOSS_BRANCH] = "branch",
+    [EFF_LOSS_REPOSITORY] = "repository",   [EFF_LOSS_DATABASE] = "database",
+};
+
+int effect_loss_kind(const char *s)
+{
+    for (int k = 0; s && k < EFF_LOSS_KINDS; k++)
+        if (!strcmp(s, effect_loss_kinds[k]))
+            return k;
+    return -1;
+}
 
 /* ---- globs ---- */
 
@@ -455,7 +475,7 @@ void effect_judge_feed(struct effect_judge *j, const struct effect_entry *e)
         const effect_rule *r = &j->p->effects[i];
         struct effect_acc *a = &j->acc[i];
         char why[300];
-        if (r->action == EFF_OFF || r->git || (e->alias && has_limits(r)) ||
+        if (r->action == EFF_OFF || r->git || r->losses || (e->alias && has_limits(r)) ||
             !entry_passes(j, r, e, why, sizeof why))
             continue;
         if (*why && !a->detail)
@@ -487,11 +507,71 @@ void effect_judge_feed(struct effect_judge *j, const struct effect_entry *e)
     }
 }
 
+void effect_judge_loss(struct effect_judge *j, const struct effect_loss *l)
+{
+    if (l->kind < 0 || l->kind >= EFF_LOSS_KINDS)
+        return;
+    size_t n = strlen(l->path);
+    for (size_t i = 0; i < j->p->neffects; i++) {
+        const effect_rule *r = &j->p->effects[i];
+        struct effect_acc *a = &j->acc[i];
+        if (r->action == EFF_OFF || !(r->losses & (1u << l->kind)))
+            continue;
+        if (l->own && r->losses_grace > 0 && l->age_s < (double)r->losses_grace)
+            continue; /* the agent's own recent work: reported, not counted */
+        if (r->paths_any.n && !any_glob(&r->paths_any, r->runs[0], l->path, n))
+            continue;
+        if (r->paths_none.n && any_glob(&r->paths_none, r->runs[3], l->path, n))
+            continue;
+        a->hit = true;
+        a->lost_kinds |= 1u << l->kind;
+        a->lost_of[l->kind]++;
+        a->lost_n++;
+        a->lost_bytes += l->bytes;
+        if (a->npaths++ < PATHS_CAP)
+            json_array_append_new(a->paths, json_string(*l->path ? l->path : "."));
+    }
+}
+
+bool effects_want_losses(const txbox_policy *p)
+{
+    for (size_t i = 0; p && i < p->neffects; i++)
+        if (p->effects[i].losses && p->effects[i].action != EFF_OFF)
+            return true;
+    return false;
+}
+
+/* What a losses rule counted: "uncommitted 2, stash 1 (4.2 KiB)". */
+static void losses_why(const struct effect_acc *a, char *why, size_t n)
+{
+    size_t w = 0;
+    why[0] = 0;
+    for (int i = 0; i < EFF_LOSS_KINDS && w < n; i++)
+        if (a->lost_of[i]) {
+            int k = snprintf(why + w, n - w, "%s%s %u", w ? ", " : "", effect_loss_kinds[i], a->lost_of[i]);
+            w += k > 0 ? (size_t)k : 0;
+        }
+    if (w < n) {
+        double b = (double)a->lost_bytes;
+        const char *u = b >= 1 << 30 ? "GiB" : b >= 1 << 20 ? "MiB" : b >= 1 << 10 ? "KiB" : "bytes";
+        double d = b >= 1 << 30   ? b / (1 << 30)
+                   : b >= 1 << 20 ? b / (1 << 20)
+                   : b >= 1 << 10 ? b / (1 << 10)
+                                  : b;
+        snprintf(why + w, n - w, " (%.*f %s)", u[0] == 'b' ? 0 : 1, d, u);
+    }
+}
+
 static bool violated(const effect_rule *r, const struct effect_acc *a, char *why, size_t n)
 {
     *why = 0;
     if (r->action == EFF_OFF)
         return false;
+    if (r->losses) {
+        if (a->hit)
+            losses_why(a, why, n);
+        return a->hit;
+    }
     if (r->git || r->reader || r->runner_scripts) {
         snprintf(why, n, "%s", a->detail ? a->detail : "");
         return a->hit;
@@ -556,6 +636,14 @@ void effect_judge_places(struct effect_judge *j, const char *ws, const char *hom
         j->ws_in_home = below(home, ws);
 }
 
+static const char *action_name(int a)
+{
+    return a == EFF_ROLLBACK ? "rollback" : a == EFF_HOLD ? "hold" : "ask";
+}
+
+/* Which action decides when several rules are violated: the strongest. */
+static int action_rank(int a) { return a == EFF_ROLLBACK ? 3 : a == EFF_HOLD ? 2 : 1; }
+
 /* The verdict (NULL: no rule violated); frees the accumulators. */
 json_t *effect_judge_end(struct effect_judge *j)
 {
@@ -575,13 +663,14 @@ json_t *effect_judge_end(struct effect_judge *j)
             continue;
         }
         if (violated(r, &j->acc[i], why, sizeof why)) {
-            json_t *v = json_pack("{s:s,s:s,s:O}", "effect_rule", r->id, "action",
-                                  r->action == EFF_HOLD ? "hold" : "rollback", "paths", j->acc[i].paths);
+            json_t *v = json_pack("{s:s,s:s,s:O}", "effect_rule", r->id, "action", action_name(r->action),
+                                  "paths", j->acc[i].paths);
             if (*why)
-                json_object_set_new(v, r->git || r->reader || r->runner_scripts ? "found" : "limit",
+                json_object_set_new(v,
+                                    r->git || r->losses || r->reader || r->runner_scripts ? "found" : "limit",
                                     json_string(why));
             json_array_append_new(all, v);
-            if (!decide || (decide->action == EFF_HOLD && r->action == EFF_ROLLBACK)) {
+            if (!decide || action_rank(r->action) > action_rank(decide->action)) {
                 decide = r;
                 dpaths = j->acc[i].paths;
                 snprintf(dwhy, sizeof dwhy, "%s", why);
@@ -593,8 +682,8 @@ json_t *effect_judge_end(struct effect_judge *j)
         _cleanup_free_ char *reason =
             *dwhy ? xasprintf("%s: %s", decide->reason, dwhy) : xstrdup(decide->reason);
         out = json_pack("{s:s,s:s,s:s,s:s?,s:O,s:o}", "effect_rule", decide->id, "action",
-                        decide->action == EFF_HOLD ? "hold" : "rollback", "reason", reason, "suggestion",
-                        decide->suggestion, "paths", dpaths, "violations", all);
+                        action_name(decide->action), "reason", reason, "suggestion", decide->suggestion,
+                        "paths", dpaths, "violations", all);
     } else {
         json_decref(all);
     }
@@ -652,6 +741,15 @@ static bool example_hits(const txbox_policy *p, size_t ri, const effect_example 
             xasprintf("%s/%lld", x->deleted_in ? x->deleted_in : "deleted", (long long)i);
         struct effect_entry e = {.path = dp, .kind = EFF_DELETED};
         effect_judge_feed(&j, &e);
+    }
+    for (int k = 0; k < EFF_LOSS_KINDS; k++) {
+        const char *lp = nw ? x->written.v[0] : x->deleted.n ? x->deleted.v[0] : "example";
+        struct effect_loss l = {.kind = k, .path = lp, .bytes = 1, .age_s = 60};
+        if (x->lost & (1u << k))
+            effect_judge_loss(&j, &l);
+        l.own = true;
+        if (x->own_lost & (1u << k))
+            effect_judge_loss(&j, &l);
     }
     json_t *v = effect_judge_end(&j);
     bool hit = v != NULL || j.attention != NULL;

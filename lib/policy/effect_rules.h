@@ -22,10 +22,32 @@ enum {
     EFF_READ_TOML
 };
 
-/* EFF_ATTENTION: commits, and the result and the audit log say so */
-enum { EFF_ROLLBACK = 0, EFF_HOLD = 1, EFF_OFF = 2, EFF_ATTENTION = 3 };
+/* EFF_ATTENTION: commits, and the result and the audit log say so;
+ * EFF_ASK: holds when a person can answer now (txbox_run_opts.interactive),
+ * else commits as EFF_ATTENTION does */
+enum { EFF_ROLLBACK = 0, EFF_HOLD = 1, EFF_OFF = 2, EFF_ATTENTION = 3, EFF_ASK = 4 };
 /* effect_rule.git: judged by git's reading (gitcfg.c), not by entries */
 enum { EFF_GIT_NONE = 0, EFF_GIT_CONFIG = 1, EFF_GIT_HOOKS = 2 };
+
+/* The kinds of loss a commit can cause (lib/tx/losses.h measures them;
+ * docs/guarantees.md, "Losses"), in the order of effect_loss_kinds. */
+enum {
+    EFF_LOSS_UNCOMMITTED, /* a tracked file's changes, in neither HEAD nor the index */
+    EFF_LOSS_UNTRACKED,   /* an untracked, not ignored file */
+    EFF_LOSS_STAGED,      /* staged changes dropped from the index */
+    EFF_LOSS_STASH,       /* stash entries dropped */
+    EFF_LOSS_HISTORY,     /* commits no ref, reflog or stash reaches any more */
+    EFF_LOSS_BRANCH,      /* a branch deleted with commits no other ref has */
+    EFF_LOSS_REPOSITORY,  /* a repository's .git removed */
+    EFF_LOSS_DATABASE,    /* a database file rewritten or shrunk */
+    EFF_LOSS_KINDS
+};
+extern const char *const effect_loss_kinds[EFF_LOSS_KINDS];
+/* The kind named s, or -1. */
+int effect_loss_kind(const char *s);
+/* What a rule's `losses:` matcher counts when it does not say: the agent's
+ * own work (see struct effect_loss) younger than this does not count. */
+#define EFF_LOSS_GRACE_DEFAULT 3600
 
 /* One example write set of an effect rule (checked at load). */
 typedef struct effect_example {
@@ -35,7 +57,9 @@ typedef struct effect_example {
     char *deleted_in; /* ... in this directory (NULL: deleted/) */
     int64_t bytes;    /* size of each written file (-1: its content's) */
     bool binary, executable;
-    char *content; /* content of each written file (NULL: empty) */
+    char *content;     /* content of each written file (NULL: empty) */
+    unsigned lost;     /* losses: one item of each kind in this mask (a person's work) */
+    unsigned own_lost; /* ... and of these kinds, the agent's own work of a minute ago */
     int line;
     bool must_match;
 } effect_example;
@@ -46,6 +70,13 @@ typedef struct effect_rule {
     int line;
     int action; /* EFF_ROLLBACK, EFF_HOLD, EFF_OFF, EFF_ATTENTION */
     int git;    /* EFF_GIT_*: match {git: config|hooks}, alone */
+    /* match {losses: [kinds]}: the losses of the commit (lib/tx/losses.h)
+     * of these kinds (a mask of 1 << EFF_LOSS_*; 0: not a losses rule),
+     * with paths_any and paths_none over the items' paths; an item that is
+     * the agent's own work younger than losses_grace seconds (0: every
+     * item counts) does not count */
+    unsigned losses;
+    int64_t losses_grace;
     /* matchers: every one given must hold for an entry to count */
     strlist paths_any, paths_written, paths_deleted; /* globs (see effect_glob) */
     strlist paths_none;                              /* ... and an entry matching one of these never counts */
@@ -142,11 +173,26 @@ struct effect_entry {
     size_t from, to;
 };
 
+/* One loss of a commit (lib/tx/losses.h), for the rules with `losses:`.
+ * own: the destroyed content is the agent's own work, written by txbox
+ * transactions from a file that was absent or clean (as git has it) and
+ * last age_s seconds ago. */
+struct effect_loss {
+    int kind; /* EFF_LOSS_* */
+    const char *path;
+    uint64_t bytes;
+    bool own;
+    double age_s;
+};
+
 /* what one rule counted (effect_judge.acc[i] for p->effects[i]) */
 struct effect_acc {
     json_t *paths;
     size_t npaths;
     int64_t deleted, bytes, binary, exec;
+    uint64_t lost_n, lost_bytes; /* a losses rule: the items it counted */
+    unsigned lost_kinds;
+    uint32_t lost_of[EFF_LOSS_KINDS]; /* ... by kind */
     bool hit;
     char *detail; /* a git rule: what git's reading found */
 };
@@ -177,11 +223,17 @@ void effect_judge_init(struct effect_judge *j, const txbox_policy *p);
  * directory, both resolved; either may be NULL): for home_written and the
  * readers that tell inside from outside. Before the first feed. */
 void effect_judge_places(struct effect_judge *j, const char *ws, const char *home);
-/* Counts e for every rule whose matchers it passes (not the git rules). */
+/* Counts e for every rule whose matchers it passes (not the git rules, not
+ * the losses rules). */
 void effect_judge_feed(struct effect_judge *j, const struct effect_entry *e);
+/* Counts l for every rule with `losses:` whose matchers it passes. */
+void effect_judge_loss(struct effect_judge *j, const struct effect_loss *l);
+/* Does p have a rule with `losses:` that is not off? */
+bool effects_want_losses(const txbox_policy *p);
 /* The verdict (NULL: no rule violated): the first violated rollback rule,
- * else the first violated hold rule; j->attention gets the violated
- * attention rules (the caller owns it). Frees the accumulators. */
+ * else the first violated hold rule, else the first violated ask rule
+ * (action "ask": the caller holds or commits); j->attention gets the
+ * violated attention rules (the caller owns it). Frees the accumulators. */
 json_t *effect_judge_end(struct effect_judge *j);
 /* effect_judge_end, the verdict and the attention list dropped. */
 void effect_judge_end_free(struct effect_judge *j);

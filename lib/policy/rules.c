@@ -787,12 +787,33 @@ static int yi64(yctx *y, const pnode *n, int64_t *out, const char *what)
     return 0;
 }
 
+/* A list of loss kinds (effect_loss_kinds) as a mask. */
+static int yloss_kinds(yctx *y, const pnode *v, unsigned *mask, const char *id, const char *what)
+{
+    strlist l = {0};
+    int rc = ylist(y, v, &l, what);
+    for (size_t i = 0; rc == 0 && i < l.n; i++) {
+        int k = effect_loss_kind(l.v[i]);
+        if (k < 0)
+            rc = yerr(y, v,
+                      "effect rule %s: %s: '%s' is no kind of loss (uncommitted, untracked, staged, "
+                      "stash, history, branch, repository, database)",
+                      id, what, l.v[i]);
+        else
+            *mask |= 1u << k;
+    }
+    if (rc == 0 && !*mask)
+        rc = yerr(y, v, "effect rule %s: %s names no kind of loss", id, what);
+    strlist_free(&l);
+    return rc;
+}
+
 static int parse_effect_example(yctx *y, const pnode *m, effect_rule *r, bool must)
 {
     if (!m || m->type != YAML_MAPPING_NODE)
         return yerr(y, m,
                     "effect rule %s: every example is a write set (a mapping: written, "
-                    "deleted, deleted_in, content, bytes, binary, executable)",
+                    "deleted, deleted_in, content, bytes, binary, executable, losses, own_losses)",
                     r->id);
     r->ex = xrealloc(r->ex, (r->nex + 1) * sizeof *r->ex);
     effect_example *x = &r->ex[r->nex++];
@@ -822,6 +843,10 @@ static int parse_effect_example(yctx *y, const pnode *m, effect_rule *r, bool mu
             rc = ybool(y, v, &x->binary, k);
         else if (!strcmp(k, "executable"))
             rc = ybool(y, v, &x->executable, k);
+        else if (!strcmp(k, "losses"))
+            rc = yloss_kinds(y, v, &x->lost, r->id, k);
+        else if (!strcmp(k, "own_losses"))
+            rc = yloss_kinds(y, v, &x->own_lost, r->id, k);
         else
             rc = yerr(y, k_node, "effect rule %s: example: unknown key '%s'", r->id, k);
     }
@@ -874,6 +899,10 @@ static int parse_effect_match(yctx *y, const pnode *m, effect_rule *r)
             rc = yi64(y, v, &r->max_binary_added, k);
         else if (!strcmp(k, "max_made_executable"))
             rc = yi64(y, v, &r->max_made_executable, k);
+        else if (!strcmp(k, "losses"))
+            rc = yloss_kinds(y, v, &r->losses, r->id, "match.losses");
+        else if (!strcmp(k, "losses_grace"))
+            rc = yi64(y, v, &r->losses_grace, k);
         else if (!strcmp(k, "git")) {
             const char *s = yscalar(y, v);
             r->git = s && !strcmp(s, "config")  ? EFF_GIT_CONFIG
@@ -886,6 +915,17 @@ static int parse_effect_match(yctx *y, const pnode *m, effect_rule *r)
     }
     if (rc == 0 && r->git && n > 1)
         rc = yerr(y, m, "effect rule %s: match.git is judged by git and takes no other matcher", r->id);
+    if (rc == 0 && r->losses_grace >= 0 && !r->losses)
+        rc = yerr(y, m, "effect rule %s: match.losses_grace needs match.losses", r->id);
+    if (rc == 0 && r->losses &&
+        (r->paths_written.n || r->paths_deleted.n || r->content_any.n || r->max_files_deleted >= 0 ||
+         r->max_bytes_written >= 0 || r->max_binary_added >= 0 || r->max_made_executable >= 0))
+        rc = yerr(y, m,
+                  "effect rule %s: match.losses takes only paths_any and paths_none (over the lost "
+                  "paths) besides",
+                  r->id);
+    if (rc == 0 && r->losses && r->losses_grace < 0)
+        r->losses_grace = EFF_LOSS_GRACE_DEFAULT;
     if (rc == 0 && n == 0)
         rc = yerr(y, m, "effect rule %s: match is empty (it would match every write)", r->id);
     char msg[300];
@@ -898,6 +938,7 @@ static int parse_effect_rule(yctx *y, const pnode *m, effect_rule *r)
 {
     r->action = -1;
     r->max_files_deleted = r->max_bytes_written = r->max_binary_added = r->max_made_executable = -1;
+    r->losses_grace = -1;
     if (!m || m->type != YAML_MAPPING_NODE)
         return yerr(y, m, "every effect rule must be a mapping");
     r->line = (int)m->line + 1;
@@ -926,8 +967,11 @@ static int parse_effect_rule(yctx *y, const pnode *m, effect_rule *r)
                 r->action = EFF_OFF;
             else if (s && !strcmp(s, "attention"))
                 r->action = EFF_ATTENTION;
+            else if (s && !strcmp(s, "ask"))
+                r->action = EFF_ASK;
             else
-                rc = yerr(y, v, "effect rule %s: action must be rollback, hold, attention or off", r->id);
+                rc =
+                    yerr(y, v, "effect rule %s: action must be rollback, hold, ask, attention or off", r->id);
         } else if (!strcmp(k, "reason"))
             rc = yline(y, v, &r->reason, k);
         else if (!strcmp(k, "suggestion"))
@@ -942,7 +986,7 @@ static int parse_effect_rule(yctx *y, const pnode *m, effect_rule *r)
             return -1;
     }
     if (r->action < 0)
-        return yerr(y, m, "effect rule %s: no action (rollback, hold, attention or off)", r->id);
+        return yerr(y, m, "effect rule %s: no action (rollback, hold, ask, attention or off)", r->id);
     if (r->action == EFF_OFF)
         return 0; /* switches off the effect rule of that id */
     if (!r->reason || !*r->reason || strchr(r->reason, '\n'))
@@ -953,8 +997,8 @@ static int parse_effect_rule(yctx *y, const pnode *m, effect_rule *r)
         return yerr(y, m, "effect rule %s: needs a match", r->id);
     if (parse_effect_match(y, match, r) < 0)
         return -1;
-    if ((r->git || r->runner_scripts) && !examples)
-        return 0; /* git or the workspace's runners decide: there is no write set to show */
+    if ((r->git || r->runner_scripts || r->losses) && !examples)
+        return 0; /* git, the workspace's runners or the commit's losses decide: there is no write set to show */
     if (!examples || examples->type != YAML_MAPPING_NODE)
         return yerr(y, m, "effect rule %s: needs examples (match and no_match write sets)", r->id);
     bool has[2] = {false, false};
