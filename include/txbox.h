@@ -47,6 +47,7 @@ typedef enum txbox_remedy_kind {
                                     was refused) */
     TXBOX_REMEDY_GC,             /* what pruned it: pre-image retention (txbox_gc) */
     TXBOX_REMEDY_LOG,            /* where transaction ids come from (the audit log) */
+    TXBOX_REMEDY_UNDO,           /* undoing transaction `arg` brings back what it destroyed */
 } txbox_remedy_kind;
 
 typedef struct txbox_remedy {
@@ -164,6 +165,11 @@ typedef struct txbox_run_opts {
     struct txbox_multi *multi;         /* run inside this open multi-command transaction (overlay
                                   only): the command sees its changes so far, and on
                                   success its own are added to it (outcome staged) */
+    int interactive;                   /* a person can answer a hold now (the CLI: stdin and
+                                  stderr are a terminal): a rule on effects with action
+                                  `ask` (work the commit would destroy) holds the
+                                  transaction; without one, it commits and the result
+                                  reports what was lost. Never set it for an agent. */
 } txbox_run_opts;
 
 /* The shell that runs a shell string: spec "bash" (/bin/bash, else /usr/bin/bash),

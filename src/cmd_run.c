@@ -396,6 +396,10 @@ int cmd_run(int argc, char **argv)
     a.ro.allow_domains = a.domains;
     a.ro.capture = a.json;
     a.ro.cancel = &cancelled;
+    /* a person at a terminal can answer a hold now: rules with action ask
+     * (work a commit would destroy) hold for them; else it commits and
+     * the status line says what was lost and how to bring it back */
+    a.ro.interactive = !a.json && isatty(STDIN_FILENO) && isatty(STDERR_FILENO);
 
     catch_signals();
     txbox_result *r = NULL;

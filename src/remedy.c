@@ -20,6 +20,7 @@ static const struct {
     [TXBOX_REMEDY_ALLOW_DEGRADED] = {" (--allow-degraded accepts ", ")"},
     [TXBOX_REMEDY_GC] = {" by 'txbox gc'", NULL},
     [TXBOX_REMEDY_LOG] = {", as 'txbox log' shows", NULL},
+    [TXBOX_REMEDY_UNDO] = {" — 'txbox undo ", "' brings it back"},
 };
 
 const char *remedy_words(const txbox_remedy *r, char *buf, size_t n)

@@ -133,6 +133,33 @@ int confine_landlock(const char *const *writable, int abi, txbox_error *err)
     return 0;
 }
 
+int confine_landlock_readonly(const char *const *readable, int abi, txbox_error *err)
+{
+    if (abi < 1)
+        return tx_err(err, ENOSYS, "Landlock is not available in this kernel");
+    uint64_t read = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
+    struct ruleset_attr_v6 attr = {.handled_access_fs =
+                                       write_rights(abi) | read | LANDLOCK_ACCESS_FS_EXECUTE};
+    _cleanup_close_ int rs =
+        (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr.handled_access_fs, 0);
+    if (rs < 0)
+        return tx_errno(err, errno, "Landlock: cannot create a ruleset");
+    for (size_t i = 0; readable[i]; i++) {
+        _cleanup_close_ int fd = open(readable[i], O_PATH | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        struct stat st;
+        struct landlock_path_beneath_attr pb = {.allowed_access = read, .parent_fd = fd};
+        if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode))
+            pb.allowed_access = LANDLOCK_ACCESS_FS_READ_FILE;
+        if (syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
+            return tx_errno(err, errno, "Landlock: cannot allow %s", readable[i]);
+    }
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || syscall(SYS_landlock_restrict_self, rs, 0) < 0)
+        return tx_errno(err, errno, "Landlock: cannot restrict the process");
+    return 0;
+}
+
 /* ---- resource limits ---- */
 
 int confine_rlimits(const struct confine_limits *l, txbox_error *err)

@@ -22,6 +22,10 @@ int confine_landlock_abi(void);
  * (confine_landlock_scopes_abstract). */
 MUST_CHECK int confine_landlock(const char *const *writable, int abi, txbox_error *err);
 static inline bool confine_landlock_scopes_abstract(int abi) { return abi >= 6; }
+/* Restricts the calling process (no_new_privs set) to reading the paths
+ * given (NULL-terminated) and below, writing nothing and executing nothing:
+ * for a helper that reads untrusted trees (lib/tx/losses_git.c). */
+MUST_CHECK int confine_landlock_readonly(const char *const *readable, int abi, txbox_error *err);
 /* Only that scope, for the calling process (ABI 6 or later). */
 MUST_CHECK int confine_landlock_scope_abstract(int abi, txbox_error *err);
 

@@ -37,6 +37,7 @@ void result_free(txbox_result *r)
     json_decref(r->effect_verdict);
     json_decref(r->network);
     json_decref(r->attention);
+    json_decref(r->losses);
     free(r->log_error);
     free(r->verdict);
     free(r->rule);
@@ -159,6 +160,10 @@ char *txbox_result_json(const txbox_result *rc)
     json_object_set_new(o, "exit_code", json_integer(r->exit_code));
     json_object_set_new(o, "signal", r->signal ? json_integer(r->signal) : json_null());
     json_object_set_new(o, "changes", r->changes ? json_incref(r->changes) : json_object());
+    json_object_set_new(
+        o, "losses",
+        r->losses ? json_incref(r->losses)
+                  : json_pack("{s:i,s:i,s:b,s:[]}", "count", 0, "bytes", 0, "truncated", 0, "items"));
     if (r->write_limit)
         json_object_set_new(o, "stopped_by", json_string("write limit"));
     else if (r->oom)
@@ -204,6 +209,99 @@ char *txbox_result_json(const txbox_result *rc)
 
 static char *summary_base(const txbox_result *r, txbox_remedy *remedy);
 
+/* n bytes for people: "12 bytes", "4.2 KiB" */
+static void human_bytes(char *b, size_t n, uint64_t v)
+{
+    if (v < 1024)
+        snprintf(b, n, "%llu byte%s", (unsigned long long)v, v == 1 ? "" : "s");
+    else if (v < 1024 * 1024)
+        snprintf(b, n, "%.1f KiB", (double)v / 1024);
+    else if (v < 1024ull * 1024 * 1024)
+        snprintf(b, n, "%.1f MiB", (double)v / (1024 * 1024));
+    else
+        snprintf(b, n, "%.1f GiB", (double)v / (1024.0 * 1024 * 1024));
+}
+
+/* What a commit destroyed, by kind, in one phrase each (the facts; the
+ * front words the way back, TXBOX_REMEDY_UNDO): "discarded uncommitted
+ * changes to 3 files (4.2 KiB): a.py, b.py, c.py". */
+static void losses_phrase(const json_t *losses, dbuf *o)
+{
+    static const struct {
+        const char *kind, *verb, *one, *many;
+    } k[] = {
+        {"uncommitted", "discarded uncommitted changes to", "file", "files"},
+        {"untracked", "destroyed", "untracked file", "untracked files"},
+        {"staged", "dropped staged changes to", "file", "files"},
+        {"stash", "dropped", "stash entry", "stash entries"},
+        {"history", "made", "commit unreachable", "commits unreachable"},
+        {"branch", "deleted", "branch with commits no other ref has",
+         "branches with commits no other ref has"},
+        {"repository", "removed", "repository", "repositories"},
+        {"database", "destroyed", "database", "databases"},
+    };
+    json_t *items = json_object_get(losses, "items"), *it;
+    size_t unverified = 0, i;
+    json_array_foreach(items, i, it) unverified += json_is_true(json_object_get(it, "unverified"));
+    for (size_t j = 0; j < ARRAY_SIZE(k); j++) {
+        size_t n = 0, shown = 0;
+        uint64_t bytes = 0;
+        bool history = !strcmp(k[j].kind, "history");
+        json_array_foreach(items, i,
+                           it) if (!strcmp(json_string_value(json_object_get(it, "kind")) ?: "", k[j].kind))
+        {
+            json_int_t cm = json_integer_value(json_object_get(it, "commits"));
+            n += history && cm > 0 ? (size_t)cm : 1; /* history: its commits */
+            bytes += (uint64_t)json_integer_value(json_object_get(it, "bytes"));
+        }
+        if (!n)
+            continue;
+        char head[128], sz[32];
+        snprintf(head, sizeof head, "%s %zu %s", k[j].verb, n, n == 1 ? k[j].one : k[j].many);
+        human_bytes(sz, sizeof sz, bytes);
+        dbuf_addstr(o, "; ");
+        dbuf_addstr(o, head);
+        if (bytes) {
+            dbuf_addstr(o, " (");
+            dbuf_addstr(o, sz);
+            dbuf_addstr(o, ")");
+        }
+        dbuf_addstr(o, ": ");
+        json_array_foreach(items, i, it)
+        {
+            if (strcmp(json_string_value(json_object_get(it, "kind")) ?: "", k[j].kind))
+                continue;
+            if (shown == 3) {
+                dbuf_addstr(o, ", ...");
+                break;
+            }
+            dbuf_addstr(o, shown++ ? ", " : "");
+            const char *p = json_string_value(json_object_get(it, "path"));
+            dbuf_addstr(o, p ? p : "?");
+            if (!strcmp(k[j].kind, "branch")) {
+                json_t *cm = json_object_get(it, "commits");
+                if (json_is_integer(cm)) {
+                    char c[48];
+                    snprintf(c, sizeof c, " (%lld commit%s)", (long long)json_integer_value(cm),
+                             json_integer_value(cm) == 1 ? "" : "s");
+                    dbuf_addstr(o, c);
+                }
+            }
+        }
+    }
+    json_int_t total = json_integer_value(json_object_get(losses, "count"));
+    if ((size_t)total > json_array_size(items)) {
+        char more[64];
+        snprintf(more, sizeof more, "; %lld more lost", (long long)total - (long long)json_array_size(items));
+        dbuf_addstr(o, more);
+    }
+    if (unverified) {
+        char uv[96];
+        snprintf(uv, sizeof uv, " (%zu of them not verified: counted as lost)", unverified);
+        dbuf_addstr(o, uv);
+    }
+}
+
 char *txbox_result_summary(const txbox_result *r, txbox_remedy *remedy)
 {
     txbox_remedy none;
@@ -211,6 +309,17 @@ char *txbox_result_summary(const txbox_result *r, txbox_remedy *remedy)
         remedy = &none;
     *remedy = (txbox_remedy){0};
     char *s = summary_base(r, remedy);
+    if (r->outcome == TXBOX_OUTCOME_COMMITTED &&
+        json_integer_value(json_object_get(r->losses, "count")) > 0) {
+        dbuf o;
+        dbuf_init(&o, 0);
+        dbuf_addstr(&o, s);
+        losses_phrase(r->losses, &o);
+        free(s);
+        s = xstrdup(dbuf_str(&o));
+        dbuf_free(&o);
+        remedy_set(remedy, TXBOX_REMEDY_UNDO, r->txs, strlen(s));
+    }
     json_t *l = r->effects ? json_object_get(r->effects, "effects") : NULL, *e;
     if (!json_array_size(l))
         return s;

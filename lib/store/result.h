@@ -40,6 +40,10 @@ struct txbox_result {
     json_t *network;
     /* attention rules on effects: [{effect_rule, reason, paths}], or NULL */
     json_t *attention;
+    /* what the commit destroys that exists nowhere else (lib/tx/losses.h):
+     * {count, bytes, truncated, items: [{kind, path, bytes, detail}]}, or
+     * NULL: nothing judged, nothing lost */
+    json_t *losses;
 };
 
 txbox_result *result_new(void);

@@ -65,6 +65,24 @@ MUST_CHECK int undo_unstage(txbox_ws *ws, int txfd, txbox_error *err);
 void store_hash_note(txbox_ws *ws, const struct stat *st, const void *data, size_t len);
 void store_hash_forget(txbox_ws *ws);
 
+/* The transaction that left content sha (SHA-256, hex) at path as its
+ * last write (store_origin.c; lib/tx/losses.c: is a destroyed file the
+ * agent's own work?): 1 with *o filled, 0 when the last committed write of
+ * path (among transactions before before_tx; 0: all) left other content,
+ * or there is none; <0 on error. store_origin_free releases *o. */
+struct store_origin {
+    uint64_t tx;          /* the transaction */
+    double finished;      /* when it ended (unix time) */
+    bool added;           /* it created the file: there was none before */
+    char hash_before[65]; /* the content it replaced ("" when none or not hashed) */
+    uint64_t op;          /* its pre-image: tx/TX/undo/OP[/SUB] */
+    char *sub;
+    bool pruned; /* gc dropped its pre-images */
+};
+MUST_CHECK int store_origin(txbox_ws *ws, const char *path, const char sha[65], uint64_t before_tx,
+                            struct store_origin *o, txbox_error *err);
+void store_origin_free(struct store_origin *o);
+
 /* After a commit (lock released): prune retained pre-images when over the
  * configured bounds. Best effort; never fails the commit. */
 void history_autogc(txbox_ws *ws);

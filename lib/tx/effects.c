@@ -20,6 +20,7 @@
 #include "effects.h"
 #include "fsops.h"
 #include "gitcfg.h"
+#include "losses.h"
 #include "result.h"
 #include "safepath.h"
 #include "store.h"
@@ -472,12 +473,13 @@ static char *home_dir(void)
 /* effects_judge; ws: where the walk notes the hashes of the new files it
  * reads whole (store_hash_note; NULL: nowhere). */
 static int judge(txbox_ws *ws, const txbox_policy *p, int upperfd, int wsfd, const struct tx_ops *ops,
-                 const struct gitcfg_ctx *gc, json_t **verdict, json_t **attention, txbox_error *err)
+                 const struct gitcfg_ctx *gc, const struct losses *ls, json_t **verdict, json_t **attention,
+                 txbox_error *err)
 {
     *verdict = NULL;
     if (attention)
         *attention = NULL;
-    if (!p || !p->neffects || !ops->n)
+    if (!p || !p->neffects || (!ops->n && !(ls && ls->n)))
         return 0;
     effects_compile(p);
     struct effect_judge j;
@@ -518,6 +520,7 @@ static int judge(txbox_ws *ws, const txbox_policy *p, int upperfd, int wsfd, con
     free(w.al);
     strlist_free(&scripts);
     j.scripts = NULL;
+    losses_feed(ls, &j); /* the rules with losses: */
     if (rc == 0 && gw) {
         tx_mark("effects:walk");
         rc = judge_git(&j, gw, err);
@@ -540,20 +543,33 @@ static int judge(txbox_ws *ws, const txbox_policy *p, int upperfd, int wsfd, con
 int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const struct tx_ops *ops,
                   const struct gitcfg_ctx *gc, json_t **verdict, json_t **attention, txbox_error *err)
 {
-    return judge(NULL, p, upperfd, wsfd, ops, gc, verdict, attention, err);
+    return judge(NULL, p, upperfd, wsfd, ops, gc, NULL, verdict, attention, err);
 }
 
 int effects_gate_run(txbox_ws *ws, const txbox_policy *p, txbox_result *r, int txfd, int upperfd,
                      uint64_t base_gen, const struct tx_ops *ops, struct fs_syncset *durable,
-                     const char *hctx, const struct gitcfg_ctx *gc, txbox_error *err)
+                     const char *hctx, const struct gitcfg_ctx *gc, const struct losses *ls, bool interactive,
+                     txbox_error *err)
 {
     json_t *v = NULL, *att = NULL;
-    if (judge(ws, p, upperfd, ws->fd, ops, gc, &v, &att, err) < 0)
+    if (judge(ws, p, upperfd, ws->fd, ops, gc, ls, &v, &att, err) < 0)
         return -1;
     r->attention = att; /* reported and logged, whatever the outcome */
     if (!v)
         return 0;
-    bool hold = !strcmp(json_string_value(json_object_get(v, "action")), "hold");
+    const char *action = json_string_value(json_object_get(v, "action"));
+    if (!strcmp(action, "ask") && !interactive) {
+        /* no one to ask: committed, and the rule named beside the losses */
+        if (!r->attention)
+            r->attention = json_array();
+        json_array_append_new(r->attention,
+                              json_pack("{s:O,s:O,s:O,s:s}", "effect_rule", json_object_get(v, "effect_rule"),
+                                        "reason", json_object_get(v, "reason"), "paths",
+                                        json_object_get(v, "paths"), "action", "ask"));
+        json_decref(v);
+        return 0;
+    }
+    bool hold = strcmp(action, "rollback") != 0; /* hold, or ask with a person to answer */
     if (!r->changes)
         r->changes = ops_changes(upperfd, ws->fd, ops, 10000);
     if (hold) {

@@ -41,12 +41,16 @@ MUST_CHECK int effects_hold(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_g
  * decided, r's outcome rejected or held (the held record written, the
  * upper to be kept); <0: error. durable: the scan's entries still to be
  * made durable (scan_upper), synced before a hold; may be NULL. hctx: the
- * audit context (store_context). */
+ * audit context (store_context). ls: the commit's losses (losses.h), for
+ * the rules with `losses:` (NULL: none measured). A violated rule with
+ * action ask holds when interactive (a person can answer now), else the
+ * commit goes on and the rule is listed in r->attention. */
 struct fs_syncset;
+struct losses;
 MUST_CHECK int effects_gate_run(txbox_ws *ws, const txbox_policy *p, struct txbox_result *r, int txfd,
                                 int upperfd, uint64_t base_gen, const struct tx_ops *ops,
                                 struct fs_syncset *durable, const char *hctx, const struct gitcfg_ctx *gc,
-                                txbox_error *err);
+                                const struct losses *ls, bool interactive, txbox_error *err);
 
 /* txbox_review, txbox_approve, txbox_reject: include/txbox.h (held.c). */
 

@@ -15,6 +15,7 @@
 #include "effects.h"
 #include "fsops.h"
 #include "gitcfg.h"
+#include "losses.h"
 #include "multi.h"
 #include "result.h"
 #include "run.h"
@@ -558,7 +559,7 @@ static bool file_at_limit(int upperfd, const struct tx_ops *ops, uint64_t limit)
 
 static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd, uint64_t base_gen,
                           const char *hctx, const txbox_policy *pol, uint64_t file_limit,
-                          const struct gitcfg_ctx *gc, txbox_error *err)
+                          const struct gitcfg_ctx *gc, bool interactive, txbox_error *err)
 {
     int lockfd = -1;
     if (ws_lock(ws, &lockfd, err) < 0)
@@ -572,6 +573,7 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd, 
     tx_mark("lock");
     fs_fault_arm();
     struct tx_ops ops = {0};
+    struct losses ls = {0};
     /* the new data: durable with the journal, before the commit point */
     _cleanup_syncset_ struct fs_syncset durable = {0};
     int rc = scan_upper(upperfd, ws->fd, !ws->root, &ops, &durable, err);
@@ -590,6 +592,15 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd, 
         r->changes = json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted", "truncated", 0);
         goto out;
     }
+    /* what the commit would destroy that exists nowhere else (losses.h):
+     * reported, and judged by the rules with losses: */
+    if (rc == 0) {
+        struct losses_in li = {
+            .ws = ws, .txfd = txfd, .txs = r->txs, .upperfd = upperfd, .ops = &ops, .now = wall_time()};
+        rc = losses_measure(&li, &ls, err);
+        r->losses = losses_json(&ls);
+        tx_mark("losses");
+    }
     if (rc == 0) {
         /* another commit since ours began wrote our paths, or a stuck
          * transaction holds them (journal.c, I9) */
@@ -603,12 +614,15 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd, 
             r->outcome = TXBOX_OUTCOME_CONFLICT;
             r->conflict_path = steal_pointer(&clash);
             r->changes = ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP);
+            losses_filter_changes(&ls, r->changes);
             goto out;
         }
     }
     if (rc == 0 && pol) { /* rules on effects: rejected or held, nothing applied */
-        int e = effects_gate_run(ws, pol, r, txfd, upperfd, base_gen, &ops, &durable, hctx, gc, err);
+        int e = effects_gate_run(ws, pol, r, txfd, upperfd, base_gen, &ops, &durable, hctx, gc, &ls,
+                                 interactive, err);
         if (e != 0) {
+            losses_filter_changes(&ls, r->changes);
             rc = e < 0 ? -1 : 0;
             goto out;
         }
@@ -626,6 +640,7 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd, 
     if (rc == 0) {
         tx_mark("mounts");
         r->changes = ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP);
+        losses_filter_changes(&ls, r->changes); /* git's index only refreshed */
         tx_mark("changes");
         _cleanup_free_ char *info = store_info(r, hctx); /* history: + command, cwd */
         _cleanup_free_ char *why = NULL;
@@ -646,6 +661,7 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd, 
 out:
     fs_fault_disarm();
     store_hash_forget(ws); /* the effect rules' (store_hash_note), this commit's only */
+    losses_free(&ls);
     ops_free(&ops);
     ws_unlock(lockfd);
     return rc;
@@ -1310,7 +1326,7 @@ static int run_decide(struct run *c, txbox_error *err)
                                 .hide = (const char *const *)c->hide,
                                 .allow_degraded = c->opts->allow_degraded};
         int rc = overlay_commit(ws, r, c->txfd, c->upperfd, c->base_gen, c->hctx, c->opts->policy,
-                                c->max_write, &gc, err);
+                                c->max_write, &gc, c->opts->interactive != 0, err);
         fs_writeback_end(wb);
         if (rc < 0)
             return r->commit_point_passed ? -2 : -1;

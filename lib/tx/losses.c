@@ -1,0 +1,1161 @@
+/* What a commit destroys that exists nowhere else (losses.h).
+ *
+ * The write set is read as what it removes: every regular file deleted
+ * (alone or in a deleted or replaced directory) and every one whose content
+ * is replaced, in the workspace (the before state). Each is judged:
+ *
+ *   - nothing is lost when its old content is git's: the index's blob for
+ *     that path (the stat data git cached, else the content's blob id),
+ *     HEAD's, a commit this transaction made (a stash, a commit), or when
+ *     git ignores it (a build product), or it is a cache a tool
+ *     regenerates (node_modules, __pycache__ ...), or it moved (the same
+ *     content is written elsewhere by the same commit), or it is empty;
+ *   - a replaced content is lost only when it was clobbered: reset to the
+ *     index's or HEAD's version, emptied, or overwritten with little in
+ *     common (less than half of its lines kept, whitespace aside); an
+ *     ordinary edit loses nothing;
+ *   - a database file (SQLite) is judged by its pages instead: rewritten
+ *     (more than half of its pages changed), shrunk, or with fewer pages
+ *     in use (tables dropped, rows deleted in bulk), or deleted.
+ *
+ * What git keeps besides files is judged by git's own reading of both
+ * states in losses_git.c: staged changes dropped, stash entries dropped,
+ * commits no longer reachable from any ref, reflog or stash, branches
+ * deleted with such commits; a repository whose .git the commit removes
+ * is lost whole.
+ *
+ * A loss whose content a txbox transaction wrote last is noted with it
+ * (written_by), and is the agent's own work when that chain of
+ * transactions started from an absent file or from git's version of it:
+ * the rules with `losses:` then let it through for an hour (a scratch
+ * file made minutes ago), and still report it.
+ *
+ * Everything read is workspace content, untrusted: files are opened
+ * beneath the workspace without following symlinks, reads are capped
+ * (LOSS_*), and what cannot be read within the caps is counted as lost
+ * and said to be unverified (fail closed). */
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "losses_int.h"
+#include "result.h"
+#include "safepath.h"
+#include "store.h"
+
+/* ---- caches tools regenerate: never a loss ---- */
+
+static const char *const cache_dirs[] = {
+    "node_modules", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",   ".tox",    ".nox",
+    ".cache",       ".next",       ".nuxt",         ".turbo",      ".parcel-cache", ".gradle", ".venv",
+};
+
+static bool cache_dir_name(const char *n, size_t len)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(cache_dirs); i++)
+        if (strlen(cache_dirs[i]) == len && !memcmp(cache_dirs[i], n, len))
+            return true;
+    return false;
+}
+
+static bool ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* Is path a cache, or inside one? */
+static bool in_cache(const char *path)
+{
+    for (const char *p = path;;) {
+        const char *e = strchrnul(p, '/');
+        if (*e && cache_dir_name(p, (size_t)(e - p)))
+            return true;
+        if (!*e) {
+            if (cache_dir_name(p, (size_t)(e - p)))
+                return true;
+            return ends_with(p, ".pyc") || ends_with(p, ".pyo") || !strcmp(p, ".DS_Store") ||
+                   ends_with(p, "-shm");
+        }
+        p = e + 1;
+    }
+}
+
+/* ---- collecting what the commit removes ---- */
+
+static struct lfile *add_file(struct lctx *c, const char *path, uint64_t size, int what, size_t droot)
+{
+    if (c->nf == c->cf) {
+        c->cf = c->cf ? c->cf * 2 : 64;
+        c->f = xrealloc(c->f, c->cf * sizeof *c->f);
+    }
+    struct lfile *f = &c->f[c->nf++];
+    *f = (struct lfile){
+        .path = xstrdup(path), .repo = -1, .size = size, .what = (uint8_t)what, .droot = droot};
+    return f;
+}
+
+/* The git directory a workspace path lies in, when one does: the prefix
+ * up to a component .git that is a directory in the workspace. *rest:
+ * what follows it (""). NULL: none. */
+static char *gitdir_of(struct lctx *c, const char *path, const char **rest)
+{
+    for (const char *p = path;;) {
+        const char *e = strchrnul(p, '/');
+        if (e - p == 4 && !memcmp(p, ".git", 4)) {
+            _cleanup_free_ char *g = xasprintf("%.*s", (int)(e - path), path);
+            _cleanup_close_ int fd = safe_openat(c->in->ws->fd, g, O_PATH | O_DIRECTORY, 0);
+            if (fd >= 0) {
+                *rest = *e ? e + 1 : e;
+                return steal_pointer(&g);
+            }
+            return NULL;
+        }
+        if (!*e)
+            return NULL;
+        p = e + 1;
+    }
+}
+
+/* A repository's git directory that the commit removes (path: the .git
+ * directory, or a bare repository's), counted whole. */
+static void note_removed_repo(struct lctx *c, const char *gitdir, uint64_t bytes, uint64_t files);
+
+static bool is_bare_repo_dir(int dfd)
+{
+    struct stat st;
+    return fstatat(dfd, "HEAD", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+           fstatat(dfd, "objects", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+           fstatat(dfd, "refs", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Sums a tree's regular files (a removed git directory). */
+static void tree_size(struct lctx *c, int dfd, uint64_t *bytes, uint64_t *files, unsigned depth)
+{
+    DIR *d = fdopendir(dup(dfd));
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        if (++c->walked > LOSS_WALK_MAX) {
+            c->walk_capped = true;
+            break;
+        }
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (S_ISREG(st.st_mode)) {
+            *bytes += (uint64_t)st.st_size;
+            (*files)++;
+        } else if (S_ISDIR(st.st_mode) && depth < 256) {
+            _cleanup_close_ int sub =
+                openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0)
+                tree_size(c, sub, bytes, files, depth + 1);
+        }
+    }
+    if (d)
+        closedir(d);
+}
+
+/* Every regular file of the old tree dfd/name (workspace path path),
+ * deleted, or replaced by the new tree's file of the same path (newdir). */
+static void walk_old(struct lctx *c, int dfd, const char *name, const char *path, bool newdir, size_t droot,
+                     unsigned depth)
+{
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return;
+    if (++c->walked > LOSS_WALK_MAX) {
+        c->walk_capped = true;
+        return;
+    }
+    if (in_cache(path))
+        return;
+    if (S_ISREG(st.st_mode)) {
+        if (!st.st_size || !strcmp(name, ".git"))
+            return; /* empty; a gitfile (the repository lives elsewhere) */
+        int what = LFR_DELETED;
+        if (newdir) {
+            struct stat nst;
+            _cleanup_close_ int nfd = safe_openat(c->in->upperfd, path, O_PATH, 0);
+            if (nfd >= 0 && fstat(nfd, &nst) == 0 && S_ISREG(nst.st_mode))
+                what = LFR_MODIFIED;
+        }
+        add_file(c, path, (uint64_t)st.st_size, what, droot);
+        return;
+    }
+    if (!S_ISDIR(st.st_mode) || depth > 4096)
+        return;
+    _cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        /* a directory txbox cannot read: what it held is unknown */
+        struct lfile *f = add_file(c, path, 0, LFR_DELETED, droot);
+        f->state = LF_LOST;
+        f->unverified = true;
+        f->why = xstrdup("a directory that could not be read was removed");
+        return;
+    }
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (!strcmp(base, ".git") || is_bare_repo_dir(fd)) {
+        uint64_t bytes = 0, files = 0;
+        tree_size(c, fd, &bytes, &files, 0);
+        note_removed_repo(c, path, bytes, files);
+        return;
+    }
+    DIR *d = fdopendir(fd);
+    if (!d)
+        return;
+    fd = -1;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        _cleanup_free_ char *p = *path ? xasprintf("%s/%s", path, de->d_name) : xstrdup(de->d_name);
+        walk_old(c, dirfd(d), de->d_name, p, newdir, droot, depth + 1);
+        if (c->walk_capped)
+            break;
+    }
+    closedir(d);
+}
+
+/* The repository removals noted while collecting: resolved to repositories
+ * once those are known (note_repo_items). */
+static void note_removed_repo(struct lctx *c, const char *gitdir, uint64_t bytes, uint64_t files)
+{
+    c->rm = xrealloc(c->rm, (c->nrm + 1) * sizeof *c->rm);
+    c->rm[c->nrm++] = (struct lremoval){.gitdir = xstrdup(gitdir), .bytes = bytes, .files = files};
+}
+
+/* Changes inside a git directory, by what they touch. */
+struct gitchange {
+    char *gitdir;
+    bool index, refs, other;
+    char *index_path; /* the index file's workspace path */
+};
+
+static void note_git_change(struct gitchange **v, size_t *n, const char *gitdir, const char *rest)
+{
+    size_t i;
+    for (i = 0; i < *n && strcmp((*v)[i].gitdir, gitdir); i++)
+        ;
+    if (i == *n) {
+        *v = xrealloc(*v, (*n + 1) * sizeof **v);
+        (*v)[(*n)++] = (struct gitchange){.gitdir = xstrdup(gitdir)};
+    }
+    struct gitchange *g = &(*v)[i];
+    if (!strcmp(rest, "index")) {
+        g->index = true;
+        if (!g->index_path)
+            g->index_path = xasprintf("%s/index", gitdir);
+    } else if (!strcmp(rest, "HEAD") || !strcmp(rest, "packed-refs") || !strncmp(rest, "refs", 4) ||
+               !strncmp(rest, "logs", 4) || !*rest) {
+        g->refs = true;
+    } else {
+        g->other = true;
+    }
+}
+
+/* The operations read as files removed or replaced, git directories
+ * changed and repositories removed. */
+static void collect(struct lctx *c, struct gitchange **gch, size_t *ngch)
+{
+    const struct tx_ops *ops = c->in->ops;
+    int wsfd = c->in->ws->fd;
+    for (size_t i = 0; i < ops->n && !c->walk_capped; i++) {
+        const struct tx_op *o = &ops->v[i];
+        if (o->kind == OP_META)
+            continue;
+        const char *rest;
+        _cleanup_free_ char *g = gitdir_of(c, o->path, &rest);
+        if (g) {
+            if (!*rest && (o->kind == OP_DELETE || o->had_old)) {
+                /* the .git directory itself goes */
+                _cleanup_close_ int fd = safe_openat(wsfd, g, O_RDONLY | O_DIRECTORY, 0);
+                uint64_t bytes = 0, files = 0;
+                if (fd >= 0)
+                    tree_size(c, fd, &bytes, &files, 0);
+                note_removed_repo(c, g, bytes, files);
+            }
+            if (*rest)
+                note_git_change(gch, ngch, g, rest);
+            continue;
+        }
+        if (o->kind == OP_REPLACE && !o->had_old)
+            continue; /* a new entry destroys nothing */
+        bool old_dir = o->old_dir || (o->old.mode && S_ISDIR(o->old.mode));
+        if (old_dir) {
+            const char *base;
+            _cleanup_close_ int pfd = safe_open_parent(wsfd, o->path, &base);
+            if (pfd < 0)
+                continue;
+            lnames_push(&c->droots, xstrdup(o->path));
+            walk_old(c, pfd, base, o->path, o->kind == OP_REPLACE && o->new_dir, c->droots.n, 0);
+            continue;
+        }
+        const char *bn = strrchr(o->path, '/');
+        if (in_cache(o->path) || (o->old.mode && !S_ISREG(o->old.mode)) ||
+            !strcmp(bn ? bn + 1 : o->path, ".git"))
+            continue; /* a cache, not a file, a gitfile */
+        struct stat st;
+        _cleanup_close_ int fd = safe_openat(wsfd, o->path, O_PATH, 0);
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !st.st_size)
+            continue;
+        bool new_reg = o->kind == OP_REPLACE && !o->new_dir && (!o->nw.mode || S_ISREG(o->nw.mode));
+        add_file(c, o->path, (uint64_t)st.st_size, new_reg ? LFR_MODIFIED : LFR_DELETED, 0);
+    }
+}
+
+/* ---- repositories ---- */
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static int *dmap_slot(struct ldmap *m, const char *k, bool add)
+{
+    if (add && (m->n + 1) * 2 > m->cap) {
+        struct ldmap old = *m;
+        m->cap = old.cap ? old.cap * 2 : 64;
+        m->keys = xcalloc(m->cap, sizeof *m->keys);
+        m->vals = xcalloc(m->cap, sizeof *m->vals);
+        m->n = 0;
+        for (size_t i = 0; i < old.cap; i++)
+            if (old.keys[i]) {
+                *dmap_slot(m, old.keys[i], true) = old.vals[i];
+                free(old.keys[i]);
+            }
+        free(old.keys);
+        free(old.vals);
+    }
+    if (!m->cap)
+        return NULL;
+    for (size_t i = hash_str(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->keys[i]) {
+            if (!add)
+                return NULL;
+            m->keys[i] = xstrdup(k);
+            m->n++;
+            return &m->vals[i];
+        }
+        if (!strcmp(m->keys[i], k))
+            return &m->vals[i];
+    }
+}
+
+static void dmap_free(struct ldmap *m)
+{
+    for (size_t i = 0; i < m->cap; i++)
+        free(m->keys[i]);
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+/* Lexically joins a relative gitdir pointer to base and removes "." and
+ * ".." (no symlink is followed: the result is only compared and opened
+ * beneath the workspace, or read outside it as git would). */
+static char *join_clean(const char *base, const char *rel)
+{
+    _cleanup_free_ char *j = rel[0] == '/' ? xstrdup(rel) : xasprintf("%s/%s", base, rel);
+    char *out = xmalloc(strlen(j) + 2), *w = out;
+    for (char *save = NULL, *t = strtok_r(j, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
+        if (!strcmp(t, "."))
+            continue;
+        if (!strcmp(t, "..")) {
+            while (w > out && *--w != '/')
+                ;
+            continue;
+        }
+        w += sprintf(w, "/%s", t);
+    }
+    if (w == out)
+        *w++ = '/';
+    *w = 0;
+    return out;
+}
+
+static int add_repo(struct lctx *c, const char *wt, const char *wt_abs, const char *prefix)
+{
+    c->r = xrealloc(c->r, (c->nr + 1) * sizeof *c->r);
+    struct lrepo *r = &c->r[c->nr];
+    *r = (struct lrepo){.wt = wt ? xstrdup(wt) : NULL,
+                        .wt_abs = xstrdup(wt_abs),
+                        .prefix = xstrdup(prefix),
+                        .ib_state = 1,
+                        .ia_state = 1};
+    if (c->nr >= LOSS_REPOS_MAX) {
+        r->why = "more repositories changed at once than txbox checks";
+        return (int)c->nr++;
+    }
+    const char *ws_path = c->in->ws->path;
+    size_t wl = strlen(ws_path);
+    _cleanup_free_ char *dotgit = xasprintf("%s/.git", wt_abs);
+    struct stat st;
+    bool in_ws = wt != NULL;
+    _cleanup_free_ char *dg_rel = in_ws ? (*wt ? xasprintf("%s/.git", wt) : xstrdup(".git")) : NULL;
+    _cleanup_close_ int dfd =
+        in_ws ? safe_openat(c->in->ws->fd, dg_rel, O_PATH, 0) : open(dotgit, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0 || fstat(dfd, &st) < 0) {
+        r->why = "its .git cannot be opened";
+        return (int)c->nr++;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        r->gitdir_abs = steal_pointer(&dotgit);
+        r->gitdir = steal_pointer(&dg_rel);
+    } else {
+        /* a gitfile: "gitdir: PATH" (a submodule's, a linked worktree's) */
+        char buf[4096];
+        _cleanup_close_ int ffd = in_ws ? safe_openat(c->in->ws->fd, dg_rel, O_RDONLY | O_NONBLOCK, 0)
+                                        : open(dotgit, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        ssize_t n = ffd >= 0 && S_ISREG(st.st_mode) ? read(ffd, buf, sizeof buf - 1) : -1;
+        if (n < 8 || strncmp(buf, "gitdir: ", 8)) {
+            r->why = "its .git is neither a directory nor a gitdir file";
+            return (int)c->nr++;
+        }
+        buf[n] = 0;
+        buf[strcspn(buf, "\r\n")] = 0;
+        r->gitdir_abs = join_clean(wt_abs, buf + 8);
+        if (!strncmp(r->gitdir_abs, ws_path, wl) && r->gitdir_abs[wl] == '/')
+            r->gitdir = xstrdup(r->gitdir_abs + wl + 1);
+    }
+    struct stat cst;
+    _cleanup_close_ int gfd = r->gitdir ? safe_openat(c->in->ws->fd, r->gitdir, O_PATH | O_DIRECTORY, 0)
+                                        : open(r->gitdir_abs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (gfd < 0) {
+        r->why = "its git directory cannot be opened";
+        return (int)c->nr++;
+    }
+    r->linked = fstatat(gfd, "commondir", &cst, AT_SYMLINK_NOFOLLOW) == 0;
+    return (int)c->nr++;
+}
+
+/* The repository holding the workspace itself, above it (the workspace is
+ * a directory of a larger worktree), as git finds it: up to a filesystem
+ * boundary. -1: none. */
+static int repo_above(struct lctx *c)
+{
+    _cleanup_free_ char *p = xstrdup(c->in->ws->path);
+    struct stat top;
+    if (stat(p, &top) < 0)
+        return -1;
+    for (char *slash; (slash = strrchr(p, '/')) && slash != p + 0 + (p[0] != '/');) {
+        *slash = 0;
+        const char *dir = *p ? p : "/";
+        struct stat st;
+        if (stat(dir, &st) < 0 || st.st_dev != top.st_dev)
+            return -1;
+        _cleanup_free_ char *g = xasprintf("%s/.git", strcmp(dir, "/") ? dir : "");
+        if (lstat(g, &st) == 0) {
+            size_t dl = strcmp(dir, "/") ? strlen(dir) : 0;
+            _cleanup_free_ char *prefix = xasprintf("%s/", c->in->ws->path + dl + 1);
+            return add_repo(c, NULL, dir, prefix);
+        }
+        if (slash == p)
+            break;
+    }
+    return -1;
+}
+
+int losses_repo_of(struct lctx *c, const char *path)
+{
+    _cleanup_free_ char *d = xstrdup(path);
+    struct lnames seen = {0};
+    int found = -1;
+    for (;;) {
+        char *slash = strrchr(d, '/');
+        if (slash)
+            *slash = 0;
+        else
+            d[0] = 0;
+        int *v = dmap_slot(&c->dm, d, false);
+        if (v) {
+            found = *v;
+            break;
+        }
+        lnames_push(&seen, xstrdup(d));
+        struct stat st;
+        _cleanup_free_ char *g = *d ? xasprintf("%s/.git", d) : xstrdup(".git");
+        _cleanup_close_ int fd = safe_openat(c->in->ws->fd, g, O_PATH, 0);
+        if (fd >= 0 && fstat(fd, &st) == 0 && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))) {
+            _cleanup_free_ char *abs = *d ? xasprintf("%s/%s", c->in->ws->path, d) : xstrdup(c->in->ws->path);
+            found = add_repo(c, d, abs, "");
+            break;
+        }
+        if (!*d) {
+            found = repo_above(c);
+            break;
+        }
+    }
+    for (size_t i = 0; i < seen.n; i++)
+        *dmap_slot(&c->dm, seen.v[i], true) = found;
+    lnames_free(&seen);
+    return found;
+}
+
+/* The repository whose git directory is gitdir (a workspace path); -1. */
+static int repo_by_gitdir(struct lctx *c, const char *gitdir)
+{
+    for (size_t i = 0; i < c->nr; i++)
+        if (c->r[i].gitdir && !strcmp(c->r[i].gitdir, gitdir))
+            return (int)i;
+    /* a repository no removed or changed file led to: its worktree is the
+     * git directory's parent (a .git directory) */
+    if (!ends_with(gitdir, "/.git") && strcmp(gitdir, ".git"))
+        return -1;
+    _cleanup_free_ char *wt =
+        xasprintf("%.*s", (int)(strlen(gitdir) - (strcmp(gitdir, ".git") ? 5 : 4)), gitdir);
+    _cleanup_free_ char *probe = *wt ? xasprintf("%s/x", wt) : xstrdup("x");
+    int i = losses_repo_of(c, probe);
+    return i >= 0 && c->r[i].gitdir && !strcmp(c->r[i].gitdir, gitdir) ? i : -1;
+}
+
+/* ---- reading files ---- */
+
+struct blob {
+    char *p;
+    size_t n;
+};
+
+/* The whole regular file path under dfd, within the caps: 0; -1 with *why. */
+static int read_capped(struct lctx *c, int dfd, const char *path, struct stat *st, struct blob *b,
+                       const char **why)
+{
+    b->p = NULL;
+    b->n = 0;
+    _cleanup_close_ int fd = safe_openat_noatime(dfd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0 || fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+        *why = "it could not be read";
+        return -1;
+    }
+    if ((uint64_t)st->st_size > LOSS_FILE_CAP || (uint64_t)st->st_size > c->budget) {
+        *why = "it is larger than txbox compares";
+        return -1;
+    }
+    b->p = xmalloc((size_t)st->st_size + 1);
+    ssize_t r = read_all(fd, b->p, (size_t)st->st_size);
+    if (r < 0) {
+        free(b->p);
+        b->p = NULL;
+        *why = "it could not be read";
+        return -1;
+    }
+    b->n = (size_t)r;
+    c->budget -= (uint64_t)r;
+    return 0;
+}
+
+/* ---- databases ---- */
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+struct sqlite_hdr {
+    uint32_t page, pages, freelist;
+};
+
+static bool sqlite_of(const char *d, size_t n, struct sqlite_hdr *h)
+{
+    const unsigned char *u = (const unsigned char *)d;
+    if (n < 100 || memcmp(d, "SQLite format 3", 16))
+        return false;
+    uint32_t ps = (uint32_t)(u[16] << 8 | u[17]);
+    h->page = ps == 1 ? 65536 : ps;
+    if (h->page < 512 || (h->page & (h->page - 1)))
+        return false;
+    h->pages = be32(u + 28);
+    if (!h->pages || be32(u + 92) != be32(u + 24))
+        h->pages = (uint32_t)(n / h->page);
+    h->freelist = be32(u + 36);
+    return true;
+}
+
+static bool sqlite_header_at(int dfd, const char *path, struct sqlite_hdr *h, uint64_t *size)
+{
+    char buf[100];
+    _cleanup_close_ int fd = safe_openat_noatime(dfd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        return false;
+    *size = (uint64_t)st.st_size;
+    return read_all(fd, buf, sizeof buf) == (ssize_t)sizeof buf && sqlite_of(buf, sizeof buf, h);
+}
+
+/* A database rewritten or shrunk (a loss: *why) or used as databases are
+ * (false). a, b: the old and new content when read whole (NULL: too
+ * large; then the headers alone judge). */
+static bool db_destroyed(const struct sqlite_hdr *ha, uint64_t sa, const struct blob *a, bool nb_db,
+                         const struct sqlite_hdr *hb, uint64_t sb, const struct blob *b, char **why)
+{
+    if (!nb_db) {
+        *why = xstrdup(sb ? "a database overwritten by something that is not one" : "a database emptied");
+        return true;
+    }
+    uint32_t live_a = ha->pages > ha->freelist ? ha->pages - ha->freelist : 0;
+    uint32_t live_b = hb->pages > hb->freelist ? hb->pages - hb->freelist : 0;
+    if (live_a >= 2 && (uint64_t)live_b * 10 < (uint64_t)live_a * 9) {
+        *why = xasprintf("a database's pages in use fell from %u to %u (tables dropped or rows deleted)",
+                         live_a, live_b);
+        return true;
+    }
+    if (sb < sa) {
+        *why = xasprintf("a database shrank from %llu to %llu bytes", (unsigned long long)sa,
+                         (unsigned long long)sb);
+        return true;
+    }
+    if (!a->p || !b->p || ha->page != hb->page)
+        return false;
+    /* the pages after the first (whose header counts every change) */
+    uint64_t n = ha->pages, changed = 0, total = 0;
+    for (uint64_t i = 1; i < n; i++) {
+        uint64_t off = i * ha->page;
+        if (off + ha->page > a->n)
+            break;
+        total++;
+        changed += off + hb->page > b->n || memcmp(a->p + off, b->p + off, ha->page);
+    }
+    if (total >= 2 && changed * 2 > total) {
+        *why = xasprintf("a database rewritten: %llu of its %llu pages changed", (unsigned long long)changed,
+                         (unsigned long long)total);
+        return true;
+    }
+    return false;
+}
+
+/* ---- an ordinary edit, or a clobber ---- */
+
+/* The share of a's lines (whitespace aside) that b still holds, by bytes;
+ * for binary content, of its 4 KiB blocks at the same place. */
+static double kept_share(const struct blob *a, const struct blob *b)
+{
+    if (!a->n)
+        return 1.0;
+    bool bin = memchr(a->p, 0, a->n < 8000 ? a->n : 8000) || memchr(b->p, 0, b->n < 8000 ? b->n : 8000);
+    if (bin) {
+        uint64_t same = 0;
+        for (size_t off = 0; off < a->n; off += 4096) {
+            size_t l = a->n - off < 4096 ? a->n - off : 4096;
+            if (off + l <= b->n && !memcmp(a->p + off, b->p + off, l))
+                same += l;
+        }
+        return (double)same / (double)a->n;
+    }
+    /* b's lines, hashed without their whitespace, in an open-addressing set */
+    size_t lines = 1;
+    for (size_t i = 0; i < b->n; i++)
+        lines += b->p[i] == '\n';
+    size_t cap = 64;
+    while (cap < lines * 2)
+        cap *= 2;
+    uint64_t *set = xcalloc(cap, sizeof *set);
+    for (int pass = 0; pass < 2; pass++) {
+        const struct blob *x = pass ? a : b;
+        uint64_t kept = 0;
+        for (size_t s = 0; s < x->n;) {
+            const char *nl = memchr(x->p + s, '\n', x->n - s);
+            size_t e = nl ? (size_t)(nl - x->p) : x->n;
+            uint64_t h = 1469598103934665603ull;
+            bool any = false;
+            for (size_t i = s; i < e; i++)
+                if (!strchr(" \t\r\f\v", x->p[i])) {
+                    h = (h ^ (unsigned char)x->p[i]) * 1099511628211ull;
+                    any = true;
+                }
+            h |= 1; /* never 0, the empty slot */
+            if (any) {
+                size_t k = h & (cap - 1);
+                while (set[k] && set[k] != h)
+                    k = (k + 1) & (cap - 1);
+                if (!pass)
+                    set[k] = h;
+                else if (set[k] == h)
+                    kept += e - s + 1;
+            } else if (pass) {
+                kept += e - s + 1; /* a blank line loses nothing */
+            }
+            s = e + 1;
+        }
+        if (pass) {
+            free(set);
+            return kept >= a->n ? 1.0 : (double)kept / (double)a->n;
+        }
+    }
+    free(set);
+    return 1.0;
+}
+
+static bool stat_matches(const struct gix_entry *e, const struct stat *st, const struct gix *x)
+{
+    if (!S_ISREG(st->st_mode) || (e->mode & 0170000) != 0100000 || e->size != (uint32_t)st->st_size ||
+        e->mtime_s != (uint32_t)st->st_mtim.tv_sec || e->mtime_ns != (uint32_t)st->st_mtim.tv_nsec ||
+        e->ctime_s != (uint32_t)st->st_ctim.tv_sec || e->ctime_ns != (uint32_t)st->st_ctim.tv_nsec ||
+        e->ino != (uint32_t)st->st_ino)
+        return false;
+    /* racy: changed in the index's own second (git hashes it then too) */
+    return st->st_mtim.tv_sec < x->mtime_s ||
+           (st->st_mtim.tv_sec == x->mtime_s && st->st_mtim.tv_nsec < x->mtime_ns);
+}
+
+static const char *kind_default_why(const struct lfile *f)
+{
+    if (f->what == LFR_DELETED)
+        return f->repo < 0  ? "deleted; it is in no git repository"
+               : f->tracked ? "deleted with changes that are in neither HEAD nor the index"
+                            : "deleted; git does not track it and does not ignore it";
+    return "overwritten";
+}
+
+/* The index of a repository, read once: before, and after when the
+ * commit changes it. */
+static void load_indexes(struct lctx *c, struct lrepo *r, const struct gitchange *g)
+{
+    if (r->why || r->ib_state != 1 || !r->gitdir_abs)
+        return;
+    const char *why = NULL;
+    _cleanup_close_ int gfd = r->gitdir ? safe_openat(c->in->ws->fd, r->gitdir, O_PATH | O_DIRECTORY, 0)
+                                        : open(r->gitdir_abs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    r->ib_state = gfd < 0 ? -1 : gix_load(&r->ib, gfd, "index", &why);
+    if (r->ib_state < 0)
+        r->why = why ? why : "its git directory cannot be opened";
+    if (!g || !g->index || !r->gitdir)
+        return;
+    int where = lview_where(&c->view, g->index_path);
+    why = NULL;
+    if (where == LV_GONE)
+        r->ia_state = 1;
+    else
+        r->ia_state =
+            gix_load(&r->ia, where == LV_UPPER ? c->in->upperfd : c->in->ws->fd, g->index_path, &why);
+    if (r->ia_state < 0)
+        r->why = why ? why : "its index cannot be read after the change";
+}
+
+/* One file: is its old content lost? */
+static void judge_file(struct lctx *c, struct lfile *f)
+{
+    struct lrepo *r = f->repo >= 0 ? &c->r[f->repo] : NULL;
+    int wsfd = c->in->ws->fd;
+    _cleanup_free_ char *ip = r ? losses_index_path(r, f->path) : NULL;
+    const struct gix_entry *eb = NULL, *ea = NULL;
+    if (r && r->ib_state == 0)
+        eb = gix_find(&r->ib, ip, strlen(ip));
+    if (r && r->ia_state == 0)
+        ea = gix_find(&r->ia, ip, strlen(ip));
+    f->tracked = eb != NULL;
+    struct stat st;
+    _cleanup_close_ int pfd = safe_openat(wsfd, f->path, O_PATH, 0);
+    if (pfd < 0 || fstat(pfd, &st) < 0) {
+        f->state = LF_LOST;
+        f->unverified = true;
+        f->why = xstrdup("it could not be read");
+        return;
+    }
+    if (eb && stat_matches(eb, &st, &r->ib)) {
+        memcpy(f->oid, eb->oid, 20);
+        f->have_oid = true;
+        f->state = LF_SAFE; /* the index's blob, as git knows without reading it */
+        return;
+    }
+    const char *why = NULL;
+    struct blob a = {0}, b = {0};
+    struct sqlite_hdr ha, hb;
+    uint64_t sa = (uint64_t)st.st_size, sb = 0;
+    bool a_db = false, b_db = false;
+    if (read_capped(c, wsfd, f->path, &st, &a, &why) < 0) {
+        f->db = sqlite_header_at(wsfd, f->path, &ha, &sa);
+        if (!f->db || f->what == LFR_DELETED) {
+            f->state = LF_LOST;
+            f->unverified = !f->db || f->what != LFR_DELETED;
+            f->why = f->db ? xstrdup("a database deleted") : xasprintf("not verified: %s", why);
+            return;
+        }
+    } else {
+        gix_blob_oid(a.p, a.n, f->oid);
+        f->have_oid = true;
+        hash_bytes_hex(a.p, a.n, f->sha);
+        f->have_sha = true;
+        a_db = f->db = sqlite_of(a.p, a.n, &ha);
+        if ((eb && !memcmp(eb->oid, f->oid, 20)) || (ea && !memcmp(ea->oid, f->oid, 20))) {
+            f->state = LF_SAFE; /* in the index (before, or staged now) */
+            free(a.p);
+            return;
+        }
+    }
+    if (f->what == LFR_DELETED) {
+        f->state = LF_LOST;
+        f->why = xstrdup(f->db ? "a database deleted" : kind_default_why(f));
+        free(a.p);
+        return;
+    }
+    /* replaced: read the new content */
+    struct stat nst;
+    const char *nwhy = NULL;
+    bool have_b = read_capped(c, c->in->upperfd, f->path, &nst, &b, &nwhy) == 0;
+    if (have_b) {
+        gix_blob_oid(b.p, b.n, f->noid);
+        f->have_noid = true;
+        b_db = sqlite_of(b.p, b.n, &hb);
+        sb = b.n;
+    } else {
+        b_db = sqlite_header_at(c->in->upperfd, f->path, &hb, &sb);
+    }
+    if (a.p && have_b && a.n == b.n && !memcmp(a.p, b.p, a.n)) {
+        f->state = LF_SAFE;
+    } else if (f->db) {
+        char *dwhy = NULL;
+        if (db_destroyed(&ha, sa, &a, b_db, &hb, sb, &b, &dwhy)) {
+            f->state = LF_LOST;
+            f->why = dwhy;
+        } else {
+            f->state = LF_SAFE; /* a database in use */
+        }
+    } else if (!a.p || !have_b) {
+        f->state = LF_LOST;
+        f->unverified = true;
+        f->why = xasprintf("overwritten; not compared: %s", a.p ? nwhy : why);
+    } else if ((eb && !memcmp(eb->oid, f->noid, 20)) || (ea && !memcmp(ea->oid, f->noid, 20))) {
+        f->state = LF_LOST;
+        f->why = xstrdup("reset to the index's version: its changes discarded");
+    } else if (!b.n) {
+        f->state = LF_LOST;
+        f->why = xstrdup("emptied");
+    } else {
+        double k = kept_share(&a, &b);
+        if (k < 0.5) {
+            f->state = LF_LOST;
+            f->why = xasprintf("overwritten: %.0f%% of its content kept", k * 100);
+        } else {
+            f->state = LF_EDITED; /* an edit, unless git says it went back to HEAD's */
+        }
+    }
+    (void)a_db;
+    free(a.p);
+    free(b.p);
+}
+
+/* ---- moved, and the agent's own ---- */
+
+/* Lost contents written elsewhere by the same commit: moved, not lost. */
+struct moves {
+    struct lctx *c;
+    uint64_t *sizes; /* of the lost contents, sorted */
+    size_t n;
+    size_t looked;
+};
+
+static int by_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A new file of the commit (fd, open for reading): the content of lost
+ * files? */
+static void move_target(struct moves *m, int fd)
+{
+    struct lctx *c = m->c;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        return;
+    uint64_t sz = (uint64_t)st.st_size;
+    if (!bsearch(&sz, m->sizes, m->n, sizeof *m->sizes, by_u64) || sz > c->budget || sz > LOSS_FILE_CAP)
+        return;
+    char *buf = xmalloc((size_t)sz + 1);
+    ssize_t n = read_all(fd, buf, (size_t)sz);
+    if (n == (ssize_t)sz) {
+        c->budget -= sz;
+        char sha[65];
+        hash_bytes_hex(buf, (size_t)n, sha);
+        for (size_t k = 0; k < c->nf; k++) {
+            struct lfile *f = &c->f[k];
+            if (f->state == LF_LOST && f->have_sha && !f->folded && !strcmp(f->sha, sha))
+                f->state = LF_SAFE; /* moved or copied */
+        }
+    }
+    free(buf);
+}
+
+static void move_walk(struct moves *m, int dfd, const char *name, unsigned depth)
+{
+    if (++m->looked > LOSS_WALK_MAX || depth > 256)
+        return;
+    _cleanup_close_ int fd =
+        openat_noatime(dfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return;
+    if (S_ISREG(st.st_mode)) {
+        move_target(m, fd);
+        return;
+    }
+    if (!S_ISDIR(st.st_mode))
+        return;
+    DIR *d = fdopendir(fd);
+    if (!d)
+        return;
+    fd = -1;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+            move_walk(m, dirfd(d), de->d_name, depth + 1);
+    closedir(d);
+}
+
+static void find_moves(struct lctx *c)
+{
+    struct moves m = {.c = c};
+    for (size_t i = 0; i < c->nf; i++) {
+        struct lfile *f = &c->f[i];
+        if (f->state != LF_LOST || !f->have_sha || f->folded)
+            continue;
+        m.sizes = xrealloc(m.sizes, (m.n + 1) * sizeof *m.sizes);
+        m.sizes[m.n++] = f->size;
+    }
+    if (!m.n)
+        return;
+    qsort(m.sizes, m.n, sizeof *m.sizes, by_u64);
+    const struct tx_ops *ops = c->in->ops;
+    for (size_t i = 0; i < ops->n && m.looked < LOSS_WALK_MAX; i++) {
+        const struct tx_op *o = &ops->v[i];
+        if (o->kind != OP_REPLACE)
+            continue;
+        const char *base;
+        _cleanup_close_ int pfd = safe_open_parent(c->in->upperfd, o->path, &base);
+        if (pfd >= 0)
+            move_walk(&m, pfd, base, 0);
+    }
+    free(m.sizes);
+}
+
+/* Is the pre-image a transaction kept of path git's version of it (the
+ * index's blob before this commit)? */
+static bool preimage_is_git(struct lctx *c, const struct lfile *f, const struct store_origin *o)
+{
+    struct lrepo *r = f->repo >= 0 ? &c->r[f->repo] : NULL;
+    if (!r || r->ib_state != 0 || o->pruned)
+        return false;
+    _cleanup_free_ char *ip = losses_index_path(r, f->path);
+    const struct gix_entry *e = gix_find(&r->ib, ip, strlen(ip));
+    if (!e)
+        return false;
+    _cleanup_free_ char *pre =
+        *o->sub
+            ? xasprintf("tx/%llu/undo/%llu/%s", (unsigned long long)o->tx, (unsigned long long)o->op, o->sub)
+            : xasprintf("tx/%llu/undo/%llu", (unsigned long long)o->tx, (unsigned long long)o->op);
+    struct stat st;
+    struct blob b;
+    const char *why;
+    if (read_capped(c, c->in->ws->sfd, pre, &st, &b, &why) < 0)
+        return false;
+    unsigned char oid[20];
+    gix_blob_oid(b.p, b.n, oid);
+    free(b.p);
+    return !memcmp(oid, e->oid, 20);
+}
+
+/* The last writer of a lost content, and whether it is the agent's own
+ * work: a chain of txbox transactions from an absent file, or from git's
+ * version. */
+static void find_origin(struct lctx *c, struct lfile *f, struct loss_item *it)
+{
+    struct store_origin o;
+    txbox_error e = {0};
+    if (store_origin(c->in->ws, f->path, f->sha, 0, &o, &e) != 1)
+        return;
+    it->written_by = o.tx;
+    it->age_s = c->in->now > o.finished ? c->in->now - o.finished : 0;
+    bool own = false;
+    for (int depth = 0; depth < 8; depth++) {
+        if (o.added || preimage_is_git(c, f, &o)) {
+            own = true;
+            break;
+        }
+        if (!o.hash_before[0])
+            break;
+        char before[65];
+        memcpy(before, o.hash_before, sizeof before);
+        uint64_t t = o.tx;
+        store_origin_free(&o);
+        if (store_origin(c->in->ws, f->path, before, t, &o, &e) != 1)
+            return;
+    }
+    store_origin_free(&o);
+    it->own = own;
+}
+
+/* ---- the items ---- */
+
+static void note_repo_items(struct lctx *c)
+{
+    for (size_t i = 0; i < c->nrm; i++) {
+        struct lremoval *m = &c->rm[i];
+        /* the work tree's files deleted with it: lost with it */
+        int ri = repo_by_gitdir(c, m->gitdir);
+        uint64_t bytes = m->bytes, files = 0;
+        for (size_t k = 0; ri >= 0 && k < c->nf; k++) {
+            struct lfile *f = &c->f[k];
+            if (f->repo == ri && f->what == LFR_DELETED && !f->folded) {
+                f->folded = true;
+                bytes += f->size;
+                files++;
+            }
+        }
+        if (ri >= 0)
+            c->r[ri].removed = true;
+        _cleanup_free_ char *d =
+            files ? xasprintf("the repository removed with its history, %llu files of git data and %llu "
+                              "of its work tree",
+                              (unsigned long long)m->files, (unsigned long long)files)
+                  : xasprintf("the repository removed with its history (%llu files of git data)",
+                              (unsigned long long)m->files);
+        struct loss_item *it = losses_add(c->out, EFF_LOSS_REPOSITORY, m->gitdir, bytes, d);
+        if (it) {
+            /* a repository a recent transaction made (git init) */
+            _cleanup_free_ char *head = xasprintf("%s/HEAD", m->gitdir);
+            struct lfile hf = {.path = head, .repo = -1};
+            struct blob b;
+            struct stat st;
+            const char *why;
+            if (read_capped(c, c->in->ws->fd, head, &st, &b, &why) == 0) {
+                hash_bytes_hex(b.p, b.n, hf.sha);
+                free(b.p);
+                find_origin(c, &hf, it);
+            }
+        }
+        free(m->gitdir);
+    }
+    free(c->rm);
+    c->rm = NULL;
+    c->nrm = 0;
+}
+
+static void note_file_items(struct lctx *c)
+{
+    size_t origins = 0;
+    for (size_t i = 0; i < c->nf; i++) {
+        struct lfile *f = &c->f[i];
+        if (f->state != LF_LOST || f->folded)
+            continue;
+        struct lrepo *r = f->repo >= 0 ? &c->r[f->repo] : NULL;
+        int kind = f->db ? EFF_LOSS_DATABASE : r && f->tracked ? EFF_LOSS_UNCOMMITTED : EFF_LOSS_UNTRACKED;
+        const char *why = f->why ? f->why : kind_default_why(f);
+        struct loss_item *it = losses_add(c->out, kind, f->path, f->size, why);
+        if (!it)
+            continue;
+        it->unverified = f->unverified;
+        if (f->have_sha && origins++ < LOSS_ORIGIN_MAX)
+            find_origin(c, f, it);
+    }
+}
+
+/* Index files whose rewrite changed no entry (a refresh). */
+static void note_refreshed(struct lctx *c, struct gitchange *g, size_t ng)
+{
+    for (size_t i = 0; i < ng; i++) {
+        int ri = repo_by_gitdir(c, g[i].gitdir);
+        if (ri < 0 || !g[i].index)
+            continue;
+        struct lrepo *r = &c->r[ri];
+        load_indexes(c, r, &g[i]);
+        if (r->ib_state == 0 && r->ia_state == 0 && gix_same_entries(&r->ib, &r->ia)) {
+            struct losses *l = c->out;
+            l->refreshed = xrealloc(l->refreshed, (l->nrefreshed + 1) * sizeof *l->refreshed);
+            l->refreshed[l->nrefreshed++] = xstrdup(g[i].index_path);
+            g[i].index = false; /* no entry changed: nothing to judge */
+        }
+    }
+}
+
+int losses_measure(const struct losses_in *in, struct losses *out, txbox_error *err)
+{
+    memset(out, 0, sizeof *out);
+    struct lctx c = {.in = in, .out = out, .budget = LOSS_READ_BUDGET};
+    struct gitchange *g = NULL;
+    size_t ng = 0;
+    collect(&c, &g, &ng);
+    if (ng) /* the after state of git's files is read only then */
+        lview_init(&c.view, in->ops);
+    for (size_t i = 0; i < c.nf; i++)
+        c.f[i].repo = losses_repo_of(&c, c.f[i].path);
+    note_refreshed(&c, g, ng);
+    for (size_t i = 0; i < ng; i++) {
+        int ri = repo_by_gitdir(&c, g[i].gitdir);
+        if (ri < 0)
+            continue;
+        struct lrepo *r = &c.r[ri];
+        r->index_changed |= g[i].index;
+        r->refs_changed |= g[i].refs;
+        r->git_changed = r->index_changed || r->refs_changed;
+        if (r->git_changed)
+            load_indexes(&c, r, &g[i]);
+    }
+    note_repo_items(&c);
+    for (size_t i = 0; i < c.nf; i++) {
+        struct lfile *f = &c.f[i];
+        if (f->folded || f->state != LF_PENDING)
+            continue;
+        struct lrepo *r = f->repo >= 0 ? &c.r[f->repo] : NULL;
+        if (r && !r->why)
+            load_indexes(&c, r, NULL);
+        if (r && r->why) {
+            f->state = LF_LOST;
+            f->unverified = true;
+            f->tracked = true; /* unknown: counted as the worse of the two */
+            f->why = xasprintf("not verified: %s", r->why);
+            continue;
+        }
+        judge_file(&c, f);
+    }
+    if (c.walk_capped)
+        losses_add(out, EFF_LOSS_UNTRACKED, "...", 0,
+                   "more files removed than txbox checks: the rest not verified")
+            ->unverified = true;
+    for (size_t i = 0; i < c.nr; i++) {
+        struct lrepo *r = &c.r[i];
+        bool cand = false;
+        for (size_t k = 0; k < c.nf && !cand; k++)
+            cand = c.f[k].repo == (int)i && !c.f[k].folded && !c.f[k].unverified &&
+                   (c.f[k].state == LF_LOST || (c.f[k].state == LF_EDITED && r->git_changed));
+        r->need_git = !r->removed && !r->why && (cand || r->git_changed);
+    }
+    losses_git(&c);
+    for (size_t i = 0; i < c.nf; i++)
+        if (c.f[i].state == LF_EDITED)
+            c.f[i].state = LF_SAFE;
+    find_moves(&c);
+    note_file_items(&c);
+    losses_git_cleanup(&c);
+    for (size_t i = 0; i < c.nf; i++) {
+        free(c.f[i].path);
+        free(c.f[i].why);
+    }
+    free(c.f);
+    for (size_t i = 0; i < c.nr; i++) {
+        struct lrepo *r = &c.r[i];
+        free(r->wt);
+        free(r->wt_abs);
+        free(r->prefix);
+        free(r->gitdir);
+        free(r->gitdir_abs);
+        free(r->mirror_abs);
+        gix_free(&r->ib);
+        gix_free(&r->ia);
+    }
+    free(c.r);
+    for (size_t i = 0; i < ng; i++) {
+        free(g[i].gitdir);
+        free(g[i].index_path);
+    }
+    free(g);
+    lnames_free(&c.droots);
+    lview_free(&c.view);
+    dmap_free(&c.dm);
+    (void)err;
+    return 0;
+}

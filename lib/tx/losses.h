@@ -1,0 +1,122 @@
+/* Losses: what a commit destroys that exists nowhere else (docs/guarantees.md,
+ * "Losses"). Given the workspace (the before state), a transaction's scanned
+ * upper and its operations (the after state: the upper over the
+ * workspace), losses_measure() says what the commit would destroy, by kind
+ * (policy/effect_rules.h, EFF_LOSS_*): uncommitted and untracked work,
+ * staged changes, stash entries, commits (history, branches), whole
+ * repositories, databases. The rules on effects with `losses:` judge it
+ * (effects.c); the result, the audit log and `txbox show` carry it.
+ *
+ * The parts: losses.c (the write set read as what it destroys, files,
+ * databases, the report), losses_index.c (git's index, read directly),
+ * losses_git.c (the history, stashes, trees, ignore rules: libgit2 in a
+ * confined child process), losses_view.c (the after state of a path). */
+#ifndef TXBOX_LOSSES_H
+#define TXBOX_LOSSES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "policy/effect_rules.h"
+#include "tx.h"
+
+/* One loss. */
+struct loss_item {
+    int kind;   /* EFF_LOSS_* */
+    char *path; /* a workspace path; a ref, stash@{N} or git directory for git's kinds */
+    uint64_t bytes;
+    char *detail;     /* one line: what was lost, or why it could not be verified */
+    bool unverified;  /* could not be checked within the caps: counted as lost (fail closed) */
+    uint64_t commits; /* history, branch: how many commits */
+    /* the destroyed content's last writer, when a txbox transaction wrote
+     * it (0: unknown), and whether it is the agent's own work (struct
+     * effect_loss) of age_s seconds ago */
+    uint64_t written_by;
+    bool own;
+    double age_s;
+};
+
+#define LOSSES_ITEMS_KEPT 10000 /* items kept for the rules; the rest counted */
+#define LOSSES_ITEMS_SHOWN 100  /* items in the JSON report */
+
+struct losses {
+    struct loss_item *v;
+    size_t n, cap;
+    uint64_t count, bytes;  /* over every item, kept or not */
+    bool truncated;         /* items were counted but not kept */
+    unsigned dropped_kinds; /* kinds of the items not kept (counted as a person's work) */
+    /* index files whose rewrite changed no entry, only git's cached stat
+     * data (git status refreshing it): not reported as changes */
+    char **refreshed;
+    size_t nrefreshed;
+};
+
+struct losses_in {
+    txbox_ws *ws;
+    int txfd; /* .txbox/tx/ID: scratch for git's view of the after state */
+    const char *txs;
+    int upperfd; /* the scanned upper */
+    const struct tx_ops *ops;
+    double now; /* wall time, for the age of the agent's own work */
+};
+
+/* Measures what the commit of in->ops destroys into *out (zeroed first).
+ * Never fails the commit on what it cannot read: that is an unverified
+ * item (fail closed); <0 only when txbox itself failed (then *out is
+ * empty). The workspace lock is held. */
+MUST_CHECK int losses_measure(const struct losses_in *in, struct losses *out, txbox_error *err);
+/* The report: {"count", "bytes", "truncated", "items": [{"kind", "path",
+ * "bytes", "detail", ...}]} (at most LOSSES_ITEMS_SHOWN items). NULL l:
+ * nothing lost. */
+json_t *losses_json(const struct losses *l);
+/* Feeds every item to a judge (the rules with `losses:`). */
+void losses_feed(const struct losses *l, struct effect_judge *j);
+/* Removes the refreshed index files from changes' "modified". */
+void losses_filter_changes(const struct losses *l, json_t *changes);
+void losses_free(struct losses *l);
+
+/* ---- internal: shared by the parts ---- */
+
+/* Adds an item (path and detail copied; detail may be NULL). */
+struct loss_item *losses_add(struct losses *l, int kind, const char *path, uint64_t bytes,
+                             const char *detail);
+
+/* git's index (losses_index.c): the entries of an index file, read
+ * directly (no git, no libgit2): versions 2 to 4, SHA-1. */
+struct gix_entry {
+    const char *path; /* NUL-terminated */
+    uint32_t ctime_s, ctime_ns, mtime_s, mtime_ns, dev, ino, mode, uid, gid, size;
+    unsigned char oid[20];
+    uint16_t flags;  /* stage in bits 12-13 */
+    uint16_t xflags; /* skip-worktree, intent-to-add */
+};
+struct gix {
+    struct gix_entry *v;
+    size_t n;
+    char *names; /* the paths' storage (version 4), or NULL */
+    char *buf;   /* the file */
+    size_t len;
+    int64_t mtime_s, mtime_ns; /* the index file's own */
+};
+#define GIX_MAX_BYTES (256u << 20)
+#define GIX_MAX_ENTRIES 2000000
+/* Parses buf (len bytes; taken: freed by gix_free). 0, or -1 with *why (a
+ * static string). */
+int gix_parse(struct gix *x, char *buf, size_t len, const char **why);
+/* Reads and parses the index at dfd/name: 0; 1: there is none; -1 with
+ * *why. */
+int gix_load(struct gix *x, int dfd, const char *name, const char **why);
+/* The stage-0 entry of path (n bytes), or the first of its stages when it
+ * has no stage 0; NULL: not in the index. */
+const struct gix_entry *gix_find(const struct gix *x, const char *path, size_t n);
+/* The index of the first entry at or after path prefix (n bytes). */
+size_t gix_lower(const struct gix *x, const char *prefix, size_t n);
+/* Same entries (paths, modes, blob ids, stages and flags)? */
+bool gix_same_entries(const struct gix *a, const struct gix *b);
+void gix_free(struct gix *x);
+/* git's blob id of n bytes: SHA-1 of "blob N\0" and them. */
+void gix_blob_oid(const void *data, size_t n, unsigned char oid[20]);
+
+#endif
