@@ -116,6 +116,28 @@ static void print_text(json_t *o)
         snprintf(num, sizeof num, "%lld bytes retained for undo", (long long)json_integer_value(rb));
         field("pre-images", num);
     }
+    json_t *lo = json_object_get(o, "losses"); /* what the commit destroyed */
+    if (json_integer_value(json_object_get(lo, "count")) > 0) {
+        snprintf(num, sizeof num, "%lld, %lld bytes%s",
+                 (long long)json_integer_value(json_object_get(lo, "count")),
+                 (long long)json_integer_value(json_object_get(lo, "bytes")),
+                 json_is_true(json_object_get(lo, "truncated")) ? " (list truncated)" : "");
+        field("losses", num);
+        size_t k;
+        json_t *it;
+        json_array_foreach(json_object_get(lo, "items"), k, it)
+        {
+            printf("  %-12s %s ", "", s_of(it, "kind") ?: "?");
+            cli_print_clean(stdout, s_of(it, "path") ?: "", 0);
+            printf(" (%lld bytes", (long long)json_integer_value(json_object_get(it, "bytes")));
+            if (s_of(it, "written_by"))
+                printf(", written by tx %s%s", s_of(it, "written_by"),
+                       json_is_true(json_object_get(it, "own")) ? ", the agent's own" : "");
+            printf("): ");
+            cli_print_clean(stdout, s_of(it, "detail") ?: "", 0);
+            putchar('\n');
+        }
+    }
     json_t *effs = json_object_get(info, "effects"); /* external effects (saga.c) */
     for (size_t k = 0; k < json_array_size(effs); k++) {
         json_t *e = json_array_get(effs, k);
@@ -178,8 +200,9 @@ static void print_text(json_t *o)
 static const char usage[] = "usage: txbox show [-C DIR] [--json] TX\n\n"
                             "Everything the audit log recorded about transaction TX: time, command,\n"
                             "cwd, verdict and rule, protections, exit status, outcome, duration and\n"
-                            "overhead, the write set (kind, type, mode, size, sha256 before and after)\n"
-                            "and the tail of its output.";
+                            "overhead, the write set (kind, type, mode, size, sha256 before and after),\n"
+                            "what it destroyed that existed nowhere else (losses) and the tail of its\n"
+                            "output.";
 
 int cmd_show(int argc, char **argv)
 {

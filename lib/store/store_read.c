@@ -66,7 +66,7 @@ static json_t *row_object(sqlite3_stmt *st)
     " protections AS protections_json, exit_code, signal, backend, n_added, n_modified,"          \
     " n_deleted, changes_truncated, undo_of, forced,"                                             \
     " (SELECT min(u.id) FROM tx u WHERE u.undo_of = tx.id AND u.outcome = 'committed')"           \
-    " AS undone_by, retained_bytes, pruned, pruned_bytes"
+    " AS undone_by, retained_bytes, pruned, pruned_bytes, lost_bytes"
 
 int txbox_log_json(txbox_ws *ws, long limit, char **json, txbox_error *err)
 {
@@ -154,6 +154,10 @@ int txbox_show_json(txbox_ws *ws, const char *tx, char **json, txbox_error *err)
     }
     sqlite3_finalize(st);
     json_object_set_new(o, "write_set", ch);
+    /* what it destroyed (or would have: held, rejected), from its record */
+    json_t *lo = json_object_get(json_object_get(o, "info"), "losses");
+    if (json_is_object(lo))
+        json_object_set(o, "losses", lo);
     int r = 0;
     if (rc != SQLITE_DONE)
         r = store_db_fail(db, rc, err, "cannot read it");

@@ -119,9 +119,9 @@ const char store_tx_insert[] =
     "INSERT OR REPLACE INTO tx(id, outcome, gen, started, finished, duration_ms, command_ms,"
     " overhead_ms, recovered, workspace, cwd, command, argv, verdict, rule, reason, protections,"
     " exit_code, signal, backend, n_added, n_modified, n_deleted, changes_truncated, stdout_tail,"
-    " stderr_tail, stdout_dropped, stderr_dropped, undo_of, forced, retained_bytes, info)"
+    " stderr_tail, stdout_dropped, stderr_dropped, undo_of, forced, retained_bytes, info, lost_bytes)"
     " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,"
-    "?24,?25,?26,?27,?28,?29,?30,?31,?32)";
+    "?24,?25,?26,?27,?28,?29,?30,?31,?32,?33)";
 
 /* gen: the generation a commit made, or 0 to find it now (find_gen) */
 int store_bind_tx(sqlite3_stmt *st, txbox_ws *ws, uint64_t id, const char *outcome, json_t *in,
@@ -185,6 +185,11 @@ int store_bind_tx(sqlite3_stmt *st, txbox_ws *ws, uint64_t id, const char *outco
     bind_int(st, 30, json_object_get(in, "forced"));
     if (rows)
         sqlite3_bind_int64(st, 31, (sqlite3_int64)rows->retained);
+    /* what the commit destroyed that existed nowhere else (losses.h):
+     * retention keeps such a transaction's pre-images longest */
+    json_t *lb = json_object_get(json_object_get(in, "losses"), "bytes");
+    if (!strcmp(outcome, "committed") && json_is_integer(lb))
+        sqlite3_bind_int64(st, 33, (sqlite3_int64)json_integer_value(lb));
     /* The whole record, with the output cut to its tails. */
     json_t *copy = json_deep_copy(in);
     json_object_del(copy, "stdout");

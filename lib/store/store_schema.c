@@ -52,6 +52,10 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
      * cost of a commit grew with the history (60 pages at 70 transactions) */
     ("CREATE INDEX tx_retained ON tx(retained_bytes)"
      " WHERE outcome='committed' AND retained_bytes IS NOT NULL AND pruned IS NULL;"),
+    /* v4: the bytes a commit destroyed that existed nowhere else (its
+     * losses, lib/tx/losses.h; NULL: none measured): retention keeps the
+     * pre-images of such transactions longest */
+    "ALTER TABLE tx ADD COLUMN lost_bytes INTEGER;",
 };
 
 int store_db_fail(sqlite3 *db, int rc, txbox_error *err, const char *what)

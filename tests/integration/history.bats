@@ -278,14 +278,16 @@ printf "\000\001\002" >bin.dat; setfattr -n user.new -v v xattr.txt; rm fifo'
     sq 'DROP INDEX tx_retained' >/dev/null
     sq 'ALTER TABLE tx DROP COLUMN pruned' >/dev/null
     sq 'ALTER TABLE tx DROP COLUMN pruned_bytes' >/dev/null
+    sq 'ALTER TABLE tx DROP COLUMN lost_bytes' >/dev/null
     sq 'PRAGMA user_version=1' >/dev/null
     [ "$(sq 'PRAGMA user_version')" = 1 ]
     h log --json
     assert_status 0
     [ "$(pj 'd[0]["command"]')" = 'printf "one\n" >>README' ] || fail "$output"
-    [ "$(sq 'PRAGMA user_version')" = 3 ]
+    [ "$(sq 'PRAGMA user_version')" = 4 ]
     [ "$(sq "SELECT count(*) FROM sqlite_master WHERE name='tx_retained'")" = 1 ]
     [ "$(sq "SELECT count(*) FROM pragma_table_info('tx') WHERE name='pruned'")" = 1 ]
+    [ "$(sq "SELECT count(*) FROM pragma_table_info('tx') WHERE name='lost_bytes'")" = 1 ]
     h gc --keep 0
     assert_status 0
 }

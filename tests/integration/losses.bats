@@ -1,0 +1,323 @@
+#!/usr/bin/env bats
+# Losses: what a commit destroys that exists nowhere else (docs/guarantees.md,
+# "Losses"). Every commit measures it; the result, the status line, the
+# audit log and `txbox show` carry it; the built-in rule work-lost (action
+# ask) holds it when a person can answer at a terminal, and otherwise the
+# commit goes on and says what was lost and that `txbox undo TX` brings it
+# back. One test per kind of loss, then what is not a loss, the noise rule
+# (the agent's own scratch work), the audit log, the policy matcher and
+# failing closed.
+
+bats_require_minimum_version 1.5.0
+load ../lib/common
+
+setup() {
+    git_ws
+}
+
+# git_ws: $WS, a git repository (no sample hooks) with two commits: a.txt,
+# lib.py, .gitignore (ignores *.o and build/).
+git_ws() {
+    WS="$BATS_TEST_TMPDIR/ws"
+    rm -rf "$WS"
+    mkdir -p "$WS"
+    (
+        set -e
+        cd "$WS"
+        git init -q --template= .
+        git config user.name tester
+        git config user.email tester@example.org
+        git config commit.gpgsign false
+        printf 'one\ntwo\nthree\nfour\n' >a.txt
+        printf 'def f():\n    return 1\n' >lib.py
+        printf '*.o\nbuild/\n' >.gitignore
+        git add -A
+        git commit -qm first
+        printf 'five\n' >>a.txt
+        git commit -qam second
+    ) || fail "cannot make the repository"
+}
+
+# g ARGS...: git in the workspace, outside txbox (the person's own git).
+g() { git -C "$WS" "$@"; }
+
+# losses_of: "kind path" of each loss in the JSON result in $output.
+losses_of() {
+    printf '%s' "$output" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+for it in d.get("losses", {}).get("items", []):
+    print(it["kind"], it["path"])'
+}
+
+# assert_lost KIND PATH: the last run's losses hold that item.
+assert_lost() {
+    local got
+    got="$(losses_of)" || fail "no losses in: $(clip "$output")"
+    grep -qxF "$1 $2" <<<"$got" || fail "expected a loss '$1 $2'; losses: ${got:-none}" "$(clip "$output")"
+}
+
+# assert_no_loss: the last run's losses are empty (count 0).
+assert_no_loss() {
+    [ "$(jget losses.count)" = 0 ] || fail "expected no loss; losses: $(losses_of)" "$(clip "$output")"
+}
+
+# at_terminal ARGS...: txbox ARGS... with stdin and stderr a terminal
+# (script(1)), as a person runs it; status in $status, its output in $output.
+at_terminal() {
+    local cmd
+    printf -v cmd '%q ' "$TXBOX" "$@"
+    run script -qefc "$cmd" /dev/null </dev/null
+}
+
+# undo_latest: `txbox undo` brings the pre-state (snap pre) back exactly.
+undo_latest() {
+    run --separate-stderr txbox_bin undo -C "$WS"
+    assert_status 0
+    assert_tree pre "$WS"
+}
+
+@test "uncommitted: git reset --hard discards changes; the line says what and how to get it back; undo restores them" {
+    printf 'my work\n' >>"$WS/a.txt"
+    snap pre "$WS"
+    tx -c 'git reset -q --hard'
+    assert_status 0
+    [[ "$stderr" == *"committed ("* ]] || fail "$stderr"
+    [[ "$stderr" == *"; discarded uncommitted changes to 1 file ("*"): a.txt"* ]] || fail "status line: $stderr"
+    local id
+    id="$(sed -n 's/^txbox: tx \([0-9]*\) committed.*/\1/p' <<<"$stderr")"
+    [[ "$stderr" == *"'txbox undo $id' brings it back"* ]] || fail "no way back named: $stderr"
+    [ "$(cat "$WS/a.txt")" = "$(printf 'one\ntwo\nthree\nfour\nfive')" ]
+    undo_latest
+    [ "$(tail -n 1 "$WS/a.txt")" = "my work" ]
+}
+
+@test "uncommitted: git checkout -- . and a truncation are losses; an ordinary edit of a changed file is not" {
+    printf 'my work\n' >>"$WS/a.txt"
+    snap pre "$WS"
+    txj -c 'git checkout -- .'
+    assert_status 0
+    assert_lost uncommitted a.txt
+    [[ "$(jget losses.items.0.detail)" == "reset to the index's version"* ]] || fail "$(jget losses.items.0.detail)"
+    undo_latest
+    txj -c 'sed -i "s/two/TWO/" a.txt'
+    assert_no_loss
+    txj -c ': >a.txt'
+    assert_lost uncommitted a.txt
+    [ "$(jget losses.items.0.detail)" = emptied ]
+}
+
+@test "untracked: git clean -fd deletes untracked files; ignored build products and caches are not losses" {
+    mkdir -p "$WS/docs/journeys" "$WS/build" "$WS/node_modules/x"
+    printf 'notes\n' >"$WS/notes.md"
+    printf 'journey\n' >"$WS/docs/journeys/one.md"
+    printf 'obj\n' >"$WS/main.o"
+    printf 'out\n' >"$WS/build/out"
+    printf 'dep\n' >"$WS/node_modules/x/index.js"
+    snap pre "$WS"
+    txj -c 'git clean -fdx'
+    assert_status 0
+    assert_lost untracked notes.md
+    assert_lost untracked docs/journeys/one.md
+    [ "$(jget losses.count)" = 2 ] || fail "only the two person's files: $(losses_of)"
+    [ ! -e "$WS/notes.md" ]
+    undo_latest
+}
+
+@test "staged: git reset --hard drops a staged change; undo gives the index back" {
+    printf 'staged\n' >"$WS/new.txt"
+    printf 'six\n' >>"$WS/a.txt"
+    g add new.txt a.txt
+    snap pre "$WS"
+    txj -c 'git reset -q --hard'
+    assert_status 0
+    assert_lost staged new.txt
+    assert_lost staged a.txt
+    # --no-optional-locks: a status that refreshed the index would be a
+    # change made outside txbox, which undo does not overwrite
+    [ -z "$(g --no-optional-locks status --porcelain)" ] || fail "the reset did not happen"
+    undo_latest
+    [ "$(g diff --cached --name-only | sort | tr '\n' ' ')" = "a.txt new.txt " ] || fail "$(g status)"
+}
+
+@test "stash: git stash drop loses an entry; git stash and git stash pop lose nothing" {
+    printf 'stashed work\n' >>"$WS/a.txt"
+    txj -c 'git stash -q'
+    assert_status 0
+    assert_no_loss
+    txj -c 'git stash pop -q'
+    assert_status 0
+    assert_no_loss
+    g stash -q
+    snap pre "$WS"
+    txj -c 'git stash drop -q'
+    assert_status 0
+    assert_lost stash 'stash@{0}'
+    [ -z "$(g stash list)" ]
+    undo_latest
+    [ -n "$(g stash list)" ] || fail "the stash entry is not back"
+}
+
+@test "history: commits only reflogs kept, expired and pruned, are lost: kind history with their count" {
+    g reset -q --hard HEAD~1 # the second commit: now in reflogs only
+    snap pre "$WS"
+    txj -c 'git reflog expire --expire=now --all && git gc -q --prune=now'
+    assert_status 0
+    assert_lost history .git
+    [ "$(jget losses.items.0.commits)" = 1 ] || fail "$(clip "$output")"
+    undo_latest
+    g cat-file -e "$(g reflog -1 --format=%H 'HEAD@{1}')" || fail "the commit is not back"
+}
+
+@test "branch: git branch -D of a branch whose commits no other ref or reflog has; -D of a merged one is none" {
+    # a commit on 'feature' only: made without checking it out (no HEAD reflog)
+    local c
+    c="$(printf 'feature\n' | g commit-tree "$(g rev-parse 'HEAD^{tree}')" -p HEAD)"
+    g update-ref -m 'feature work' refs/heads/feature "$c"
+    g branch merged HEAD
+    txj -c 'git branch -q -D merged'
+    assert_no_loss
+    snap pre "$WS"
+    txj -c 'git branch -q -D feature'
+    assert_status 0
+    assert_lost branch refs/heads/feature
+    undo_latest
+    [ "$(g rev-parse feature)" = "$c" ]
+}
+
+@test "repository: rm -rf .git is a loss of the repository" {
+    snap pre "$WS"
+    txj -c 'rm -rf .git'
+    assert_status 0
+    assert_lost repository .git
+    undo_latest
+    [ "$(g log --format=%s | tr '\n' ' ')" = "second first " ]
+}
+
+@test "database: tables dropped in a SQLite file are a loss; an insert is ordinary use" {
+    python3 -c '
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("create table users(id integer primary key, name text)")
+c.executemany("insert into users(name) values (?)", [("x" * 200,)] * 500)
+c.commit()' "$WS/app.db"
+    txj -c "python3 -c \"import sqlite3; c = sqlite3.connect('app.db'); c.execute('insert into users(name) values (1)'); c.commit()\""
+    assert_status 0
+    assert_no_loss
+    snap pre "$WS"
+    txj -c "python3 -c \"import sqlite3; c = sqlite3.connect('app.db'); c.execute('drop table users'); c.execute('create table users(id integer primary key, name text)'); c.commit()\""
+    assert_status 0
+    assert_lost database app.db
+    undo_latest
+    [ "$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("select count(*) from users").fetchone()[0])' "$WS/app.db")" = 501 ]
+}
+
+@test "ordinary work loses nothing: new files, edits, git add and commit, a move, a clean tracked file deleted" {
+    txj -c 'printf "x\n" >new.txt && mkdir -p src && printf "y\n" >src/m.py'
+    assert_no_loss
+    txj -c 'sed -i "s/one/ONE/" a.txt && printf "more\n" >>lib.py'
+    assert_no_loss
+    txj -c 'git add -A && git commit -qm work'
+    assert_status 0
+    assert_no_loss
+    txj -c 'mv new.txt renamed.txt && mv src source'
+    assert_no_loss
+    txj -c 'rm lib.py'
+    assert_no_loss
+}
+
+@test "the agent's own scratch file, deleted, is reported and not held; a person's file is held at a terminal, approve commits it" {
+    command -v script >/dev/null || need "script(1) (util-linux) for a terminal"
+    txj -c 'printf "scratch\n" >scratch.txt'
+    assert_status 0
+    at_terminal run -C "$WS" -c 'rm scratch.txt'
+    [ "$status" = 0 ] || fail "status $status: $output"
+    [[ "$output" == *"committed"*"destroyed 1 untracked file"*"scratch.txt"* ]] || fail "$output"
+    [ ! -e "$WS/scratch.txt" ]
+    run --separate-stderr txbox_bin show -C "$WS" --json "$(txbox_bin log -C "$WS" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["tx"])')"
+    [ "$(jget losses.items.0.own)" = true ] || fail "not the agent's own: $(clip "$output")"
+    # a file no transaction wrote: the person's
+    printf 'mine\n' >"$WS/person.txt"
+    at_terminal run -C "$WS" -c 'rm person.txt'
+    [ "$status" = 121 ] || fail "status $status: $output"
+    [[ "$output" == *"held for review by effect rule work-lost"*"untracked 1"* ]] || fail "$output"
+    [ -e "$WS/person.txt" ]
+    local id
+    id="$(sed -n 's/.*tx \([0-9]*\) held for review.*/\1/p' <<<"$output" | head -n 1)"
+    run --separate-stderr txbox_bin approve -C "$WS" "$id"
+    assert_status 0
+    [ ! -e "$WS/person.txt" ]
+}
+
+@test "outside git: a file no transaction wrote, deleted, is a loss; without a terminal it commits with the loss in the line" {
+    rm -rf "$WS/.git"
+    printf 'draft\n' >"$WS/draft.md"
+    snap pre "$WS"
+    tx -c 'rm draft.md'
+    assert_status 0
+    [[ "$stderr" == *"destroyed 1 untracked file (6 bytes): draft.md"* ]] || fail "$stderr"
+    undo_latest
+}
+
+@test "git status only refreshes the index: not reported as a change" {
+    touch "$WS/a.txt" "$WS/lib.py" # stat data git must refresh
+    txj -c 'git status --short'
+    assert_status 0
+    [ -z "$(jget changes.modified)" ] || fail "reported: $(jget changes.modified)"
+    assert_no_loss
+}
+
+@test "the audit log and txbox show carry the losses, and the bytes lost in a column of their own" {
+    printf 'my work\n' >>"$WS/a.txt"
+    txj -c 'git reset -q --hard'
+    local id bytes
+    id="$(jget tx)"
+    bytes="$(jget losses.bytes)"
+    [ "$bytes" -gt 0 ]
+    run --separate-stderr txbox_bin show -C "$WS" --json "$id"
+    assert_status 0
+    [ "$(jget losses.items.0.kind)" = uncommitted ] || fail "$(clip "$output")"
+    [ "$(jget lost_bytes)" = "$bytes" ] || fail "lost_bytes $(jget lost_bytes), want $bytes"
+    run --separate-stderr txbox_bin show -C "$WS" "$id"
+    [[ "$output" == *"losses "*"uncommitted a.txt"* ]] || fail "$output"
+    run --separate-stderr txbox_bin log -C "$WS" --json
+    [ "$(printf '%s' "$output" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["lost_bytes"])')" = "$bytes" ]
+}
+
+@test "policy: a losses rule with rollback rejects; losses_grace: 0 counts the agent's own work; a bad kind is one clear error" {
+    local pol="$BATS_TEST_TMPDIR/policy.yaml"
+    cat >"$pol" <<'EOF'
+version: 1
+effects:
+  - id: keep-untracked
+    action: rollback
+    reason: destroys an untracked file
+    suggestion: keep it
+    match:
+      losses: [untracked]
+      losses_grace: 0
+    examples:
+      match: [{losses: [untracked]}, {own_losses: [untracked]}]
+      no_match: [{losses: [stash]}]
+EOF
+    txj --policy "$pol" -c 'printf "scratch\n" >s.txt'
+    snap pre "$WS"
+    txj --policy "$pol" -c 'rm s.txt'
+    assert_status 122
+    assert_outcome rejected
+    assert_json_field effect_rule keep-untracked
+    assert_tree pre "$WS"
+    sed -i 's/losses: \[untracked\]$/losses: [untracked, lost-in-space]/' "$pol"
+    tx --policy "$pol" -c 'true'
+    assert_status 125
+    [ "${#stderr_lines[@]}" = 1 ] || fail "$stderr"
+    [[ "$stderr" == *"'lost-in-space' is no kind of loss"* ]] || fail "$stderr"
+}
+
+@test "fail closed: an index txbox cannot read makes a deleted file count as lost, unverified" {
+    printf 'garbage\n' >"$WS/.git/index"
+    txj -c 'rm lib.py'
+    assert_status 0
+    assert_lost uncommitted lib.py
+    [ "$(jget losses.items.0.unverified)" = true ] || fail "$(clip "$output")"
+}
