@@ -35,6 +35,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -47,57 +48,57 @@
 
 /* ---- libgit2, loaded when needed ---- */
 
-#define GITFNS(X)                                                                                        \
-    X(git_libgit2_init)                                                                                  \
-    X(git_libgit2_opts)                                                                                  \
-    X(git_error_last)                                                                                    \
-    X(git_repository_open_ext)                                                                           \
-    X(git_repository_open_bare)                                                                          \
-    X(git_repository_free)                                                                               \
-    X(git_repository_odb)                                                                                \
-    X(git_repository_path)                                                                               \
-    X(git_odb_add_disk_alternate)                                                                        \
-    X(git_odb_read_header)                                                                               \
-    X(git_odb_free)                                                                                      \
-    X(git_reference_name_to_id)                                                                          \
-    X(git_reference_iterator_new)                                                                        \
-    X(git_reference_next)                                                                                \
-    X(git_reference_iterator_free)                                                                       \
-    X(git_reference_name)                                                                                \
-    X(git_reference_peel)                                                                                \
-    X(git_reference_free)                                                                                \
-    X(git_object_id)                                                                                     \
-    X(git_object_free)                                                                                   \
-    X(git_commit_lookup)                                                                                 \
-    X(git_commit_tree_id)                                                                                \
-    X(git_commit_free)                                                                                   \
-    X(git_commit_parent_id)                                                                              \
-    X(git_commit_parentcount)                                                                            \
-    X(git_commit_summary)                                                                                \
-    X(git_tree_lookup)                                                                                   \
-    X(git_tree_free)                                                                                     \
-    X(git_tree_entry_bypath)                                                                             \
-    X(git_tree_entry_id)                                                                                 \
-    X(git_tree_entry_free)                                                                               \
-    X(git_tree_entry_type)                                                                               \
-    X(git_revwalk_new)                                                                                   \
-    X(git_revwalk_push)                                                                                  \
-    X(git_revwalk_hide)                                                                                  \
-    X(git_revwalk_next)                                                                                  \
-    X(git_revwalk_free)                                                                                  \
-    X(git_revwalk_sorting)                                                                               \
-    X(git_ignore_path_is_ignored)                                                                        \
-    X(git_oid_tostr)                                                                                     \
-    X(git_diff_tree_to_tree)                                                                             \
-    X(git_diff_num_deltas)                                                                               \
-    X(git_diff_get_delta)                                                                                \
-    X(git_diff_free)                                                                                     \
-    X(git_reflog_read)                                                                                   \
-    X(git_reflog_entrycount)                                                                             \
-    X(git_reflog_entry_byindex)                                                                          \
-    X(git_reflog_entry_id_old)                                                                           \
-    X(git_reflog_entry_id_new)                                                                           \
-    X(git_reflog_entry_message)                                                                          \
+#define GITFNS(X)                  \
+    X(git_libgit2_init)            \
+    X(git_libgit2_opts)            \
+    X(git_error_last)              \
+    X(git_repository_open_ext)     \
+    X(git_repository_open_bare)    \
+    X(git_repository_free)         \
+    X(git_repository_odb)          \
+    X(git_repository_path)         \
+    X(git_odb_add_disk_alternate)  \
+    X(git_odb_read_header)         \
+    X(git_odb_free)                \
+    X(git_reference_name_to_id)    \
+    X(git_reference_iterator_new)  \
+    X(git_reference_next)          \
+    X(git_reference_iterator_free) \
+    X(git_reference_name)          \
+    X(git_reference_peel)          \
+    X(git_reference_free)          \
+    X(git_object_id)               \
+    X(git_object_free)             \
+    X(git_commit_lookup)           \
+    X(git_commit_tree_id)          \
+    X(git_commit_free)             \
+    X(git_commit_parent_id)        \
+    X(git_commit_parentcount)      \
+    X(git_commit_summary)          \
+    X(git_tree_lookup)             \
+    X(git_tree_free)               \
+    X(git_tree_entry_bypath)       \
+    X(git_tree_entry_id)           \
+    X(git_tree_entry_free)         \
+    X(git_tree_entry_type)         \
+    X(git_revwalk_new)             \
+    X(git_revwalk_push)            \
+    X(git_revwalk_hide)            \
+    X(git_revwalk_next)            \
+    X(git_revwalk_free)            \
+    X(git_revwalk_sorting)         \
+    X(git_ignore_path_is_ignored)  \
+    X(git_oid_tostr)               \
+    X(git_diff_tree_to_tree)       \
+    X(git_diff_num_deltas)         \
+    X(git_diff_get_delta)          \
+    X(git_diff_free)               \
+    X(git_reflog_read)             \
+    X(git_reflog_entrycount)       \
+    X(git_reflog_entry_byindex)    \
+    X(git_reflog_entry_id_old)     \
+    X(git_reflog_entry_id_new)     \
+    X(git_reflog_entry_message)    \
     X(git_reflog_free)
 
 static struct {
@@ -112,8 +113,8 @@ static const char *gitdl_load(void)
     void *h = dlopen("libgit2.so." LIBGIT2_SOVERSION, RTLD_NOW | RTLD_LOCAL);
     if (!h)
         return "libgit2 " LIBGIT2_SOVERSION " is not installed";
-#define F(n)                                          \
-    if (!(gl.n = (__typeof__(&n))dlsym(h, #n)))       \
+#define F(n)                                    \
+    if (!(gl.n = (__typeof__(&n))dlsym(h, #n))) \
         return "libgit2 " LIBGIT2_SOVERSION " lacks " #n;
     GITFNS(F)
 #undef F
@@ -661,7 +662,8 @@ static bool stash_applied(struct gctx *g, const git_oid *s, uint64_t *lost)
     if (G(git_commit_lookup)(&cm, repo, s) < 0)
         return false;
     unsigned np = G(git_commit_parentcount)(cm);
-    git_tree *ts = commit_tree(repo, s), *base = np ? commit_tree(repo, G(git_commit_parent_id)(cm, 0)) : NULL;
+    git_tree *ts = commit_tree(repo, s),
+             *base = np ? commit_tree(repo, G(git_commit_parent_id)(cm, 0)) : NULL;
     git_tree *from[3] = {base, base, NULL}, *to[3] = {ts, NULL, NULL};
     if (np > 1)
         to[1] = commit_tree(repo, G(git_commit_parent_id)(cm, 1));
@@ -814,9 +816,9 @@ static void check_history(struct gctx *g)
                     branch_commits++;
             char nc[96];
             describe_commit(g, &bn, nc, sizeof nc);
-            _cleanup_free_ char *d =
-                xasprintf("branch %s deleted with %zu commit%s no other ref, reflog or stash has (newest: %s)",
-                          b->name + 11, bc, bc == 1 ? "" : "s", nc);
+            _cleanup_free_ char *d = xasprintf(
+                "branch %s deleted with %zu commit%s no other ref, reflog or stash has (newest: %s)",
+                b->name + 11, bc, bc == 1 ? "" : "s", nc);
             json_t *o = add_item(g, EFF_LOSS_BRANCH, b->name, bb, d, false);
             if (o)
                 json_object_set_new(o, "commits", json_integer((json_int_t)bc));
@@ -827,8 +829,9 @@ static void check_history(struct gctx *g)
         char nc[96];
         describe_commit(g, &newest, nc, sizeof nc);
         size_t rest = count - branch_commits;
-        _cleanup_free_ char *d = xasprintf("%zu commit%s no ref, reflog or stash reaches any more (newest: %s)",
-                                           rest, rest == 1 ? "" : "s", nc);
+        _cleanup_free_ char *d =
+            xasprintf("%zu commit%s no ref, reflog or stash reaches any more (newest: %s)", rest,
+                      rest == 1 ? "" : "s", nc);
         json_t *o = add_item(g, EFF_LOSS_HISTORY, gd, bytes, d, false);
         if (o)
             json_object_set_new(o, "commits", json_integer((json_int_t)rest));
@@ -872,8 +875,8 @@ static json_t *check_repo(struct lctx *c, size_t ri, double deadline)
                      .reset = json_array(),
                      .items = json_array(),
                      .deadline = deadline};
-    json_t *out = json_pack("{s:I,s:o,s:o,s:o}", "i", (json_int_t)ri, "safe", g.safe, "reset", g.reset, "items",
-                            g.items);
+    json_t *out = json_pack("{s:I,s:o,s:o,s:o}", "i", (json_int_t)ri, "safe", g.safe, "reset", g.reset,
+                            "items", g.items);
     if (G(git_repository_open_ext)(&g.rb, r->wt_abs, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
         json_object_set_new(out, "error", json_sprintf("git cannot open it: %s", git_why()));
         return out;
@@ -882,14 +885,16 @@ static json_t *check_repo(struct lctx *c, size_t ri, double deadline)
     if (r->git_changed) {
         if (!r->mirror_abs) {
             json_object_set_new(out, "error",
-                                json_string(r->linked ? "a linked worktree's repository changed" : "no view of the "
-                                                                                                    "change"));
+                                json_string(r->linked ? "a linked worktree's repository changed"
+                                                      : "no view of the "
+                                                        "change"));
             gctx_free(&g);
             return out;
         }
-        if (G(git_repository_open_bare)(&g.ra, r->mirror_abs) < 0 || G(git_repository_odb)(&g.odb, g.ra) < 0) {
-            json_object_set_new(out, "error",
-                                json_sprintf("git cannot read the repository after the change: %s", git_why()));
+        if (G(git_repository_open_bare)(&g.ra, r->mirror_abs) < 0 ||
+            G(git_repository_odb)(&g.odb, g.ra) < 0) {
+            json_object_set_new(
+                out, "error", json_sprintf("git cannot read the repository after the change: %s", git_why()));
             gctx_free(&g);
             return out;
         }
@@ -941,12 +946,13 @@ static void child_main(struct lctx *c, int wfd)
         setenv("HOME", "/nonexistent/txbox-losses", 1);
         unsetenv("XDG_CONFIG_HOME");
         if (!confined) {
-            json_object_set_new(out, "error", json_sprintf("git's reading could not be confined (%s)", le.msg));
+            json_object_set_new(out, "error",
+                                json_sprintf("git's reading could not be confined (%s)", le.msg));
         } else if (G(git_libgit2_init)() < 0) {
             json_object_set_new(out, "error", json_string("libgit2 could not start"));
         } else {
-            static const int levels[] = {GIT_CONFIG_LEVEL_SYSTEM, GIT_CONFIG_LEVEL_XDG, GIT_CONFIG_LEVEL_GLOBAL,
-                                         GIT_CONFIG_LEVEL_PROGRAMDATA};
+            static const int levels[] = {GIT_CONFIG_LEVEL_SYSTEM, GIT_CONFIG_LEVEL_XDG,
+                                         GIT_CONFIG_LEVEL_GLOBAL, GIT_CONFIG_LEVEL_PROGRAMDATA};
             for (size_t i = 0; i < ARRAY_SIZE(levels); i++)
                 G(git_libgit2_opts)(GIT_OPT_SET_SEARCH_PATH, levels[i], "");
             G(git_libgit2_opts)(GIT_OPT_SET_OWNER_VALIDATION, 0);
@@ -970,7 +976,8 @@ static void child_main(struct lctx *c, int wfd)
 /* ---- the parent ---- */
 
 /* The after state's git directory of r as a tree of symlinks. */
-static int mirror_dir(struct lctx *c, int mfd, const char *gitdir, const char *sub, size_t *count, unsigned depth)
+static int mirror_dir(struct lctx *c, int mfd, const char *gitdir, const char *sub, size_t *count,
+                      unsigned depth)
 {
     _cleanup_free_ char *dir = *sub ? xasprintf("%s/%s", gitdir, sub) : xstrdup(gitdir);
     struct lnames names = {0};
@@ -1002,9 +1009,9 @@ static int mirror_dir(struct lctx *c, int mfd, const char *gitdir, const char *s
             _cleanup_free_ char *ss = *sub ? xasprintf("%s/%s", sub, n) : xstrdup(n);
             rc = sfd < 0 ? -1 : mirror_dir(c, sfd, gitdir, ss, count, depth + 1);
         } else if (S_ISREG(st.st_mode)) {
-            _cleanup_free_ char *target =
-                w == LV_UPPER ? xasprintf("%s/%s/tx/%s/upper/%s", c->in->ws->path, TXBOX_STATE_DIR, c->in->txs, p)
-                              : xasprintf("%s/%s", c->in->ws->path, p);
+            _cleanup_free_ char *target = w == LV_UPPER ? xasprintf("%s/%s/tx/%s/upper/%s", c->in->ws->path,
+                                                                    TXBOX_STATE_DIR, c->in->txs, p)
+                                                        : xasprintf("%s/%s", c->in->ws->path, p);
             if (symlinkat(target, mfd, n) < 0)
                 rc = -1;
         }
@@ -1021,7 +1028,8 @@ static void build_mirror(struct lctx *c, struct lrepo *r, size_t ri)
     snprintf(name, sizeof name, "%zu", ri);
     if (mkdirat(c->in->txfd, "losses-git", 0700) < 0 && errno != EEXIST)
         return;
-    _cleanup_close_ int top = openat(c->in->txfd, "losses-git", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int top =
+        openat(c->in->txfd, "losses-git", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (top < 0 || mkdirat(top, name, 0700) < 0)
         return;
     _cleanup_close_ int mfd = openat(top, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -1048,13 +1056,11 @@ static void build_mirror(struct lctx *c, struct lrepo *r, size_t ri)
     int ok = afd >= 0 && write_all(afd, alt.p, alt.len) == 0;
     dbuf_free(&alt);
     if (ok)
-        r->mirror_abs = xasprintf("%s/%s/tx/%s/losses-git/%s", c->in->ws->path, TXBOX_STATE_DIR, c->in->txs, name);
+        r->mirror_abs =
+            xasprintf("%s/%s/tx/%s/losses-git/%s", c->in->ws->path, TXBOX_STATE_DIR, c->in->txs, name);
 }
 
-void losses_git_cleanup(struct lctx *c)
-{
-    (void)tree_remove(c->in->txfd, "losses-git");
-}
+void losses_git_cleanup(struct lctx *c) { (void)tree_remove(c->in->txfd, "losses-git"); }
 
 /* Every loss the child was asked about counts, unverified (fail closed). */
 static void repo_failed(struct lctx *c, size_t ri, const char *why)
@@ -1114,8 +1120,8 @@ static void apply_answer(struct lctx *c, json_t *ans)
             const char *detail = json_string_value(json_object_get(v, "detail"));
             if (kind < 0 || kind >= EFF_LOSS_KINDS || !path)
                 continue;
-            struct loss_item *it =
-                losses_add(c->out, (int)kind, path, (uint64_t)json_integer_value(json_object_get(v, "bytes")), detail);
+            struct loss_item *it = losses_add(
+                c->out, (int)kind, path, (uint64_t)json_integer_value(json_object_get(v, "bytes")), detail);
             if (it) {
                 it->unverified = json_is_true(json_object_get(v, "unverified"));
                 json_int_t cm = json_integer_value(json_object_get(v, "commits"));
@@ -1155,6 +1161,7 @@ void losses_git(struct lctx *c)
     }
     pid_t pid = fork();
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives the commit */
         close(p[0]);
         child_main(c, p[1]);
         _exit(2);
