@@ -297,12 +297,10 @@ static void collect(struct lctx *c, struct gitchange **gch, size_t *ngch)
         if (in_cache(o->path) || (o->old.mode && !S_ISREG(o->old.mode)) ||
             !strcmp(bn ? bn + 1 : o->path, ".git"))
             continue; /* a cache, not a file, a gitfile */
-        struct stat st;
-        _cleanup_close_ int fd = safe_openat(wsfd, o->path, O_PATH, 0);
-        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !st.st_size)
-            continue;
+        /* its size, and whether it is a file at all when the journal did
+         * not say: judge_file */
         bool new_reg = o->kind == OP_REPLACE && !o->new_dir && (!o->nw.mode || S_ISREG(o->nw.mode));
-        add_file(c, o->path, (uint64_t)st.st_size, new_reg ? LFR_MODIFIED : LFR_DELETED, 0);
+        add_file(c, o->path, 0, new_reg ? LFR_MODIFIED : LFR_DELETED, 0);
     }
 }
 
@@ -736,6 +734,73 @@ static void load_indexes(struct lctx *c, struct lrepo *r, const struct gitchange
         r->why = why ? why : "its index cannot be read after the change";
 }
 
+/* Opens the file path (for reading, never through a symlink) under root,
+ * by way of its directory, kept open in dc for the next file. */
+static int open_file_in(struct ldircache *dc, int root, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dl = slash ? (size_t)(slash - path) : 0;
+    if (!dc->dir || strlen(dc->dir) != dl || memcmp(dc->dir, path, dl)) {
+        if (dc->dir && dc->fd >= 0)
+            close(dc->fd);
+        free(dc->dir);
+        dc->dir = xasprintf("%.*s", (int)dl, path);
+        dc->fd = dl ? safe_openat(root, dc->dir, O_PATH | O_DIRECTORY, 0)
+                    : openat(root, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    }
+    if (dc->fd < 0)
+        return -1;
+    return openat_noatime(dc->fd, slash ? slash + 1 : path,
+                          O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+}
+
+static void dircache_free(struct ldircache *dc)
+{
+    if (dc->dir && dc->fd >= 0)
+        close(dc->fd);
+    free(dc->dir);
+    dc->dir = NULL;
+}
+
+/* The whole of fd (a regular file of st's size), within the caps: 0; -1
+ * with *why. */
+static int read_fd(struct lctx *c, int fd, const struct stat *st, struct blob *b, const char **why)
+{
+    b->p = NULL;
+    b->n = 0;
+    if ((uint64_t)st->st_size > LOSS_FILE_CAP || (uint64_t)st->st_size > c->budget) {
+        *why = "it is larger than txbox compares";
+        return -1;
+    }
+    b->p = xmalloc((size_t)st->st_size + 1);
+    ssize_t r = read_all(fd, b->p, (size_t)st->st_size);
+    if (r < 0) {
+        free(b->p);
+        b->p = NULL;
+        *why = "it could not be read";
+        return -1;
+    }
+    b->n = (size_t)r;
+    c->budget -= (uint64_t)r;
+    return 0;
+}
+
+/* Could content of size n be the blob of index entry e? (git records the
+ * work tree's size; a filter aside, a blob of another size differs) */
+static bool size_may_be(const struct gix_entry *e, uint64_t n) { return e && e->size == (uint32_t)n; }
+
+/* The old content's ids, for what only a lost file needs: git's checks
+ * of it (HEAD, new commits) and the audit log's (moved, who wrote it). */
+static void hash_old(struct lfile *f, const struct blob *a)
+{
+    if (!f->have_oid) {
+        gix_blob_oid(a->p, a->n, f->oid);
+        f->have_oid = true;
+    }
+    hash_bytes_hex(a->p, a->n, f->sha);
+    f->have_sha = true;
+}
+
 /* One file: is its old content lost? */
 static void judge_file(struct lctx *c, struct lfile *f)
 {
@@ -749,11 +814,16 @@ static void judge_file(struct lctx *c, struct lfile *f)
         ea = gix_find(&r->ia, ip, strlen(ip));
     f->tracked = eb != NULL;
     struct stat st;
-    _cleanup_close_ int pfd = safe_openat(wsfd, f->path, O_PATH, 0);
-    if (pfd < 0 || fstat(pfd, &st) < 0) {
+    _cleanup_close_ int fd = open_file_in(&c->dws, wsfd, f->path);
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         f->state = LF_LOST;
         f->unverified = true;
         f->why = xstrdup("it could not be read");
+        return;
+    }
+    f->size = (uint64_t)st.st_size;
+    if (!st.st_size) {
+        f->state = LF_SAFE; /* nothing to lose */
         return;
     }
     if (eb && stat_matches(eb, &st, &r->ib)) {
@@ -766,8 +836,7 @@ static void judge_file(struct lctx *c, struct lfile *f)
     struct blob a = {0}, b = {0};
     struct sqlite_hdr ha, hb;
     uint64_t sa = (uint64_t)st.st_size, sb = 0;
-    bool a_db = false, b_db = false;
-    if (read_capped(c, wsfd, f->path, &st, &a, &why) < 0) {
+    if (read_fd(c, fd, &st, &a, &why) < 0) {
         f->db = sqlite_header_at(wsfd, f->path, &ha, &sa);
         if (!f->db || f->what == LFR_DELETED) {
             f->state = LF_LOST;
@@ -776,32 +845,42 @@ static void judge_file(struct lctx *c, struct lfile *f)
             return;
         }
     } else {
-        gix_blob_oid(a.p, a.n, f->oid);
-        f->have_oid = true;
-        hash_bytes_hex(a.p, a.n, f->sha);
-        f->have_sha = true;
-        a_db = f->db = sqlite_of(a.p, a.n, &ha);
-        if ((eb && !memcmp(eb->oid, f->oid, 20)) || (ea && !memcmp(ea->oid, f->oid, 20))) {
-            f->state = LF_SAFE; /* in the index (before, or staged now) */
-            free(a.p);
-            return;
+        f->db = sqlite_of(a.p, a.n, &ha);
+        if (size_may_be(eb, a.n) || size_may_be(ea, a.n)) {
+            gix_blob_oid(a.p, a.n, f->oid);
+            f->have_oid = true;
+            if ((eb && !memcmp(eb->oid, f->oid, 20)) || (ea && !memcmp(ea->oid, f->oid, 20))) {
+                f->state = LF_SAFE; /* in the index (before, or staged now) */
+                free(a.p);
+                return;
+            }
         }
     }
     if (f->what == LFR_DELETED) {
         f->state = LF_LOST;
         f->why = xstrdup(f->db ? "a database deleted" : kind_default_why(f));
+        if (a.p)
+            hash_old(f, &a);
         free(a.p);
         return;
     }
     /* replaced: read the new content */
     struct stat nst;
     const char *nwhy = NULL;
-    bool have_b = read_capped(c, c->in->upperfd, f->path, &nst, &b, &nwhy) == 0;
+    _cleanup_close_ int nfd = open_file_in(&c->dup, c->in->upperfd, f->path);
+    bool have_b =
+        nfd >= 0 && fstat(nfd, &nst) == 0 && S_ISREG(nst.st_mode) && read_fd(c, nfd, &nst, &b, &nwhy) == 0;
+    if (!nwhy && !have_b)
+        nwhy = "it could not be read";
+    bool b_db;
     if (have_b) {
-        gix_blob_oid(b.p, b.n, f->noid);
-        f->have_noid = true;
         b_db = sqlite_of(b.p, b.n, &hb);
         sb = b.n;
+        /* the new content's blob id: to tell a reset to git's version */
+        if (size_may_be(eb, b.n) || size_may_be(ea, b.n) || (r && r->git_changed)) {
+            gix_blob_oid(b.p, b.n, f->noid);
+            f->have_noid = true;
+        }
     } else {
         b_db = sqlite_header_at(c->in->upperfd, f->path, &hb, &sb);
     }
@@ -819,7 +898,8 @@ static void judge_file(struct lctx *c, struct lfile *f)
         f->state = LF_LOST;
         f->unverified = true;
         f->why = xasprintf("overwritten; not compared: %s", a.p ? nwhy : why);
-    } else if ((eb && !memcmp(eb->oid, f->noid, 20)) || (ea && !memcmp(ea->oid, f->noid, 20))) {
+    } else if (f->have_noid &&
+               ((eb && !memcmp(eb->oid, f->noid, 20)) || (ea && !memcmp(ea->oid, f->noid, 20)))) {
         f->state = LF_LOST;
         f->why = xstrdup("reset to the index's version: its changes discarded");
     } else if (!b.n) {
@@ -834,7 +914,8 @@ static void judge_file(struct lctx *c, struct lfile *f)
             f->state = LF_EDITED; /* an edit, unless git says it went back to HEAD's */
         }
     }
-    (void)a_db;
+    if (f->state == LF_LOST && a.p)
+        hash_old(f, &a);
     free(a.p);
     free(b.p);
 }
@@ -1156,6 +1237,8 @@ int losses_measure(const struct losses_in *in, struct losses *out, txbox_error *
     lnames_free(&c.droots);
     lview_free(&c.view);
     dmap_free(&c.dm);
+    dircache_free(&c.dws);
+    dircache_free(&c.dup);
     (void)err;
     return 0;
 }

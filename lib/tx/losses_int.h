@@ -105,8 +105,16 @@ struct ldmap {
     size_t cap, n;
 };
 
+/* The directory of the last file opened under a root (losses.c): a
+ * commit's files come directory by directory. */
+struct ldircache {
+    char *dir;
+    int fd;
+};
+
 struct lctx {
     const struct losses_in *in;
+    struct ldircache dws, dup; /* the workspace's, the upper's */
     struct lremoval *rm;
     size_t nrm;
     struct ldmap dm;
