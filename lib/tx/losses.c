@@ -97,18 +97,25 @@ static struct lfile *add_file(struct lctx *c, const char *path, uint64_t size, i
 /* The git directory a workspace path lies in, when one does: the prefix
  * up to a component .git that is a directory in the workspace. *rest:
  * what follows it (""). NULL: none. */
+static bool is_bare_repo_dir(int dfd);
+
 static char *gitdir_of(struct lctx *c, const char *path, const char **rest)
 {
     for (const char *p = path;;) {
         const char *e = strchrnul(p, '/');
-        if (e - p == 4 && !memcmp(p, ".git", 4)) {
+        size_t n = (size_t)(e - p);
+        /* .git, or a bare repository (name.git with HEAD, objects, refs),
+         * whose files are git's, judged by git's checks (a bare one's:
+         * only when it is removed whole) */
+        if (n >= 4 && !memcmp(e - 4, ".git", 4)) {
             _cleanup_free_ char *g = xasprintf("%.*s", (int)(e - path), path);
-            _cleanup_close_ int fd = safe_openat(c->in->ws->fd, g, O_PATH | O_DIRECTORY, 0);
-            if (fd >= 0) {
+            _cleanup_close_ int fd = safe_openat(c->in->ws->fd, g, O_RDONLY | O_DIRECTORY, 0);
+            if (fd >= 0 && (n == 4 || (*e && is_bare_repo_dir(fd)))) {
                 *rest = *e ? e + 1 : e;
                 return steal_pointer(&g);
             }
-            return NULL;
+            if (n == 4)
+                return NULL;
         }
         if (!*e)
             return NULL;
@@ -266,7 +273,7 @@ static void collect(struct lctx *c, struct gitchange **gch, size_t *ngch)
         const struct tx_op *o = &ops->v[i];
         if (o->kind == OP_META)
             continue;
-        const char *rest;
+        const char *rest = "";
         _cleanup_free_ char *g = gitdir_of(c, o->path, &rest);
         if (g) {
             if (!*rest && (o->kind == OP_DELETE || o->had_old)) {
@@ -429,6 +436,18 @@ static int add_repo(struct lctx *c, const char *wt, const char *wt_abs, const ch
         return (int)c->nr++;
     }
     r->linked = fstatat(gfd, "commondir", &cst, AT_SYMLINK_NOFOLLOW) == 0;
+    if (r->linked && S_ISREG(cst.st_mode)) {
+        /* a linked worktree's: the refs and objects are in the common
+         * directory (libgit2 reads them there) */
+        char buf[4096];
+        _cleanup_close_ int cfd = openat(gfd, "commondir", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        ssize_t n = cfd >= 0 ? read(cfd, buf, sizeof buf - 1) : -1;
+        if (n > 0) {
+            buf[n] = 0;
+            buf[strcspn(buf, "\r\n")] = 0;
+            r->common_abs = join_clean(r->gitdir_abs, buf);
+        }
+    }
     return (int)c->nr++;
 }
 
@@ -1224,6 +1243,7 @@ int losses_measure(const struct losses_in *in, struct losses *out, txbox_error *
         free(r->prefix);
         free(r->gitdir);
         free(r->gitdir_abs);
+        free(r->common_abs);
         free(r->mirror_abs);
         gix_free(&r->ib);
         gix_free(&r->ia);

@@ -926,7 +926,7 @@ static void child_main(struct lctx *c, int wfd)
         /* what libgit2 may read: the workspace, the repositories' own
          * directories outside it; nothing else (the CA certificates
          * its initialisation would parse included) */
-        const char **rd = xcalloc(3 * c->nr + 2, sizeof *rd);
+        const char **rd = xcalloc(4 * c->nr + 2, sizeof *rd);
         size_t k = 0;
         rd[k++] = c->in->ws->path;
         for (size_t i = 0; i < c->nr; i++) {
@@ -936,6 +936,8 @@ static void child_main(struct lctx *c, int wfd)
                 rd[k++] = c->r[i].wt_abs;
             if (!c->r[i].gitdir && c->r[i].gitdir_abs)
                 rd[k++] = c->r[i].gitdir_abs;
+            if (c->r[i].common_abs)
+                rd[k++] = c->r[i].common_abs;
         }
         txbox_error le = {0};
         int abi = confine_landlock_abi();

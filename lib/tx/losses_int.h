@@ -81,8 +81,9 @@ struct lrepo {
     char *prefix; /* the workspace's path inside the worktree ("" or "sub/dir/") */
     char *gitdir; /* workspace-relative git directory; NULL when outside the workspace */
     char *gitdir_abs;
-    bool linked;  /* the git directory has a commondir (a linked worktree's) */
-    bool removed; /* its git directory is removed by the commit */
+    bool linked;      /* the git directory has a commondir (a linked worktree's) */
+    char *common_abs; /* ... the common directory it names (NULL: none) */
+    bool removed;     /* its git directory is removed by the commit */
     uint64_t removed_bytes, removed_files;
     bool git_changed, index_changed, refs_changed;
     bool need_git;          /* the child looks at it */

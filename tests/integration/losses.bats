@@ -260,3 +260,29 @@ EOF
     assert_lost uncommitted lib.py
     [ "$(jget losses.items.0.unverified)" = true ] || fail "$(clip "$output")"
 }
+
+@test "a workspace that is a linked worktree of a repository elsewhere: its losses are read from that repository" {
+    local main="$BATS_TEST_TMPDIR/main"
+    mv "$WS" "$main"
+    git -C "$main" worktree add -q "$WS" -b wt
+    printf 'my work\n' >>"$WS/a.txt"
+    printf 'draft\n' >"$WS/draft.md"
+    txj -c 'rm a.txt lib.py draft.md'
+    assert_status 0
+    assert_lost uncommitted a.txt
+    assert_lost untracked draft.md
+    [ "$(jget losses.count)" = 2 ] || fail "lib.py is git's: $(losses_of)"
+    printf '%s' "$output" | python3 -c '
+import json, sys
+for it in json.load(sys.stdin)["losses"]["items"]:
+    assert not it.get("unverified"), it' || fail "unverified: $(clip "$output")"
+}
+
+@test "a bare repository in the workspace: git gc there loses nothing; removing it is a loss" {
+    git clone -q --bare "$WS" "$WS/mirror.git"
+    txj -c 'git --git-dir=mirror.git gc -q'
+    assert_status 0
+    assert_no_loss
+    txj -c 'rm -rf mirror.git'
+    assert_lost repository mirror.git
+}
