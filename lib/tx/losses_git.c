@@ -35,8 +35,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sched.h>
 #include <sys/wait.h>
 
 #include <git2.h>
@@ -916,6 +918,8 @@ static json_t *check_repo(struct lctx *c, size_t ri, double deadline)
 
 /* ---- the child ---- */
 
+static void build_mirrors(struct lctx *c, char **topabs);
+
 static void child_main(struct lctx *c, int wfd)
 {
     const char *why = gitdl_load();
@@ -926,9 +930,13 @@ static void child_main(struct lctx *c, int wfd)
         /* what libgit2 may read: the workspace, the repositories' own
          * directories outside it; nothing else (the CA certificates
          * its initialisation would parse included) */
-        const char **rd = xcalloc(4 * c->nr + 2, sizeof *rd);
+        _cleanup_free_ char *scratch = NULL;
+        build_mirrors(c, &scratch);
+        const char **rd = xcalloc(4 * c->nr + 3, sizeof *rd);
         size_t k = 0;
         rd[k++] = c->in->ws->path;
+        if (scratch)
+            rd[k++] = scratch;
         for (size_t i = 0; i < c->nr; i++) {
             if (!c->r[i].need_git)
                 continue;
@@ -1022,17 +1030,15 @@ static int mirror_dir(struct lctx *c, int mfd, const char *gitdir, const char *s
     return rc;
 }
 
-static void build_mirror(struct lctx *c, struct lrepo *r, size_t ri)
+/* The after state's git directory of repository ri, mirrored under top
+ * (topabs its absolute path): r->mirror_abs, or NULL when it cannot be. */
+static void build_mirror(struct lctx *c, struct lrepo *r, size_t ri, int top, const char *topabs)
 {
     if (!r->gitdir || r->linked)
         return;
     char name[32];
     snprintf(name, sizeof name, "%zu", ri);
-    if (mkdirat(c->in->txfd, "losses-git", 0700) < 0 && errno != EEXIST)
-        return;
-    _cleanup_close_ int top =
-        openat(c->in->txfd, "losses-git", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (top < 0 || mkdirat(top, name, 0700) < 0)
+    if (mkdirat(top, name, 0700) < 0)
         return;
     _cleanup_close_ int mfd = openat(top, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     size_t count = 0;
@@ -1058,11 +1064,96 @@ static void build_mirror(struct lctx *c, struct lrepo *r, size_t ri)
     int ok = afd >= 0 && write_all(afd, alt.p, alt.len) == 0;
     dbuf_free(&alt);
     if (ok)
-        r->mirror_abs =
-            xasprintf("%s/%s/tx/%s/losses-git/%s", c->in->ws->path, TXBOX_STATE_DIR, c->in->txs, name);
+        r->mirror_abs = xasprintf("%s/%s", topabs, name);
 }
 
-void losses_git_cleanup(struct lctx *c) { (void)tree_remove(c->in->txfd, "losses-git"); }
+/* Is dir (absolute) where path is, or above it? */
+static bool covers(const char *dir, const char *path)
+{
+    size_t n = strlen(dir);
+    return path && !strncmp(path, dir, n) && (path[n] == '/' || !path[n]);
+}
+
+/* Scratch for the mirrors, in the child: a tmpfs in a mount namespace of
+ * its own (and a user namespace, unprivileged), gone with the child; its
+ * creation and removal never wait for the workspace filesystem's journal,
+ * which a directory created and removed there did (tens of ms, on a busy
+ * disk). It is mounted on the first of a few directories that hold
+ * nothing the check reads (*at). -1: none (the caller uses tx/ID). */
+static int child_scratch(struct lctx *c, const char **at)
+{
+    static const char *const spots[] = {"/tmp", "/var/tmp", "/dev/shm", "/mnt", "/srv", "/opt"};
+    *at = NULL;
+    for (size_t i = 0; i < ARRAY_SIZE(spots) && !*at; i++) {
+        struct stat st;
+        bool ok = lstat(spots[i], &st) == 0 && S_ISDIR(st.st_mode) && !covers(spots[i], c->in->ws->path);
+        for (size_t k = 0; ok && k < c->nr; k++)
+            ok = !covers(spots[i], c->r[k].wt_abs) && !covers(spots[i], c->r[k].gitdir_abs) &&
+                 !covers(spots[i], c->r[k].common_abs);
+        if (ok)
+            *at = spots[i];
+    }
+    if (!*at)
+        return -1;
+    if (!tx_privileged()) {
+        uid_t u = getuid();
+        gid_t g = getgid();
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+            return -1;
+        char m[64];
+        int n;
+        _cleanup_close_ int sg = open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC);
+        _cleanup_close_ int um = open("/proc/self/uid_map", O_WRONLY | O_CLOEXEC);
+        _cleanup_close_ int gm = open("/proc/self/gid_map", O_WRONLY | O_CLOEXEC);
+        if (sg < 0 || um < 0 || gm < 0 || write_all(sg, "deny", 4) < 0)
+            return -1;
+        n = snprintf(m, sizeof m, "%u %u 1", (unsigned)u, (unsigned)u);
+        if (write_all(um, m, (size_t)n) < 0)
+            return -1;
+        n = snprintf(m, sizeof m, "%u %u 1", (unsigned)g, (unsigned)g);
+        if (write_all(gm, m, (size_t)n) < 0)
+            return -1;
+    } else if (unshare(CLONE_NEWNS) < 0) {
+        return -1;
+    }
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+        mount("txbox-losses", *at, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64m,mode=0700") < 0)
+        return -1;
+    return open(*at, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* The mirrors of the repositories whose git changed (in the child): under
+ * *topabs (its scratch, else tx/ID/losses-git). */
+static void build_mirrors(struct lctx *c, char **topabs)
+{
+    bool any = false;
+    for (size_t i = 0; i < c->nr; i++)
+        any |= c->r[i].need_git && c->r[i].git_changed;
+    if (!any)
+        return;
+    const char *at;
+    _cleanup_close_ int top = child_scratch(c, &at);
+    if (top >= 0) {
+        *topabs = xstrdup(at);
+    } else {
+        if (mkdirat(c->in->txfd, "losses-git", 0700) < 0 && errno != EEXIST)
+            return;
+        top = openat(c->in->txfd, "losses-git", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (top < 0)
+            return;
+        *topabs = xasprintf("%s/%s/tx/%s/losses-git", c->in->ws->path, TXBOX_STATE_DIR, c->in->txs);
+    }
+    for (size_t i = 0; i < c->nr; i++)
+        if (c->r[i].need_git && c->r[i].git_changed)
+            build_mirror(c, &c->r[i], i, top, *topabs);
+}
+
+void losses_git_cleanup(struct lctx *c)
+{
+    /* the mirrors when the child could not have a scratch of its own */
+    if (faccessat(c->in->txfd, "losses-git", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+        (void)tree_remove(c->in->txfd, "losses-git");
+}
 
 /* Every loss the child was asked about counts, unverified (fail closed). */
 static void repo_failed(struct lctx *c, size_t ri, const char *why)
@@ -1141,14 +1232,8 @@ static void apply_answer(struct lctx *c, json_t *ans)
 void losses_git(struct lctx *c)
 {
     bool any = false;
-    for (size_t i = 0; i < c->nr; i++) {
-        struct lrepo *r = &c->r[i];
-        if (!r->need_git)
-            continue;
-        any = true;
-        if (r->git_changed)
-            build_mirror(c, r, i);
-    }
+    for (size_t i = 0; i < c->nr; i++)
+        any |= c->r[i].need_git;
     if (!any)
         return;
     tx_mark("losses:prepare");
