@@ -9,6 +9,7 @@
 #include <fcntl.h>
 
 #include "remedy.h"
+#include "result.h"
 #include "store.h"
 #include "util.h"
 
@@ -95,11 +96,46 @@ static void context_goes_before_the_remedy(void **state)
         "accepts it)");
 }
 
+/* A commit that destroyed work: the status line states what (the facts),
+ * the remedy names undo of it, and the CLI words that as its command. */
+static void losses_name_the_way_back(void **state)
+{
+    (void)state;
+    txbox_result *r = result_new();
+    r->outcome = TXBOX_OUTCOME_COMMITTED;
+    snprintf(r->txs, sizeof r->txs, "9");
+    r->changes = json_pack("{s:[],s:[s],s:[],s:b}", "added", "modified", "a.py", "deleted", "truncated", 0);
+    r->losses =
+        json_pack("{s:i,s:i,s:b,s:[{s:s,s:s,s:i,s:s},{s:s,s:s,s:i,s:s}]}", "count", 2, "bytes", 4300,
+                  "truncated", 0, "items", "kind", "uncommitted", "path", "a.py", "bytes", 4200, "detail",
+                  "reset", "kind", "stash", "path", "stash@{0}", "bytes", 100, "detail", "dropped");
+    txbox_remedy rem;
+    char *s = txbox_result_summary(r, &rem);
+    assert_non_null(strstr(s, "; discarded uncommitted changes to 1 file (4.1 KiB): a.py"));
+    assert_non_null(strstr(s, "; dropped 1 stash entry (100 bytes): stash@{0}"));
+    assert_null(strstr(s, "txbox undo"));
+    assert_int_equal(rem.kind, TXBOX_REMEDY_UNDO);
+    assert_string_equal(rem.arg, "9");
+    char *line = remedy_apply(s, &rem);
+    assert_non_null(strstr(line, "stash@{0} — 'txbox undo 9' brings it back"));
+    free(line);
+    free(s);
+    /* nothing lost: the line as it always was, no remedy */
+    json_decref(r->losses);
+    r->losses = NULL;
+    s = txbox_result_summary(r, &rem);
+    assert_int_equal(rem.kind, TXBOX_REMEDY_NONE);
+    assert_null(strstr(s, "discarded"));
+    free(s);
+    result_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(lib_names_the_remedy_front_words_it, setup, teardown),
         cmocka_unit_test(context_goes_before_the_remedy),
+        cmocka_unit_test(losses_name_the_way_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
