@@ -554,6 +554,8 @@ json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
     for (size_t i = 0; i < ops->n; i++) {
         const struct tx_op *o = &ops->v[i];
         const char *base;
+        if (o->quiet)
+            continue;
         if (o->kind == OP_META) {
             /* the workspace root's own metadata is reported as "." */
             if (o->had_old || o->nw.mode != o->old.mode || o->nw.uid != o->old.uid || o->nw.gid != o->old.gid)

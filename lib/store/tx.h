@@ -129,6 +129,9 @@ struct tx_op {
     uint8_t old_dir;        /* the old entry was a directory */
     uint8_t linked;         /* REPLACE, from the scan (not journaled): the old entry is a
                          regular file with other hard links (links.c) */
+    uint8_t quiet;          /* REPLACE of a file, not journaled: a rewrite that changed
+                         nothing anyone reads (git's index with only its stat cache
+                         refreshed, lib/tx/losses.c): ops_changes leaves it out */
     char *path;             /* relative to the workspace root; "" = the root */
     struct tx_meta nw, old; /* META: new and old metadata of the directory.
                                REPLACE: the new entry and the old one (if

@@ -37,6 +37,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include "fsops.h"
 #include "losses_int.h"
 #include "result.h"
 #include "safepath.h"
@@ -1164,9 +1165,13 @@ static void note_refreshed(struct lctx *c, struct gitchange *g, size_t ng)
         struct lrepo *r = &c->r[ri];
         load_indexes(c, r, &g[i]);
         if (r->ib_state == 0 && r->ia_state == 0 && gix_same_entries(&r->ib, &r->ia)) {
-            struct losses *l = c->out;
-            l->refreshed = xrealloc(l->refreshed, (l->nrefreshed + 1) * sizeof *l->refreshed);
-            l->refreshed[l->nrefreshed++] = xstrdup(g[i].index_path);
+            struct tx_ops *ops = c->in->ops;
+            for (size_t k = 0; k < ops->n; k++) {
+                struct tx_op *o = &ops->v[k];
+                if (o->kind == OP_REPLACE && o->had_old && !o->old_dir && !o->new_dir &&
+                    !strcmp(o->path, g[i].index_path))
+                    o->quiet = 1; /* not reported as a change */
+            }
             g[i].index = false; /* no entry changed: nothing to judge */
         }
     }
@@ -1261,4 +1266,14 @@ int losses_measure(const struct losses_in *in, struct losses *out, txbox_error *
     dircache_free(&c.dup);
     (void)err;
     return 0;
+}
+
+int losses_of_commit(const struct losses_in *in, txbox_result *r, struct losses *out, txbox_error *err)
+{
+    fs_fault_disarm();
+    int rc = losses_measure(in, out, err);
+    fs_fault_arm();
+    r->losses = losses_json(out);
+    tx_mark("losses");
+    return rc;
 }

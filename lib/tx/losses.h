@@ -47,19 +47,16 @@ struct losses {
     uint64_t count, bytes;  /* over every item, kept or not */
     bool truncated;         /* items were counted but not kept */
     unsigned dropped_kinds; /* kinds of the items not kept (counted as a person's work) */
-    /* index files whose rewrite changed no entry, only git's cached stat
-     * data (git status refreshing it): not reported as changes */
-    char **refreshed;
-    size_t nrefreshed;
 };
 
 struct losses_in {
     txbox_ws *ws;
     int txfd; /* .txbox/tx/ID: scratch for git's view of the after state */
     const char *txs;
-    int upperfd; /* the scanned upper */
-    const struct tx_ops *ops;
-    double now; /* wall time, for the age of the agent's own work */
+    int upperfd;        /* the scanned upper */
+    struct tx_ops *ops; /* an index file whose rewrite changed no entry (git status
+                           refreshing its stat cache) is marked quiet: no change */
+    double now;         /* wall time, for the age of the agent's own work */
 };
 
 /* Measures what the commit of in->ops destroys into *out (zeroed first).
@@ -67,14 +64,17 @@ struct losses_in {
  * item (fail closed); <0 only when txbox itself failed (then *out is
  * empty). The workspace lock is held. */
 MUST_CHECK int losses_measure(const struct losses_in *in, struct losses *out, txbox_error *err);
+/* The commit's step: losses_measure with the fault points off (they are
+ * the protocol's; this only reads, the audit log too), its report in
+ * r->losses. */
+MUST_CHECK int losses_of_commit(const struct losses_in *in, struct txbox_result *r, struct losses *out,
+                                txbox_error *err);
 /* The report: {"count", "bytes", "truncated", "items": [{"kind", "path",
  * "bytes", "detail", ...}]} (at most LOSSES_ITEMS_SHOWN items). NULL l:
  * nothing lost. */
 json_t *losses_json(const struct losses *l);
 /* Feeds every item to a judge (the rules with `losses:`). */
 void losses_feed(const struct losses *l, struct effect_judge *j);
-/* Removes the refreshed index files from changes' "modified". */
-void losses_filter_changes(const struct losses *l, json_t *changes);
 void losses_free(struct losses *l);
 
 /* ---- internal: shared by the parts ---- */

@@ -33,9 +33,6 @@ void losses_free(struct losses *l)
         free(l->v[i].detail);
     }
     free(l->v);
-    for (size_t i = 0; i < l->nrefreshed; i++)
-        free(l->refreshed[i]);
-    free(l->refreshed);
     memset(l, 0, sizeof *l);
 }
 
@@ -77,15 +74,6 @@ void losses_feed(const struct losses *l, struct effect_judge *j)
             struct effect_loss e = {.kind = k, .path = "..."};
             effect_judge_loss(j, &e);
         }
-}
-
-void losses_filter_changes(const struct losses *l, json_t *changes)
-{
-    json_t *m = json_object_get(changes, "modified");
-    for (size_t i = 0; l && i < l->nrefreshed; i++)
-        for (size_t k = json_array_size(m); k-- > 0;)
-            if (!strcmp(json_string_value(json_array_get(m, k)) ?: "", l->refreshed[i]))
-                json_array_remove(m, k);
 }
 
 char *losses_index_path(const struct lrepo *r, const char *p)

@@ -594,15 +594,11 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd, 
     }
     /* what the commit would destroy that exists nowhere else (losses.h):
      * reported, and judged by the rules with losses: */
-    if (rc == 0) {
-        struct losses_in li = {
-            .ws = ws, .txfd = txfd, .txs = r->txs, .upperfd = upperfd, .ops = &ops, .now = wall_time()};
-        fs_fault_disarm(); /* it reads (the audit log too); the fault points are the protocol's */
-        rc = losses_measure(&li, &ls, err);
-        fs_fault_arm();
-        r->losses = losses_json(&ls);
-        tx_mark("losses");
-    }
+    if (rc == 0)
+        rc = losses_of_commit(
+            &(struct losses_in){
+                .ws = ws, .txfd = txfd, .txs = r->txs, .upperfd = upperfd, .ops = &ops, .now = wall_time()},
+            r, &ls, err);
     if (rc == 0) {
         /* another commit since ours began wrote our paths, or a stuck
          * transaction holds them (journal.c, I9) */
@@ -616,7 +612,6 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd, 
             r->outcome = TXBOX_OUTCOME_CONFLICT;
             r->conflict_path = steal_pointer(&clash);
             r->changes = ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP);
-            losses_filter_changes(&ls, r->changes);
             goto out;
         }
     }
@@ -624,7 +619,6 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd, 
         int e = effects_gate_run(ws, pol, r, txfd, upperfd, base_gen, &ops, &durable, hctx, gc, &ls,
                                  interactive, err);
         if (e != 0) {
-            losses_filter_changes(&ls, r->changes);
             rc = e < 0 ? -1 : 0;
             goto out;
         }
@@ -642,7 +636,6 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd, 
     if (rc == 0) {
         tx_mark("mounts");
         r->changes = ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP);
-        losses_filter_changes(&ls, r->changes); /* git's index only refreshed */
         tx_mark("changes");
         _cleanup_free_ char *info = store_info(r, hctx); /* history: + command, cwd */
         _cleanup_free_ char *why = NULL;
