@@ -55,6 +55,7 @@
 #include <sys/stat.h>
 
 #include "fsops.h"
+#include "losses.h"
 #include "merge3.h"
 #include "result.h"
 #include "revert.h"
@@ -515,6 +516,38 @@ static bool content_eq(struct revert *r, const struct side *a, const struct side
     }
 }
 
+/* Is rel a git index (a repository's or a linked worktree's)? */
+static bool git_index(const char *rel)
+{
+    const char *b = strrchr(rel, '/');
+    if (!b || strcmp(b, "/index"))
+        return false;
+    size_t n = (size_t)(b - rel);
+    if (n >= 4 && !memcmp(b - 4, ".git", 4) && (n == 4 || b[-5] == '/'))
+        return true;
+    /* .git/worktrees/NAME/index */
+    const char *w = memmem(rel, n, ".git/worktrees/", 15);
+    return w && (w == rel || w[-1] == '/') && !memchr(w + 15, '/', (size_t)(b - (w + 15)));
+}
+
+/* Two git indexes that list the same entries (paths, modes, blobs, stages,
+ * flags) are the same to a revert: a `git status` on the host rewrites the
+ * index's stat cache, which is not a change of what is staged. */
+static bool index_eq(const struct side *a, const struct side *b)
+{
+    const char *ba, *bb, *why;
+    _cleanup_close_ int pa = safe_open_parent(a->root, a->rel, &ba);
+    _cleanup_close_ int pb = safe_open_parent(b->root, b->rel, &bb);
+    if (pa < 0 || pb < 0)
+        return false;
+    struct gix xa = {0}, xb = {0};
+    bool same =
+        gix_load(&xa, pa, ba, &why) == 0 && gix_load(&xb, pb, bb, &why) == 0 && gix_same_entries(&xa, &xb);
+    gix_free(&xa);
+    gix_free(&xb);
+    return same;
+}
+
 static char *link_of(const struct side *s)
 {
     const char *base;
@@ -544,7 +577,7 @@ static bool leaf_eq(struct revert *r, const struct side *a, const struct side *b
     if ((a->st.st_mode & 07777) != (b->st.st_mode & 07777))
         return false;
     if (ta == S_IFREG)
-        return content_eq(r, a, b);
+        return content_eq(r, a, b) || (git_index(a->rel) && index_eq(a, b));
     return ta != S_IFCHR && ta != S_IFBLK ? true : a->st.st_rdev == b->st.st_rdev;
 }
 

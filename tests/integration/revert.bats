@@ -240,3 +240,28 @@ setup() {
     [[ "$(pj 'd["4"]["result"]["content"][0]["text"]')" == *"did not change README"* ]] || fail "$answers"
     [ "$(cat "$WS/docs/journeys/a.md")" = j1 ] && [ ! -e "$WS/docs/journeys/b.md" ] || fail "$(find "$WS/docs")"
 }
+
+@test "undo brings staged work back after a later git status refreshed the index" {
+    # A later git status rewrites .git/index (its stat cache) without
+    # changing what is staged: that is not a change to merge, and undo of
+    # the loss must not stop at it as a conflict. (The same done on the
+    # host, outside txbox, leaves no record of what the loss left there:
+    # undo calls that a conflict, and --force is the way.)
+    command -v git >/dev/null || need "git is needed"
+    (cd "$WS" && git init -q && git config user.email t@t && git config user.name t &&
+        git add -A && git commit -qm base && printf 'staged work\n' >>notes.txt && git add notes.txt &&
+        printf 'draft\n' >draft.md && git add draft.md)
+    commit 'git reset -q --hard'
+    grep -q 'staged work' "$WS/notes.txt" && fail "the reset did not discard the staged work"
+    sleep 1.1 # past git's racy-timestamp window
+    local before="$(stat -c %Y.%s.%i "$WS/.git/index")"
+    commit 'touch notes.txt; git status --porcelain'
+    [ "$before" != "$(stat -c %Y.%s.%i "$WS/.git/index")" ] ||
+        fail "git status did not rewrite the index; the test cannot see the case"
+    h undo 1
+    assert_status 0
+    grep -q 'staged work' "$WS/notes.txt" || fail "the staged work is not back"
+    [ "$(cat "$WS/draft.md")" = draft ] || fail "the staged new file is not back"
+    [ "$(cd "$WS" && git diff --cached --name-only | sort | tr '\n' ' ')" = "draft.md notes.txt " ] ||
+        fail "the index is not as it was: $(cd "$WS" && git status --short)"
+}
