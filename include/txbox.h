@@ -122,8 +122,9 @@ enum {
     TXBOX_NET_HOST = 2,  /* the host's network namespace (explicit opt-in) */
 };
 
-struct txbox_policy;                    /* txbox_policy.h */
-typedef struct txbox_multi txbox_multi; /* a multi-command transaction (below) */
+struct txbox_policy;                        /* txbox_policy.h */
+typedef struct txbox_multi txbox_multi;     /* a multi-command transaction (below) */
+typedef struct txbox_session txbox_session; /* an agent's session (below) */
 
 typedef struct txbox_run_opts {
     const char *shell;      /* handed unchanged to SHELL -c (shell_path); or NULL and argv */
@@ -170,6 +171,8 @@ typedef struct txbox_run_opts {
                                   `ask` (work the commit would destroy) holds the
                                   transaction; without one, it commits and the result
                                   reports what was lost. Never set it for an agent. */
+    struct txbox_session *session;     /* run in this session (txbox_session_open): its /tmp,
+                                          loopback, processes; NULL: the command alone */
 } txbox_run_opts;
 
 /* The shell that runs a shell string: spec "bash" (/bin/bash, else /usr/bin/bash),
@@ -203,7 +206,75 @@ TXBOX_API char *txbox_result_json(const txbox_result *r);
 /* A short human status line (no newline); *remedy (may be NULL) receives
  * what to do, for the front to word at remedy->at. */
 TXBOX_API char *txbox_result_summary(const txbox_result *r, txbox_remedy *remedy);
+/* The directory the command's shell ended in (an absolute path in the
+ * workspace or in its session's /tmp), or NULL when it ended elsewhere or
+ * is not known. Owned by r. */
+TXBOX_API const char *txbox_result_cwd_after(const txbox_result *r);
 TXBOX_API void txbox_result_free(txbox_result *r);
+
+/* ---- sessions: what one command leaves for the next outside the
+ * workspace ----
+ *
+ * A session (an MCP connection, a hook's CLI session, an agent run, or one
+ * started by hand) gives the commands run in it (txbox_run_opts.session)
+ * one /tmp, /var/tmp and /dev/shm that persist from command to command
+ * (and see the files of the caller's own in the host's /tmp, copied in
+ * before each command; what commands write there stays in the session),
+ * one loopback network, one set of processes: a process a command leaves
+ * running in the background lives on, as long as the session and no
+ * longer, and later commands see it (ps, kill, pkill). Each command's
+ * workspace changes are still its own transaction. What a background
+ * process writes to the workspace after its command ended is a transaction
+ * of its own, committed when the last of that command's background
+ * processes has exited 0 of its own accord, else rolled back; it is
+ * reported in the next result of the session (`late_transactions`) and in
+ * txbox_session_end's report. Sessions are isolated from each other and
+ * from the host as commands are.
+ *
+ * A session lives in a process of its own (it holds the namespaces and the
+ * background processes) and ends when txbox_session_end ends it, after
+ * idle_s seconds without a command, or when its owner process ends. The
+ * handle may be closed and the session opened again by id from another
+ * process (txbox run --session ID). One handle may serve commands run at
+ * once from several threads. */
+
+enum {
+    TXBOX_SESSION_CREATE = 1 << 0, /* start the session when none of that id runs */
+    TXBOX_SESSION_EXCL = 1 << 1,   /* with CREATE: EEXIST when it runs already */
+};
+
+typedef struct txbox_session_opts {
+    const char *id;                    /* 1-64 of [A-Za-z0-9._-], not starting with '.' (a hook maps its
+                        CLI's session id onto it); NULL with TXBOX_SESSION_CREATE: a new id */
+    unsigned flags;                    /* TXBOX_SESSION_* */
+    pid_t owner;                       /* when starting: the session ends when this process ends (0: none) */
+    double idle_s;                     /* when starting: it ends after this long without a command
+                        (0: 1800 seconds) */
+    const struct txbox_policy *policy; /* judges the late transactions with its rules on
+                                          effects (txbox_run's own policy when it commits
+                                          them); NULL: none. Must outlive the handle. */
+} txbox_session_opts;
+
+/* Opens (attaches to) the running session o->id, or starts it
+ * (TXBOX_SESSION_CREATE). ENOENT: no such session; ESRCH: it has ended
+ * (idle, owner gone): txbox_session_end still gives its report. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_session_open(txbox_ws *ws, const txbox_session_opts *o,
+                                                  txbox_session **out, txbox_error *err);
+TXBOX_API const char *txbox_session_id(const txbox_session *s);
+/* Ends the session: its background processes are killed, their late
+ * writes rolled back (those of processes that had already exited 0 are
+ * committed first), its /tmp discarded. *report (may be NULL; the
+ * caller's): {"session", "ended_by", "processes_killed", "late_transactions":
+ * [...], "discarded": {"count", "paths", "truncated"}}. The handle stays
+ * to be closed. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_session_end(txbox_session *s, char **report, txbox_error *err);
+/* Releases the handle; the session runs on. */
+TXBOX_API void txbox_session_close(txbox_session *s);
+/* The session now: {"session", "started", "owner", "idle_s", "last_command",
+ * "processes": [{"pid", "tx", "command"}], "pending": N} (*json: the caller's). */
+TXBOX_API TXBOX_MUST_CHECK int txbox_session_status(txbox_session *s, char **json, txbox_error *err);
+/* The workspace's sessions: {"sessions": [{"session", "started", "running", ...}]}. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_session_list(txbox_ws *ws, char **json, txbox_error *err);
 
 /* ---- multi-command transactions: begin, run in it, savepoint, rollback,
  * commit, abort, status ---- */

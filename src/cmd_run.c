@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cmds.h"
 #include "run_args.h"
@@ -29,6 +30,7 @@ static void usage(FILE *f, const char *name)
                "                 [--memory SIZE] [--pids N] [--cpu S] [--max-write SIZE]\n"
                "                 [--keep-env PATTERN]... [--hide PATH]... [--tx ID]\n"
                "                 [--shell bash|sh|PATH] [--read-only] [--tee-fd FD]\n"
+               "                 [--session ID] [--cwd-file PATH]\n"
                "                 (-c 'STRING' | -- PROG ARGS...)\n"
                "\n"
                "Runs the command in a sandbox where the workspace is a copy-on-write view;\n"
@@ -54,6 +56,12 @@ static void usage(FILE *f, const char *name)
                "With --tx ID the command runs inside the open multi-command transaction ID\n"
                "(txbox begin): it sees the transaction's changes so far; if it succeeds its\n"
                "own are added to them (outcome staged), else only they are rolled back.\n"
+               "With --session ID the command runs in the session ID (txbox session), which is\n"
+               "started when none of that id runs: its /tmp, loopback network and background\n"
+               "processes carry over from command to command (docs/sessions.md).\n"
+               "--cwd-file PATH: write the directory the command's shell ended in (when it\n"
+               "lies in the workspace or the session's /tmp; else the file is left empty) to\n"
+               "PATH, created 0600, never through a symbolic link.\n"
                "\n"
                "Network: the command always has its own network namespace (loopback only).\n"
                "When a policy rule (npm install, pip install, git fetch, ...) or --net grants\n"
@@ -153,7 +161,9 @@ int run_parse(int argc, char **argv, struct run_args *a)
         O_DOMAIN,
         O_SHELL,
         O_READONLY,
-        O_TEEFD
+        O_TEEFD,
+        O_SESSION,
+        O_CWDFILE
     };
     static const struct option opts[] = {
         CLI_LONG_JSON,
@@ -175,6 +185,8 @@ int run_parse(int argc, char **argv, struct run_args *a)
         {"shell", required_argument, NULL, O_SHELL},
         {"read-only", no_argument, NULL, O_READONLY},
         {"tee-fd", required_argument, NULL, O_TEEFD},
+        {"session", required_argument, NULL, O_SESSION},
+        {"cwd-file", required_argument, NULL, O_CWDFILE},
         {0},
     };
     cli_opts cli = {
@@ -268,6 +280,14 @@ int run_parse(int argc, char **argv, struct run_args *a)
         case O_READONLY:
             a->ro.read_only = 1;
             break;
+        case O_SESSION:
+            a->session = optarg;
+            break;
+        case O_CWDFILE:
+            if (!*optarg)
+                return cli_usage(argc, argv, "run: --cwd-file wants a path");
+            a->cwd_file = optarg;
+            break;
         case O_TEEFD: {
             uint64_t v;
             if (!parse_size(optarg, false, &v) || v < 3 || v > 65535 || fcntl((int)v, F_GETFD) < 0)
@@ -293,6 +313,8 @@ int run_parse(int argc, char **argv, struct run_args *a)
         return cli_usage(argc, argv, "run: --read-only and --tx do not go together");
     if (a->ro.tee_fd && !a->json)
         return cli_usage(argc, argv, "run: --tee-fd goes with --json");
+    if (a->session && a->tx)
+        return cli_usage(argc, argv, "run: --session and --tx do not go together");
     const char *words = getenv(RUN_NET_WORDS_ENV);
     a->ro.net_refusal_words = words && *words ? words : "add it with txbox run --allow-domain {host}";
     return -1;
@@ -344,7 +366,18 @@ static int run_in_workspace(struct run_args *a, txbox_result **r, txbox_error *e
         return -1;
     }
     a->ro.multi = multi;
+    txbox_session *sess = NULL;
+    if (a->session) {
+        txbox_session_opts so = {.id = a->session, .flags = TXBOX_SESSION_CREATE, .policy = pol};
+        if (txbox_session_open(ws, &so, &sess, err) < 0) {
+            txbox_ws_close(ws);
+            txbox_policy_free(pol);
+            return -1;
+        }
+    }
+    a->ro.session = sess;
     int rc = txbox_run(ws, &a->ro, r, err);
+    txbox_session_close(sess);
     txbox_multi_close(multi);
     /* A rolled-back command's upper, everything it wrote, lies in the
      * trash: a detached process removes it after this one ends, off the
@@ -383,6 +416,25 @@ int run_status(const txbox_result *r)
     }
 }
 
+/* --cwd-file: the shell's last directory (nothing when it is not known),
+ * in a file made 0600 or emptied, never reached through a symbolic link
+ * and never a FIFO or a device. */
+static int write_cwd_file(const char *path, const txbox_result *r)
+{
+    const char *d = r ? txbox_result_cwd_after(r) : NULL;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        int e = fd < 0 ? errno : EINVAL;
+        if (fd >= 0)
+            close(fd);
+        return cli_failf("--cwd-file %s: %s", path, fd < 0 ? strerror(e) : "not a regular file");
+    }
+    int rc = d && write_all(fd, d, strlen(d)) < 0 ? cli_failf("--cwd-file %s: %s", path, strerror(errno)) : 0;
+    close(fd);
+    return rc;
+}
+
 int cmd_run(int argc, char **argv)
 {
     struct run_args a = {0};
@@ -408,8 +460,11 @@ int cmd_run(int argc, char **argv)
 
     catch_signals();
     txbox_result *r = NULL;
-    if (run_in_workspace(&a, &r, &err) < 0)
+    if (run_in_workspace(&a, &r, &err) < 0) {
+        if (a.cwd_file)
+            (void)write_cwd_file(a.cwd_file, NULL);
         return a.json ? cli_fail_json(&err) : cli_fail(&err);
+    }
     if (a.json) {
         char *s = txbox_result_json(r);
         if (s)
@@ -423,6 +478,8 @@ int cmd_run(int argc, char **argv)
         free(line);
     }
     status = run_status(r);
+    if (a.cwd_file && write_cwd_file(a.cwd_file, r) != 0 && status == 0)
+        status = TXBOX_EXIT_ERROR;
     txbox_result_free(r);
     fflush(stdout);
     return status;

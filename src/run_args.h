@@ -14,6 +14,8 @@ struct run_args {
     const char *keep[65], *hide[65], *domains[65]; /* NULL-terminated */
     size_t nkeep, nhide, ndomains;
     const char *dir, *shell, *policy_file, *tx, *shell_spec;
+    const char *session;  /* --session ID: run in that session (started when none runs) */
+    const char *cwd_file; /* --cwd-file PATH: where the shell's last directory is written */
     bool json;
     char **prog; /* -- PROG ARGS... */
 };

@@ -40,6 +40,7 @@
 #include "connguard.h"
 #include "netproxy.h"
 #include "safepath.h"
+#include "written.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -56,6 +57,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -65,7 +67,15 @@
 #include <termios.h>
 
 /* ---- messages from init to the parent ---- */
-enum { MSG_SETUP_ERR = 1, MSG_STARTED, MSG_EXITED, MSG_OVERLAY_ERR };
+enum {
+    MSG_SETUP_ERR = 1,
+    MSG_STARTED,
+    MSG_EXITED,
+    MSG_OVERLAY_ERR,
+    MSG_CWD,      /* text: a piece of the shell's last directory, at offset val */
+    MSG_DISCARD,  /* text: a path written where nothing persists */
+    MSG_DISCARDS, /* val: how many there were in all (after the last MSG_DISCARD) */
+};
 struct sb_msg {
     int type;
     int val;
@@ -679,11 +689,83 @@ ON_COMMAND_STACK __attribute__((noreturn)) static void command_main(const struct
 
 ON_COMMAND_STACK static int command_entry(void *arg) { command_main(arg); }
 
+/* The directory the command's shell is in as it exits (ptrace's exit
+ * event, PTRACE_O_TRACEEXIT, on the shell alone: /proc/PID/cwd is gone
+ * once it has exited), sent in pieces of a message each. */
+static void send_cwd(pid_t cmd)
+{
+    char p[48], dir[PATH_MAX];
+    snprintf(p, sizeof p, "/proc/%d/cwd", (int)cmd);
+    struct stat st;
+    ssize_t n = readlink(p, dir, sizeof dir - 1);
+    if (n <= 0 || dir[0] != '/' || stat(p, &st) < 0 || st.st_nlink == 0)
+        return; /* unreachable from here, or removed: not reported */
+    dir[n] = 0;
+    struct sb_msg m = {.type = MSG_CWD};
+    for (ssize_t off = 0; off < n; off += (ssize_t)sizeof m.text - 1) {
+        m.val = (int)off;
+        m.ts = now_ns();
+        snprintf(m.text, sizeof m.text, "%.*s", (int)sizeof m.text - 1, dir + off);
+        if (write_all(report_fd, &m, sizeof m) < 0)
+            _exit(126);
+    }
+}
+
+/* A ptrace stop of the traced shell: its exit event (its directory is
+ * read, then it goes on to exit), a signal on its way to it (delivered,
+ * as without the tracer), or the group stop that signal began (kept
+ * stopped until a SIGCONT, as without the tracer). */
+static void traced_stop(pid_t cmd, int ws)
+{
+    int event = ws >> 16, sig = WSTOPSIG(ws);
+    if (sig == SIGTRAP && event == PTRACE_EVENT_EXIT) {
+        send_cwd(cmd);
+        ptrace(PTRACE_CONT, cmd, 0, 0);
+    } else if (event == PTRACE_EVENT_STOP) {
+        if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU)
+            ptrace(PTRACE_LISTEN, cmd, 0, 0);
+        else
+            ptrace(PTRACE_CONT, cmd, 0, 0);
+    } else {
+        ptrace(PTRACE_CONT, cmd, 0, (void *)(uintptr_t)sig);
+    }
+}
+
+static bool send_discard(const char *path, void *ctx)
+{
+    size_t *sent = ctx;
+    if (*sent >= SB_DISCARD_PATHS)
+        return false; /* counted, no more named */
+    (*sent)++;
+    send_msg(report_fd, MSG_DISCARD, 0, path);
+    return true;
+}
+
+/* After the command: every process left in the namespace is killed and
+ * reaped, then what was written to the private /tmp, /var/tmp and
+ * /dev/shm, which end with init, is reported (the result's `discarded`). */
+static void report_discarded(void)
+{
+    kill(-1, SIGKILL);
+    while (waitpid(-1, NULL, __WALL) > 0 || errno == EINTR)
+        ;
+    static const char *const dirs[] = {"/tmp", "/var/tmp", "/dev/shm"};
+    size_t sent = 0, total = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+        struct stat st;
+        if (i == 1 && (!has_var_tmp() || lstat("/var/tmp", &st) < 0))
+            continue;
+        total += written_walk(AT_FDCWD, dirs[i], dirs[i], send_discard, &sent);
+    }
+    send_msg(report_fd, MSG_DISCARDS, (int)(total > INT32_MAX ? INT32_MAX : total), NULL);
+}
+
 /* init's last job: reap every process of the namespace, answer the
  * command's connect() calls (connguard.h), and report the command's status
  * when it exits. SIGCHLD through a signalfd, so that neither waits on the
  * other. */
-__attribute__((noreturn)) static void supervise(pid_t cmd, int listener, struct connguard *guard)
+__attribute__((noreturn)) static void supervise(const struct sb_spec *s, pid_t cmd, int listener,
+                                                struct connguard *guard)
 {
     sigset_t chld;
     sigemptyset(&chld);
@@ -695,8 +777,17 @@ __attribute__((noreturn)) static void supervise(pid_t cmd, int listener, struct 
     for (;;) {
         int ws;
         pid_t p = waitpid(-1, &ws, __WALL | (listener >= 0 ? WNOHANG : 0));
+        if (p == cmd && WIFSTOPPED(ws)) {
+            traced_stop(cmd, ws);
+            continue;
+        }
         if (p == cmd) {
             send_msg(report_fd, MSG_EXITED, ws, NULL);
+            if (s->report_after) {
+                if (listener >= 0)
+                    close(listener); /* the rest are killed: none to answer */
+                report_discarded();
+            }
             /* Returning from pid 1 kills everything left in the namespace. */
             _exit(0);
         }
@@ -721,6 +812,43 @@ __attribute__((noreturn)) static void supervise(pid_t cmd, int listener, struct 
             listener = -1;
         }
     }
+}
+
+/* Until the command's execve (end of file on exec_fd: done, or it died
+ * before). A traced command (report_after) that dies first stops at its
+ * exit event, before its descriptors are closed: that stop is answered
+ * meanwhile (SIGCHLD through a signalfd), else both would wait. */
+static void wait_exec(const struct sb_spec *s, pid_t cmd, int exec_fd)
+{
+    char c;
+    if (!s->report_after) {
+        if (read(exec_fd, &c, 1) < 0)
+            setup_die("cannot wait for the command's execve");
+        return;
+    }
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    int sfd;
+    if (sigprocmask(SIG_BLOCK, &chld, NULL) < 0 ||
+        (sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK)) < 0)
+        setup_die("cannot watch the command");
+    for (;;) {
+        struct pollfd pf[2] = {{.fd = exec_fd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+        if (poll(pf, 2, -1) < 0 && errno != EINTR)
+            setup_die("cannot wait for the command's execve");
+        if (pf[0].revents)
+            break;
+        struct signalfd_siginfo si;
+        while (read(sfd, &si, sizeof si) > 0)
+            ;
+        siginfo_t info = {0};
+        if (waitid(P_PID, (id_t)cmd, &info, WSTOPPED | WNOHANG | __WALL) == 0 && info.si_pid == cmd)
+            traced_stop(cmd, (info.si_status << 8) | 0x7f);
+    }
+    close(sfd);
+    if (read(exec_fd, &c, 1) < 0)
+        setup_die("cannot wait for the command's execve");
 }
 
 /* Is something mounted below /proc? Container runtimes mask parts of it
@@ -762,8 +890,6 @@ static bool proc_has_submounts(void)
 __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool userns, int landlock_abi,
                                                 char *cmd_stack_top)
 {
-    char c;
-
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         setup_die("cannot make mounts private");
 
@@ -855,6 +981,10 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
     pid_t cmd = clone(command_entry, cmd_stack_top, CLONE_VM | CLONE_NEWUSER | SIGCHLD, &ca);
     if (cmd < 0)
         setup_die("cannot create the command's user namespace");
+    /* The shell alone is traced, for the directory it ends in (its exit
+     * event: traced_stop); where the kernel refuses, that is not known. */
+    if (s->report_after)
+        (void)ptrace(PTRACE_SEIZE, cmd, 0, (void *)(uintptr_t)(PTRACE_O_TRACEEXIT | PTRACE_O_EXITKILL));
     close(go[0]);
     close(exec_fd[1]);
     close(gsock[1]);
@@ -903,8 +1033,7 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
      * execve is txbox's. (init itself is never a candidate: see
      * "starting init".) The command cannot lower it again: /proc is read-only
      * for it. */
-    if (read(exec_fd[0], &c, 1) < 0)
-        setup_die("cannot wait for the command's execve");
+    wait_exec(s, cmd, exec_fd[0]);
     close(exec_fd[0]);
     if (write_all(oomfd, "1000", 4) < 0 && errno != ESRCH)
         setup_die("cannot make the command the OOM killer's first choice");
@@ -913,7 +1042,7 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
     int listener = recv_listener(gsock[0]);
     close(gsock[0]);
     connguard_fast_wakeup(listener);
-    supervise(cmd, listener, &guard);
+    supervise(s, cmd, listener, &guard);
 }
 
 /* ---- starting init ----
@@ -1676,6 +1805,40 @@ static void pump_stdin(struct pump *p)
     }
 }
 
+/* A piece of the shell's last directory (MSG_CWD), in order. */
+static void pump_cwd(struct pump *p, const struct sb_msg *msg)
+{
+    size_t have = p->st->cwd_after ? strlen(p->st->cwd_after) : 0;
+    if (msg->val < 0 || (size_t)msg->val != have || have + strlen(msg->text) >= PATH_MAX)
+        return;
+    char *c = xasprintf("%s%s", p->st->cwd_after ? p->st->cwd_after : "", msg->text);
+    free(p->st->cwd_after);
+    p->st->cwd_after = c;
+}
+
+/* What was written where nothing persists (MSG_DISCARD: one path;
+ * MSG_DISCARDS: how many in all). */
+static void pump_discard(struct pump *p, const struct sb_msg *msg)
+{
+    typeof(p->st->discarded) *d = &p->st->discarded;
+    if (msg->type == MSG_DISCARD) {
+        if (d->n < SB_DISCARD_PATHS)
+            d->paths[d->n++] = xstrdup(msg->text);
+        return;
+    }
+    d->known = true;
+    d->count = msg->val > 0 ? (size_t)msg->val : 0;
+}
+
+void sb_status_free(struct sb_status *st)
+{
+    free(st->cwd_after);
+    st->cwd_after = NULL;
+    for (size_t i = 0; i < st->discarded.n; i++)
+        free(st->discarded.paths[i]);
+    st->discarded.n = 0;
+}
+
 /* A report of init's (struct sb_msg, once read whole): a setup error, the
  * command started (the proxy is served from then on), or its status. */
 static void pump_report(struct pump *p)
@@ -1711,6 +1874,10 @@ static void pump_report(struct pump *p)
         p->st->wstatus = msg->val;
         p->st->cmd_ns = msg->ts - p->started;
         p->st->t_exited = msg->ts;
+    } else if (msg->type == MSG_CWD) {
+        pump_cwd(p, msg);
+    } else if (msg->type == MSG_DISCARD || msg->type == MSG_DISCARDS) {
+        pump_discard(p, msg);
     }
 }
 

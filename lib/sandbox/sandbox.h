@@ -50,6 +50,8 @@ struct sb_spec {
                                       own: nested, or through other mounts (state.c) */
     bool allow_degraded;           /* run even where Landlock or a cgroup is missing */
     const char *name;              /* transaction id, names the cgroup */
+    bool report_after;             /* report the directory the shell ended in and what
+                                      was written where nothing persists (sb_status) */
     /* called in this process once the command has been let go, before the
      * wait for it (NULL: none): idle time for the caller's own chores */
     void (*started)(void *arg);
@@ -61,6 +63,10 @@ struct sb_spec {
      * (/run, the caller's XDG_RUNTIME_DIR...), masked whole (NULL-ended) */
     const char *sock_dirs[6];
 };
+
+/* Paths of what was written where nothing persists named at most
+ * (sb_status.discarded; the count goes on). */
+#define SB_DISCARD_PATHS 100
 
 struct sb_status {
     bool ran;    /* the command was started */
@@ -75,7 +81,20 @@ struct sb_status {
     uint64_t t_clone, t_go, t_started, t_exited, t_reaped; /* phase clock (now_ns) */
     json_t *protections;                                   /* what was in force (caller owns) */
     json_t *network; /* spec->proxy: np_stop's report (caller owns), else NULL */
+    char *cwd_after; /* the directory the command's shell ended in, as the command
+                        saw it (malloc'd), or NULL when not known */
+    /* what the command wrote to its private /tmp, /var/tmp and /dev/shm, which
+     * ended with it: known (init walked them), how many entries in all, and
+     * the first paths (malloc'd; sb_status_free) */
+    struct {
+        bool known;
+        size_t count, n;
+        char *paths[SB_DISCARD_PATHS];
+    } discarded;
 };
+
+/* Frees what sb_run left in st besides protections and network. */
+void sb_status_free(struct sb_status *st);
 
 /* Output pump: called with data read from the command's captured stdout (1)
  * or stderr (2). */

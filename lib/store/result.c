@@ -38,6 +38,10 @@ void result_free(txbox_result *r)
     json_decref(r->network);
     json_decref(r->attention);
     json_decref(r->losses);
+    free(r->session);
+    json_decref(r->discarded);
+    free(r->cwd_after);
+    json_decref(r->late);
     free(r->log_error);
     free(r->verdict);
     free(r->rule);
@@ -52,6 +56,7 @@ void txbox_result_free(txbox_result *r) { result_free(r); }
 txbox_outcome txbox_result_outcome(const txbox_result *r) { return r->outcome; }
 int txbox_result_exit_code(const txbox_result *r) { return r->exit_code; }
 const char *txbox_result_tx(const txbox_result *r) { return r->txs; }
+const char *txbox_result_cwd_after(const txbox_result *r) { return r->cwd_after; }
 
 static double round3(double v) { return round(v * 1000.0) / 1000.0; }
 
@@ -199,6 +204,15 @@ char *txbox_result_json(const txbox_result *rc)
         json_object_set(o, "needs_attention", json_object_get(r->effects, "needs_attention"));
         json_object_set_new(o, "irreversible", json_boolean(irr));
     }
+    if (r->session)
+        json_object_set_new(o, "session", json_string(r->session));
+    json_object_set_new(o, "discarded",
+                        r->discarded ? json_incref(r->discarded)
+                                     : json_pack("{s:i,s:[],s:b}", "count", 0, "paths", "truncated", 0));
+    if (r->cwd_after)
+        json_object_set_new(o, "cwd_after", json_text(r->cwd_after, strlen(r->cwd_after), true));
+    if (json_array_size(r->late))
+        json_object_set(o, "late_transactions", r->late);
     json_object_set_new(o, "duration_ms", json_real(round3(r->duration_ms)));
     json_object_set_new(o, "command_ms", json_real(round3(r->cmd_ms)));
     json_object_set_new(o, "overhead_ms", json_real(round3(r->overhead_ms)));
@@ -302,6 +316,67 @@ static void losses_phrase(const json_t *losses, dbuf *o)
     }
 }
 
+static char *summary_effects(const txbox_result *r, char *s, txbox_remedy *remedy);
+
+/* "; discarded: N files written outside the workspace: A, B, C, and N
+ * more", when the command wrote where nothing persists and the outcome
+ * reads as done. */
+static char *summary_discarded(const txbox_result *r, char *s)
+{
+    json_int_t n = json_integer_value(json_object_get(r->discarded, "count"));
+    bool done = r->outcome == TXBOX_OUTCOME_COMMITTED || r->outcome == TXBOX_OUTCOME_READ_ONLY ||
+                r->outcome == TXBOX_OUTCOME_STAGED;
+    if (n <= 0 || !done)
+        return s;
+    json_t *paths = json_object_get(r->discarded, "paths");
+    dbuf b;
+    dbuf_init(&b, 0);
+    dbuf_addstr(&b, s);
+    char head[96];
+    snprintf(head, sizeof head, "; discarded: %lld %s written outside the workspace: ", (long long)n,
+             n == 1 ? "file" : "files");
+    dbuf_addstr(&b, head);
+    size_t shown = 0;
+    for (; shown < json_array_size(paths) && shown < 3; shown++) {
+        if (shown)
+            dbuf_addstr(&b, ", ");
+        dbuf_addstr(&b, json_string_value(json_array_get(paths, shown)) ?: "?");
+    }
+    if ((json_int_t)shown < n) {
+        char more[48];
+        snprintf(more, sizeof more, "%s%lld more", shown ? ", and " : "", (long long)(n - (json_int_t)shown));
+        dbuf_addstr(&b, more);
+    }
+    free(s);
+    char *t = xstrdup(dbuf_str(&b));
+    dbuf_free(&b);
+    return t;
+}
+
+/* "; background processes of tx 5: tx 8 committed (...)", one clause per
+ * late transaction reported with this result. */
+static char *summary_late(const txbox_result *r, char *s)
+{
+    size_t i;
+    json_t *l;
+    json_array_foreach(r->late, i, l)
+    {
+        const char *oc = json_string_value(json_object_get(l, "outcome")) ?: "?";
+        const char *why = json_string_value(json_object_get(l, "reason"));
+        json_t *ch = json_object_get(l, "changes");
+        char *t = xasprintf(
+            "%s; background processes of tx %s: %s%s %s (%zu added, %zu modified, %zu deleted)%s%s", s,
+            json_string_value(json_object_get(l, "from_tx")) ?: "?",
+            json_is_string(json_object_get(l, "tx")) ? "tx " : "",
+            json_string_value(json_object_get(l, "tx")) ?: "their writes", oc,
+            json_array_size(json_object_get(ch, "added")), json_array_size(json_object_get(ch, "modified")),
+            json_array_size(json_object_get(ch, "deleted")), why ? ": " : "", why ? why : "");
+        free(s);
+        s = t;
+    }
+    return s;
+}
+
 char *txbox_result_summary(const txbox_result *r, txbox_remedy *remedy)
 {
     txbox_remedy none;
@@ -320,6 +395,13 @@ char *txbox_result_summary(const txbox_result *r, txbox_remedy *remedy)
         dbuf_free(&o);
         remedy_set(remedy, TXBOX_REMEDY_UNDO, r->txs, strlen(s));
     }
+    s = summary_effects(r, s, remedy);
+    s = summary_discarded(r, s);
+    return summary_late(r, s);
+}
+
+static char *summary_effects(const txbox_result *r, char *s, txbox_remedy *remedy)
+{
     json_t *l = r->effects ? json_object_get(r->effects, "effects") : NULL, *e;
     if (!json_array_size(l))
         return s;

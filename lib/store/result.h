@@ -44,6 +44,15 @@ struct txbox_result {
      * {count, bytes, truncated, items: [{kind, path, bytes, detail}]}, or
      * NULL: nothing judged, nothing lost */
     json_t *losses;
+    /* sessions: the session's id (or NULL), what was written outside the
+     * workspace that does not persist ({count, paths, truncated}, or NULL:
+     * not known), the directory the shell ended in (or NULL), and the late
+     * transactions of the session's background processes committed or
+     * rolled back before this command (an array, or NULL) */
+    char *session;
+    json_t *discarded;
+    char *cwd_after;
+    json_t *late;
 };
 
 txbox_result *result_new(void);

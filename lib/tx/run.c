@@ -685,6 +685,8 @@ static int validate(const txbox_run_opts *o, txbox_error *err)
         tx_err(err, EINVAL, "the transaction is being aborted");
         return tx_remedy(err, TXBOX_REMEDY_ABORT, txbox_multi_id(o->multi));
     }
+    if (o->session)
+        return tx_err(err, ENOSYS, "sessions are not available in this build");
     if (o->multi && (o->backend == TXBOX_BACKEND_COPY || o->allow_copy_fallback))
         return tx_err(err, EINVAL, "a multi-command transaction runs on the overlay backend only");
     if (o->timeout_s < 0 || o->timeout_s > 7 * 86400.0)
@@ -998,6 +1000,7 @@ struct run {
 /* What a run holds that outlives none of its returns. */
 static void run_release(struct run *c)
 {
+    sb_status_free(&c->st);
     free(c->shell_path);
     saga_plan_freep(&c->saga);
     sb_early_cancel(c->early);
@@ -1231,6 +1234,7 @@ static int run_sandbox(struct run *c, txbox_error *err)
         .state_hide = (const char *const *)c->state_hide,
         .allow_degraded = opts->allow_degraded,
         .name = r->txs,
+        .report_after = true,
         .started = cleaner_start,
         .started_arg = &c->cleaner,
         .early = c->early, /* taken by sb_run */
@@ -1265,6 +1269,26 @@ static int run_sandbox(struct run *c, txbox_error *err)
     return 0;
 }
 
+/* What the sandbox says of where the command wrote outside the workspace
+ * and where its shell ended: the result's `discarded` and `cwd_after` (a
+ * directory in the workspace only: elsewhere the caller's shell could not
+ * follow it). */
+static void take_session_facts(struct run *c)
+{
+    txbox_result *r = c->r;
+    const struct sb_status *st = &c->st;
+    if (st->discarded.known) {
+        json_t *paths = json_array();
+        for (size_t i = 0; i < st->discarded.n; i++)
+            json_array_append_new(paths,
+                                  json_text(st->discarded.paths[i], strlen(st->discarded.paths[i]), true));
+        r->discarded = json_pack("{s:I,s:o,s:b}", "count", (json_int_t)st->discarded.count, "paths", paths,
+                                 "truncated", st->discarded.count > st->discarded.n);
+    }
+    if (st->cwd_after && under(st->cwd_after, c->ws->path) && !strstr(st->cwd_after, "\n"))
+        r->cwd_after = xstrdup(st->cwd_after);
+}
+
 /* What the sandbox reported, into the result; external effects recorded,
  * and undone now if the command failed. */
 static int run_take_status(struct run *c, txbox_error *err)
@@ -1284,6 +1308,7 @@ static int run_take_status(struct run *c, txbox_error *err)
                                     : c->use_copy      ? "not enforced (copy backend)"
                                                        : "enforced at commit"));
     c->ok = take_status(r, st, c->ws->root);
+    take_session_facts(c);
     if (c->saga && saga_after(c->ws, c->effd, c->saga, r, c->ok, c->opts->multi != NULL, txbox_run, err) < 0)
         return -1;
     return 0;
