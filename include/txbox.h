@@ -255,9 +255,10 @@ typedef struct txbox_session_opts {
                                           them); NULL: none. Must outlive the handle. */
 } txbox_session_opts;
 
-/* Opens (attaches to) the running session o->id, or starts it
- * (TXBOX_SESSION_CREATE). ENOENT: no such session; ESRCH: it has ended
- * (idle, owner gone): txbox_session_end still gives its report. */
+/* Opens the session o->id: a running one, or one that has ended on its
+ * own (idle, owner gone: txbox_session_end gives its report; a command run
+ * in it fails), or starts it (TXBOX_SESSION_CREATE: also in place of one
+ * that has ended). ENOENT: no such session. */
 TXBOX_API TXBOX_MUST_CHECK int txbox_session_open(txbox_ws *ws, const txbox_session_opts *o,
                                                   txbox_session **out, txbox_error *err);
 TXBOX_API const char *txbox_session_id(const txbox_session *s);

@@ -18,6 +18,7 @@ int cmd_agent(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
 int cmd_hook(int argc, char **argv);
 int cmd_setup(int argc, char **argv);
+int cmd_session(int argc, char **argv);
 /* history (cmd_log.c, cmd_show.c, cmd_diff.c, cmd_undo.c, cmd_restore.c, cmd_gc.c) */
 int cmd_log(int argc, char **argv);
 int cmd_show(int argc, char **argv);

@@ -36,6 +36,7 @@ static const struct {
     {"approve", cmd_review, "commit a held transaction"},
     {"reject", cmd_review, "drop a held transaction"},
     {"resolve", cmd_review, "mark external effects that need attention as dealt with"},
+    {"session", cmd_session, "start, end, list sessions (run --session ID)"},
 };
 
 static void usage(FILE *f)

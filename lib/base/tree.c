@@ -85,7 +85,7 @@ int tree_remove_until(int dirfd, const char *name, const atomic_bool *stop)
     return remove_rec(dirfd, name, 0, stop);
 }
 
-static void copy_xattrs(int sdir, const char *sname, int ddir, const char *dname)
+void tree_copy_xattrs(int sdir, const char *sname, int ddir, const char *dname)
 {
     char sp[PATH_MAX], dp[PATH_MAX], list[65536], val[65536];
     snprintf(sp, sizeof sp, "/proc/self/fd/%d/%s", sdir, sname);
@@ -197,7 +197,7 @@ static int copy_rec(struct cp *c, int sdir, const char *src, int ddir, const cha
             if ((c->grant ? copy_granted : copy_rec)(c, dirfd(d), de->d_name, dfd, de->d_name, depth + 1) < 0)
                 return -1;
         }
-        copy_xattrs(sdir, src, ddir, dst);
+        tree_copy_xattrs(sdir, src, ddir, dst);
         (void)fchown(dfd, st.st_uid, st.st_gid);
         if (fchmod(dfd, st.st_mode & 07777) < 0)
             return tx_errno(c->err, errno, "cannot set mode of %s", dst);
@@ -214,7 +214,7 @@ static int copy_rec(struct cp *c, int sdir, const char *src, int ddir, const cha
             return tx_errno(c->err, errno, "cannot create %s", dst);
         if (copy_data(in, out) < 0)
             return tx_errno(c->err, errno, "cannot copy %s", src);
-        copy_xattrs(sdir, src, ddir, dst);
+        tree_copy_xattrs(sdir, src, ddir, dst);
         (void)fchown(out, st.st_uid, st.st_gid);
         if (fchmod(out, st.st_mode & 07777) < 0)
             return tx_errno(c->err, errno, "cannot set mode of %s", dst);
@@ -238,7 +238,7 @@ static int copy_rec(struct cp *c, int sdir, const char *src, int ddir, const cha
         if (mknodat(ddir, dst, st.st_mode, st.st_rdev) < 0)
             return tx_errno(c->err, errno, "cannot copy device node %s", src);
     }
-    copy_xattrs(sdir, src, ddir, dst);
+    tree_copy_xattrs(sdir, src, ddir, dst);
     (void)fchownat(ddir, dst, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
     if (!S_ISLNK(st.st_mode))
         (void)fchmodat(ddir, dst, st.st_mode & 07777, 0);

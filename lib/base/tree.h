@@ -32,4 +32,8 @@ MUST_CHECK int tree_copy(int sdir, const char *src, int ddir, const char *dst, c
  * other links is never changed (they may be names outside the tree). */
 MUST_CHECK int tree_copy_granting(int sdir, const char *src, int ddir, const char *dst, txbox_error *err);
 
+/* The extended attributes of sname (under sdir) onto dname (under
+ * ddir), not following a final symlink; each that cannot be set is left. */
+void tree_copy_xattrs(int sdir, const char *sname, int ddir, const char *dname);
+
 #endif

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <linux/openat2.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -41,6 +42,7 @@ int connguard_init(struct connguard *g)
         return -EOVERFLOW;
     g->notif_size = sz.seccomp_notif;
     g->resp_size = sz.seccomp_notif_resp;
+    g->rootfd = -1;
     return 0;
 }
 
@@ -162,7 +164,13 @@ static int guard_connect(struct connguard *g, int listener, const struct seccomp
                 goto out;
             }
         }
-        file = openat(base >= 0 ? base : AT_FDCWD, path, O_PATH | O_CLOEXEC);
+        if (path[0] == '/' && g->rootfd >= 0) {
+            struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+                                   .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+            file = (int)syscall(SYS_openat2, g->rootfd, path, &how, sizeof how);
+        } else {
+            file = openat(base >= 0 ? base : AT_FDCWD, path, O_PATH | O_CLOEXEC);
+        }
         if (file < 0) {
             e = errno;
             goto out;

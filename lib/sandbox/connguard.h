@@ -37,6 +37,11 @@ struct connguard {
     size_t n_mounts;
     unsigned notif_size, resp_size; /* the kernel's (SECCOMP_GET_NOTIF_SIZES) */
     uint64_t refused;               /* connections refused (EACCES) */
+    /* the command's root, when the guard is served from another mount
+     * namespace (a session's steward, for the processes a command left
+     * running): absolute paths are resolved in it (RESOLVE_IN_ROOT, no
+     * magic links); -1 (connguard_init): the server's own root */
+    int rootfd;
 };
 
 /* Reads the kernel's notification sizes: 0, or a negative errno. */

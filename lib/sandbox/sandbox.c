@@ -38,6 +38,7 @@
 #include "sandbox.h"
 #include "cgroup.h"
 #include "connguard.h"
+#include "fdpass.h"
 #include "netproxy.h"
 #include "safepath.h"
 #include "written.h"
@@ -72,9 +73,20 @@ enum {
     MSG_STARTED,
     MSG_EXITED,
     MSG_OVERLAY_ERR,
-    MSG_CWD,      /* text: a piece of the shell's last directory, at offset val */
-    MSG_DISCARD,  /* text: a path written where nothing persists */
-    MSG_DISCARDS, /* val: how many there were in all (after the last MSG_DISCARD) */
+    MSG_CWD,       /* text: a piece of the shell's last directory, at offset val */
+    MSG_DISCARD,   /* text: a path written where nothing persists */
+    MSG_DISCARDS,  /* val: how many there were in all (after the last MSG_DISCARD) */
+    MSG_SURVIVORS, /* in a session: val of the command's processes left running (handed over) */
+};
+
+/* In a session, with MSG_SURVIVORS: what serves the processes left (its
+ * descriptors, SCM_RIGHTS: the connection guard's listener, if any, and
+ * the command's root), on the handover socket. */
+struct sb_handoff {
+    uint64_t userns;
+    uint32_t n_mounts;
+    int has_listener;
+    uint64_t mounts[CONNGUARD_MAX_MOUNTS];
 };
 struct sb_msg {
     int type;
@@ -96,6 +108,7 @@ static void send_msg(int fd, int type, int val, const char *text)
  * ("starting init"), one per sandbox, so sandboxes started at once by threads
  * of one process each have their own. */
 static __thread int report_fd = -1;
+static __thread int handoff_fd = -1;   /* in a session: init's end of the handover socket */
 static __thread bool in_overlay_setup; /* a failure now means: overlayfs unavailable here */
 
 /* The code the command runs before its execve, on the stack set aside for
@@ -145,36 +158,45 @@ ON_COMMAND_STACK __attribute__((noreturn, format(printf, 1, 2))) static void set
     _exit(126);
 }
 
-static int write_file(const char *path, const char *text)
+static int write_file(int at, const char *path, const char *text)
 {
-    _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+    _cleanup_close_ int fd = openat(at, path, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
     return write_all(fd, text, strlen(text));
 }
 
-static int write_id_maps(pid_t pid, const char *uidmap, const char *gidmap, bool deny_setgroups)
+/* pid's id maps, through the procfs at procat (AT_FDCWD: /proc), where
+ * pid names it. */
+static int write_id_maps_at(int procat, pid_t pid, const char *uidmap, const char *gidmap,
+                            bool deny_setgroups)
 {
     char p[64];
+    const char *root = procat == AT_FDCWD ? "/proc/" : "";
     if (deny_setgroups) {
-        snprintf(p, sizeof p, "/proc/%d/setgroups", pid);
-        if (write_file(p, "deny") < 0 && errno != ENOENT)
+        snprintf(p, sizeof p, "%s%d/setgroups", root, pid);
+        if (write_file(procat, p, "deny") < 0 && errno != ENOENT)
             return -1;
     }
-    snprintf(p, sizeof p, "/proc/%d/uid_map", pid);
-    if (write_file(p, uidmap) < 0)
+    snprintf(p, sizeof p, "%s%d/uid_map", root, pid);
+    if (write_file(procat, p, uidmap) < 0)
         return -1;
-    snprintf(p, sizeof p, "/proc/%d/gid_map", pid);
-    return write_file(p, gidmap);
+    snprintf(p, sizeof p, "%s%d/gid_map", root, pid);
+    return write_file(procat, p, gidmap);
+}
+
+static int write_id_maps(pid_t pid, const char *uidmap, const char *gidmap, bool deny_setgroups)
+{
+    return write_id_maps_at(AT_FDCWD, pid, uidmap, gidmap, deny_setgroups);
 }
 
 /* The identity map of the ids FILE (/proc/self/uid_map or gid_map) maps:
  * "first first count" for each of its ranges, into out. false if it
  * cannot be read or does not fit. No allocation: init calls it. */
-static bool identity_of(const char *file, char *out, size_t n)
+static bool identity_of_at(int at, const char *file, char *out, size_t n)
 {
     char buf[2048];
-    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    int fd = openat(at, file, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return false;
     ssize_t r = read(fd, buf, sizeof buf - 1);
@@ -200,12 +222,27 @@ static bool identity_of(const char *file, char *out, size_t n)
     return len > 0;
 }
 
+static bool identity_of(const char *file, char *out, size_t n)
+{
+    return identity_of_at(AT_FDCWD, file, out, n);
+}
+
 /* ---- mounts ---- */
 
 static char *fdpath(int fd, char buf[static 32])
 {
     snprintf(buf, 32, "/proc/self/fd/%d", fd);
     return buf;
+}
+
+/* A clone of one of the session's mounts (a detached mount: keeper.c),
+ * attached at path. */
+static void attach_clone(int detached, const char *path, const char *what)
+{
+    int m = open_tree(detached, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    if (m < 0 || move_mount(m, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        setup_die("cannot mount the session's %s", what);
+    close(m);
 }
 
 static bool path_under(const char *p, const char *dir)
@@ -283,7 +320,9 @@ static void mount_dev(const struct sb_spec *s, const int *host_dev_fds)
         symlink("pts/ptmx", "/dev/ptmx");
     char o[64];
     tmpfs_opts(s, o, sizeof o);
-    if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, o) < 0)
+    if (s->session)
+        attach_clone(s->session->fd[KP_SHM], "/dev/shm", "/dev/shm");
+    else if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, o) < 0)
         setup_die("cannot mount /dev/shm");
     symlink("/proc/self/fd", "/dev/fd");
     symlink("/proc/self/fd/0", "/dev/stdin");
@@ -442,14 +481,26 @@ static void loopback_up(void)
  * in the sandbox's network namespace: made by init while it still shares
  * txbox's table of descriptors, so txbox has it too and serves it from its
  * own namespace. No socket file, no port on the host. */
-static int proxy_listen(void)
+static int proxy_listen(const struct sb_spec *s)
 {
-    loopback_up();
+    if (!s->session)
+        loopback_up();
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {
-        .sin_family = AF_INET, .sin_port = htons(NP_PORT), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, NP_MAX_CONNS) < 0)
+    /* in a session's shared loopback, a port of the kernel's choice, which
+     * the command's environment is then told */
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = s->session ? 0 : htons(NP_PORT),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, NP_MAX_CONNS) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &al) < 0)
         setup_die("cannot make the network proxy's socket");
+    for (int i = 0; s->proxy_env && i < SB_PROXY_ENV_N; i++) {
+        char *v = s->proxy_env[i], *eq = strchr(v, '=');
+        if (eq)
+            snprintf(eq + 1, SB_PROXY_ENV_LEN - (size_t)(eq + 1 - v), "http://127.0.0.1:%u",
+                     ntohs(a.sin_port));
+    }
     return fd;
 }
 
@@ -689,16 +740,51 @@ ON_COMMAND_STACK __attribute__((noreturn)) static void command_main(const struct
 
 ON_COMMAND_STACK static int command_entry(void *arg) { command_main(arg); }
 
+/* Where init finds the command in a /proc: at procfd (AT_FDCWD: /proc,
+ * the fresh one of the command's pid namespace; else the session's) as
+ * pid; in a session also in the host's /proc (hostproc, -1 otherwise) as
+ * host_pid, the pid init knows it by. userns: its user namespace (a
+ * session's mark of its processes, keeper.h). */
+struct cmd_proc {
+    int hostproc, procfd;
+    pid_t host_pid, pid;
+    uint64_t userns;
+};
+
+/* The command's pid in the session's pid namespace: the last field of
+ * NSpid in its status, read through the host's /proc. */
+static pid_t pid_in_session(int hostproc, pid_t host_pid)
+{
+    char p[48], buf[4096];
+    snprintf(p, sizeof p, "%d/status", (int)host_pid);
+    int fd = openat(hostproc, p, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    char *l = strstr(buf, "\nNSpid:");
+    if (!l)
+        return -1;
+    char *nl = strchr(l + 1, '\n');
+    if (nl)
+        *nl = 0;
+    char *last = strrchr(l, '\t');
+    return last ? (pid_t)strtol(last + 1, NULL, 10) : -1;
+}
+
 /* The directory the command's shell is in as it exits (ptrace's exit
  * event, PTRACE_O_TRACEEXIT, on the shell alone: /proc/PID/cwd is gone
  * once it has exited), sent in pieces of a message each. */
-static void send_cwd(pid_t cmd)
+static void send_cwd(const struct cmd_proc *cp)
 {
     char p[48], dir[PATH_MAX];
-    snprintf(p, sizeof p, "/proc/%d/cwd", (int)cmd);
+    int at = cp->hostproc >= 0 ? cp->hostproc : AT_FDCWD;
+    snprintf(p, sizeof p, "%s%d/cwd", at == AT_FDCWD ? "/proc/" : "", (int)cp->host_pid);
     struct stat st;
-    ssize_t n = readlink(p, dir, sizeof dir - 1);
-    if (n <= 0 || dir[0] != '/' || stat(p, &st) < 0 || st.st_nlink == 0)
+    ssize_t n = readlinkat(at, p, dir, sizeof dir - 1);
+    if (n <= 0 || dir[0] != '/' || fstatat(at, p, &st, 0) < 0 || st.st_nlink == 0)
         return; /* unreachable from here, or removed: not reported */
     dir[n] = 0;
     struct sb_msg m = {.type = MSG_CWD};
@@ -715,11 +801,12 @@ static void send_cwd(pid_t cmd)
  * read, then it goes on to exit), a signal on its way to it (delivered,
  * as without the tracer), or the group stop that signal began (kept
  * stopped until a SIGCONT, as without the tracer). */
-static void traced_stop(pid_t cmd, int ws)
+static void traced_stop(const struct cmd_proc *cp, int ws)
 {
+    pid_t cmd = cp->host_pid;
     int event = ws >> 16, sig = WSTOPSIG(ws);
     if (sig == SIGTRAP && event == PTRACE_EVENT_EXIT) {
-        send_cwd(cmd);
+        send_cwd(cp);
         ptrace(PTRACE_CONT, cmd, 0, 0);
     } else if (event == PTRACE_EVENT_STOP) {
         if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU)
@@ -764,9 +851,42 @@ static void report_discarded(void)
  * command's connect() calls (connguard.h), and report the command's status
  * when it exits. SIGCHLD through a signalfd, so that neither waits on the
  * other. */
-__attribute__((noreturn)) static void supervise(const struct sb_spec *s, pid_t cmd, int listener,
-                                                struct connguard *guard)
+/* In a session, once the shell has exited: the command's processes still
+ * running (its user namespace's, keeper.h) live on when session_keep,
+ * handed over with what serves them (sb_handoff); else they are killed,
+ * until none is left. Nothing of the session's /tmp is discarded. */
+static void session_after(const struct sb_spec *s, const struct cmd_proc *cp, int listener,
+                          const struct connguard *guard)
 {
+    size_t n = kp_members(cp->procfd, cp->userns, NULL, NULL);
+    for (int i = 0; n && !s->session_keep && i < 5000; i++) {
+        kp_signal(cp->procfd, cp->userns, SIGKILL);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        n = kp_members(cp->procfd, cp->userns, NULL, NULL);
+    }
+    send_msg(report_fd, MSG_DISCARDS, 0, NULL);
+    send_msg(report_fd, MSG_SURVIVORS, (int)(n > INT32_MAX ? INT32_MAX : n), NULL);
+    if (!n || !s->session_keep)
+        return;
+    struct sb_handoff h = {
+        .userns = cp->userns, .n_mounts = (uint32_t)guard->n_mounts, .has_listener = listener >= 0};
+    memcpy(h.mounts, guard->mounts, sizeof h.mounts);
+    int fds[2], k = 0;
+    int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+        _exit(126);
+    fds[k++] = root;
+    if (listener >= 0)
+        fds[k++] = listener;
+    if (fd_send(handoff_fd, &h, sizeof h, fds, k) < 0)
+        _exit(126);
+}
+
+__attribute__((noreturn)) static void supervise(const struct sb_spec *s, const struct cmd_proc *cp,
+                                                int listener, struct connguard *guard)
+{
+    pid_t cmd = cp->host_pid;
     sigset_t chld;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
@@ -778,11 +898,15 @@ __attribute__((noreturn)) static void supervise(const struct sb_spec *s, pid_t c
         int ws;
         pid_t p = waitpid(-1, &ws, __WALL | (listener >= 0 ? WNOHANG : 0));
         if (p == cmd && WIFSTOPPED(ws)) {
-            traced_stop(cmd, ws);
+            traced_stop(cp, ws);
             continue;
         }
         if (p == cmd) {
             send_msg(report_fd, MSG_EXITED, ws, NULL);
+            if (s->session) {
+                session_after(s, cp, listener, guard);
+                _exit(0); /* the session's processes are not init's to end */
+            }
             if (s->report_after) {
                 if (listener >= 0)
                     close(listener); /* the rest are killed: none to answer */
@@ -818,8 +942,9 @@ __attribute__((noreturn)) static void supervise(const struct sb_spec *s, pid_t c
  * before). A traced command (report_after) that dies first stops at its
  * exit event, before its descriptors are closed: that stop is answered
  * meanwhile (SIGCHLD through a signalfd), else both would wait. */
-static void wait_exec(const struct sb_spec *s, pid_t cmd, int exec_fd)
+static void wait_exec(const struct sb_spec *s, const struct cmd_proc *cp, int exec_fd)
 {
+    pid_t cmd = cp->host_pid;
     char c;
     if (!s->report_after) {
         if (read(exec_fd, &c, 1) < 0)
@@ -844,7 +969,7 @@ static void wait_exec(const struct sb_spec *s, pid_t cmd, int exec_fd)
             ;
         siginfo_t info = {0};
         if (waitid(P_PID, (id_t)cmd, &info, WSTOPPED | WNOHANG | __WALL) == 0 && info.si_pid == cmd)
-            traced_stop(cmd, (info.si_status << 8) | 0x7f);
+            traced_stop(cp, (info.si_status << 8) | 0x7f);
     }
     close(sfd);
     if (read(exec_fd, &c, 1) < 0)
@@ -901,20 +1026,33 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
         devfd[i] = open(p, O_PATH | O_CLOEXEC);
     }
     int view = make_view(s, userns);
+    /* in a session, the host's /proc stays reachable to init (the command's
+     * pid there, its directory, its user namespace) */
+    struct cmd_proc cp = {.hostproc = -1, .procfd = AT_FDCWD};
+    if (s->session && (cp.hostproc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+        setup_die("cannot open /proc");
     remount_all_readonly();
-    char tmpo[64];
-    tmpfs_opts(s, tmpo, sizeof tmpo);
-    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmpo) < 0)
-        setup_die("cannot mount a private /tmp");
-    private_var_tmp(s);
+    if (s->session) {
+        attach_clone(s->session->fd[KP_TMP], "/tmp", "/tmp");
+        if (has_var_tmp())
+            attach_clone(s->session->fd[KP_VARTMP], "/var/tmp", "/var/tmp");
+    } else {
+        char tmpo[64];
+        tmpfs_opts(s, tmpo, sizeof tmpo);
+        if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmpo) < 0)
+            setup_die("cannot mount a private /tmp");
+        private_var_tmp(s);
+    }
     mount_dev(s, devfd);
     int devfd_null = devfd[0];
     for (size_t i = 1; i < ARRAY_SIZE(devfd); i++)
         if (devfd[i] >= 0)
             close(devfd[i]);
-    /* A fresh /proc for the new pid namespace; made read-only below, once
-     * the command's id maps are written. */
-    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+    /* A fresh /proc for the new pid namespace (in a session, the session's
+     * own); made read-only below, once the command's id maps are written. */
+    if (s->session)
+        ; /* the session's, once nothing more needs /proc/self (below) */
+    else if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
         int e = errno;
         bool masked = e == EPERM && proc_has_submounts();
         errno = e;
@@ -925,11 +1063,18 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
                          : "");
     }
     attach_view(s, view);
-    if (!s->net)
+    if (!s->net && !s->session)
         loopback_up();
 
     hide_paths(s, devfd_null);
     mask_socket_dirs(s);
+    /* The session's /proc, where init has no pid (its /proc/self, which
+     * the steps above use, is gone from here on) */
+    if (s->session) {
+        attach_clone(s->session->fd[KP_PROC], "/proc", "/proc");
+        if ((cp.procfd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+            setup_die("cannot open the session's /proc");
+    }
 
     /* The connection guard (connguard.h): sockets on the mounts made for
      * the command may be reached, no other. init is scoped like the
@@ -983,6 +1128,13 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
         setup_die("cannot create the command's user namespace");
     /* The shell alone is traced, for the directory it ends in (its exit
      * event: traced_stop); where the kernel refuses, that is not known. */
+    cp.host_pid = cp.pid = cmd;
+    if (s->session) {
+        cp.pid = pid_in_session(cp.hostproc, cmd);
+        cp.userns = kp_userns_of(cp.hostproc, cmd);
+        if (cp.pid <= 0 || !cp.userns)
+            setup_die("cannot find the command in the session's /proc");
+    }
     if (s->report_after)
         (void)ptrace(PTRACE_SEIZE, cmd, 0, (void *)(uintptr_t)(PTRACE_O_TRACEEXIT | PTRACE_O_EXITKILL));
     close(go[0]);
@@ -993,16 +1145,19 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
         /* Identity for the ids init's namespace maps: the caller's one uid
          * and gid, or, for root in a container, the ranges it had there */
         char umap[512], gmap[512];
-        if (!identity_of("/proc/self/uid_map", umap, sizeof umap) ||
-            !identity_of("/proc/self/gid_map", gmap, sizeof gmap)) {
+        int selfat = cp.hostproc >= 0 ? cp.hostproc : AT_FDCWD;
+        const char *us = selfat == AT_FDCWD ? "/proc/self/uid_map" : "self/uid_map";
+        const char *gs = selfat == AT_FDCWD ? "/proc/self/gid_map" : "self/gid_map";
+        if (!identity_of_at(selfat, us, umap, sizeof umap) ||
+            !identity_of_at(selfat, gs, gmap, sizeof gmap)) {
             errno = EINVAL;
             setup_die("cannot read the sandbox's id maps");
         }
-        if (write_id_maps(cmd, umap, gmap, false) < 0)
+        if (write_id_maps_at(cp.procfd, cp.pid, umap, gmap, false) < 0)
             setup_die("cannot map ids in the command's namespace");
     } else {
         snprintf(map, sizeof map, "0 0 4294967295\n");
-        if (write_id_maps(cmd, map, map, false) < 0)
+        if (write_id_maps_at(cp.procfd, cp.pid, map, map, false) < 0)
             setup_die("cannot map ids in the command's namespace");
     }
     /* The command's OOM score, written after its execve (below), through a
@@ -1012,7 +1167,7 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
     {
         int procw = open_tree(AT_FDCWD, "/proc", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         char p[32];
-        snprintf(p, sizeof p, "%d/oom_score_adj", (int)cmd);
+        snprintf(p, sizeof p, "%d/oom_score_adj", (int)cp.pid);
         if (procw < 0 || (oomfd = openat(procw, p, O_WRONLY | O_CLOEXEC)) < 0)
             setup_die("cannot reach the command's OOM score");
         close(procw);
@@ -1022,7 +1177,10 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
     if (mount(NULL, "/proc", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
               NULL) < 0)
         setup_die("cannot make /proc read-only");
-    send_msg(report_fd, MSG_STARTED, 0, NULL);
+    char uns[32] = "";
+    if (s->session)
+        snprintf(uns, sizeof uns, "%llu", (unsigned long long)cp.userns);
+    send_msg(report_fd, MSG_STARTED, 0, uns);
     if (write_all(go[1], "g", 1) < 0)
         setup_die("cannot start the command");
     close(go[1]);
@@ -1033,7 +1191,7 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
      * execve is txbox's. (init itself is never a candidate: see
      * "starting init".) The command cannot lower it again: /proc is read-only
      * for it. */
-    wait_exec(s, cmd, exec_fd[0]);
+    wait_exec(s, &cp, exec_fd[0]);
     close(exec_fd[0]);
     if (write_all(oomfd, "1000", 4) < 0 && errno != ESRCH)
         setup_die("cannot make the command the OOM killer's first choice");
@@ -1042,7 +1200,27 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
     int listener = recv_listener(gsock[0]);
     close(gsock[0]);
     connguard_fast_wakeup(listener);
-    supervise(s, cmd, listener, &guard);
+    supervise(s, &cp, listener, &guard);
+}
+
+/* In a session (spec->session), init joins its namespaces instead of
+ * having new ones (sb_prestart made it in txbox's): its user namespace
+ * first (unless root), for the rights over the others, then ipc, uts,
+ * pid (for its children: the command is one of the session's processes)
+ * and the network (not with the host's), and a new mount namespace, copied
+ * from txbox's as for a command alone. */
+static void join_session(const struct sb_spec *s, bool userns)
+{
+    const struct kp_fds *f = s->session;
+    if (userns && setns(f->fd[KP_USER], CLONE_NEWUSER) < 0)
+        setup_die("cannot join the session's user namespace");
+    if (setns(f->fd[KP_IPC], CLONE_NEWIPC) < 0 || setns(f->fd[KP_UTS], CLONE_NEWUTS) < 0 ||
+        setns(f->fd[KP_PID], CLONE_NEWPID) < 0)
+        setup_die("cannot join the session's namespaces");
+    if (!s->net && setns(f->fd[KP_NET], CLONE_NEWNET) < 0)
+        setup_die("cannot join the session's network namespace");
+    if (unshare(CLONE_NEWNS) < 0)
+        setup_die("cannot create the command's mount namespace");
 }
 
 /* ---- starting init ----
@@ -1075,8 +1253,9 @@ struct launcher {
     sem_t ready, done;
     const struct sb_spec *s; /* these three: set by sb_run before it lets init go */
     int abi;
-    int close_fds[7]; /* the parent's ends, closed in init's own table (-1: none) */
+    int close_fds[8]; /* the parent's ends, closed in init's own table (-1: none) */
     int proxy_fd;     /* spec->proxy: the proxy's socket, made by init in the shared table */
+    int hand_fd;      /* spec->session: init's end of the handover socket (sb_handoff) */
     bool userns, posted;
     int flags, sync_fd, report_fd;
     int parent_fd;  /* a pidfd of txbox: readable once it is gone (-1: none) */
@@ -1111,8 +1290,11 @@ __attribute__((noreturn)) static int init_entry(void *arg)
      * that it has those made after it started (sb_prestart): from now on a
      * copy of its own, where the parent's ends are closed. The parent keeps
      * its own ends open until init's first message. */
+    handoff_fd = L->hand_fd;
+    if (L->s->session)
+        join_session(L->s, L->userns);
     if (L->s->proxy)
-        L->proxy_fd = proxy_listen();
+        L->proxy_fd = proxy_listen(L->s);
     if (unshare(CLONE_FILES) < 0)
         setup_die("cannot copy the table of descriptors");
     close(L->sync_fd);
@@ -1262,7 +1444,7 @@ struct sb_early {
     int self;            /* a pidfd of this process, for init (parent_fd) */
     int pidfd;
     pid_t pid; /* 0 until early_await */
-    bool net, launched;
+    bool net, session, launched;
 };
 
 /* Does a seccomp filter confine this process (Seccomp: 2 in its status)? */
@@ -1296,7 +1478,7 @@ static int early_await(struct sb_early *e, txbox_error *err)
                               "profiles do: run the container with txbox's containers/seccomp.json)"
                             : " (are unprivileged user namespaces enabled?)");
     }
-    if (e->L.userns) {
+    if (e->L.userns && !e->session) {
         char um[512], gm[512];
         /* Root without CAP_SYS_ADMIN (a container's) keeps every id its
          * namespace has, as root's own sandbox does: files of other uids
@@ -1314,18 +1496,23 @@ static int early_await(struct sb_early *e, txbox_error *err)
     return 0;
 }
 
-int sb_prestart(bool net, struct sb_early **out, txbox_error *err)
+int sb_prestart(bool net, bool session, struct sb_early **out, txbox_error *err)
 {
     *out = NULL;
     struct sb_early *e = xcalloc(1, sizeof *e);
     e->rep[0] = e->rep[1] = e->sync[0] = e->sync[1] = e->pidfd = -1;
     e->self = (int)syscall(SYS_pidfd_open, getpid(), 0);
     e->net = net;
+    e->session = session;
     bool userns = !sb_is_root();
-    unsigned flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_FILES;
-    if (!net)
+    /* in a session, init joins the session's namespaces once let go
+     * (join_session) */
+    unsigned flags = CLONE_FILES;
+    if (!session)
+        flags |= CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
+    if (!net && !session)
         flags |= CLONE_NEWNET;
-    if (userns)
+    if (userns && !session)
         flags |= CLONE_NEWUSER;
     if (pipe2(e->rep, O_CLOEXEC) < 0 || pipe2(e->sync, O_CLOEXEC) < 0) {
         tx_errno(err, errno, "pipe");
@@ -1337,8 +1524,9 @@ int sb_prestart(bool net, struct sb_early **out, txbox_error *err)
                              .sync_fd = e->sync[0],
                              .report_fd = e->rep[1],
                              .parent_fd = e->self,
-                             .close_fds = {-1, -1, -1, -1, -1, -1, -1},
-                             .proxy_fd = -1};
+                             .close_fds = {-1, -1, -1, -1, -1, -1, -1, -1},
+                             .proxy_fd = -1,
+                             .hand_fd = -1};
     fflush(NULL);
     if (launch_init(&e->L) < 0) {
         tx_errno(err, errno, "cannot start the sandbox's launcher thread");
@@ -1612,7 +1800,12 @@ static int setup_stdio(struct sb_spec *spec, int *out_pipe, int *err_pipe, struc
         int *pipe_rd = k == 1 ? out_pipe : err_pipe;
         int *cfd = k == 1 ? &spec->out_fd : &spec->err_fd;
         int p[2];
-        if (*pipe_rd >= 0 || *cfd >= 0 || !needs_relay(k))
+        /* in a session, processes the command leaves running hold its
+         * stdout and stderr: a pipe of the caller's would never end for
+         * its reader, so these are relayed too (their end is the
+         * session's, sb_status.output_rest) */
+        bool kept_pipe = spec->session && spec->session_keep && !isatty(k);
+        if (*pipe_rd >= 0 || *cfd >= 0 || !(needs_relay(k) || kept_pipe))
             continue;
         if (pipe2(p, O_CLOEXEC) < 0)
             return tx_errno(err, errno, "pipe");
@@ -1700,8 +1893,24 @@ struct pump {
 
 static void pump_kill(struct pump *p)
 {
+    /* in a session, init is not its pid namespace's init: the command's
+     * processes are killed themselves (and again once init is gone) */
+    if (p->s->session && p->st->userns)
+        kp_signal(p->s->session->fd[KP_PROC], p->st->userns, SIGKILL);
     syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
     p->killed = true;
+}
+
+/* In a session, once init is gone: a command that was killed leaves none
+ * of its processes (they keep forking while being killed: again, until
+ * none is left, for a second at most). */
+static void session_kill_rest(struct pump *p)
+{
+    int procfd = p->s->session->fd[KP_PROC];
+    for (int i = 0; i < 1000 && kp_signal(procfd, p->st->userns, SIGKILL); i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 /* What to wait for: pf[i] is source map[i] (0 init's reports, 1 and 2
@@ -1837,6 +2046,12 @@ void sb_status_free(struct sb_status *st)
     for (size_t i = 0; i < st->discarded.n; i++)
         free(st->discarded.paths[i]);
     st->discarded.n = 0;
+    int *fds[] = {&st->guard_listener, &st->rootfd, &st->output_rest[1], &st->output_rest[2]};
+    for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+        if (*fds[i] >= 0) {
+            close(*fds[i]);
+            *fds[i] = -1;
+        }
 }
 
 /* A report of init's (struct sb_msg, once read whole): a setup error, the
@@ -1869,6 +2084,7 @@ static void pump_report(struct pump *p)
         p->st->ran = true;
         p->started = msg->ts;
         p->st->t_started = msg->ts;
+        p->st->userns = strtoull(msg->text, NULL, 10);
     } else if (msg->type == MSG_EXITED) {
         p->st->exited = true;
         p->st->wstatus = msg->val;
@@ -1878,6 +2094,8 @@ static void pump_report(struct pump *p)
         pump_cwd(p, msg);
     } else if (msg->type == MSG_DISCARD || msg->type == MSG_DISCARDS) {
         pump_discard(p, msg);
+    } else if (msg->type == MSG_SURVIVORS) {
+        p->st->survivors = msg->val > 0 ? (size_t)msg->val : 0;
     }
 }
 
@@ -1899,11 +2117,39 @@ static void pump_output(struct pump *p, int k)
         p->fn(p->ctx, k, p->buf, (size_t)got);
 }
 
+/* In a session, once init is gone and has said that processes of the
+ * command live on: they hold the output pipes, which will not end. What
+ * is there now is read; the rest is theirs (the caller hands the pipes
+ * over). */
+static void pump_leave_outputs(struct pump *p)
+{
+    for (int k = 1; k <= 2; k++) {
+        if (p->fds[k] < 0)
+            continue;
+        fcntl(p->fds[k], F_SETFL, fcntl(p->fds[k], F_GETFL) | O_NONBLOCK);
+        int before = p->fds[k];
+        for (int i = 0; i < 64 && p->fds[k] == before; i++) {
+            struct pollfd pf = {.fd = before, .events = POLLIN};
+            if (poll(&pf, 1, 0) <= 0)
+                break;
+            pump_output(p, k);
+        }
+        if (p->fds[k] >= 0)
+            p->st->output_rest[k] = fcntl(p->fds[k], F_DUPFD_CLOEXEC, 3);
+        p->fds[k] = -1; /* not closed here: the caller's */
+    }
+}
+
 /* Pump output and messages until init is gone. */
 static void pump_run(struct pump *p)
 {
     struct sb_io *io = p->io;
     while (p->fds[0] >= 0 || p->fds[1] >= 0 || p->fds[2] >= 0 || !p->init_done || io->ptm >= 0) {
+        if (p->init_done && p->fds[0] < 0 && p->st->survivors && p->s->session_keep) {
+            pump_leave_outputs(p);
+            if (io->ptm < 0)
+                break;
+        }
         if (p->init_done && io->relay_in >= 0) {
             close(io->relay_in);
             io->relay_in = -1;
@@ -1950,14 +2196,35 @@ static void pump_run(struct pump *p)
     }
 }
 
+/* In a session: what init handed over for the processes left (sb_handoff),
+ * into st. */
+static int take_handoff(int sock, struct sb_status *st)
+{
+    struct sb_handoff h;
+    int fds[2] = {-1, -1}, n = 0;
+    bool trunc;
+    ssize_t r = fd_recv(sock, &h, sizeof h, MSG_DONTWAIT, fds, 2, &n, &trunc);
+    if (r != (ssize_t)sizeof h || trunc || n != 1 + !!h.has_listener || h.n_mounts > CONNGUARD_MAX_MOUNTS) {
+        for (int i = 0; i < n; i++)
+            close(fds[i]);
+        return -1;
+    }
+    st->rootfd = fds[0];
+    st->guard_listener = h.has_listener ? fds[1] : -1;
+    st->n_guard_mounts = h.n_mounts;
+    memcpy(st->guard_mounts, h.mounts, sizeof st->guard_mounts);
+    return 0;
+}
+
 int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn, void *ctx,
            struct sb_status *st, txbox_error *err)
 {
     memset(st, 0, sizeof *st);
+    st->guard_listener = st->rootfd = st->output_rest[0] = st->output_rest[1] = st->output_rest[2] = -1;
     bool userns = !sb_is_root();
     /* init started ahead, if it was, with the namespaces this needs */
     __attribute__((cleanup(sb_early_cancelp))) struct sb_early *early = s->early;
-    if (early && early->net != s->net) {
+    if (early && (early->net != s->net || early->session != (s->session != NULL))) {
         sb_early_cancel(early);
         early = NULL;
     }
@@ -2000,7 +2267,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         goto fail_setup;
     int pidfd = -1;
     st->t_clone = now_ns();
-    if (!early && sb_prestart(s->net, &early, err) < 0) {
+    if (!early && sb_prestart(s->net, s->session != NULL, &early, err) < 0) {
         rc = -1;
         goto fail_setup;
     }
@@ -2021,9 +2288,15 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
      * first message says it has a copy (close_ours). */
     E->L.s = s;
     E->L.abi = abi;
-    int ends[] = {rep[0], sync[1], out_pipe, err_pipe, io.relay_in, io.ptm, E->self};
+    int hand[2] = {-1, -1}; /* in a session: what serves the processes left (sb_handoff) */
+    if (rc == 0 && s->session && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, hand) < 0)
+        rc = tx_errno(err, errno, "socketpair");
+    E->L.hand_fd = hand[1];
+    int ends[] = {rep[0], sync[1], out_pipe, err_pipe, io.relay_in, io.ptm, E->self, hand[0]};
     memcpy(E->L.close_fds, ends, sizeof ends);
-    int ours[7], n_ours = 0;
+    int ours[8], n_ours = 0;
+    if (hand[1] >= 0)
+        ours[n_ours++] = hand[1];
     ours[n_ours++] = rep[1];
     ours[n_ours++] = sync[0];
     if (E->self >= 0)
@@ -2085,6 +2358,16 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
     while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
         ;
     close_ours(ours, &n_ours);
+    if (s->session && p.killed && st->userns)
+        session_kill_rest(&p);
+    if (hand[0] >= 0) {
+        if (st->survivors && s->session_keep && !p.killed && take_handoff(hand[0], st) < 0) {
+            /* what would serve them is gone: they are not kept */
+            kp_signal(s->session->fd[KP_PROC], st->userns, SIGKILL);
+            st->survivors = 0;
+        }
+        close(hand[0]);
+    }
     close(pidfd);
     st->network = np_stop(p.proxy);
     if (E->L.proxy_fd >= 0)

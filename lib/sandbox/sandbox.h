@@ -9,8 +9,13 @@
 #include <jansson.h>
 
 #include "confine.h"
+#include "connguard.h"
+#include "keeper.h"
 #include "netproxy.h"
 #include "util.h"
+
+#define SB_PROXY_ENV_N 6 /* HTTP_PROXY, HTTPS_PROXY, their lower case, ALL_PROXY, all_proxy */
+#define SB_PROXY_ENV_LEN 64
 
 enum sb_view {
     SB_VIEW_OVERLAY,  /* lower = workspace, upper/work given: the transaction */
@@ -39,6 +44,10 @@ struct sb_spec {
      * the command's namespace has a listener on 127.0.0.1:NP_PORT that txbox
      * serves; NULL: loopback only */
     const struct np_config *proxy;
+    /* in a session: the proxy's variables of the command's environment
+     * (envp points to them), NAME=VALUE each, which init writes anew with
+     * the port it gets (the session's loopback is shared: no fixed port) */
+    char (*proxy_env)[SB_PROXY_ENV_LEN];
     int in_fd, out_fd, err_fd;     /* the command's stdio; -1 = inherit */
     double timeout_s;              /* 0 = none */
     volatile int *cancel;          /* set non-zero (e.g. by a signal handler) to kill the command */
@@ -52,6 +61,14 @@ struct sb_spec {
     const char *name;              /* transaction id, names the cgroup */
     bool report_after;             /* report the directory the shell ended in and what
                                       was written where nothing persists (sb_status) */
+    /* in a session (keeper.h): its namespaces are joined and its /tmp,
+     * /var/tmp, /dev/shm and /proc cloned, instead of new ones made; NULL:
+     * the command alone. One with net keeps the host's network. */
+    const struct kp_fds *session;
+    /* in a session: the command's processes left running when its shell
+     * exits live on (sb_status: survivors, and what serves them); else
+     * they are killed then */
+    bool session_keep;
     /* called in this process once the command has been let go, before the
      * wait for it (NULL: none): idle time for the caller's own chores */
     void (*started)(void *arg);
@@ -91,6 +108,20 @@ struct sb_status {
         size_t count, n;
         char *paths[SB_DISCARD_PATHS];
     } discarded;
+    /* in a session: the command's user namespace (the mark of its
+     * processes, keeper.h), how many of them were left running when its
+     * shell exited (session_keep), and what serves them from then on: the
+     * listener of their connect() calls, the command's root (for the paths
+     * they connect to) and the mounts whose sockets they may reach
+     * (connguard.h); the descriptors are the caller's (-1: none;
+     * sb_status_free closes them) */
+    uint64_t userns;
+    size_t survivors;
+    int guard_listener, rootfd;
+    int output_rest[3]; /* [1], [2]: the command's stdout and stderr pipes, which the
+                           processes left still hold (read ends; -1: none) */
+    uint64_t guard_mounts[CONNGUARD_MAX_MOUNTS];
+    size_t n_guard_mounts;
 };
 
 /* Frees what sb_run left in st besides protections and network. */
@@ -111,9 +142,11 @@ MUST_CHECK int sb_run(const struct sb_spec *spec, int out_pipe, int err_pipe, sb
 
 /* Start a sandbox's init ahead, so that its namespaces are made while the
  * caller prepares the rest: it waits for sb_run (spec->early), which uses
- * it if its network choice is the spec's (net: the host's network). */
+ * it if its network choice is the spec's (net: the host's network) and so
+ * is its session's (session: it joins the namespaces of spec->session,
+ * which need not be known yet). */
 struct sb_early;
-MUST_CHECK int sb_prestart(bool net, struct sb_early **out, txbox_error *err);
+MUST_CHECK int sb_prestart(bool net, bool session, struct sb_early **out, txbox_error *err);
 /* End one that sb_run will not take (NULL: nothing). */
 void sb_early_cancel(struct sb_early *e);
 

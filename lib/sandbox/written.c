@@ -15,14 +15,6 @@
 #define WALK_DEPTH 32
 #define DENTS_BUF 2048
 
-struct dent64 {
-    uint64_t d_ino;
-    int64_t d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[];
-};
-
 struct walk {
     bool (*fn)(const char *path, void *ctx);
     void *ctx;
@@ -50,7 +42,7 @@ static bool walk_dir(struct walk *w, int dfd, size_t len, unsigned depth)
         if (n <= 0)
             return any;
         for (long off = 0; off < n;) {
-            struct dent64 *d = (struct dent64 *)(buf + off);
+            struct written_dent *d = (struct written_dent *)(buf + off);
             off += d->d_reclen;
             const char *nm = d->d_name;
             if (nm[0] == '.' && (!nm[1] || (nm[1] == '.' && !nm[2])))

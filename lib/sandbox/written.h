@@ -7,6 +7,17 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+/* One entry of getdents64's answer (what a walk without readdir, which
+ * allocates, reads). */
+struct written_dent {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
 
 /* Calls fn(path, ctx) for every entry under dir (an absolute path, which
  * names it in the paths given) that is not a directory, and for every

@@ -42,6 +42,7 @@ void result_free(txbox_result *r)
     json_decref(r->discarded);
     free(r->cwd_after);
     json_decref(r->late);
+    json_decref(r->background);
     free(r->log_error);
     free(r->verdict);
     free(r->rule);
@@ -213,6 +214,8 @@ char *txbox_result_json(const txbox_result *rc)
         json_object_set_new(o, "cwd_after", json_text(r->cwd_after, strlen(r->cwd_after), true));
     if (json_array_size(r->late))
         json_object_set(o, "late_transactions", r->late);
+    if (r->background)
+        json_object_set(o, "background", r->background);
     json_object_set_new(o, "duration_ms", json_real(round3(r->duration_ms)));
     json_object_set_new(o, "command_ms", json_real(round3(r->cmd_ms)));
     json_object_set_new(o, "overhead_ms", json_real(round3(r->overhead_ms)));

@@ -15,6 +15,7 @@ struct txbox_result {
     bool write_limit, oom; /* stopped by the write-set cap / memory limit */
     bool pids_limit;       /* a fork refused at the process limit: never committed */
     bool commit_point_passed;
+    uint64_t gen;    /* committed: the generation this commit made */
     bool logged;     /* the commit protocol wrote the audit log row */
     char *log_error; /* the audit log could not be written (the outcome stands) */
     const char *backend;
@@ -53,6 +54,7 @@ struct txbox_result {
     json_t *discarded;
     char *cwd_after;
     json_t *late;
+    json_t *background; /* in a session: the processes the command left running, or NULL */
 };
 
 txbox_result *result_new(void);

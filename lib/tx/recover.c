@@ -55,6 +55,8 @@ static void remove_scratch(int txfd)
 {
     (void)tree_remove(txfd, "upper");
     (void)tree_remove(txfd, "work");
+    (void)tree_remove(txfd, "live"); /* a session's background processes' upper (run.c) */
+    (void)unlinkat(txfd, "survivors.rec", 0);
     (void)unlinkat(txfd, "staged", 0); /* history: an undo's staging record */
     (void)unlinkat(txfd, "intent", 0); /* the journal's copy (journal.c, I8): done */
     (void)unlinkat(txfd, TX_STUCK, 0);

@@ -22,9 +22,11 @@
 #include "safepath.h"
 #include "saga.h"
 #include "sandbox.h"
+#include "sesslink.h"
 #include "state.h"
 #include "store.h"
 #include "tx.h"
+#include "uppercopy.h"
 
 extern char **environ;
 
@@ -649,6 +651,7 @@ static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd, 
         rc = journal_commit(ws, r->id, txfd, base_gen, &ops, info, &durable, &gen, err);
         if (rc == 0) {
             r->outcome = TXBOX_OUTCOME_COMMITTED;
+            r->gen = gen;
             r->logged = true;
         } else
             r->commit_point_passed = faccessat(ws->jnld, r->txs, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
@@ -685,8 +688,6 @@ static int validate(const txbox_run_opts *o, txbox_error *err)
         tx_err(err, EINVAL, "the transaction is being aborted");
         return tx_remedy(err, TXBOX_REMEDY_ABORT, txbox_multi_id(o->multi));
     }
-    if (o->session)
-        return tx_err(err, ENOSYS, "sessions are not available in this build");
     if (o->multi && (o->backend == TXBOX_BACKEND_COPY || o->allow_copy_fallback))
         return tx_err(err, EINVAL, "a multi-command transaction runs on the overlay backend only");
     if (o->timeout_s < 0 || o->timeout_s > 7 * 86400.0)
@@ -737,7 +738,7 @@ static const char **proxy_allowlist(const txbox_run_opts *o, bool defaults, char
  * caller's (a host proxy is not reachable from the sandbox): a new array of
  * the same strings (caller frees the array). NO_PROXY keeps the sandbox's
  * own loopback direct. */
-static char **proxy_env(char **envp)
+static char **proxy_env(char **envp, char (*slots)[SB_PROXY_ENV_LEN])
 {
     static char *const vars[] = {
         (char *)"HTTP_PROXY=http://127.0.0.1:" NP_PORT_STR,
@@ -763,8 +764,16 @@ static char **proxy_env(char **envp)
         if (!ours)
             out[k++] = envp[i];
     }
-    for (size_t j = 0; j < ARRAY_SIZE(vars); j++)
-        out[k++] = vars[j];
+    for (size_t j = 0; j < ARRAY_SIZE(vars); j++) {
+        /* in a session, the proxy's port is the one init gets (it writes
+         * these in place: sb_spec.proxy_env) */
+        if (slots && j < SB_PROXY_ENV_N) {
+            snprintf(slots[j], SB_PROXY_ENV_LEN, "%s", vars[j]);
+            out[k++] = slots[j];
+        } else {
+            out[k++] = vars[j];
+        }
+    }
     return out;
 }
 
@@ -995,12 +1004,19 @@ struct run {
     struct sb_status st;
     bool ok; /* the command succeeded (take_status) */
     int effd;
+    /* in a session: the link for this run (sesslink.h); the command's
+     * processes left running are kept (kept), and with them its upper,
+     * renamed live/ (live_upper), its commit taken from a copy (upper/) */
+    struct sess_link link;
+    bool kept, live_upper;
+    char proxy_slots[SB_PROXY_ENV_N][SB_PROXY_ENV_LEN];
 };
 
 /* What a run holds that outlives none of its returns. */
 static void run_release(struct run *c)
 {
     sb_status_free(&c->st);
+    sl_detach(&c->link);
     free(c->shell_path);
     saga_plan_freep(&c->saga);
     sb_early_cancel(c->early);
@@ -1059,6 +1075,15 @@ static int run_judge(struct run *c, txbox_error *err)
                  "%s reads this command otherwise than bash, as which the policy judged it", c->shell_path);
         v.needs_network = 0;
     }
+    if (opts->session && v.verdict == TXBOX_VERDICT_UNSAFE &&
+        (!strcmp(v.rule, "kill-other-processes") || !strcmp(v.rule, "kill-by-name"))) {
+        /* in a session, the processes a command can signal are the
+         * session's own (its pid namespace): the background processes its
+         * earlier commands left, which a later one stops as without txbox */
+        v.verdict = TXBOX_VERDICT_UNCERTAIN;
+        snprintf(v.reason, sizeof v.reason, "in session %s it reaches only the session's own processes",
+                 txbox_session_id(opts->session));
+    }
     r->verdict = xstrdup(txbox_verdict_name(v.verdict));
     r->rule = xstrdup(v.rule);
     r->reason = xstrdup(v.reason);
@@ -1092,7 +1117,7 @@ static int run_judge(struct run *c, txbox_error *err)
 static void run_prestart(struct run *c)
 {
     txbox_error pe = {0};
-    if (sb_prestart(c->host_net, &c->early, &pe) < 0)
+    if (sb_prestart(c->host_net, c->opts->session != NULL, &c->early, &pe) < 0)
         c->early = NULL;
     txbox_result *r = c->r;
     r->backend = c->read_only ? "none" : c->opts->backend == TXBOX_BACKEND_COPY ? "copy" : "overlay";
@@ -1115,7 +1140,7 @@ static void run_environment(struct run *c)
     if (opts->shell)
         shell_env(c->envp, c->scrubbed);
     if (c->net && !c->host_net) {
-        char **pe2 = proxy_env(c->envp);
+        char **pe2 = proxy_env(c->envp, opts->session ? c->proxy_slots : NULL);
         free(c->envp);
         c->envp = pe2;
         c->allow = proxy_allowlist(opts, c->net_defaults, c->rule_domains, &c->n_allow);
@@ -1221,6 +1246,7 @@ static int run_sandbox(struct run *c, txbox_error *err)
         .envp = c->envp,
         .net = c->host_net,
         .proxy = c->net && !c->host_net ? &c->npc : NULL,
+        .proxy_env = c->net && !c->host_net && opts->session ? c->proxy_slots : NULL,
         .in_fd = -1,
         .out_fd = c->pout[1],
         .err_fd = c->perr[1],
@@ -1235,6 +1261,10 @@ static int run_sandbox(struct run *c, txbox_error *err)
         .allow_degraded = opts->allow_degraded,
         .name = r->txs,
         .report_after = true,
+        .session = opts->session ? &c->link.fds : NULL,
+        /* the copy backend's copy and a multi-command transaction's layers
+         * are no upper that a process could keep writing */
+        .session_keep = !c->use_copy && !opts->multi,
         .started = cleaner_start,
         .started_arg = &c->cleaner,
         .early = c->early, /* taken by sb_run */
@@ -1285,8 +1315,16 @@ static void take_session_facts(struct run *c)
         r->discarded = json_pack("{s:I,s:o,s:b}", "count", (json_int_t)st->discarded.count, "paths", paths,
                                  "truncated", st->discarded.count > st->discarded.n);
     }
-    if (st->cwd_after && under(st->cwd_after, c->ws->path) && !strstr(st->cwd_after, "\n"))
+    bool in_tmp = c->opts->session && under(st->cwd_after ? st->cwd_after : "", "/tmp");
+    if (st->cwd_after && (under(st->cwd_after, c->ws->path) || in_tmp) && !strstr(st->cwd_after, "\n"))
         r->cwd_after = xstrdup(st->cwd_after);
+    if (c->opts->session) {
+        json_object_set_new(r->protections, "session",
+                            json_pack("{s:s,s:[s,s,s,s,s,s,s,s]}", "id", txbox_session_id(c->opts->session),
+                                      "shared", "user namespace", "network", "ipc", "uts", "pid", "/tmp",
+                                      "/var/tmp", "/dev/shm"));
+        json_object_set_new(r->protections, "private_tmp", json_false());
+    }
 }
 
 /* What the sandbox reported, into the result; external effects recorded,
@@ -1312,6 +1350,95 @@ static int run_take_status(struct run *c, txbox_error *err)
     if (c->saga && saga_after(c->ws, c->effd, c->saga, r, c->ok, c->opts->multi != NULL, txbox_run, err) < 0)
         return -1;
     return 0;
+}
+
+/* In a session, the command's processes left running (kept by init): the
+ * steward (session.c) stops them, and what the command wrote is copied out
+ * of its upper, which stays theirs (renamed live/, recorded in
+ * survivors.rec as it was copied); the commit takes the copy (upper/),
+ * and they go on once it is decided (run_keep_after). Where that cannot
+ * be done they are killed, and the commit is as without them. */
+static int run_keep(struct run *c)
+{
+    struct sb_status *st = &c->st;
+    txbox_result *r = c->r;
+    if (!c->opts->session || !st->survivors)
+        return 0;
+    struct sl_group g = {.tx = r->id,
+                         .userns = st->userns,
+                         .rootfd = st->rootfd,
+                         .listener = st->guard_listener,
+                         .out = st->output_rest[1],
+                         .err = st->output_rest[2],
+                         .mounts = st->guard_mounts,
+                         .n_mounts = st->n_guard_mounts,
+                         .command = c->opts->shell ? c->opts->shell : c->argv[0]};
+    size_t stopped = 0;
+    txbox_error ke = {0};
+    int rc = sl_group_begin(&c->link, &g, &stopped, &ke);
+    sb_status_free(st); /* the steward has them now */
+    bool has_upper = !c->read_only && !c->use_copy && c->upperfd >= 0;
+    int commitfd = -1;
+    if (rc == 0 && has_upper) {
+        struct urec rec = {0};
+        size_t n = 0;
+        commitfd = make_dir_fd(c->txfd, "upper.commit", c->ws->fd, &ke);
+        rc = commitfd < 0
+                 ? -1
+                 : upper_copy(c->upperfd, commitfd, NULL, &rec,
+                              c->ws->root ? "trusted.overlay.opaque" : "user.overlay.opaque", &n, &ke);
+        if (rc == 0)
+            rc = urec_write(c->txfd, SURVIVORS_REC, &rec, &ke);
+        urec_free(&rec);
+        if (rc == 0 && renameat(c->txfd, "upper", c->txfd, "live") < 0)
+            rc = tx_errno(&ke, errno, "cannot keep the command's upper");
+        if (rc == 0 && renameat(c->txfd, "upper.commit", c->txfd, "upper") < 0) {
+            rc = tx_errno(&ke, errno, "cannot keep the command's upper");
+            (void)renameat(c->txfd, "live", c->txfd, "upper");
+        }
+    }
+    if (rc < 0) {
+        /* not kept: killed (the steward, or here if it never had them) */
+        txbox_error ie = {0};
+        if (sl_group_keep(&c->link, r->id, false, false, 0, -1, &ie) < 0)
+            for (int i = 0; i < 1000 && kp_signal(c->link.fds.fd[KP_PROC], g.userns, SIGKILL); i++)
+                usleep(1000);
+        if (commitfd >= 0)
+            close(commitfd);
+        (void)tree_remove(c->txfd, "upper.commit");
+        r->background =
+            json_pack("{s:I,s:b,s:s}", "processes", (json_int_t)(stopped ? stopped : st->survivors), "kept",
+                      0, "reason", ke.msg);
+        return 0;
+    }
+    if (has_upper) {
+        close(c->upperfd);
+        c->upperfd = commitfd;
+        c->live_upper = true;
+    }
+    c->kept = true;
+    r->background = json_pack("{s:I,s:b}", "processes", (json_int_t)stopped, "kept", 1);
+    return 0;
+}
+
+/* The kept processes go on: what they write later to the workspace is a
+ * transaction of its own, from the generation this one left (its commit's,
+ * else its base). The steward holds the transaction's owner lock from now
+ * on (its upper stays while they run). */
+static void run_keep_after(struct run *c, bool keep)
+{
+    if (!c->kept)
+        return;
+    txbox_result *r = c->r;
+    uint64_t base = r->outcome == TXBOX_OUTCOME_COMMITTED && r->gen ? r->gen : c->base_gen;
+    txbox_error ke = {0};
+    if (sl_group_keep(&c->link, r->id, keep, c->live_upper, base, keep ? c->activefd : -1, &ke) < 0 ||
+        !keep) {
+        c->kept = false; /* killed: the steward is gone or said no */
+        json_object_set_new(r->background, "kept", json_false());
+        if (ke.msg[0])
+            json_object_set_new(r->background, "reason", json_string(ke.msg));
+    }
 }
 
 /* Commit or roll back, by backend. -2: failed past the commit point. */
@@ -1361,6 +1488,7 @@ static int run_decide(struct run *c, txbox_error *err)
  * finishes the job. */
 static int run_leave_to_recovery(struct run *c)
 {
+    run_keep_after(c, false);
     close(c->activefd);
     close(c->txfd);
     close(c->upperfd);
@@ -1387,8 +1515,11 @@ static void run_finish(struct run *c)
         trashed =
             discard_dir(ws, c->txfd, "upper", r->txs,
                         r->outcome == TXBOX_OUTCOME_COMMITTED && !c->opts->multi ? 0 : WS_TRASH_GRANT_DIRS);
-    /* a conflict's or held upper stays, kept aside */
-    trashed |= discard_dir(ws, c->txfd, "work", r->txs, WS_TRASH_GRANT_DIRS | WS_TRASH_GRANT_FILES);
+    /* a conflict's or held upper stays, kept aside; the work directory of
+     * an upper that processes kept in the session still write (live/)
+     * stays theirs */
+    if (!(c->kept && c->live_upper))
+        trashed |= discard_dir(ws, c->txfd, "work", r->txs, WS_TRASH_GRANT_DIRS | WS_TRASH_GRANT_FILES);
     tx_mark("rm-upper");
     tx_write_outcome(c->txfd, txbox_outcome_name(r->outcome));
     if (!r->changes)
@@ -1407,7 +1538,10 @@ static void run_finish(struct run *c)
     if (c->workfd >= 0)
         close(c->workfd);
     close(c->txfd);
-    ws_end_tx(ws, r->id, c->activefd);
+    if (c->kept)
+        close(c->activefd); /* the steward's lock now: active/ID stays */
+    else
+        ws_end_tx(ws, r->id, c->activefd);
     tx_free_strv(c->hide);
     tx_free_strv(c->state_hide);
     json_decref(c->scrubbed);
@@ -1439,6 +1573,9 @@ static int run_fail(struct run *c, txbox_error *err)
 {
     txbox_ws *ws = c->ws;
     txbox_result *r = c->r;
+    run_keep_after(c, false);
+    if (c->live_upper)
+        (void)tree_remove(c->txfd, "live");
     if (c->txfd >= 0) {
         if (c->use_copy && copy_recover_one(ws, c->txfd, NULL) < 0) {
             tx_err_ctx(err, "and the snapshot could not be restored");
@@ -1486,6 +1623,143 @@ int txbox_run_refused(txbox_ws *ws, const txbox_run_opts *opts, const char *verd
     return blocked(ws, opts, c.r, c.t0, out, err);
 }
 
+/* ---- late transactions (run.h) ---- */
+
+/* A late transaction's report: at most LATE_PATHS paths of each kind. */
+#define LATE_PATHS 100
+
+static json_t *late_report(const txbox_result *r, uint64_t from, const char *why)
+{
+    json_t *ch = json_object();
+    static const char *const kinds[] = {"added", "modified", "deleted"};
+    bool trunc = json_is_true(json_object_get(r->changes, "truncated"));
+    for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
+        json_t *all = json_object_get(r->changes, kinds[k]), *a = json_array();
+        for (size_t i = 0; i < json_array_size(all) && i < LATE_PATHS; i++)
+            json_array_append(a, json_array_get(all, i));
+        trunc = trunc || json_array_size(all) > LATE_PATHS;
+        json_object_set_new(ch, kinds[k], a);
+    }
+    json_object_set_new(ch, "truncated", json_boolean(trunc));
+    const char *reason = why;
+    if (!reason && r->effect_verdict)
+        reason = json_string_value(json_object_get(r->effect_verdict, "reason"));
+    char buf[600];
+    if (!reason && r->outcome == TXBOX_OUTCOME_CONFLICT) {
+        snprintf(buf, sizeof buf,
+                 "%s was changed by another transaction meanwhile; kept in .txbox/tx/%s/upper",
+                 r->conflict_path ? r->conflict_path : "a path", r->txs);
+        reason = buf;
+    }
+    json_t *o = json_pack("{s:s,s:I,s:s,s:o}", "tx", r->txs, "from_tx", (json_int_t)from, "outcome",
+                          txbox_outcome_name(r->outcome), "changes", ch);
+    json_object_set_new(o, "from_tx", json_sprintf("%llu", (unsigned long long)from));
+    if (reason)
+        json_object_set_new(o, "reason", json_string(reason));
+    return o;
+}
+
+/* The late set, as a transaction of its own (its upper: tx/ID/upper). */
+static int late_tx(txbox_ws *ws, txbox_result *r, int ftx, uint64_t base_gen, bool ok, const char *command,
+                   const struct txbox_policy *pol, txbox_error *err)
+{
+    int txfd = -1, activefd = -1, rc;
+    if (ws_new_tx(ws, &r->id, &txfd, &activefd, NULL, err) < 0)
+        return -1;
+    snprintf(r->txs, sizeof r->txs, "%llu", (unsigned long long)r->id);
+    txbox_run_opts o = {.shell = command};
+    _cleanup_free_ char *hctx = store_context(ws, &o, ws->path, r->started);
+    char **hide = tx_hidden_paths(NULL, pol, ws->path);
+    _cleanup_close_ int upperfd = -1;
+    rc = renameat(ftx, "late", txfd, "upper") < 0 ? tx_errno(err, errno, "cannot take the late writes") : 0;
+    if (rc == 0 && (upperfd = openat(txfd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        rc = tx_errno(err, errno, "cannot open the late writes");
+    if (rc == 0 && ok) {
+        struct gitcfg_ctx gc = {.ws = ws,
+                                .txfd = txfd,
+                                .txs = r->txs,
+                                .hide = (const char *const *)hide,
+                                .allow_degraded = false};
+        rc = overlay_commit(ws, r, txfd, upperfd, base_gen, hctx, pol, 0, &gc, err);
+    } else if (rc == 0) {
+        struct tx_ops ops = {0};
+        rc = scan_upper(upperfd, ws->fd, !ws->root, &ops, NULL, err);
+        if (rc == 0)
+            r->changes = ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP);
+        ops_free(&ops);
+        r->outcome = TXBOX_OUTCOME_ROLLED_BACK;
+    }
+    tx_free_strv(hide);
+    if (rc < 0 && r->commit_point_passed) { /* recovery's now (journal.c, I6) */
+        close(activefd);
+        close(txfd);
+        return -1;
+    }
+    if (rc < 0)
+        r->outcome = TXBOX_OUTCOME_ROLLED_BACK;
+    if (!r->changes)
+        r->changes = json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted", "truncated", 0);
+    if (!r->logged) {
+        txbox_error le = {0};
+        _cleanup_free_ char *info = store_info(r, hctx);
+        if (store_log(ws, r->id, txbox_outcome_name(r->outcome), info, NULL, txfd, &le) < 0)
+            r->log_error = xstrdup(le.msg);
+    }
+    tx_write_outcome(txfd, txbox_outcome_name(r->outcome));
+    if (r->outcome != TXBOX_OUTCOME_CONFLICT && r->outcome != TXBOX_OUTCOME_HELD)
+        (void)discard_dir(ws, txfd, "upper", r->txs, WS_TRASH_GRANT_DIRS | WS_TRASH_GRANT_FILES);
+    close(txfd);
+    ws_end_tx(ws, r->id, activefd);
+    return rc;
+}
+
+int run_late(txbox_ws *ws, uint64_t from, uint64_t base_gen, bool ok, const char *why,
+             const txbox_policy *pol, const char *session, const char *command, json_t **out,
+             txbox_error *err)
+{
+    *out = NULL;
+    char fromn[32];
+    snprintf(fromn, sizeof fromn, "%llu", (unsigned long long)from);
+    _cleanup_close_ int ftx = openat(ws->txd, fromn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (ftx < 0)
+        return tx_errno(err, errno, "cannot open transaction %s", fromn);
+    struct urec rec = {0};
+    size_t n = 0;
+    int rc = urec_read(ftx, SURVIVORS_REC, &rec, err);
+    _cleanup_close_ int live =
+        rc < 0 ? -1 : openat(ftx, "live", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (rc == 0 && live < 0)
+        rc = tx_errno(err, errno, "cannot open the background processes' upper");
+    (void)tree_remove(ftx, "late");
+    _cleanup_close_ int latefd = rc < 0 ? -1 : make_dir_fd(ftx, "late", ws->fd, err);
+    if (rc == 0 && latefd < 0)
+        rc = -1;
+    if (rc == 0)
+        rc = upper_copy(live, latefd, &rec, NULL, ws->root ? "trusted.overlay.opaque" : "user.overlay.opaque",
+                        &n, err);
+    urec_free(&rec);
+    if (rc == 0 && n > 0) {
+        txbox_result *r = result_new();
+        r->started = wall_time();
+        r->backend = "overlay";
+        r->session = session ? xstrdup(session) : NULL;
+        uint64_t t0 = now_ns();
+        rc = late_tx(ws, r, ftx, base_gen, ok, command, pol, err);
+        r->duration_ms = (double)(now_ns() - t0) / 1e6;
+        if (rc == 0 || !r->commit_point_passed)
+            *out = late_report(r, from, rc < 0 ? err->msg : ok ? NULL : why);
+        if (rc < 0 && !r->commit_point_passed)
+            rc = 0; /* reported: rolled back */
+        result_free(r);
+    }
+    (void)discard_dir(ws, ftx, "late", fromn, WS_TRASH_GRANT_DIRS | WS_TRASH_GRANT_FILES);
+    (void)discard_dir(ws, ftx, "live", fromn, WS_TRASH_GRANT_DIRS | WS_TRASH_GRANT_FILES);
+    (void)discard_dir(ws, ftx, "work", fromn, WS_TRASH_GRANT_DIRS | WS_TRASH_GRANT_FILES);
+    (void)unlinkat(ftx, SURVIVORS_REC, 0);
+    ws_end_tx(ws, from, -1);
+    return rc;
+}
+
 int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbox_error *err)
 {
     *out = NULL;
@@ -1499,9 +1773,23 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
                     .pout = {-1, -1},
                     .perr = {-1, -1}};
     tx_marks_begin(c.t0);
+    kp_fds_init(&c.link.fds);
+    c.link.sock = -1;
     if (run_begin(&c, err) < 0) {
         run_release(&c);
         return -1;
+    }
+    /* in a session: linked to it for the run (the late transactions of its
+     * background processes come with the answer, blocked or not) */
+    if (opts->session) {
+        if (sl_attach(opts->session, &c.link, err) < 0) {
+            result_free(c.r);
+            run_release(&c);
+            return -1;
+        }
+        c.r->session = xstrdup(txbox_session_id(opts->session));
+        c.r->late = c.link.late;
+        c.link.late = NULL;
     }
     int j = run_judge(&c, err);
     if (j != 0) {
@@ -1527,11 +1815,13 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     }
     if (run_take_status(&c, err) < 0)
         return run_fail(&c, err);
+    run_keep(&c);
     int d = run_decide(&c, err);
     if (d == -2)
         return run_leave_to_recovery(&c);
     if (d < 0)
         return run_fail(&c, err);
+    run_keep_after(&c, true);
     run_finish(&c);
     run_release(&c);
     *out = c.r;

@@ -108,3 +108,249 @@ setup() {
     tx --cwd-file "$BATS_TEST_TMPDIR/fifo" -c 'cd src'
     [ "$status" != 0 ] || fail "wrote into a FIFO"
 }
+
+# ---- sessions ----
+
+SESSIONS=()
+
+teardown() {
+    local s
+    for s in "${SESSIONS[@]}"; do
+        "$TXBOX" session end -C "$WS" "$s" >/dev/null 2>&1 || true
+    done
+}
+
+# sess_start [OPTIONS]: a new session of $WS in $SID (ended by teardown).
+sess_start() {
+    SID="$("$TXBOX" session start -C "$WS" "$@")" || fail "session start failed"
+    [ -n "$SID" ] || fail "session start printed no id"
+    SESSIONS+=("$SID")
+}
+
+# stx / stxj ARGS...: tx / txj in the session $SID.
+stx() { tx --session "$SID" "$@"; }
+stxj() { txj --session "$SID" "$@"; }
+
+# A TCP port free on the host's loopback now.
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# no_process MARK: no process on the host has MARK in its command line
+# (waits a little: a killed process is reaped by its parent).
+no_process() {
+    local i
+    for i in $(seq 1 50); do
+        pgrep -f "$1" >/dev/null || return 0
+        sleep 0.1
+    done
+    fail "a process is left on the host: $(pgrep -af "$1")"
+}
+
+@test "session: /tmp persists from command to command, stays in the session, is reported at its end" {
+    sess_start
+    stxj -c 'printf "print(6 * 7)\n" >/tmp/helper.py && mkdir -p /tmp/work && echo data >/tmp/work/in.txt'
+    assert_status 0
+    [ "$(jget session)" = "$SID" ] || fail "session: $(jget session)"
+    [ "$(jget discarded.count)" = 0 ] || fail "the session's /tmp counted as discarded per command"
+    stxj -c 'python3 /tmp/helper.py && cat /tmp/work/in.txt && echo more >>/tmp/work/in.txt'
+    assert_status 0
+    [ "$(jget stdout)" = "$(printf '42\ndata')" ] || fail "stdout: $(jget stdout)"
+    # /var/tmp and /dev/shm too
+    stx -c 'echo v >/var/tmp/v.txt; echo s >/dev/shm/s.txt'
+    stx -c 'cat /var/tmp/v.txt /dev/shm/s.txt'
+    [ "$output" = "$(printf 'v\ns')" ] || fail "output: $output"
+    # nothing of it on the host
+    [ ! -e /tmp/helper.py ] && [ ! -e /tmp/work/in.txt ] || fail "the session's /tmp leaked to the host"
+    # $TMPDIR points there
+    stx -c 'echo "$TMPDIR"'
+    [ "$output" = /tmp ] || fail "TMPDIR: $output"
+    run --separate-stderr txbox_bin session end -C "$WS" --json "$SID"
+    assert_status 0
+    SESSIONS=()
+    [ "$(pj 'd["discarded"]["count"]')" = 4 ] || fail "end report: $output"
+    pj 'sorted(d["discarded"]["paths"])' | grep -q "'/tmp/helper.py', '/tmp/work/in.txt', '/var/tmp/v.txt'" ||
+        fail "end report: $output"
+    # the session is gone: a command in it fails, another session of that id starts afresh
+    tx --session "$SID" -c 'cat /tmp/helper.py'
+    [ "$status" != 0 ] || fail "the ended session's /tmp survived"
+    SESSIONS+=("$SID")
+}
+
+@test "session: a server started in the background by one command answers the next" {
+    local port
+    port="$(free_port)"
+    sess_start
+    stxj -c "python3 -m http.server $port --bind 127.0.0.1 >/tmp/server.log 2>&1 & echo \$! >/tmp/server.pid; echo started"
+    assert_status 0
+    assert_outcome committed
+    [ "$(jget background.kept)" = true ] || fail "background: $(pj 'd.get("background")')"
+    # the next command reaches it, through curl (which the policy gives the proxy) and without
+    stxj -c "for i in \$(seq 1 50); do curl -sf -o /dev/null http://127.0.0.1:$port/README && break; sleep 0.1; done; curl -sS -o /dev/null -w '%{http_code}' http://127.0.0.1:$port/README"
+    assert_status 0
+    [ "$(jget stdout)" = 200 ] || fail "curl: $(jget stdout) $(jget stderr)"
+    stxj -c "python3 -c 'import urllib.request as u; print(u.urlopen(\"http://127.0.0.1:$port/README\").read().decode().split()[0])'"
+    [ "$(jget stdout)" = hello ] || fail "python: $(jget stdout) $(jget stderr)"
+    # it is seen (ps, pgrep) and stopped (kill PID) as without txbox
+    stx -c 'pgrep -f "http[.]server"; cat /tmp/server.pid'
+    assert_status 0
+    [ "${#lines[@]}" = 2 ] && [ "${lines[0]}" = "${lines[1]}" ] || fail "pgrep, server.pid: $output"
+    stx -c 'kill "$(cat /tmp/server.pid)" && sleep 0.5 && ! pgrep -f "http[.]server"'
+    assert_status 0
+    stx -c "curl -s -o /dev/null http://127.0.0.1:$port/README"
+    [ "$status" != 0 ] || fail "the server still answers after kill"
+    # pkill too
+    stx -c "python3 -m http.server $port --bind 127.0.0.1 >/dev/null 2>&1 &"
+    stx -c 'sleep 0.3; pkill -f "http[.]server"; sleep 0.3; ! pgrep -f "http[.]server"'
+    assert_status 0
+}
+
+@test "session: background processes live as long as the session and no longer" {
+    local mark
+    mark="$(probe_name bg)"
+    sess_start
+    stx -c "(exec -a $mark sleep 1000) & echo ok"
+    assert_status 0
+    stx -c "pgrep -f $mark"
+    assert_status 0
+    pgrep -f "$mark" >/dev/null || fail "the background process is not running"
+    run --separate-stderr txbox_bin session end -C "$WS" "$SID"
+    assert_status 0
+    SESSIONS=()
+    [[ "$stderr" == *"1 background process killed"* ]] || fail "end: $stderr"
+    no_process "$mark"
+    # the idle limit
+    sess_start --idle 2
+    stx -c "(exec -a $mark sleep 1000) &"
+    sleep 4
+    no_process "$mark"
+    run --separate-stderr txbox_bin session status -C "$WS" "$SID"
+    [ "$status" != 0 ] || fail "the session runs after its idle limit: $output"
+    run --separate-stderr txbox_bin session end -C "$WS" --json "$SID"
+    assert_status 0
+    [ "$(pj 'd["ended_by"]')" = idle ] || fail "end report: $output"
+    SESSIONS=()
+    # the owner's death
+    sleep 1000 &
+    local owner=$!
+    sess_start --owner "$owner"
+    stx -c "(exec -a $mark sleep 1000) &"
+    pgrep -f "$mark" >/dev/null || fail "not started"
+    kill "$owner"
+    wait "$owner" 2>/dev/null || true
+    no_process "$mark"
+    # the session's own processes (its keeper) are gone too
+    no_process "$SID" 2>/dev/null || true
+    # a command of a copy backend or a multi-command transaction leaves nothing
+    sess_start
+    stx --backend copy -c "(exec -a $mark sleep 1000) & echo x >c.txt"
+    assert_status 0
+    no_process "$mark"
+}
+
+@test "session: what a background process writes later is a transaction of its own" {
+    sess_start
+    # exits 0 of its own accord: committed, reported with the next result
+    stxj -c '(sleep 1; echo late >late.txt; echo more >>README) & echo now >now.txt'
+    assert_status 0
+    local first
+    first="$(jget tx)"
+    [ "$(jget changes.added)" = now.txt ] || fail "the command's own: $(jget changes)"
+    [ ! -e "$WS/late.txt" ] || fail "a late write reached the workspace before its process ended"
+    sleep 2.5
+    [ "$(cat "$WS/late.txt")" = late ] || fail "the late write was not committed"
+    stxj -c 'true'
+    [ "$(pj 'len(d["late_transactions"])')" = 1 ] || fail "late: $(pj 'd.get("late_transactions")')"
+    [ "$(jget late_transactions.0.from_tx)" = "$first" ] || fail "late: $(pj 'd["late_transactions"]')"
+    [ "$(jget late_transactions.0.outcome)" = committed ] || fail "late: $(pj 'd["late_transactions"]')"
+    [ "$(jget late_transactions.0.changes.added)" = late.txt ] || fail "late: $(pj 'd["late_transactions"]')"
+    [ "$(jget late_transactions.0.changes.modified)" = README ] || fail "late: $(pj 'd["late_transactions"]')"
+    local late
+    late="$(jget late_transactions.0.tx)"
+    run --separate-stderr txbox_bin show -C "$WS" --json "$late"
+    assert_status 0
+    [ "$(pj 'd["outcome"]')" = committed ] || fail "audit log: $output"
+    # reported once
+    stxj -c 'true'
+    [ "$(pj 'd.get("late_transactions")')" = None ] || fail "reported twice"
+    # fails: rolled back, reported
+    stxj -c '(sleep 1; echo bad >bad.txt; exit 3) &'
+    sleep 2.5
+    [ ! -e "$WS/bad.txt" ] || fail "a failed background process's write was committed"
+    stxj -c 'true'
+    [ "$(jget late_transactions.0.outcome)" = rolled_back ] || fail "late: $(pj 'd.get("late_transactions")')"
+    [[ "$(jget late_transactions.0.reason)" == *"exited with status 3"* ]] || fail "late: $(pj 'd["late_transactions"]')"
+    # killed at the session's end: rolled back, in the end report
+    stxj -c '(sleep 0.5; echo early >early.txt; sleep 1000) & true'
+    sleep 1.5
+    run --separate-stderr txbox_bin session end -C "$WS" --json "$SID"
+    assert_status 0
+    SESSIONS=()
+    [ "$(pj 'd["late_transactions"][-1]["outcome"]')" = rolled_back ] || fail "end report: $output"
+    [ "$(pj 'd["late_transactions"][-1]["changes"]["added"]')" = "['early.txt']" ] || fail "end report: $output"
+    [[ "$(pj 'd["late_transactions"][-1]["reason"]')" == *"session's end"* ]] || fail "end report: $output"
+    [ ! -e "$WS/early.txt" ] || fail "a killed process's write was committed"
+}
+
+@test "session: a late write is judged like any commit: conflicts and rules on effects" {
+    sess_start
+    # written by the command and later by its background process, and by
+    # another command meanwhile: the late transaction is a conflict
+    stxj -c 'echo one >shared.txt; (sleep 1.5; echo bg >>shared.txt) &'
+    stx -c 'echo other >shared.txt'
+    assert_status 0
+    sleep 2.5
+    [ "$(cat "$WS/shared.txt")" = other ] || fail "the late write overwrote a later commit"
+    stxj -c 'true'
+    [ "$(jget late_transactions.0.outcome)" = conflict ] || fail "late: $(pj 'd.get("late_transactions")')"
+    # a git hook written in the background is held or rejected, never committed
+    git -C "$WS" init -q
+    stxj -c '(sleep 1; printf "#!/bin/sh\necho pwned\n" >.git/hooks/pre-commit; chmod +x .git/hooks/pre-commit) &'
+    sleep 2.5
+    [ ! -e "$WS/.git/hooks/pre-commit" ] || fail "a git hook written in the background was committed"
+    stxj -c 'true'
+    [[ "$(jget late_transactions.0.outcome)" =~ ^(rejected|held)$ ]] ||
+        fail "late: $(pj 'd.get("late_transactions")')"
+}
+
+@test "session: the shell's last directory may be in the session's /tmp" {
+    sess_start
+    stxj -c 'mkdir -p /tmp/scratch && cd /tmp/scratch'
+    assert_json_field cwd_after /tmp/scratch
+    stxj -c 'cd src'
+    assert_json_field cwd_after "$WS/src"
+}
+
+@test "session: two sessions are isolated from each other and from the host" {
+    local port hport mark
+    port="$(free_port)"
+    mark="$(probe_name iso)"
+    sess_start
+    local a="$SID"
+    sess_start
+    local b="$SID"
+    SID="$a" stx -c "echo secret-a >/tmp/a.txt; (exec -a $mark python3 -m http.server $port --bind 127.0.0.1 >/dev/null 2>&1) & sleep 0.5"
+    SID="$a" stx -c "curl -sf -o /dev/null http://127.0.0.1:$port/ && echo reached"
+    [ "$output" = reached ] || fail "session a cannot reach its own server: $output $stderr"
+    # b: not a's loopback, /tmp or processes
+    SID="$b" stx -c "curl -sf -o /dev/null --max-time 2 http://127.0.0.1:$port/ && echo reached"
+    [ "$output" != reached ] || fail "session b reached session a's server"
+    SID="$b" stx -c 'cat /tmp/a.txt'
+    [ "$status" != 0 ] || fail "session b read session a's /tmp"
+    SID="$a" stx -c "ps -eo pid=,args= | grep \" $mark\" | grep -v grep"
+    [ "${#lines[@]}" = 1 ] || fail "session a does not see its own server: $output"
+    local apid="${lines[0]%% *}"
+    SID="$b" stx -c "ps -eo args= | grep -c '^$mark'"
+    [ "$output" = 0 ] || fail "session b sees session a's processes: $output"
+    SID="$b" stx -c "kill -0 $apid 2>/dev/null && ps -o args= -p $apid"
+    [[ "$output" != *"$mark"* ]] || fail "session b can signal session a's processes"
+    # the host: not the session's server, and the session not the host's
+    ! curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$port/" || fail "the host reaches a session's server"
+    hport="$(free_port)"
+    python3 -m http.server "$hport" --bind 127.0.0.1 >/dev/null 2>&1 &
+    local hpid=$!
+    sleep 0.5
+    SID="$a" stx -c "curl -sf -o /dev/null --max-time 2 http://127.0.0.1:$hport/ && echo reached"
+    kill "$hpid"
+    [ "$output" != reached ] || fail "a session reached the host's loopback"
+}

@@ -70,7 +70,7 @@ static bool can_prestart(void)
 {
     struct sb_early *e;
     txbox_error err = {0};
-    if (sb_prestart(false, &e, &err) == 0) {
+    if (sb_prestart(false, false, &e, &err) == 0) {
         sb_early_cancel(e);
         return true;
     }
@@ -88,7 +88,7 @@ static void cancel_reaps_and_closes(void **state)
     for (int net = 0; net <= 1; net++) {
         struct sb_early *e;
         txbox_error err = {0};
-        assert_int_equal(sb_prestart(net, &e, &err), 0);
+        assert_int_equal(sb_prestart(net, false, &e, &err), 0);
         usleep(20000); /* init runs, and waits */
         assert_int_equal(others(), 1);
         sb_early_cancel(e);
@@ -98,7 +98,7 @@ static void cancel_reaps_and_closes(void **state)
     /* cancelled before init even ran */
     struct sb_early *e;
     txbox_error err = {0};
-    assert_int_equal(sb_prestart(false, &e, &err), 0);
+    assert_int_equal(sb_prestart(false, false, &e, &err), 0);
     sb_early_cancel(e);
     assert_int_equal(others(), 0);
     assert_int_equal(count_fds(), fds);
@@ -120,7 +120,7 @@ static void dies_with_txbox(void **state)
         if (child == 0) {
             struct sb_early *e;
             txbox_error err = {0};
-            if (sb_prestart(false, &e, &err) < 0)
+            if (sb_prestart(false, false, &e, &err) < 0)
                 _exit(3);
             usleep((useconds_t)delay_us);
             kill(getpid(), SIGKILL);
