@@ -218,8 +218,9 @@ TXBOX_API void txbox_result_free(txbox_result *r);
  * A session (an MCP connection, a hook's CLI session, an agent run, or one
  * started by hand) gives the commands run in it (txbox_run_opts.session)
  * one /tmp, /var/tmp and /dev/shm that persist from command to command
- * (and see the files of the caller's own in the host's /tmp, copied in
- * before each command; what commands write there stays in the session),
+ * (and see the caller's own files of the host's /tmp that the command
+ * names, copied in before it; what commands write there stays in the
+ * session),
  * one loopback network, one set of processes: a process a command leaves
  * running in the background lives on, as long as the session and no
  * longer, and later commands see it (ps, kill, pkill). Each command's

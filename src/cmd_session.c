@@ -20,14 +20,14 @@ static const char usage[] =
     "\n"
     "A session keeps what one command leaves for the next outside the workspace:\n"
     "run commands in it with 'txbox run --session ID'. Its commands share a /tmp,\n"
-    "/var/tmp and /dev/shm (which also show the files of yours in the host's /tmp,\n"
-    "copied in before each command; what they write there stays in the session), a\n"
-    "loopback network, and their processes: one left running in the background\n"
-    "lives on, and later commands see it (ps, kill, pkill). Each command's changes\n"
-    "to the workspace are still a transaction of their own; what a background\n"
-    "process writes there later is one too, committed when the processes its\n"
-    "command left have all exited 0, else rolled back, and reported with the next\n"
-    "command's result and by 'session end'.\n"
+    "/var/tmp and /dev/shm (which also show your files of the host's /tmp that a\n"
+    "command names, copied in before it; what they write there stays in the\n"
+    "session), a loopback network, and their processes: one left running in the\n"
+    "background lives on, and later commands see it (ps, kill, pkill). Each\n"
+    "command's changes to the workspace are still a transaction of their own; what\n"
+    "a background process writes there later is one too, committed when the\n"
+    "processes its command left have all exited 0, else rolled back, and reported\n"
+    "with the next command's result and by 'session end'.\n"
     "\n"
     "start prints the new session's id (--id: that id; it must not run already).\n"
     "It ends after S seconds without a command (--idle, default 1800), when process\n"
@@ -86,7 +86,8 @@ static void print_report(const char *id, json_t *r)
                 json_string_value(json_object_get(l, "from_tx")) ?: "?",
                 json_string_value(json_object_get(l, "tx")) ?: "-",
                 json_string_value(json_object_get(l, "outcome")) ?: "?",
-                json_array_size(json_object_get(ch, "added")), json_array_size(json_object_get(ch, "modified")),
+                json_array_size(json_object_get(ch, "added")),
+                json_array_size(json_object_get(ch, "modified")),
                 json_array_size(json_object_get(ch, "deleted")));
         const char *why = json_string_value(json_object_get(l, "reason"));
         if (why)
@@ -95,7 +96,8 @@ static void print_report(const char *id, json_t *r)
     json_t *d = json_object_get(r, "discarded");
     json_int_t n = json_integer_value(json_object_get(d, "count"));
     if (n) {
-        fprintf(stderr, "; discarded: %lld file%s written outside the workspace:", (long long)n, n == 1 ? "" : "s");
+        fprintf(stderr, "; discarded: %lld file%s written outside the workspace:", (long long)n,
+                n == 1 ? "" : "s");
         json_t *p;
         json_array_foreach(json_object_get(d, "paths"), i, p)
         {
@@ -184,8 +186,12 @@ int cmd_session(int argc, char **argv)
     const char *what = argv[1];
     if (strcmp(what, "start") && strcmp(what, "end") && strcmp(what, "status") && strcmp(what, "list"))
         return cli_usage(argc, argv, "session: start, end, status or list, not '%s'", what);
-    cli_opts cli = {
-        .name = "session", .usage = usage, .shorts = "+C:h", .longs = opts, .argc = argc - 1, .argv = argv + 1};
+    cli_opts cli = {.name = "session",
+                    .usage = usage,
+                    .shorts = "+C:h",
+                    .longs = opts,
+                    .argc = argc - 1,
+                    .argv = argv + 1};
     const char *id = NULL, *policy = NULL;
     double idle = 0;
     long owner = 0;
@@ -200,7 +206,8 @@ int cmd_session(int argc, char **argv)
             errno = 0;
             idle = strtod(optarg, &end);
             if (errno || *end || !isfinite(idle) || idle <= 0 || idle > 2592000)
-                return cli_usage(argc, argv, "session: --idle wants seconds (0 < S <= 2592000), not '%s'", optarg);
+                return cli_usage(argc, argv, "session: --idle wants seconds (0 < S <= 2592000), not '%s'",
+                                 optarg);
             break;
         case O_OWNER:
             errno = 0;

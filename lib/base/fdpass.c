@@ -44,7 +44,8 @@ ssize_t fd_recv(int sock, void *buf, size_t len, int flags, int *fds, int max, i
         struct cmsghdr h;
         char room[CMSG_SPACE(sizeof(int) * FDPASS_MAX)];
     } u;
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.room, .msg_controllen = sizeof u.room};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.room, .msg_controllen = sizeof u.room};
     *nfds = 0;
     *trunc = false;
     ssize_t r;

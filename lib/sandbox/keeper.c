@@ -351,7 +351,10 @@ struct sigctx {
     int sig;
 };
 
-static void signal_member(int procfd, pid_t pid, void *ctx) { signal_one(procfd, pid, ((struct sigctx *)ctx)->sig); }
+static void signal_member(int procfd, pid_t pid, void *ctx)
+{
+    signal_one(procfd, pid, ((struct sigctx *)ctx)->sig);
+}
 
 size_t kp_signal(int procfd, uint64_t userns, int sig)
 {

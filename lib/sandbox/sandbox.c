@@ -2039,6 +2039,12 @@ static void pump_discard(struct pump *p, const struct sb_msg *msg)
     d->count = msg->val > 0 ? (size_t)msg->val : 0;
 }
 
+void sb_status_init(struct sb_status *st)
+{
+    memset(st, 0, sizeof *st);
+    st->guard_listener = st->rootfd = st->output_rest[0] = st->output_rest[1] = st->output_rest[2] = -1;
+}
+
 void sb_status_free(struct sb_status *st)
 {
     free(st->cwd_after);
@@ -2219,8 +2225,7 @@ static int take_handoff(int sock, struct sb_status *st)
 int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn, void *ctx,
            struct sb_status *st, txbox_error *err)
 {
-    memset(st, 0, sizeof *st);
-    st->guard_listener = st->rootfd = st->output_rest[0] = st->output_rest[1] = st->output_rest[2] = -1;
+    sb_status_init(st);
     bool userns = !sb_is_root();
     /* init started ahead, if it was, with the namespaces this needs */
     __attribute__((cleanup(sb_early_cancelp))) struct sb_early *early = s->early;

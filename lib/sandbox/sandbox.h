@@ -124,7 +124,10 @@ struct sb_status {
     size_t n_guard_mounts;
 };
 
-/* Frees what sb_run left in st besides protections and network. */
+/* An sb_status that holds nothing (sb_run makes its own so). */
+void sb_status_init(struct sb_status *st);
+/* Frees what sb_run left in st besides protections and network; st holds
+ * nothing afterwards. */
 void sb_status_free(struct sb_status *st);
 
 /* Output pump: called with data read from the command's captured stdout (1)

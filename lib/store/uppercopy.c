@@ -88,7 +88,8 @@ int urec_read(int dirfd, const char *name, struct urec *r, txbox_error *err)
         long nsec;
         unsigned mode, uid, gid;
         int used = 0;
-        if (sscanf(rec, "%llu %lld %ld %o %u %u %n", &ino, &sec, &nsec, &mode, &uid, &gid, &used) != 6 || !used) {
+        if (sscanf(rec, "%llu %lld %ld %o %u %u %n", &ino, &sec, &nsec, &mode, &uid, &gid, &used) != 6 ||
+            !used) {
             urec_free(r);
             return tx_err(err, EINVAL, "%s: not a record of an upper", name);
         }
@@ -319,10 +320,11 @@ static int walk(struct ucopy *c, int sfd, struct lazydir *dl, const char *path, 
     return rc;
 }
 
-int upper_copy(int src, int dst, const struct urec *since, struct urec *now, const char *opaque_key, size_t *copied,
-               txbox_error *err)
+int upper_copy(int src, int dst, const struct urec *since, struct urec *now, const char *opaque_key,
+               size_t *copied, txbox_error *err)
 {
-    struct ucopy c = {.since = since, .now = now, .opaque_key = opaque_key, .root = tx_privileged(), .err = err};
+    struct ucopy c = {
+        .since = since, .now = now, .opaque_key = opaque_key, .root = tx_privileged(), .err = err};
     if (now)
         *now = (struct urec){0};
     struct lazydir top = {.name = "", .fd = dst};

@@ -45,7 +45,7 @@ MUST_CHECK int urec_read(int dirfd, const char *name, struct urec *r, txbox_erro
  * end; *copied how many entries went into dst. opaque_key: the overlay's
  * opaque attribute ("trusted.overlay.opaque", or "user.overlay.opaque" in
  * a user namespace). */
-MUST_CHECK int upper_copy(int src, int dst, const struct urec *since, struct urec *now, const char *opaque_key,
-                          size_t *copied, txbox_error *err);
+MUST_CHECK int upper_copy(int src, int dst, const struct urec *since, struct urec *now,
+                          const char *opaque_key, size_t *copied, txbox_error *err);
 
 #endif

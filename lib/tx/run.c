@@ -24,6 +24,7 @@
 #include "sandbox.h"
 #include "sesslink.h"
 #include "state.h"
+#include "tmpsync.h"
 #include "store.h"
 #include "tx.h"
 #include "uppercopy.h"
@@ -1175,6 +1176,25 @@ static void run_environment(struct run *c)
     }
 }
 
+/* In a session: the caller's own files of the host's /tmp into the
+ * session's (tmpsync.c), but never a hidden path, the workspace or txbox's
+ * state. */
+static void run_tmpsync(struct run *c)
+{
+    size_t n = 0, m = 0;
+    while (c->hide && c->hide[n])
+        n++;
+    while (c->state_hide && c->state_hide[m])
+        m++;
+    const char **skip = xcalloc(n + m + 2, sizeof *skip);
+    memcpy(skip, c->hide, n * sizeof *skip);
+    memcpy(skip + n, c->state_hide, m * sizeof *skip);
+    skip[n + m] = c->ws->path;
+    tmpsync_in(c->opts->session->dirfd, c->link.fds.fd[KP_TMP], skip, c->opts->shell, c->opts->argv);
+    free(skip);
+    tx_mark("tmpsync");
+}
+
 /* The transaction's id and directory. */
 static int run_new_tx(struct run *c, txbox_error *err)
 {
@@ -1773,6 +1793,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
                     .pout = {-1, -1},
                     .perr = {-1, -1}};
     tx_marks_begin(c.t0);
+    sb_status_init(&c.st);
     kp_fds_init(&c.link.fds);
     c.link.sock = -1;
     if (run_begin(&c, err) < 0) {
@@ -1803,6 +1824,8 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
     run_environment(&c);
     if (run_new_tx(&c, err) < 0)
         return run_fail(&c, err);
+    if (opts->session)
+        run_tmpsync(&c);
     for (;;) {
         int v = run_make_view(&c, err);
         if (v == 0)

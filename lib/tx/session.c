@@ -64,6 +64,7 @@
 #include "run.h"
 #include "sesslink.h"
 #include "store.h"
+#include "tmpsync.h"
 #include "tree.h"
 #include "tx.h"
 #include "written.h"
@@ -435,6 +436,8 @@ struct disc {
     json_t *paths;
     size_t n;
     const char *ws; /* the workspace's path: the directories that lead to it are init's */
+    struct tmpsync *ts;
+    int tmpfd;
 };
 
 static bool add_discard(const char *path, void *ctx)
@@ -443,6 +446,10 @@ static bool add_discard(const char *path, void *ctx)
     size_t l = strlen(path);
     if (!strncmp(d->ws, path, l) && (d->ws[l] == '/' || !d->ws[l]))
         return true; /* made to hold the workspace's view, not written */
+    struct stat sb;
+    if (!strncmp(path, "/tmp/", 5) && fstatat(d->tmpfd, path + 5, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+        tmpsync_is_copy(d->ts, path, &sb))
+        return true; /* the host's file, copied in and left as it was */
     d->n++;
     if (json_array_size(d->paths) < 100)
         json_array_append_new(d->paths, json_string(path));
@@ -452,7 +459,10 @@ static bool add_discard(const char *path, void *ctx)
 /* What the session leaves in its /tmp, /var/tmp and /dev/shm. */
 static json_t *session_discarded(struct steward *st)
 {
-    struct disc d = {.paths = json_array(), .ws = st->ws->path};
+    struct disc d = {.paths = json_array(),
+                     .ws = st->ws->path,
+                     .ts = tmpsync_load(st->dirfd),
+                     .tmpfd = st->fds.fd[KP_TMP]};
     static const struct {
         int idx;
         const char *label;
@@ -460,6 +470,7 @@ static json_t *session_discarded(struct steward *st)
     for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
         if (st->fds.fd[dirs[i].idx] >= 0)
             (void)written_walk(st->fds.fd[dirs[i].idx], ".", dirs[i].label, add_discard, &d);
+    tmpsync_free(d.ts);
     return json_pack("{s:I,s:o,s:b}", "count", (json_int_t)d.n, "paths", d.paths, "truncated",
                      d.n > json_array_size(d.paths));
 }

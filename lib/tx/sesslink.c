@@ -157,7 +157,8 @@ int sl_attach(txbox_session *s, struct sess_link *l, txbox_error *err)
     }
     /* "fds": the names of those sent, in order (no user namespace as root) */
     json_t *names = json_object_get(rep, "fds");
-    static const char *const kn[KP_NFDS] = {"user", "net", "ipc", "uts", "pid", "tmp", "vartmp", "shm", "proc"};
+    static const char *const kn[KP_NFDS] = {"user", "net",    "ipc", "uts", "pid",
+                                            "tmp",  "vartmp", "shm", "proc"};
     for (int i = 0; i < n; i++) {
         const char *nm = json_string_value(json_array_get(names, (size_t)i));
         int k = -1;
@@ -220,8 +221,8 @@ int sl_group_begin(struct sess_link *l, const struct sl_group *g, size_t *stoppe
     return rc;
 }
 
-int sl_group_keep(struct sess_link *l, uint64_t tx, bool keep, bool has_upper, uint64_t base_gen, int activefd,
-                  txbox_error *err)
+int sl_group_keep(struct sess_link *l, uint64_t tx, bool keep, bool has_upper, uint64_t base_gen,
+                  int activefd, txbox_error *err)
 {
     json_t *req = json_pack("{s:s,s:I,s:b,s:b,s:I}", "op", "keep", "tx", (json_int_t)tx, "keep", keep,
                             "upper", has_upper, "base_gen", (json_int_t)base_gen);

@@ -35,7 +35,8 @@ int sl_connect(int dirfd, txbox_error *err);
 MUST_CHECK int sl_send(int sock, json_t *obj, const int *fds, int nfds, txbox_error *err);
 /* The next message (*obj: the caller's), its descriptors in fds (at most
  * max; *nfds how many). timeout_ms < 0: wait as long as it takes. */
-MUST_CHECK int sl_recv(int sock, json_t **obj, int *fds, int max, int *nfds, int timeout_ms, txbox_error *err);
+MUST_CHECK int sl_recv(int sock, json_t **obj, int *fds, int max, int *nfds, int timeout_ms,
+                       txbox_error *err);
 /* A request and its answer: the answer's "error" becomes err (-1). */
 MUST_CHECK int sl_call(int sock, json_t *req, const int *fds, int nfds, json_t **reply, int *rfds, int rmax,
                        int *rn, txbox_error *err);
@@ -65,7 +66,8 @@ struct sl_group {
     size_t n_mounts;
     const char *command;
 };
-MUST_CHECK int sl_group_begin(struct sess_link *l, const struct sl_group *g, size_t *stopped, txbox_error *err);
+MUST_CHECK int sl_group_begin(struct sess_link *l, const struct sl_group *g, size_t *stopped,
+                              txbox_error *err);
 /* keep: the upper stays theirs (tx/ID/upper, recorded in tx/ID/survivors.rec
  * when has_upper), what they write later a transaction of its own from
  * base_gen; activefd: the transaction's owner lock, which the steward

@@ -12,35 +12,6 @@ bats_require_minimum_version 1.5.0
 load ../lib/common
 load ../lib/escape_helpers
 
-# The host's listeners; exports ESC_TCP4 ESC_TCP6 ESC_UDP4 ESC_USOCK ESC_ABSTRACT.
-start_listener() {
-    LDIR="$BATS_TEST_TMPDIR/listener"
-    mkdir -p "$LDIR"
-    : >"$LDIR/log"
-    export ESC_USOCK="$OUT/host.sock" ESC_ABSTRACT="txbox-escape-$ESC_MARK"
-    python3 "$ESC_TOOLS/listener.py" "$LDIR" "$ESC_USOCK" "$ESC_ABSTRACT" </dev/null >"$LDIR/out" 2>&1 3>&- &
-    LISTENER_PID=$!
-    local i
-    for i in $(seq 100); do
-        [ -f "$LDIR/ports" ] && break
-        sleep 0.05
-    done
-    [ -f "$LDIR/ports" ] || fail "the host listener did not start: $(cat "$LDIR/out")"
-    . "$LDIR/ports"
-    export ESC_TCP4="$TCP4" ESC_TCP6="$TCP6" ESC_UDP4="$UDP4"
-    # the socket file is part of the box from now on
-    esc_snap pre
-}
-
-# Nothing reached the listener.
-listener_untouched() {
-    sleep 0.3
-    if [ -s "$LDIR/log" ]; then
-        ESC_ERRS+=("${1:+[$1] }ESCAPE: the host listener was reached: $(cat "$LDIR/log")")
-        : >"$LDIR/log"
-    fi
-}
-
 # listener_verdict KIND: nothing reached the listener, the attempt is
 # checked (esc_check, esc_done); then the control run from the host side
 # must reach it with a KIND connection.

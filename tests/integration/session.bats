@@ -354,3 +354,48 @@ no_process() {
     kill "$hpid"
     [ "$output" != reached ] || fail "a session reached the host's loopback"
 }
+
+@test "session: the caller's own files of the host's /tmp are seen, never another's, a socket or a secret" {
+    local base="txbox-probe-host-$$-$RANDOM" other_uid
+    mkdir -p "/tmp/$base.d"
+    printf 'print(6 * 7)\n' >"/tmp/$base.py"
+    printf 'X = 5\n' >"/tmp/$base.d/util.py"
+    printf 'import util\nprint(util.X)\n' >"/tmp/$base.d/main.py"
+    # another user's file, and a socket of the caller's
+    if is_root; then other_uid="$(id -u "${TXBOX_TEST_USER:-txbox-test}")"; else other_uid=0; fi
+    python3 -c "import socket; s=socket.socket(socket.AF_UNIX); s.bind('/tmp/$base.sock')"
+    sess_start
+    stx -c "python3 /tmp/$base.py && python3 /tmp/$base.d/main.py"
+    assert_status 0
+    [ "$output" = "$(printf '42\n5')" ] || fail "output: $output"
+    # the host changes it: the next command sees the change; the session's
+    # own writes stay in the session
+    printf 'print("edited")\n' >"/tmp/$base.py"
+    stx -c "python3 /tmp/$base.py; echo session >/tmp/$base.d/new.txt; echo mine >>/tmp/$base.d/util.py"
+    [ "$output" = edited ] || fail "output: $output"
+    [ ! -e "/tmp/$base.d/new.txt" ] && [ "$(cat "/tmp/$base.d/util.py")" = "X = 5" ] ||
+        fail "the session's writes reached the host's /tmp"
+    # removed on the host: removed from the session
+    rm "/tmp/$base.py"
+    stx -c "cat /tmp/$base.py"
+    [ "$status" != 0 ] || fail "a file the host removed is still in the session"
+    stx -c "test -e /tmp/$base.sock"
+    [ "$status" != 0 ] || fail "a host socket is in the session's /tmp"
+    if is_root; then
+        printf 'other\n' >"/tmp/$base.other"
+        chown "$other_uid" "/tmp/$base.other"
+        stx -c "cat /tmp/$base.other"
+        [ "$status" != 0 ] || fail "another user's file is in the session's /tmp"
+    fi
+    # a path the policy hides
+    printf 'secret\n' >"/tmp/$base.secret"
+    stx --hide "/tmp/$base.secret" -c "cat /tmp/$base.secret"
+    [ "$status" != 0 ] || fail "a hidden path came into the session's /tmp"
+    rm -rf "/tmp/$base".*
+    # what came from the host is not what the session discards
+    run --separate-stderr txbox_bin session end -C "$WS" --json "$SID"
+    SESSIONS=()
+    local paths
+    paths="$(pj '" ".join(sorted(p for p in d["discarded"]["paths"] if "__pycache__" not in p))')"
+    [ "$paths" = "/tmp/$base.d/new.txt /tmp/$base.d/util.py" ] || fail "end report: $output"
+}

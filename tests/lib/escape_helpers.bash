@@ -24,7 +24,10 @@
 #
 # Environment: TXBOX_ESCAPE_DIR, where the bases go (tests/run-integration
 # makes one under /var/lib; default /var/lib/txbox-escape; not under /tmp or
-# /var/tmp, which are private in the sandbox).
+# /var/tmp, which are private in the sandbox). ESC_SESSION_MODE=1: every
+# attempt runs in a session of its box (txbox run --session), started by
+# esc_setup and ended by esc_teardown (escape_session.bats sets it; the
+# other suites run so too with it in the environment).
 
 ESC_SRC="$REPO_DIR/tests/escape"
 
@@ -161,12 +164,17 @@ esc_setup() {
     export ESC_WS="$WS" ESC_OUT="$OUT" ESC_HOME="$FHOME" ESC_MARK ESC_BOX="$BOX"
     # txbox hides the secrets of the HOME it runs with
     export HOME="$FHOME"
+    ESC_SID=""
+    if [ "${ESC_SESSION_MODE:-0}" = 1 ]; then
+        ESC_SID="$("$TXBOX" session start -C "$WS")" || fail "cannot start the box's session"
+    fi
     esc_sentinel_start
     esc_snap pre
     esc_sentinel_ready
 }
 
 esc_teardown() {
+    [ -z "${ESC_SID:-}" ] || "$TXBOX" session end -C "$WS" "$ESC_SID" >/dev/null 2>&1
     # (the sentinel catches every signal it can: SIGKILL)
     local p
     for p in ${SENT_PID:-} ${LISTENER_PID:-}; do
@@ -322,8 +330,8 @@ attempt() {
         cat
     } >"$ESC_SCRIPT"
     # the box's variables are the caller's own: kept through the allowlist
-    run --separate-stderr txbox_bin run -C "$WS" --json --keep-env 'ESC_*' --keep-env 'SENT_*' "$@" \
-        -- /bin/sh "$ESC_SCRIPT" <"${ESC_STDIN:-/dev/null}"
+    run --separate-stderr txbox_bin run -C "$WS" --json --keep-env 'ESC_*' --keep-env 'SENT_*' \
+        ${ESC_SID:+--session "$ESC_SID"} "$@" -- /bin/sh "$ESC_SCRIPT" <"${ESC_STDIN:-/dev/null}"
     esc_split_result
 }
 
@@ -462,4 +470,36 @@ esc_done_controlled() {
 # Root-only attempts: they do not apply to an unprivileged run.
 root_only() {
     is_root || skip "applies to root only: $1"
+}
+
+# ---------------------------------------------------------------------------
+# The host's listeners (tests/escape/listener.py), for the network suites.
+
+# The host's listeners; exports ESC_TCP4 ESC_TCP6 ESC_UDP4 ESC_USOCK ESC_ABSTRACT.
+start_listener() {
+    LDIR="$BATS_TEST_TMPDIR/listener"
+    mkdir -p "$LDIR"
+    : >"$LDIR/log"
+    export ESC_USOCK="$OUT/host.sock" ESC_ABSTRACT="txbox-escape-$ESC_MARK"
+    python3 "$ESC_TOOLS/listener.py" "$LDIR" "$ESC_USOCK" "$ESC_ABSTRACT" </dev/null >"$LDIR/out" 2>&1 3>&- &
+    LISTENER_PID=$!
+    local i
+    for i in $(seq 100); do
+        [ -f "$LDIR/ports" ] && break
+        sleep 0.05
+    done
+    [ -f "$LDIR/ports" ] || fail "the host listener did not start: $(cat "$LDIR/out")"
+    . "$LDIR/ports"
+    export ESC_TCP4="$TCP4" ESC_TCP6="$TCP6" ESC_UDP4="$UDP4"
+    # the socket file is part of the box from now on
+    esc_snap pre
+}
+
+# Nothing reached the listener.
+listener_untouched() {
+    sleep 0.3
+    if [ -s "$LDIR/log" ]; then
+        ESC_ERRS+=("${1:+[$1] }ESCAPE: the host listener was reached: $(cat "$LDIR/log")")
+        : >"$LDIR/log"
+    fi
 }
