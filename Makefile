@@ -112,6 +112,7 @@ bench: release
 	./bench/run $(RELEASE) --sizes $(BENCH_SIZES) --reps 10 --copy-reps 5,3,1
 	./bench/sweep $(RELEASE)
 	./bench/targets $(RELEASE) $(if $(BENCH_BASELINE),--baseline $(BENCH_BASELINE))
+	./bench/session $(RELEASE) $(if $(BENCH_BASELINE),--baseline $(BENCH_BASELINE)) --out bench/results/session-bench.md
 	@[ -f $(NETBENCH)/build.ninja ] || meson setup $(NETBENCH) --buildtype=release -Dtests=true
 	ninja -C $(NETBENCH) txbox
 	./bench/net $(NETBENCH)

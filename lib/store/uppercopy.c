@@ -299,7 +299,9 @@ static int vanished(struct ucopy *c, struct lazydir *dl, int sfd, const char *pa
  * (made when the first of them is copied). */
 static int walk(struct ucopy *c, int sfd, struct lazydir *dl, const char *path, unsigned depth, bool all)
 {
-    int dup_fd = fcntl(sfd, F_DUPFD_CLOEXEC, 3);
+    /* a descriptor of its own: a dup would share sfd's offset, at the end
+     * after an earlier walk */
+    int dup_fd = openat(sfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
     if (!d) {
         if (dup_fd >= 0)

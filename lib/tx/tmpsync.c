@@ -126,19 +126,19 @@ struct tmpsync *tmpsync_load(int dirfd)
         long long m, c, sc;
         char kind;
         int used = 0;
-        if (sscanf(rec, "%c %llu %llu %llu %lld %lld %llu %lld %n", &kind, &d, &i, &z, &m, &c, &si, &sc, &used) ==
-                8 &&
+        if (sscanf(rec, "%c %llu %llu %llu %lld %lld %llu %lld %n", &kind, &d, &i, &z, &m, &c, &si, &sc,
+                   &used) == 8 &&
             used && rec[used] && kind == 'f') {
             struct tsent *e = record(t, rec + used);
             *e = (struct tsent){.path = e->path,
-                                                    .kind = kind,
-                                                    .hdev = d,
-                                                    .hino = i,
-                                                    .hsize = z,
-                                                    .hmtime = m,
-                                                    .hctime = c,
-                                                    .sino = si,
-                                                    .sctime = sc};
+                                .kind = kind,
+                                .hdev = d,
+                                .hino = i,
+                                .hsize = z,
+                                .hmtime = m,
+                                .hctime = c,
+                                .sino = si,
+                                .sctime = sc};
         }
         off += l + 1;
     }
@@ -160,9 +160,10 @@ static void save(int dirfd, struct tmpsync *t)
     for (size_t i = 0; i < t->n; i++) {
         const struct tsent *e = &t->v[i];
         char head[220];
-        snprintf(head, sizeof head, "%c %llu %llu %llu %lld %lld %llu %lld ", e->kind, (unsigned long long)e->hdev,
-                 (unsigned long long)e->hino, (unsigned long long)e->hsize, (long long)e->hmtime,
-                 (long long)e->hctime, (unsigned long long)e->sino, (long long)e->sctime);
+        snprintf(head, sizeof head, "%c %llu %llu %llu %lld %lld %llu %lld ", e->kind,
+                 (unsigned long long)e->hdev, (unsigned long long)e->hino, (unsigned long long)e->hsize,
+                 (long long)e->hmtime, (long long)e->hctime, (unsigned long long)e->sino,
+                 (long long)e->sctime);
         dbuf_addstr(&b, head);
         dbuf_add(&b, e->path, strlen(e->path) + 1);
     }
@@ -186,9 +187,9 @@ struct walk {
  * what holds one (the workspace under /tmp). */
 static bool skipped(const struct walk *w, const char *rel)
 {
-    static const char *const private[] = {"systemd-private-*", "snap-private-tmp", ".X*-unix", ".ICE-unix",
-                                           ".XIM-unix",         ".font-unix",       ".Test-unix", "krb5cc*",
-                                           "tmux-*",            "ssh-*",            ".txbox*"};
+    static const char *const private[] = {
+        "systemd-private-*", "snap-private-tmp", ".X*-unix", ".ICE-unix", ".XIM-unix", ".font-unix",
+        ".Test-unix",        "krb5cc*",          "tmux-*",   "ssh-*",     ".txbox*"};
     const char *slash = strchr(rel, '/');
     _cleanup_free_ char *top = slash ? xasprintf("%.*s", (int)(slash - rel), rel) : xstrdup(rel);
     for (size_t i = 0; i < ARRAY_SIZE(private); i++)
@@ -199,7 +200,8 @@ static bool skipped(const struct walk *w, const char *rel)
     for (size_t i = 0; w->skip && w->skip[i]; i++) {
         const char *s = w->skip[i];
         size_t sl = strlen(s);
-        if ((!strncmp(full, s, sl) && (full[sl] == '/' || !full[sl])) || (!strncmp(s, full, fl) && s[fl] == '/'))
+        if ((!strncmp(full, s, sl) && (full[sl] == '/' || !full[sl])) ||
+            (!strncmp(s, full, fl) && s[fl] == '/'))
             return true;
     }
     return false;
@@ -214,8 +216,8 @@ static bool path_ours(const struct walk *w, const char *rel)
         *s = 0;
         struct stat st;
         _cleanup_free_ char *state = xasprintf("%s/.txbox", p);
-        if (fstatat(w->host, p, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
-            fstatat(w->host, state, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        if (fstatat(w->host, p, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
+            st.st_uid != getuid() || fstatat(w->host, state, &st, AT_SYMLINK_NOFOLLOW) == 0)
             return false;
         *s = '/';
     }
@@ -243,7 +245,8 @@ static int make_parents(struct walk *w, const char *rel)
 static int copy_in(struct walk *w, int hfd, const struct stat *st, const char *rel, struct stat *out)
 {
     _cleanup_free_ char *tmp = xasprintf("%s.txbox-sync", rel);
-    _cleanup_close_ int ofd = openat(w->stmp, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    _cleanup_close_ int ofd =
+        openat(w->stmp, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (ofd < 0)
         return -1;
     char buf[65536];
@@ -303,7 +306,8 @@ static void take_file(struct walk *w, const char *rel)
     } else {
         _cleanup_close_ int hfd = safe_openat(w->host, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
         struct stat again;
-        if (hfd < 0 || fstat(hfd, &again) < 0 || again.st_ino != st.st_ino || copy_in(w, hfd, &st, rel, &out) < 0)
+        if (hfd < 0 || fstat(hfd, &again) < 0 || again.st_ino != st.st_ino ||
+            copy_in(w, hfd, &st, rel, &out) < 0)
             return;
         w->copied += (uint64_t)st.st_size;
     }
@@ -326,8 +330,8 @@ static void take_dir(struct walk *w, const char *rel, unsigned depth)
 {
     if ((*rel && (skipped(w, rel) || !path_ours(w, rel))))
         return;
-    _cleanup_close_ int dfd =
-        *rel ? safe_openat(w->host, rel, O_RDONLY | O_DIRECTORY, 0) : fcntl(w->host, F_DUPFD_CLOEXEC, 3);
+    _cleanup_close_ int dfd = *rel ? safe_openat(w->host, rel, O_RDONLY | O_DIRECTORY, 0)
+                                   : openat(w->host, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     struct stat st;
     if (dfd < 0 || fstat(dfd, &st) < 0 || st.st_uid != (*rel ? getuid() : st.st_uid) ||
         (*rel && fstatat(dfd, ".txbox", &st, AT_SYMLINK_NOFOLLOW) == 0))

@@ -246,6 +246,10 @@ no_process() {
     stx --backend copy -c "(exec -a $mark sleep 1000) & echo x >c.txt"
     assert_status 0
     no_process "$mark"
+    # nor one timed out: its background processes go with it
+    stx --timeout 1 -c "(exec -a $mark sleep 1000) & sleep 30"
+    assert_status 124
+    no_process "$mark"
 }
 
 @test "session: what a background process writes later is a transaction of its own" {
