@@ -70,6 +70,9 @@
 #include "written.h"
 
 #define DEFAULT_IDLE_S 1800.0
+/* The session's /tmp, /var/tmp and /dev/shm (tmpfs, memory) each at most
+ * half of a command's default memory limit, as a command's own are. */
+#define SESSION_TMP_BYTES (4ull << 30)
 #define MAX_GROUPS 64
 #define MAX_CLIENTS 64
 #define MAX_PIDS 4096
@@ -714,7 +717,7 @@ static __attribute__((noreturn)) void steward_main(const char *ws_path, const ch
         fail = e.msg;
     if (!fail && o->owner > 0 && (st.owner = (int)syscall(SYS_pidfd_open, o->owner, 0)) < 0)
         fail = "its owner process is gone";
-    if (!fail && kp_start(0, &st.k, &st.fds, &e) < 0)
+    if (!fail && kp_start(SESSION_TMP_BYTES, &st.k, &st.fds, &e) < 0)
         fail = e.msg;
     if (fail) {
         (void)!write(ready, fail, strlen(fail));

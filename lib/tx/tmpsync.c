@@ -8,8 +8,9 @@
  * ctime), over what the session made of them: the host's newer write
  * wins. Which files: those under a /tmp path the command names (its
  * string or its arguments: "python3 /tmp/proj/main.py" brings /tmp/proj's
- * files, "cd /tmp/proj" too, "ls /tmp" the files at the top of /tmp;
- * $TMPDIR reads as /tmp), and those copied before. Never another user's entry, a
+ * files, "cd /tmp/proj" too, "ls /tmp" the files at the top of /tmp
+ * changed in the last hour; $TMPDIR reads as /tmp), and those copied
+ * before. Never another user's entry, a
  * socket, a FIFO or a device, a hidden path, the workspace, txbox's state
  * or a workspace of txbox's, the private directories of services and
  * terminals, nor a file older than TS_RECENT seconds that was never copied.
@@ -44,6 +45,10 @@
 #define TS_RECENT (24 * 3600)
 #define TS_FILE (16u << 20)
 #define TS_TOTAL (128u << 20)
+/* /tmp itself named ("ls /tmp", "cd /tmp"): its files of the last hour, of
+ * 1 MiB at most (a build's logs there are not the session's business) */
+#define TS_TOP_RECENT 3600
+#define TS_TOP_FILE (1u << 20)
 #define TS_LOCK "tmpsync.lock"
 
 struct tsent {
@@ -180,6 +185,7 @@ struct walk {
     const char *const *skip;
     uint64_t copied;
     time_t recent; /* files changed before this, never copied, are not brought in */
+    bool top;      /* taking the files at the top of /tmp (TS_TOP_*) */
 };
 
 /* Never brought in: the private directories of services and terminals,
@@ -287,9 +293,11 @@ static void take_file(struct walk *w, const char *rel)
     if (e && e->hdev == st.st_dev && e->hino == st.st_ino && e->hsize == (uint64_t)st.st_size &&
         e->hmtime == ns_of(st.st_mtim) && e->hctime == ns_of(st.st_ctim))
         return; /* unchanged on the host since it was copied */
-    if (!e && st.st_ctim.tv_sec < w->recent)
+    bool top = w->top && !strchr(rel, '/');
+    if (!e && st.st_ctim.tv_sec < (top ? time(NULL) - TS_TOP_RECENT : w->recent))
         return;
-    if (S_ISREG(st.st_mode) && (st.st_size > TS_FILE || w->copied + (uint64_t)st.st_size > TS_TOTAL))
+    if (S_ISREG(st.st_mode) &&
+        (st.st_size > (top ? TS_TOP_FILE : TS_FILE) || w->copied + (uint64_t)st.st_size > TS_TOTAL))
         return;
     struct stat out;
     if (make_parents(w, rel) < 0)
@@ -397,10 +405,13 @@ static void named_in(struct walk *w, const char *s)
             if (k == 3 && n) /* "/tmp" then a word character: /tmpfoo */
                 break;
             _cleanup_free_ char *rel = xasprintf("%.*s", (int)n, q);
-            if (*rel)
+            if (*rel) {
                 take_named(w, rel);
-            else if (k == 3)
+            } else if (k == 3) {
+                w->top = true;
                 take_dir(w, "", 0);
+                w->top = false;
+            }
             p = q + n - 1;
             break;
         }
