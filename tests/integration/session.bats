@@ -115,6 +115,8 @@ SESSIONS=()
 
 teardown() {
     local s
+    # the host /tmp files a test made, also when it failed half-way
+    [ -z "${HOST_BASE:-}" ] || rm -rf "/tmp/$HOST_BASE".*
     for s in "${SESSIONS[@]}"; do
         "$TXBOX" session end -C "$WS" "$s" >/dev/null 2>&1 || true
     done
@@ -145,6 +147,61 @@ no_process() {
         sleep 0.1
     done
     fail "a process is left on the host: $(pgrep -af "$1")"
+}
+
+@test "session: start, list, status and end as a user sees them" {
+    local mark
+    mark="$(probe_name ls)"
+    sess_start
+    local a="$SID"
+    sess_start --id my-session.1
+    [ "$SID" = my-session.1 ] || fail "--id: $SID"
+    # both listed, running; a's background command counted
+    stx -c true
+    SID="$a" stx -c "(exec -a $mark sleep 1000) & echo ok >/tmp/marker"
+    assert_status 0
+    run --separate-stderr txbox_bin session list -C "$WS"
+    assert_status 0
+    [[ "$output" == *"$a"$'\t'"running"$'\t'"1 background command(s)"* ]] || fail "list: $output"
+    [[ "$output" == *"my-session.1"$'\t'"running"* ]] || fail "list: $output"
+    run --separate-stderr txbox_bin session list -C "$WS" --json
+    assert_status 0
+    [ "$(pj '" ".join(sorted(s["session"] for s in d["sessions"] if s["running"]))')" = "$(printf '%s\n' "$a" my-session.1 | sort | tr '\n' ' ' | sed 's/ $//')" ] ||
+        fail "list --json: $output"
+    run --separate-stderr txbox_bin session status -C "$WS" "$a"
+    assert_status 0
+    [ "$(pj 'd["running"]')" = True ] || fail "status: $output"
+    # ended: no longer running, its processes and /tmp gone
+    run --separate-stderr txbox_bin session end -C "$WS" "$a"
+    assert_status 0
+    [[ "$stderr" == *"1 background process killed"* ]] || fail "end: $stderr"
+    no_process "$mark"
+    run --separate-stderr txbox_bin session list -C "$WS"
+    [[ "$output" != *"$a"$'\t'"running"* ]] || fail "list after end: $output"
+    [[ "$output" == *"my-session.1"$'\t'"running"* ]] || fail "list after end: $output"
+    run --separate-stderr txbox_bin session status -C "$WS" "$a"
+    [ "$status" != 0 ] || fail "status of an ended session: $output"
+    # a command with its id starts a new session of that id, afresh
+    SID="$a" stx -c 'cat /tmp/marker'
+    [ "$status" != 0 ] || fail "the ended session's /tmp survived: $output"
+    SID="$a" stx -c "pgrep -f $mark"
+    [ "$status" != 0 ] || fail "the ended session's process survived: $output"
+    run --separate-stderr txbox_bin session list -C "$WS"
+    [[ "$output" == *"$a"$'\t'"running"* ]] || fail "list after a new start: $output"
+    run --separate-stderr txbox_bin session end -C "$WS" "$a"
+    assert_status 0
+    # bad input: one line, status 125, nothing started
+    run --separate-stderr txbox_bin session start -C "$WS" --id ../x
+    assert_status 125
+    [[ "$stderr" == *"not a session id"* ]] || fail "bad id: $stderr"
+    run --separate-stderr txbox_bin session bogus -C "$WS"
+    assert_status 125
+    run --separate-stderr txbox_bin session end -C "$WS"
+    assert_status 125
+    run --separate-stderr txbox_bin run -C "$WS" --session ../x -c true
+    [ "$status" != 0 ] || fail "run --session ../x ran"
+    run --separate-stderr txbox_bin session list -C "$WS" --json
+    [ "$(pj 'len([s for s in d["sessions"] if s["running"]])')" = 1 ] || fail "list: $output"
 }
 
 @test "session: /tmp persists from command to command, stays in the session, is reported at its end" {
@@ -189,6 +246,9 @@ no_process() {
     stxj -c "for i in \$(seq 1 50); do curl -sf -o /dev/null http://127.0.0.1:$port/README && break; sleep 0.1; done; curl -sS -o /dev/null -w '%{http_code}' http://127.0.0.1:$port/README"
     assert_status 0
     [ "$(jget stdout)" = 200 ] || fail "curl: $(jget stdout) $(jget stderr)"
+    stx -c "exec 3<>/dev/tcp/127.0.0.1/$port && printf 'GET /README HTTP/1.0\\r\\n\\r\\n' >&3 && head -1 <&3"
+    assert_status 0
+    [[ "$output" == "HTTP/1.0 200"* ]] || fail "bash /dev/tcp: $output $stderr"
     stxj -c "python3 -c 'import urllib.request as u; print(u.urlopen(\"http://127.0.0.1:$port/README\").read().decode().split()[0])'"
     [ "$(jget stdout)" = hello ] || fail "python: $(jget stdout) $(jget stderr)"
     # it is seen (ps, pgrep) and stopped (kill PID) as without txbox
@@ -361,6 +421,7 @@ no_process() {
 
 @test "session: the caller's own files of the host's /tmp are seen, never another's, a socket or a secret" {
     local base="txbox-probe-host-$$-$RANDOM" other_uid
+    HOST_BASE="$base"
     mkdir -p "/tmp/$base.d"
     printf 'print(6 * 7)\n' >"/tmp/$base.py"
     printf 'X = 5\n' >"/tmp/$base.d/util.py"
