@@ -1700,7 +1700,7 @@ static int late_tx(txbox_ws *ws, txbox_result *r, int ftx, uint64_t base_gen, bo
                                 .txs = r->txs,
                                 .hide = (const char *const *)hide,
                                 .allow_degraded = false};
-        rc = overlay_commit(ws, r, txfd, upperfd, base_gen, hctx, pol, 0, &gc, err);
+        rc = overlay_commit(ws, r, txfd, upperfd, base_gen, hctx, pol, 0, &gc, false, err);
     } else if (rc == 0) {
         struct tx_ops ops = {0};
         rc = scan_upper(upperfd, ws->fd, !ws->root, &ops, NULL, err);
