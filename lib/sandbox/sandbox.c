@@ -2113,7 +2113,11 @@ static void pump_output(struct pump *p, int k)
     if (got <= 0) {
         if (got < 0 && errno == EINTR)
             return;
-        close(p->fds[k]);
+        /* a relay pipe is ours; the caller's pipe stays open for it to
+         * close (closed here too, the caller's close could hit a
+         * descriptor another thread of its process has opened since) */
+        if (p->io->relay_out[k])
+            close(p->fds[k]);
         p->fds[k] = -1;
         return;
     }

@@ -139,7 +139,7 @@ typedef void (*sb_output_fn)(void *ctx, int stream, const char *data, size_t n);
  * err_fd, pumped into fn while the command runs (-1: none). Returns <0 when
  * the sandbox could not be set up (nothing ran; err says why). When a pipe is
  * given, sb_run closes the matching write end (spec->out_fd/err_fd) in this
- * process once the sandbox holds it. */
+ * process once the sandbox holds it; the read ends stay the caller's. */
 MUST_CHECK int sb_run(const struct sb_spec *spec, int out_pipe, int err_pipe, sb_output_fn fn, void *ctx,
                       struct sb_status *st, txbox_error *err);
 
