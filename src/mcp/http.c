@@ -407,9 +407,10 @@ static void token_refresh(http_tr *t)
         explicit_bzero(buf, len);
         free(buf);
     }
-    mcp_log("token file %s holds no valid token (%d to %d characters of A-Z a-z 0-9 - . _ ~ + /, then "
-            "'='s): every request is refused until it does",
-            t->o->token_file, HTTP_TOKEN_MIN, HTTP_TOKEN_MAX);
+    if (t->d) /* at the start, the refusal to start says it */
+        mcp_log("token file %s holds no valid token (%d to %d characters of A-Z a-z 0-9 - . _ ~ + /, then "
+                "'='s): every request is refused until it does",
+                t->o->token_file, HTTP_TOKEN_MIN, HTTP_TOKEN_MAX);
 }
 
 /* ---- responses ---- */

@@ -1182,9 +1182,13 @@ int cmd_mcp(int argc, char **argv)
         case 'S':
             structured = true;
             break;
-        case O_WORKSPACE:
-            strvec_add(&named, xstrdup(optarg));
+        case O_WORKSPACE: {
+            size_t had = named.n;
+            strvec_add(&named, xstrdup(optarg)); /* a set: the same one again is not added */
+            if (named.n == had)
+                rc = cli_failf("mcp: --workspace %s given twice", optarg);
             break;
+        }
         default:
             rc = mcp_http_option(&ho, c, optarg);
             break;
