@@ -90,6 +90,16 @@ session_tx() {
     assert_tree pre "$WS"
 }
 
+@test "mcp: without --structured too, the transaction left open is aborted at the end" {
+    snap pre "$WS"
+    session_tx eof --plain
+    [[ "$output" == *"transaction $SESSION_TX begun in this session and never committed: aborted"* ]] ||
+        fail "not reported: $output"
+    run --separate-stderr "$TXBOX" status -C "$WS"
+    [ "$output" = "no open transactions" ] || fail "still open: $output"
+    assert_tree pre "$WS"
+}
+
 @test "mcp: SIGTERM to the server also aborts the session's open transaction" {
     snap pre "$WS"
     session_tx sigterm

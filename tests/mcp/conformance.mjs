@@ -1,9 +1,12 @@
 // MCP conformance of `txbox mcp`, driven by the official TypeScript SDK
 // client (@modelcontextprotocol/sdk, pinned in package-lock.json).
 //
-//   node tests/mcp/conformance.mjs TXBOX WORKSPACE
+//   node tests/mcp/conformance.mjs TXBOX WORKSPACE [--http]
 //
-// WORKSPACE must be an existing directory the test may fill. Prints one
+// WORKSPACE must be an existing directory the test may fill. With --http
+// the same checks go through the SDK's Streamable HTTP client to `txbox
+// mcp --listen` (tests/mcp/httpserver.mjs), and the client's disconnect
+// is a DELETE of its session. Prints one
 // "ok N - ..." / "not ok N - ..." line per check and a closing
 // "N passed, N failed" line; exits 1 if anything failed.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -19,12 +22,14 @@ import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { check, finish } from './tap.mjs';
+import { httpTransport, startServer } from './httpserver.mjs';
 
-const [txbox, ws] = process.argv.slice(2);
-if (!txbox || !ws) {
-    console.error('usage: conformance.mjs TXBOX WORKSPACE');
+const [txbox, ws, mode] = process.argv.slice(2);
+if (!txbox || !ws || (mode && mode !== '--http')) {
+    console.error('usage: conformance.mjs TXBOX WORKSPACE [--http]');
     process.exit(2);
 }
+const http = mode === '--http';
 
 async function expectError(promise) {
     try {
@@ -63,10 +68,17 @@ class Recording {
 }
 
 writeFileSync(join(ws, 'README'), 'hello\n');
-let stderr = '';
+let stdioErr = '';
 let leftOpen;
-const inner = new StdioClientTransport({ command: txbox, args: ['mcp', '-C', ws, '--structured'], stderr: 'pipe' });
-inner.stderr?.on('data', (d) => { stderr += d; });
+let server, inner;
+if (http) {
+    server = await startServer(txbox, ['-C', ws, '--structured']);
+    inner = httpTransport(server);
+} else {
+    inner = new StdioClientTransport({ command: txbox, args: ['mcp', '-C', ws, '--structured'], stderr: 'pipe' });
+    inner.stderr?.on('data', (d) => { stdioErr += d; });
+}
+const serverErr = () => (http ? server.stderr() : stdioErr);
 const transport = new Recording(inner);
 const client = new Client({ name: 'txbox-conformance', version: '1.0.0' }, { capabilities: {} });
 
@@ -283,10 +295,15 @@ try {
     check('run with a cwd outside the workspace: refused', r.isError === true && /outside/.test(r.content?.[0]?.text), r);
     e = await expectError(client.request({ method: 'resources/list', params: {} }, CallToolResultSchema));
     check('unknown method: -32601', e instanceof McpError && e.code === ErrorCode.MethodNotFound, e);
-    check('no crash report on stderr', !/AddressSanitizer|runtime error|Segmentation/.test(stderr), stderr);
+    if (http)
+        check('HTTP: the session has a secure id (64 hex digits)', /^[0-9a-f]{64}$/.test(inner.sessionId ?? ''),
+              inner.sessionId);
+    check('no crash report on stderr', !/AddressSanitizer|runtime error|Segmentation/.test(serverErr()), serverErr());
 } catch (e) {
-    check('no unexpected exception', false, `${e?.stack ?? e}\nserver stderr:\n${stderr.slice(-3000)}`);
+    check('no unexpected exception', false, `${e?.stack ?? e}\nserver stderr:\n${serverErr().slice(-3000)}`);
 } finally {
+    if (http) // the client leaves: DELETE ends its session
+        await inner.terminateSession().catch((e) => check('DELETE of the session', false, `${e}`));
     await client.close().catch(() => {});
 }
 // After the disconnect: the session's open transaction was aborted.
@@ -300,6 +317,17 @@ try {
     }
     check('disconnect: the transaction the session left open was aborted',
           leftOpen && Array.isArray(st) && !st.some((t) => t.tx === leftOpen) && !existsSync(join(ws, 'left.txt')), st);
-    check('disconnect: the server says so on stderr', new RegExp(`transaction ${leftOpen} begun in this session and never committed: aborted`).test(stderr), stderr.slice(-2000));
+    check('disconnect: the server says so on stderr', new RegExp(`transaction ${leftOpen} begun in this session and never committed: aborted`).test(serverErr()), serverErr().slice(-2000));
+}
+if (http) {
+    const { code } = await server.stop();
+    check('HTTP: the server stops on SIGTERM with status 0', code === 0, code);
+    check('HTTP: no crash report on stderr at the end', !/AddressSanitizer|runtime error|Segmentation/.test(serverErr()),
+          serverErr().slice(-3000));
+    const lines = server.access();
+    check('HTTP: one access-log line per request, each with a status', lines.length > 50 &&
+          lines.every((l) => typeof l.status === 'number' && l.method && l.path), lines.slice(-3));
+    check('HTTP: the token is in no log line', !server.stderr().includes(server.token) &&
+          !JSON.stringify(lines).includes(server.token));
 }
 finish();

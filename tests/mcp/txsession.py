@@ -2,10 +2,11 @@
 """One `txbox mcp` session that begins a multi-command transaction, stages
 a command in it and ends without committing.
 
-    txsession.py TXBOX WORKSPACE eof|sigterm [SERVER-OPTION...]
+    txsession.py TXBOX WORKSPACE eof|sigterm [--plain] [SERVER-OPTION...]
 
 Sends initialize, `begin`, `run` with the transaction's id (echo staged >
-staged.txt), waiting for each answer; then ends the session by closing the
+staged.txt), waiting for each answer (with --structured, unless --plain:
+then the answers as a model sees them); then ends the session by closing the
 server's stdin (eof) or by SIGTERM. Prints one JSON line: {"tx": ID,
 "run_outcome": ..., "server_status": N, "stderr": ...}. Exit status 0 when
 the session went as described (whatever the server then did with the
@@ -19,7 +20,12 @@ import sys
 
 def main():
     txbox, ws, how, *opts = sys.argv[1:]
-    p = subprocess.Popen([txbox, "mcp", "-C", ws, "--structured", *opts], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    plain = opts[:1] == ["--plain"]
+    if plain:
+        opts = opts[1:]
+    else:
+        opts = ["--structured", *opts]
+    p = subprocess.Popen([txbox, "mcp", "-C", ws, *opts], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
 
     def call(i, method, params):
@@ -33,9 +39,15 @@ def main():
     call(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
                            "clientInfo": {"name": "txsession", "version": "1"}})
     b = call(2, "tools/call", {"name": "begin", "arguments": {"name": "session"}})
-    tx = b["result"]["structuredContent"]["tx"]
+    if plain:  # the text's JSON line: {"transaction": ID}
+        tx = json.loads(b["result"]["content"][0]["text"].splitlines()[-1])["transaction"]
+    else:
+        tx = b["result"]["structuredContent"]["tx"]
     r = call(3, "tools/call", {"name": "run", "arguments": {"command": "echo staged > staged.txt", "tx": tx}})
-    outcome = r["result"]["structuredContent"]["outcome"]
+    if plain:
+        outcome = json.loads(r["result"]["content"][0]["text"].splitlines()[-1])["outcome"]
+    else:
+        outcome = r["result"]["structuredContent"]["outcome"]
     if how == "eof":
         p.stdin.close()
     else:
