@@ -208,7 +208,7 @@ int mcp_http_option(mcp_http_opts *o, int opt, const char *arg)
 {
     if (opt != MCP_O_LISTEN)
         o->given = true;
-    unsigned v;
+    unsigned v = 0;
     switch (opt) {
     case MCP_O_LISTEN:
         set_str(&o->listen, arg);
