@@ -46,6 +46,7 @@ http_case() {
     http_case workspaces "$BATS_TEST_TMPDIR/ws2"
 }
 @test "mcp http: a broken stream resumes with GET and Last-Event-ID" { http_case resume; }
+@test "mcp http: the SDK's client resumes a stream cut under it and gets its answer" { http_case resume_sdk; }
 @test "mcp http: an Origin not allowed gets 403; an allowed one gets CORS" { http_case origin; }
 @test "mcp http: caps: body, headers, media types, versions, batches, sessions, calls per session" {
     http_case limits

@@ -5,13 +5,14 @@
 //
 //   node tests/mcp/http.mjs TXBOX WORKSPACE CASE [ARG...]
 //
-// CASE: auth | sessions | delete_running | workspaces WS2 | resume | origin |
+// CASE: auth | sessions | delete_running | workspaces WS2 | resume | resume_sdk | origin |
 // limits | idle | stop | tls CERT KEY | plain_refused. WORKSPACE (and
 // WS2) must be existing directories the test may fill. Prints "ok N - ..."
 // lines and a summary; exits 1 if anything failed.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { execFileSync } from 'node:child_process';
+import net from 'node:net';
 import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { check, finish } from './tap.mjs';
@@ -288,6 +289,50 @@ const cases = {
               !/GET/.test(r.headers.get('allow') ?? 'GET'), r);
         r = await raw(server, { method: 'GET', headers: { 'Mcp-Session-Id': sid, 'Last-Event-ID': 'x; rm', Accept: 'text/event-stream' } });
         check('a malformed Last-Event-ID: 400', r.status === 400, r);
+        const { code } = await server.stop();
+        check('the server stops with status 0', code === 0, code);
+    },
+
+    // the SDK's own client resumes: a proxy cuts the connection of the
+    // first stream that carries a progress notification
+    async resume_sdk() {
+        const server = await startServer(txbox, ['-C', ws]);
+        const target = new URL(server.base);
+        let cuts = 0;
+        const proxy = net.createServer((c) => {
+            const s = net.connect(Number(target.port), target.hostname);
+            c.on('data', (d) => s.write(d));
+            s.on('data', (d) => {
+                if (!cuts && d.includes('notifications/progress')) {
+                    cuts++;
+                    c.write(d, () => { c.destroy(); s.destroy(); });
+                    return;
+                }
+                c.write(d);
+            });
+            c.on('error', () => s.destroy());
+            s.on('error', () => c.destroy());
+            c.on('end', () => s.end());
+            s.on('end', () => c.end());
+        });
+        await new Promise((res) => proxy.listen(0, '127.0.0.1', res));
+        const viaProxy = { ...server, url: (path = '/mcp') => new URL(`http://127.0.0.1:${proxy.address().port}${path}`) };
+        const a = await connect(viaProxy);
+        const progress = [];
+        const r = await a.client.callTool({ name: 'run', arguments: { command: 'sleep 3; echo sdk > sdk.txt' } },
+                                          undefined, { onprogress: (p) => progress.push(p.progress), timeout: 120000 });
+        check('the proxy cut the stream once', cuts === 1, cuts);
+        check('the call still gets its answer: committed', /^committed/.test(text(r)), r);
+        check('the command ran once', readFileSync(join(ws, 'sdk.txt'), 'utf8') === 'sdk\n' &&
+              logOf(ws).filter((t) => t.command?.includes('sdk.txt')).length === 1);
+        check('progress went on after the cut, without repeats', progress.length >= 2 &&
+              progress.every((p, i) => i === 0 || p > progress[i - 1]), progress);
+        const resumed = server.access().filter((l) => l.method === 'GET' && l.status === 200);
+        check('the SDK resumed with GET and Last-Event-ID', resumed.length >= 1 && /resume/.test(resumed[0].rpc ?? ''),
+              server.access().slice(-4));
+        await a.transport.terminateSession();
+        await a.client.close();
+        proxy.close();
         const { code } = await server.stop();
         check('the server stops with status 0', code === 0, code);
     },
