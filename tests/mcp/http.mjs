@@ -13,7 +13,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { execFileSync } from 'node:child_process';
 import net from 'node:net';
-import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { check, finish } from './tap.mjs';
 import { httpTransport, initParams, newToken, raw, startServer } from './httpserver.mjs';
@@ -101,7 +102,19 @@ const cases = {
     // the right one works; a token file replaced (as a Secret is) takes
     // effect at once; no token appears in any log line
     async auth() {
-        const server = await startServer(txbox, ['-C', ws]);
+        // the token file as a Kubernetes Secret volume holds it: token ->
+        // ..data/token, ..data -> ..DATE/, replaced by swapping ..data
+        const secret = mkdtempSync(join(tmpdir(), 'txbox-secret-'));
+        process.on('exit', () => rmSync(secret, { recursive: true, force: true }));
+        const first = newToken();
+        const version = (name, tok) => {
+            mkdirSync(join(secret, name));
+            writeFileSync(join(secret, name, 'token'), `${tok}\n`);
+        };
+        version('..v1', first);
+        symlinkSync('..v1', join(secret, '..data'));
+        symlinkSync('..data/token', join(secret, 'token'));
+        const server = await startServer(txbox, ['-C', ws], { token: first, tokenFile: join(secret, 'token') });
         const wrong = newToken();
         let e = await expectError(connect(server, '/mcp', wrong));
         check('a wrong token: the SDK client gets 401', e instanceof StreamableHTTPError && e.code === 401, `${e}`);
@@ -123,21 +136,22 @@ const cases = {
         const { client, transport } = await connect(server);
         r = await client.callTool({ name: 'run', arguments: { command: 'echo in > auth.txt' } });
         check('the right token: a run commits', /^committed/.test(text(r)) && existsSync(join(ws, 'auth.txt')), r);
-        // the Secret is replaced: a new file renamed over the old one
+        // the Secret is updated: a new version, ..data swapped to it
         const fresh = newToken();
-        writeFileSync(`${server.tokenFile}.new`, `${fresh}\n`);
-        renameSync(`${server.tokenFile}.new`, server.tokenFile);
+        version('..v2', fresh);
+        symlinkSync('..v2', join(secret, '..data.tmp'));
+        renameSync(join(secret, '..data.tmp'), join(secret, '..data'));
         e = await expectError(client.callTool({ name: 'run', arguments: { command: 'echo x > old-token.txt' } }));
-        check('after the token file changed, the old token is refused (401)',
+        check('after the Secret changed, the old token is refused (401)',
               e instanceof StreamableHTTPError && e.code === 401 && !existsSync(join(ws, 'old-token.txt')), `${e}`);
         const sid = transport.sessionId;
         r = await raw(server, { token: fresh, headers: { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25' },
                                 body: { jsonrpc: '2.0', id: 9, method: 'ping' } });
         check('the new token works, for the same session', r.status === 200 && /"result":\{\}/.test(r.text), r);
-        writeFileSync(server.tokenFile, 'short\n');
+        writeFileSync(join(secret, '..v2', 'token'), 'short\n');
         r = await raw(server, { token: fresh, headers: { 'Mcp-Session-Id': sid }, body: { jsonrpc: '2.0', id: 10, method: 'ping' } });
         check('a token file that holds no valid token refuses everything', r.status === 401, r);
-        writeFileSync(server.tokenFile, `${fresh}\n`);
+        writeFileSync(join(secret, '..v2', 'token'), `${fresh}\n`);
         await client.close();
         const { code } = await server.stop();
         check('the server stops with status 0', code === 0, code);
