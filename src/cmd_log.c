@@ -204,8 +204,10 @@ static void idset_advance(idset *s, uint64_t *next, uint64_t newest)
         k++;
         (*next)++;
     }
-    memmove(s->v, s->v + k, (s->n - k) * sizeof *s->v);
-    s->n -= k;
+    if (k) {
+        memmove(s->v, s->v + k, (s->n - k) * sizeof *s->v);
+        s->n -= k;
+    }
 }
 
 /* Prints the rows of a (newest first) at or above *next not printed yet,
