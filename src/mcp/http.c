@@ -616,6 +616,7 @@ static void h_send(void *ctx, void *origin, char *line, bool final)
             st->done = true;
             st->json = line;
             line = NULL;
+            st->detached_ns = now_ns(); /* a broken connection's resume has RESUME_GRACE_NS from now */
         }
         wake(st->req);
     }
