@@ -151,41 +151,43 @@ print(" ".join(r["tx"] + ":" + r["outcome"] for r in rows))
 ' "$BATS_TEST_TMPDIR/follow"
     [ "$status" = 0 ] || fail "not JSON lines: $(cat "$BATS_TEST_TMPDIR/follow")"
     [ "$output" = "1:committed 3:committed 4:rolled_back 2:committed" ] || fail "rows: $output"
+    [ ! -s "$BATS_TEST_TMPDIR/follow.err" ] || fail "on stderr: $(cat "$BATS_TEST_TMPDIR/follow.err")"
 }
 
 @test "log --follow: waits for a workspace without a log, --since and -n pick the first rows" {
     local empty="$BATS_TEST_TMPDIR/empty"
     mkdir -p "$empty"
-    "$TXBOX" log --follow --json -C "$empty" >"$BATS_TEST_TMPDIR/f1" 2>&1 &
+    "$TXBOX" log --follow --json -C "$empty" >"$BATS_TEST_TMPDIR/f1" 2>>"$BATS_TEST_TMPDIR/ferr" &
     local pid=$!
     sleep 1
     "$TXBOX" run -C "$empty" -c 'echo a > a.txt' 2>/dev/null
     local i
-    for i in $(seq 50); do
-        [ -s "$BATS_TEST_TMPDIR/f1" ] && break
+    for i in $(seq 100); do
+        grep -q '"tx":"1"' "$BATS_TEST_TMPDIR/f1" && break
         sleep 0.1
     done
     kill -TERM "$pid"
     wait "$pid" || true
     grep -q '"tx":"1".*"outcome":"committed"' "$BATS_TEST_TMPDIR/f1" || fail "$(cat "$BATS_TEST_TMPDIR/f1")"
     "$TXBOX" run -C "$empty" -c 'echo b > b.txt' 2>/dev/null
-    "$TXBOX" log --follow -n 1 --json -C "$empty" >"$BATS_TEST_TMPDIR/f2" 2>&1 &
+    "$TXBOX" log --follow -n 1 --json -C "$empty" >"$BATS_TEST_TMPDIR/f2" 2>>"$BATS_TEST_TMPDIR/ferr" &
     pid=$!
     sleep 1
     kill -TERM "$pid"
     wait "$pid" || true
     [ "$(wc -l <"$BATS_TEST_TMPDIR/f2")" = 1 ] && grep -q '"tx":"2"' "$BATS_TEST_TMPDIR/f2" ||
         fail "-n 1: $(cat "$BATS_TEST_TMPDIR/f2")"
-    "$TXBOX" log --follow --since 4102444800 -C "$empty" >"$BATS_TEST_TMPDIR/f3" 2>&1 &
+    "$TXBOX" log --follow --since 4102444800 -C "$empty" >"$BATS_TEST_TMPDIR/f3" 2>>"$BATS_TEST_TMPDIR/ferr" &
     pid=$!
     sleep 0.7
     "$TXBOX" run -C "$empty" -c 'echo c > c.txt' 2>/dev/null
-    for i in $(seq 50); do
-        [ -s "$BATS_TEST_TMPDIR/f3" ] && break
+    for i in $(seq 100); do
+        grep -q 'c.txt' "$BATS_TEST_TMPDIR/f3" && break
         sleep 0.1
     done
     kill -TERM "$pid"
     wait "$pid" || true
     [ "$(wc -l <"$BATS_TEST_TMPDIR/f3")" = 1 ] && grep -q '^3 .*committed .*echo c > c.txt' "$BATS_TEST_TMPDIR/f3" ||
         fail "--since in the future, then a new row (text): $(cat "$BATS_TEST_TMPDIR/f3")"
+    [ ! -s "$BATS_TEST_TMPDIR/ferr" ] || fail "on stderr: $(cat "$BATS_TEST_TMPDIR/ferr")"
 }

@@ -17,7 +17,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, s
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { check, finish } from './tap.mjs';
-import { httpTransport, initParams, newToken, raw, startServer } from './httpserver.mjs';
+import { httpTransport, initParams, newToken, raw, sanitizerReports, startServer } from './httpserver.mjs';
 
 const [txbox, ws, which, ...rest] = process.argv.slice(2);
 const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
@@ -485,4 +485,6 @@ try {
 } catch (e) {
     check('no unexpected exception', false, `${e?.stack ?? e}`);
 }
+const reports = sanitizerReports();
+check('no sanitizer report from any server', reports.length === 0, reports.join('\n').slice(-3000));
 finish();

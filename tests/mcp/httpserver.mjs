@@ -19,6 +19,12 @@ process.on('exit', () => {
     }
 });
 
+// Every server's stderr, for a last look for sanitizer reports.
+const stderrs = [];
+export function sanitizerReports() {
+    return stderrs.map((f) => f()).filter((e) => /AddressSanitizer|LeakSanitizer|runtime error:/.test(e));
+}
+
 export function newToken() {
     return randomBytes(24).toString('base64url');
 }
@@ -41,6 +47,7 @@ export async function startServer(txbox, args, opts = {}) {
         res({ code, sig });
     }));
     proc.stderr.on('data', (d) => { err += d; });
+    stderrs.push(() => err);
     const listening = await new Promise((res, rej) => {
         let seen = false;
         const timer = setTimeout(() => rej(new Error(`no listening line in 60 s; stderr: ${err}`)), 60000);

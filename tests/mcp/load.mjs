@@ -110,6 +110,7 @@ function runWorker(server) {
     });
 }
 
+const initial = files(ws); // what the workspace held before: kept as it was
 const server = await startServer(txbox, ['-C', ws, ...serverArgs]);
 const pid = server.proc.pid;
 try {
@@ -140,7 +141,7 @@ try {
     const { told, failures } = w;
     check(`${CLIENTS} clients each ran ${RUNS} transactions and one of three commands, all committed`,
           failures.length === 0, failures.slice(0, 5));
-    const expect = { 'warm.txt': 'warm\n', ...w.expect };
+    const expect = { ...initial, 'warm.txt': 'warm\n', ...w.expect };
 
     // nothing lost, nothing torn, nothing twice
     const log = JSON.parse(execFileSync(txbox, ['log', '--json', '-C', ws], { encoding: 'utf8', maxBuffer: 1 << 28 }));
