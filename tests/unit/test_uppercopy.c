@@ -163,6 +163,11 @@ static void test_difference(void **state)
     assert_int_equal(unlinkat(up, "gone.txt", 0), 0);
     assert_int_equal(unlinkat(up, "d/gone-in.txt", 0), 0);
     mkfile(up, "d/added-in.txt", "a\n");
+    /* the old directory stays open while the new one is made, so that the
+     * new one cannot reuse its inode (a reused one reads as the same
+     * directory changed, merged rather than opaque) */
+    int old_rep = openat(up, "rep", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(old_rep >= 0);
     (void)tree_remove(up, "rep");
     mkdirat(up, "rep", 0755);
     mkfile(up, "rep/fresh.txt", "fresh\n");
@@ -183,6 +188,7 @@ static void test_difference(void **state)
     assert_true(opaque(late, "rep"));
     assert_string_equal(slurp(late, "rep/fresh.txt"), "fresh\n");
     assert_false(exists(late, "rep/old.txt"));
+    close(old_rep);
     assert_true(opaque(late, "newdir"));
     assert_string_equal(slurp(late, "newdir/f.txt"), "f\n");
     /* unchanged: left out */
