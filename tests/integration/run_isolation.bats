@@ -246,12 +246,13 @@ rm link_up; mkdir link_up; echo mine >link_up/README; mkdir link_up/outside; ech
         [[ "$via" == "cgroup v1" || "$via" == "cgroup v2" ]] || fail "limits via: $via"
         if [ "$via" = "cgroup v1" ]; then
             for c in pids memory; do
-                # the command and the sandbox's init, both
-                [ "$(grep -c ":$c:/txbox-[0-9]*-$tx\$" <<<"$out")" = 2 ] ||
+                # the command and the sandbox's init, both (the group:
+                # txbox-PID-TX-RANDOM, lib/sandbox/cgroup.c)
+                [ "$(grep -c ":$c:/txbox-[0-9]*-$tx-[0-9a-f]\{8\}\$" <<<"$out")" = 2 ] ||
                     fail "not in its own $c group: $out"
             done
         else
-            [ "$(grep -c "^0::/txbox/txbox-[0-9]*-$tx\$" <<<"$out")" = 2 ] || fail "$out"
+            [ "$(grep -c "^0::/txbox/txbox-[0-9]*-$tx-[0-9a-f]\{8\}\$" <<<"$out")" = 2 ] || fail "$out"
         fi
     else
         [ "$via" = rlimits ] || fail "limits via: $via (as a user)"
