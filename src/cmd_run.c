@@ -342,12 +342,10 @@ static int run_in_workspace(struct run_args *a, txbox_result **r, txbox_error *e
                            ? NULL
                            : txbox_fs_without_overlay(a->dir);
     if (nofs && (a->tx || needs_overlay(a->policy_file, a->dir, a->shell, a->prog))) {
-        err->code = EXDEV;
-        snprintf(err->msg, sizeof err->msg,
-                 "the workspace %s is on %s, where the overlay backend cannot keep a transaction's "
-                 "changes; run it with --backend copy (or --allow-copy-fallback)",
-                 a->dir, nofs);
-        return -1;
+        return tx_err(err, EXDEV,
+                      "the workspace %s is on %s, where the overlay backend cannot keep a transaction's "
+                      "changes; run it with --backend copy (or --allow-copy-fallback)",
+                      a->dir, nofs);
     }
     txbox_ws *ws = NULL;
     if (txbox_ws_open(a->dir, TXBOX_WS_CREATE, &ws, err) < 0)

@@ -84,6 +84,7 @@ int cli_usage(int argc, char **argv, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(e.msg, sizeof e.msg, fmt, ap);
     va_end(ap);
+    tx_err_fold(e.msg);
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--json"))
             return cli_fail_json(&e);

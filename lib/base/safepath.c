@@ -103,17 +103,35 @@ int safe_openat_noatime(int dirfd, const char *rel, int flags)
     return fd;
 }
 
-int safe_open_parent(int dirfd, const char *rel, const char **base)
+static int open_parent(int dirfd, const char *rel, const char **base, int how)
 {
     const char *slash = strrchr(rel, '/');
     if (!slash) {
         *base = rel;
-        return openat(dirfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        return openat(dirfd, ".", how | O_DIRECTORY | O_CLOEXEC);
     }
     *base = slash + 1;
     size_t n = (size_t)(slash - rel);
     _cleanup_free_ char *dir = xmalloc(n + 1);
     memcpy(dir, rel, n);
     dir[n] = 0;
-    return safe_openat(dirfd, dir, O_PATH | O_DIRECTORY, 0);
+    return safe_openat(dirfd, dir, how | O_DIRECTORY, 0);
+}
+
+int safe_open_parent(int dirfd, const char *rel, const char **base)
+{
+    return open_parent(dirfd, rel, base, O_PATH);
+}
+
+int safe_open_parent_rd(int dirfd, const char *rel, const char **base)
+{
+    return open_parent(dirfd, rel, base, O_RDONLY);
+}
+
+int exists_at(int dfd, const char *name)
+{
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        return 1;
+    return errno == ENOENT ? 0 : -1;
 }

@@ -16,9 +16,16 @@ MUST_CHECK int safe_openat(int dirfd, const char *rel, int flags, mode_t mode);
 /* safe_openat for reading without touching the file's atime (O_NOATIME
  * set on it where the caller owns the file), as openat_noatime. */
 MUST_CHECK int safe_openat_noatime(int dirfd, const char *rel, int flags);
-/* Opens the directory that contains rel's last component; *base points to
- * that component inside rel. */
+/* Opens the directory that contains rel's last component (O_PATH); *base
+ * points to that component inside rel. */
 MUST_CHECK int safe_open_parent(int dirfd, const char *rel, const char **base);
+/* The same, opened for reading (O_RDONLY: a descriptor fsync and the
+ * *at calls that change entries take). */
+MUST_CHECK int safe_open_parent_rd(int dirfd, const char *rel, const char **base);
+/* Is there an entry name under dfd (a symlink is not followed)? 1: yes; 0:
+ * no (ENOENT); -1: it cannot be told (errno: EACCES, EIO, ENOTDIR...), which
+ * a caller must not take for either. */
+MUST_CHECK int exists_at(int dfd, const char *name);
 /* Is rel a clean relative path: no leading '/', no empty, "." or ".."
  * component, no trailing '/'? */
 bool safe_relpath_ok(const char *rel);

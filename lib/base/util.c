@@ -21,11 +21,16 @@ __attribute__((format(printf, 4, 0))) static int vfill(txbox_error *err, int cod
         size_t l = strlen(err->msg);
         snprintf(err->msg + l, sizeof err->msg - l, ": %s", strerror(code));
     }
-    /* Keep the message on one line whatever the inputs contained. */
-    for (char *c = err->msg; *c; c++)
+    tx_err_fold(err->msg);
+    return -1;
+}
+
+void tx_err_fold(char *msg)
+{
+    /* one line whatever the inputs held (a path with a newline in it) */
+    for (char *c = msg; *c; c++)
         if (*c == '\n' || *c == '\r')
             *c = ' ';
-    return -1;
 }
 
 int tx_err(txbox_error *err, int code, const char *fmt, ...)
@@ -58,6 +63,7 @@ int tx_err_ctx(txbox_error *err, const char *fmt, ...)
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     snprintf(err->msg, sizeof err->msg, "%s: %s", pre, old);
+    tx_err_fold(err->msg);
     if (err->remedy.kind) {
         size_t at = err->remedy.at + strlen(pre) + 2, len = strlen(err->msg);
         err->remedy.at = (unsigned int)(at < len ? at : len);
@@ -87,9 +93,7 @@ int tx_err_more(txbox_error *err, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err->msg + l, sizeof err->msg - l, fmt, ap);
     va_end(ap);
-    for (char *c = err->msg + l; *c; c++)
-        if (*c == '\n' || *c == '\r')
-            *c = ' ';
+    tx_err_fold(err->msg + l);
     return -1;
 }
 

@@ -35,6 +35,9 @@ int tx_err_ctx(txbox_error *err, const char *fmt, ...) PRINTF(2, 3);
  * later goes before them, text added with tx_err_more after. The words are
  * the front's (src/remedy.c): lib/ states the fact only. Returns -1. */
 int tx_remedy(txbox_error *err, txbox_remedy_kind kind, const char *arg);
+/* Newlines and carriage returns in msg made spaces: txbox_error.msg is one
+ * line (txbox.h), whatever its parts held. Every path into it folds. */
+void tx_err_fold(char *msg);
 /* Appends to the message in err; returns -1. */
 int tx_err_more(txbox_error *err, const char *fmt, ...) PRINTF(2, 3);
 /* r = kind with arg (may be NULL), its words to go at offset at. */

@@ -126,12 +126,6 @@ struct jop {
 
 static void prep_freep(struct store_prep **p) { store_prep_free(*p); }
 
-static bool exists_at(int dirfd, const char *name)
-{
-    struct stat st;
-    return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-}
-
 static void put(dbuf *b, const void *p, size_t n) { dbuf_add(b, p, n); }
 
 static void jnl_name(char buf[static 32], uint64_t id, const char *suffix)
@@ -224,7 +218,7 @@ static int write_journal(txbox_ws *ws, int txfd, const struct tx_journal *j, str
         rc = 0;
     if (rc < 0 && fd >= 0)
         (void)unlinkat(ws->jnld, tmp, 0);
-    if (rc < 0 && !exists_at(ws->jnld, fin))
+    if (rc < 0 && exists_at(ws->jnld, fin) == 0)
         (void)unlinkat(txfd, JNL_COPY, 0);
     dbuf_free(&b);
     return rc;
@@ -325,21 +319,22 @@ bad:
 
 /* ---- applying ---- */
 
-/* Open the parent of path for writing operations: an O_RDONLY directory fd
+/* The parent of path for writing operations: an O_RDONLY directory fd
  * (fsync needs one), reached without symlinks and beneath root. */
 static int open_parent(int root, const char *path, const char **base)
 {
-    const char *slash = strrchr(path, '/');
-    if (!slash) {
-        *base = path;
-        return openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    }
-    *base = slash + 1;
-    size_t n = (size_t)(slash - path);
-    _cleanup_free_ char *dir = xmalloc(n + 1);
-    memcpy(dir, path, n);
-    dir[n] = 0;
-    return safe_openat(root, dir, O_RDONLY | O_DIRECTORY, 0);
+    return safe_open_parent_rd(root, path, base);
+}
+
+/* exists_at, with the error filled when it cannot be told (which the apply
+ * and the rollback never take for "there" or "not there": each decides
+ * what to move by it). */
+static int has(int dfd, const char *name, const char *what, const char *path, txbox_error *err)
+{
+    int e = exists_at(dfd, name);
+    if (e < 0)
+        tx_errno(err, errno, "cannot tell whether the %s %s exists", what, path);
+    return e;
 }
 
 /* Does m record an entry (REPLACE and DELETE in journals of this
@@ -405,8 +400,9 @@ static int keep_dir_xattrs(int fd, int undo, size_t i, txbox_error *err)
 {
     char un[32], tmp[40];
     jnl_name(un, i, "");
-    if (exists_at(undo, un))
-        return 0;
+    int kept = has(undo, un, "kept attributes of operation", un, err);
+    if (kept)
+        return kept > 0 ? 0 : -1;
     snprintf(tmp, sizeof tmp, "%s.tmp", un);
     if (tree_remove(undo, tmp) < 0 || (fs_mkdirat(undo, tmp, 0700) < 0))
         return tx_errno(err, errno, "cannot keep the old attributes");
@@ -486,8 +482,14 @@ static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, struct fs
             rc = tx_errno(err, errno, "cannot open the directory of %s in the workspace", o->path);
             break;
         }
+        int there = has(wp, base, "workspace entry", o->path, err);
+        int kept = there < 0 ? -1 : has(undo, un, "pre-image of", o->path, err);
+        if (kept < 0) {
+            rc = -1;
+            break;
+        }
         if (o->kind == OP_DELETE) {
-            if (exists_at(wp, base) && !exists_at(undo, un)) {
+            if (there && !kept) {
                 if (tx_move(wp, base, undo, un, &o->old) < 0)
                     rc = tx_errno(err, errno, "cannot remove %s", o->path);
             } else if (tx_fix_mode(undo, un, &o->old) < 0) {
@@ -500,9 +502,21 @@ static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, struct fs
             rc = tx_errno(err, ENOENT, "the upper of the transaction is missing");
             break;
         }
+        /* The new entry's directory in the upper stays there until the
+         * journal is closed (no operation lies inside another's path, I4):
+         * only its entry gone means it was moved already. */
         const char *ubase;
         _cleanup_close_ int up = open_parent(upper, o->path, &ubase);
-        if (up < 0 || !exists_at(up, ubase)) {
+        if (up < 0) {
+            rc = tx_errno(err, errno, "cannot open the directory of %s in the upper", o->path);
+            break;
+        }
+        int fresh = has(up, ubase, "new entry", o->path, err);
+        if (fresh < 0) {
+            rc = -1;
+            break;
+        }
+        if (!fresh) {
             /* moved already: done, but for the modes recorded */
             if (tx_fix_mode(wp, base, &o->nw) < 0 || tx_fix_mode(undo, un, &o->old) < 0)
                 rc = tx_errno(err, errno, "cannot set the mode of %s", o->path);
@@ -512,7 +526,7 @@ static int apply_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, struct fs
         /* Keep whatever is in the way as the old version — including
          * something that appeared although the scan saw nothing (had_old
          * unset, nothing recorded): never overwrite data that is not ours. */
-        if (exists_at(wp, base) && !exists_at(undo, un)) {
+        if (there && !kept) {
             if (tx_move(wp, base, undo, un, o->had_old ? &o->old : NULL) < 0) {
                 rc = tx_errno(err, errno, "cannot move the old %s aside", o->path);
                 break;
@@ -568,17 +582,26 @@ static int rollback_ops(txbox_ws *ws, int txfd, const struct tx_ops *ops, struct
         _cleanup_close_ int wp = open_parent(ws->fd, o->path, &base);
         if (wp < 0)
             return tx_errno(err, errno, "cannot open the directory of %s in the workspace", o->path);
-        if (o->kind == OP_REPLACE) {
+        int there = o->kind == OP_REPLACE ? has(wp, base, "workspace entry", o->path, err) : 0;
+        if (there < 0)
+            return -1;
+        if (there) { /* the new entry, if it was installed (its upper name is gone) */
             const char *ubase;
             _cleanup_close_ int up = upper >= 0 ? open_parent(upper, o->path, &ubase) : -1;
             if (up < 0)
                 return tx_errno(err, upper < 0 ? ENOENT : errno,
                                 "cannot open the directory of %s in the upper", o->path);
-            if (!exists_at(up, ubase) && exists_at(wp, base) && tx_move(wp, base, up, ubase, NULL) < 0)
+            int fresh = has(up, ubase, "new entry", o->path, err);
+            if (fresh < 0)
+                return -1;
+            if (!fresh && tx_move(wp, base, up, ubase, NULL) < 0)
                 return tx_errno(err, errno, "cannot take the new %s back out", o->path);
         }
-        if (undo >= 0 && exists_at(undo, un) && !exists_at(wp, base) &&
-            tx_move(undo, un, wp, base, &o->old) < 0)
+        int kept = undo >= 0 ? has(undo, un, "pre-image of", o->path, err) : 0;
+        there = kept > 0 ? has(wp, base, "workspace entry", o->path, err) : 0;
+        if (kept < 0 || there < 0)
+            return -1;
+        if (kept && !there && tx_move(undo, un, wp, base, &o->old) < 0)
             return tx_errno(err, errno, "cannot put the old %s back", o->path);
         fs_syncset_add(touched, wp);
     }
@@ -617,9 +640,11 @@ static int journal_rollback(txbox_ws *ws, int txfd, const struct tx_journal *j, 
     jnl_name(genn, j->gen, "");
     /* finalize closed the journal but could not make that durable: open
      * again, so that a crash meanwhile leaves it to recovery */
-    if (!exists_at(ws->jnld, idn) && exists_at(txfd, "journal") &&
-        (fs_renameat(txfd, "journal", ws->jnld, idn, RENAME_NOREPLACE) < 0 || fs_fsync(ws->jnld) < 0 ||
-         fs_fsync(txfd) < 0))
+    int opened = exists_at(ws->jnld, idn), closed = opened ? 0 : exists_at(txfd, "journal");
+    if (opened < 0 || closed < 0)
+        return tx_errno(err, errno, "cannot tell where the journal of transaction %s is", idn);
+    if (closed && (fs_renameat(txfd, "journal", ws->jnld, idn, RENAME_NOREPLACE) < 0 ||
+                   fs_fsync(ws->jnld) < 0 || fs_fsync(txfd) < 0))
         return tx_errno(err, errno, "cannot reopen the journal");
     _cleanup_syncset_ struct fs_syncset sync = {0};
     if (rollback_ops(ws, txfd, &j->ops, &sync, err) < 0)
@@ -733,7 +758,7 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
         char fin[32];
         jnl_name(fin, id, "");
         txbox_error re = {0};
-        if (exists_at(ws->jnld, fin) && journal_rollback(ws, txfd, &j, &re) < 0) {
+        if (exists_at(ws->jnld, fin) != 0 && journal_rollback(ws, txfd, &j, &re) < 0) {
             tx_err_ctx(err, "and its journal could not be withdrawn (%s)", re.msg);
             return tx_remedy(err, TXBOX_REMEDY_RECOVER, NULL);
         }

@@ -99,15 +99,15 @@ static void list_held(txbox_ws *ws, sqlite3 *db, struct held **out, size_t *n)
         _cleanup_close_ int tfd = open_dir_at(ws->txd, idn);
         if (tfd < 0)
             continue;
-        if (exists_at(tfd, "undo.pruned"))
+        if (exists_at(tfd, "undo.pruned") > 0)
             (void)tree_remove(tfd, "undo.pruned"); /* an interrupted gc */
-        if (exists_at(tfd, "held"))
+        if (exists_at(tfd, "held") > 0)
             continue; /* held for review (effects.c): its upper is the pending change */
-        if (exists_at(ws->jnld, idn))
+        if (exists_at(ws->jnld, idn) > 0)
             continue; /* recovery's: stuck (journal.c, I9), its upper still to apply */
-        const char *what = exists_at(tfd, "journal") && exists_at(tfd, "undo")     ? "undo"
-                           : !exists_at(tfd, "journal") && exists_at(tfd, "upper") ? "upper"
-                                                                                   : NULL;
+        const char *what = exists_at(tfd, "journal") > 0 && exists_at(tfd, "undo") > 0     ? "undo"
+                           : exists_at(tfd, "journal") <= 0 && exists_at(tfd, "upper") > 0 ? "upper"
+                                                                                           : NULL;
         if (!what)
             continue;
         *out = xrealloc(*out, (*n + 1) * sizeof **out);
@@ -160,8 +160,8 @@ static void list_retained(txbox_ws *ws, sqlite3 *db, struct held **out, size_t *
         char idn[32];
         idname(idn, (uint64_t)id);
         _cleanup_close_ int tfd = id > 0 ? open_dir_at(ws->txd, idn) : -1;
-        if (tfd < 0 || !ws_tx_owner_dead(ws, (uint64_t)id) || !exists_at(tfd, "undo") ||
-            !exists_at(tfd, "journal"))
+        if (tfd < 0 || !ws_tx_owner_dead(ws, (uint64_t)id) || exists_at(tfd, "undo") <= 0 ||
+            exists_at(tfd, "journal") <= 0)
             continue; /* in flight (not ours to touch), or nothing left to prune */
         if (*n == cap)
             *out = xrealloc(*out, (cap = cap ? 2 * cap : 64) * sizeof **out);

@@ -54,12 +54,6 @@ static bool meta_from(json_t *a, struct tx_meta *m)
     return true;
 }
 
-static bool exists_at(int dfd, const char *name)
-{
-    struct stat st;
-    return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-}
-
 int effects_hold(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, const struct tx_ops *ops,
                  const char *info, const json_t *verdict, txbox_error *err)
 {
@@ -86,8 +80,9 @@ int effects_hold(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, const s
 
 bool effects_is_held(txbox_ws *ws, int txfd, const char *id)
 {
-    return exists_at(txfd, "held") && exists_at(txfd, "upper") && !exists_at(txfd, "journal") &&
-           !exists_at(ws->jnld, id);
+    /* what cannot be told is not held (approve and reject refuse it) */
+    return exists_at(txfd, "held") > 0 && exists_at(txfd, "upper") > 0 && exists_at(txfd, "journal") == 0 &&
+           exists_at(ws->jnld, id) == 0;
 }
 
 struct heldrec {

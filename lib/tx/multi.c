@@ -159,10 +159,21 @@ int txbox_multi_begin(txbox_ws *ws, const char *name, char **id, txbox_error *er
 
 /* ---- open, and the repairs of steps a crash cut short ---- */
 
-static bool exists_at(int dfd, const char *name)
+/* Which of the transaction's own entries exist (exists_at for each): what
+ * repair() decides by, so that one it cannot tell stops it. */
+enum { H_LAYER, H_UPPER, H_JOURNAL, H_OPEN_JOURNAL, H_KEEP, H_NEW, H_OLD, H_N };
+
+static int survey(txbox_multi *m, int has[H_N], txbox_error *err)
 {
-    struct stat st;
-    return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    static const char *const names[H_N] = {"layer",      "upper",     "journal",  NULL,
+                                           "layer.keep", "layer.new", "layer.old"};
+    for (int i = 0; i < H_N; i++) {
+        has[i] = i == H_OPEN_JOURNAL ? exists_at(m->ws->jnld, m->ids) : exists_at(m->txfd, names[i]);
+        if (has[i] < 0)
+            return tx_errno(err, errno, "transaction %s: cannot read its state (%s)", m->ids,
+                            names[i] ? names[i] : "journal");
+    }
+    return 0;
 }
 
 static int repair(txbox_multi *m, txbox_error *err)
@@ -172,29 +183,32 @@ static int repair(txbox_multi *m, txbox_error *err)
      * only after the copy ended). */
     if (multi_restore_modes(m, "link.modes", err) < 0)
         return tx_err_ctx(err, "transaction %s", m->ids);
+    int has[H_N];
+    if (survey(m, has, err) < 0)
+        return -1;
     /* A commit that stopped before its commit point: back to the layer as
      * it was before the scan (layer.keep), or to the upper if the scan
      * had not begun. */
-    if (!exists_at(m->txfd, "layer") && exists_at(m->txfd, "upper") && !exists_at(m->txfd, "journal") &&
-        !exists_at(m->ws->jnld, m->ids)) {
-        bool keep = exists_at(m->txfd, "layer.keep");
-        if (keep && tree_remove(m->txfd, "upper") < 0)
+    if (!has[H_LAYER] && has[H_UPPER] && !has[H_JOURNAL] && !has[H_OPEN_JOURNAL]) {
+        if (has[H_KEEP] && tree_remove(m->txfd, "upper") < 0)
             return tx_errno(err, errno, "transaction %s: cannot drop its scanned changes", m->ids);
-        if (renameat(m->txfd, keep ? "layer.keep" : "upper", m->txfd, "layer") < 0)
+        if (renameat(m->txfd, has[H_KEEP] ? "layer.keep" : "upper", m->txfd, "layer") < 0)
             return tx_errno(err, errno, "transaction %s: cannot restore its layer", m->ids);
+        has[H_LAYER] = 1;
+        has[H_KEEP] = 0;
     }
-    if (exists_at(m->txfd, "layer.keep") && tree_remove(m->txfd, "layer.keep") < 0)
+    if (has[H_KEEP] && tree_remove(m->txfd, "layer.keep") < 0)
         return tx_errno(err, errno, "transaction %s: cannot drop its layer's copy", m->ids);
     /* A rollback: layer.new is complete once layer has been moved away. */
-    if (exists_at(m->txfd, "layer.new")) {
-        if (!exists_at(m->txfd, "layer")) {
+    if (has[H_NEW]) {
+        if (!has[H_LAYER]) {
             if (renameat(m->txfd, "layer.new", m->txfd, "layer") < 0)
                 return tx_errno(err, errno, "transaction %s: cannot finish a rollback", m->ids);
         } else if (tree_remove(m->txfd, "layer.new") < 0) {
             return tx_errno(err, errno, "transaction %s: cannot drop an unfinished rollback", m->ids);
         }
     }
-    if (exists_at(m->txfd, "layer.old") && tree_remove(m->txfd, "layer.old") < 0)
+    if (has[H_OLD] && tree_remove(m->txfd, "layer.old") < 0)
         return tx_errno(err, errno, "transaction %s: cannot drop its old layer", m->ids);
     (void)tree_remove(m->txfd, "sp.tmp");
     /* a commit's journal, cut short before its commit point (recovery
@@ -249,7 +263,7 @@ int txbox_multi_open(txbox_ws *ws, const char *id, txbox_multi **out, txbox_erro
     snprintf(m->lwork_rel, sizeof m->lwork_rel, "%s/tx/%s/lwork", TXBOX_STATE_DIR, m->ids);
     m->txfd = openat(ws->txd, m->ids, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     int rc = 0;
-    if (m->txfd < 0 || !exists_at(m->txfd, "multi")) {
+    if (m->txfd < 0 || exists_at(m->txfd, "multi") <= 0) {
         tx_err(err, ENOENT, "no multi-command transaction %s", m->ids);
         rc = tx_remedy(err, TXBOX_REMEDY_STATUS, NULL);
         goto out;
@@ -264,7 +278,12 @@ int txbox_multi_open(txbox_ws *ws, const char *id, txbox_multi **out, txbox_erro
         rc = tx_err(err, EINVAL, "transaction %s is closed (%s)", m->ids, oc);
         goto out;
     }
-    if (exists_at(m->txfd, "journal")) {
+    int closed = exists_at(m->txfd, "journal");
+    if (closed < 0) {
+        rc = tx_errno(err, errno, "transaction %s: cannot read its state", m->ids);
+        goto out;
+    }
+    if (closed) {
         /* its commit record: committed, the process died before it wrote
          * the outcome */
         tx_write_outcome(m->txfd, "committed");
@@ -284,7 +303,12 @@ int txbox_multi_open(txbox_ws *ws, const char *id, txbox_multi **out, txbox_erro
         rc = tx_errno(err, errno, "transaction %s: cannot create a work directory", m->ids);
         goto out;
     }
-    if (exists_at(m->txfd, "incoming")) {
+    int incoming = exists_at(m->txfd, "incoming");
+    if (incoming < 0) {
+        rc = tx_errno(err, errno, "transaction %s: cannot read its state", m->ids);
+        goto out;
+    }
+    if (incoming) {
         /* A command that succeeded but whose merge was cut short. */
         if ((rc = multi_finish_merge(m, NULL, err)) < 0)
             goto out;
@@ -860,7 +884,7 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             (void)tree_remove(m->txfd, "layer.keep");
         /* Failed before the commit point: the transaction stays open, its
          * layer as it was (repair(), which the next open also runs). */
-        if (rc < 0 && !exists_at(ws->jnld, m->ids) && !exists_at(m->txfd, "journal")) {
+        if (rc < 0 && exists_at(ws->jnld, m->ids) == 0 && exists_at(m->txfd, "journal") == 0) {
             txbox_error re = {0};
             if (repair(m, &re) < 0) {
                 /* the next open does it */
@@ -914,7 +938,7 @@ int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err)
         _cleanup_close_ int tfd = openat(ws->txd, idn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (tfd >= 0) /* external effects that need attention (saga.c), open or closed */
             saga_attention_add(att, tfd, idn);
-        if (tfd >= 0 && exists_at(ws->jnld, idn) && exists_at(tfd, TX_STUCK)) {
+        if (tfd >= 0 && exists_at(ws->jnld, idn) > 0 && exists_at(tfd, TX_STUCK) > 0) {
             /* recovery could neither finish nor roll it back (journal.c, I9) */
             char why[1024] = "";
             _cleanup_close_ int wf = openat(tfd, TX_STUCK, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -924,7 +948,7 @@ int txbox_multi_status(txbox_ws *ws, char **json, txbox_error *err)
             json_array_append_new(stuck, json_pack("{s:s,s:s}", "tx", idn, "error", why));
             continue;
         }
-        if (tfd < 0 || exists_at(tfd, "outcome") || exists_at(tfd, "journal"))
+        if (tfd < 0 || exists_at(tfd, "outcome") != 0 || exists_at(tfd, "journal") != 0)
             continue; /* closed (a commit record: committed) */
         json_t *st = read_state(tfd);
         if (!st)

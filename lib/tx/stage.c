@@ -100,7 +100,7 @@ int undo_unstage_plan(txbox_ws *ws, int txfd, const struct undo_plan *p, txbox_e
         const struct tx_meta *m = pre_meta(have_t ? &t : NULL, p->v[i].n);
         const char *base = NULL;
         _cleanup_close_ int up = upper >= 0 ? safe_open_parent(upper, p->v[i].path, &base) : -1;
-        if (up >= 0 && exists_at(up, base) && !exists_at(tundo, un)) {
+        if (up >= 0 && exists_at(up, base) > 0 && exists_at(tundo, un) == 0) {
             if (tx_move(up, base, tundo, un, m) < 0)
                 rc = tx_errno(err, errno, "cannot put back the pre-image of %s", p->v[i].path);
         } else if (tx_fix_mode(tundo, un, m) < 0) {
@@ -121,8 +121,9 @@ int undo_unstage_plan(txbox_ws *ws, int txfd, const struct undo_plan *p, txbox_e
 int undo_unstage(txbox_ws *ws, int txfd, txbox_error *err)
 {
     (void)unlinkat(txfd, STAGED ".tmp", 0); /* never installed: nothing moved */
-    if (!exists_at(txfd, STAGED))
-        return 0;
+    int staged = exists_at(txfd, STAGED);
+    if (staged <= 0)
+        return staged < 0 ? tx_errno(err, errno, "cannot read the staging record") : 0;
     struct undo_plan p;
     if (read_plan(txfd, &p, err) < 0)
         return -1;

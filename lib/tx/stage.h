@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "safepath.h"
 #include "store.h"
 #include "tx.h"
 
@@ -41,13 +42,7 @@ MUST_CHECK int undo_stage_xattrs(int upper, int tundo, const struct tx_journal *
  * drops the staging record. */
 MUST_CHECK int undo_unstage_plan(txbox_ws *ws, int txfd, const struct undo_plan *p, txbox_error *err);
 
-/* Small helpers of undo.c and stage.c. */
-static inline bool exists_at(int dirfd, const char *name)
-{
-    struct stat st;
-    return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-}
-
+/* Small helpers of undo.c and stage.c (exists_at: safepath.h). */
 static inline int open_dir_at(int at, const char *name)
 {
     return openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -60,7 +60,7 @@ static uint64_t kept_from(txbox_ws *ws, uint64_t gen)
             break;
         t[l] = 0;
         _cleanup_close_ int tfd = open_dir_at(ws->txd, t);
-        if (tfd < 0 || !exists_at(tfd, "journal"))
+        if (tfd < 0 || exists_at(tfd, "journal") <= 0)
             break;
     }
     return g;
@@ -208,7 +208,7 @@ static int load_target(struct undo_ctx *c, txbox_error *err)
     char tn[32];
     idname(tn, c->tid);
     c->tfd = open_dir_at(ws->txd, tn);
-    if (c->tfd < 0 || !exists_at(c->tfd, "journal"))
+    if (c->tfd < 0 || exists_at(c->tfd, "journal") <= 0)
         return not_undoable(ws, tn, err);
     if (journal_load(c->tfd, "journal", &c->t, err) < 0)
         return tx_err_ctx(err, "transaction %s cannot be %s", tn, c->restore ? "restored from" : "undone");

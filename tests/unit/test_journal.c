@@ -170,10 +170,63 @@ static void counters(void **state)
     tree_remove(AT_FDCWD, dir);
 }
 
+/* A new entry whose directory in the upper cannot be opened (here a symlink
+ * where the scan saw a directory: ELOOP) is an error the commit rolls back,
+ * never "moved already" (which only its absence from an opened directory
+ * means): the workspace stays exactly as it was. */
+static void apply_tells_moved_from_unreadable(void **state)
+{
+    (void)state;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/txbox-jnl2-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    txbox_ws *ws;
+    txbox_error e = {0};
+    assert_int_equal(txbox_ws_open(dir, TXBOX_WS_CREATE, &ws, &e), 0);
+    assert_int_equal(mkdirat(ws->fd, "d", 0755), 0);
+    mkfile(ws->fd, "d/old", "1");
+    uint64_t id;
+    int txfd, act;
+    assert_int_equal(ws_new_tx(ws, &id, &txfd, &act, NULL, &e), 0);
+    assert_int_equal(mkdirat(txfd, "upper", 0755), 0);
+    int up = openat(txfd, "upper", O_RDONLY | O_DIRECTORY);
+    assert_int_equal(mkdirat(up, "d", 0755), 0);
+    mkfile(up, "d/new", "2");
+    struct tx_ops ops = {0};
+    assert_int_equal(scan_upper(up, ws->fd, !ws->root, &ops, NULL, &e), 0);
+    bool found = false;
+    for (size_t i = 0; i < ops.n; i++)
+        found |= ops.v[i].kind == OP_REPLACE && !strcmp(ops.v[i].path, "d/new");
+    assert_true(found);
+    /* the upper's d is no longer a directory that can be opened beneath it */
+    assert_int_equal(renameat(up, "d", up, "d.real"), 0);
+    assert_int_equal(symlinkat("d.real", up, "d"), 0);
+    uint64_t gen = 0;
+    assert_int_equal(journal_commit(ws, id, txfd, 0, &ops, NULL, NULL, &gen, &e), -1);
+    if (!strstr(e.msg, "rolled back"))
+        print_error("%s\n", e.msg);
+    assert_non_null(strstr(e.msg, "rolled back"));
+    struct stat st;
+    assert_int_equal(fstatat(ws->fd, "d/new", &st, AT_SYMLINK_NOFOLLOW), -1);
+    assert_int_equal(errno, ENOENT);
+    assert_int_equal(faccessat(ws->cmtd, "1", F_OK, AT_SYMLINK_NOFOLLOW), -1);
+    /* the journal is gone: nothing for recovery to finish */
+    char jn[32];
+    snprintf(jn, sizeof jn, "%llu", (unsigned long long)id);
+    assert_int_equal(faccessat(ws->jnld, jn, F_OK, AT_SYMLINK_NOFOLLOW), -1);
+    ops_free(&ops);
+    close(up);
+    close(txfd);
+    ws_end_tx(ws, id, act);
+    txbox_ws_close(ws);
+    tree_remove(AT_FDCWD, dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(commit_and_damage),
+        cmocka_unit_test(apply_tells_moved_from_unreadable),
         cmocka_unit_test(counters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

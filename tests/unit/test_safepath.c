@@ -68,6 +68,32 @@ static void check_all(void)
     assert_string_equal(base, "file");
     close(fd);
     assert_int_equal(safe_open_parent(rootfd, "etc/x", &base), -1);
+    /* the same, opened for reading (what fsync and the renames take) */
+    fd = safe_open_parent_rd(rootfd, "a/b/file", &base);
+    assert_true(fd >= 0);
+    assert_string_equal(base, "file");
+    assert_true((fcntl(fd, F_GETFL) & O_PATH) == 0);
+    assert_int_equal(fsync(fd), 0);
+    close(fd);
+    assert_int_equal(safe_open_parent_rd(rootfd, "a/lb/x", &base), -1);
+}
+
+/* exists_at says yes, no, or that it cannot tell: never "no" for an error
+ * other than ENOENT. */
+static void exists_is_three_valued(void **state)
+{
+    (void)state;
+    assert_int_equal(exists_at(rootfd, "a"), 1);
+    assert_int_equal(exists_at(rootfd, "etc"), 1); /* the link itself */
+    assert_int_equal(exists_at(rootfd, "nothing"), 0);
+    errno = 0;
+    assert_int_equal(exists_at(-1, "a"), -1);
+    assert_int_equal(errno, EBADF);
+    int f = openat(rootfd, "a/b/file", O_RDONLY);
+    assert_true(f >= 0);
+    assert_int_equal(exists_at(f, "x"), -1); /* ENOTDIR: not "absent" */
+    assert_int_equal(errno, ENOTDIR);
+    close(f);
 }
 
 static void with_openat2(void **state)
@@ -103,6 +129,7 @@ int main(void)
         cmocka_unit_test(with_openat2),
         cmocka_unit_test(with_fallback_walk),
         cmocka_unit_test(relpath_rules),
+        cmocka_unit_test(exists_is_three_valued),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -52,6 +52,13 @@ static void errors_are_one_line_with_context(void **state)
     assert_non_null(strstr(e.msg, "No such file"));
     tx_err_ctx(&e, "workspace %s", "w");
     assert_true(!strncmp(e.msg, "workspace w: cannot open a b", 28));
+    /* the context folds too (a workspace path with a newline in it) */
+    tx_err_ctx(&e, "workspace %s", "/tmp/a\nb\rc");
+    assert_null(strchr(e.msg, '\n'));
+    assert_null(strchr(e.msg, '\r'));
+    assert_true(!strncmp(e.msg, "workspace /tmp/a b c: workspace w:", 34));
+    tx_err_more(&e, "; and\nmore");
+    assert_null(strchr(e.msg, '\n'));
 }
 
 /* File names through JSON and back: UTF-8 kept, other bytes and the
