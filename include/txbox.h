@@ -28,6 +28,7 @@ enum {
     TXBOX_EXIT_CONFLICT = 123,  /* succeeded, but its base changed: changes kept aside */
     TXBOX_EXIT_TIMEOUT = 124,   /* killed at the time limit; rolled back */
     TXBOX_EXIT_ERROR = 125,     /* txbox itself failed (bad input, I/O, setup) */
+    TXBOX_EXIT_NO_SPACE = 119,  /* not applied: it would leave less free space than the floor */
     TXBOX_EXIT_ATTENTION = 120, /* undone, but an external effect needs attention: its
                                    compensation failed, was interrupted, or there is none */
 };
@@ -77,6 +78,8 @@ typedef enum txbox_outcome {
     TXBOX_OUTCOME_STAGED,   /* multi-command transaction: kept in it, not yet applied */
     TXBOX_OUTCOME_REJECTED, /* an effect rule (action rollback) refused the write set */
     TXBOX_OUTCOME_HELD,     /* an effect rule (action hold): pending for txbox review */
+    TXBOX_OUTCOME_NO_SPACE, /* committing would leave the workspace's filesystem below its
+                               free-space floor (txbox_run_opts.min_free_bytes): not applied */
 } txbox_outcome;
 
 TXBOX_API const char *txbox_outcome_name(txbox_outcome o);
@@ -157,7 +160,11 @@ typedef struct txbox_run_opts {
     uint64_t memory_bytes;             /* memory limit; 0: 8 GiB */
     uint64_t max_processes;            /* process limit; 0: 4096 */
     uint64_t cpu_seconds;              /* CPU time per process; 0: none */
-    uint64_t max_write_bytes;          /* disk the command may take; 0: half the free space */
+    uint64_t max_write_bytes;          /* disk the command may take; 0: half the free space
+                                          above the floor (min_free_bytes) */
+    int64_t min_free_bytes;            /* the free-space floor: no commit leaves the workspace's
+                                          filesystem with less free (0: TXBOX_MIN_FREE, else 5% of
+                                          it within [256 MiB, 4 GiB]; <0: none) */
     const char *const *env_allow;      /* fnmatch patterns of secret-looking variables to keep */
     const char *const *deny_read;      /* more paths to hide (absolute, or ~/ for $HOME) */
     const struct txbox_policy *policy; /* classify first: unsafe is blocked, safe runs

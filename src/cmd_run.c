@@ -409,6 +409,8 @@ int run_status(const txbox_result *r)
         return TXBOX_EXIT_BLOCKED;
     case TXBOX_OUTCOME_HELD:
         return TXBOX_EXIT_HELD;
+    case TXBOX_OUTCOME_NO_SPACE:
+        return TXBOX_EXIT_NO_SPACE;
     default:
         return txbox_result_exit_code(r);
     }
@@ -457,6 +459,7 @@ int cmd_run(int argc, char **argv)
     a.ro.interactive = !a.json && isatty(STDIN_FILENO) && isatty(STDERR_FILENO);
 
     catch_signals();
+    tx_cancel_watch(&cancelled); /* a wait for a lock ends too */
     txbox_result *r = NULL;
     if (run_in_workspace(&a, &r, &err) < 0) {
         if (a.cwd_file)

@@ -151,6 +151,10 @@ int cli_fail_json(const txbox_error *err)
     return TXBOX_EXIT_ERROR;
 }
 
+/* What a long wait in the library waits for (a lock another txbox
+ * holds), said once on stderr. */
+static void notice(const char *fact) { fprintf(stderr, "txbox: %s\n", fact); }
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -165,6 +169,9 @@ int main(int argc, char **argv)
         puts("txbox " TXBOX_VERSION);
         return 0;
     }
+    /* (the hook's stderr is the agent CLI's to show: it says nothing more) */
+    if (strcmp(argv[1], "hook"))
+        tx_set_notice(notice);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].fn(argc - 1, argv + 1);

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -384,3 +386,158 @@ bool tx_cap_effective(int cap)
 }
 
 bool tx_privileged(void) { return geteuid() == 0 && tx_cap_effective(CAP_SYS_ADMIN); }
+
+bool tx_parse_size(const char *s, bool zero_ok, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (!s || !*s || *s < '0' || *s > '9')
+        return false;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || (v == 0 && !zero_ok))
+        return false;
+    unsigned shift = 0;
+    if (*end) {
+        const char *u = strchr("KMGT", *end & ~0x20);
+        if (!u || !*u || end[1])
+            return false;
+        shift = 10 * (unsigned)(u - "KMGT" + 1);
+    }
+    if (shift && v > (UINT64_MAX >> shift))
+        return false;
+    *out = (uint64_t)v << shift;
+    return true;
+}
+
+/* ---- waits ---- */
+
+static volatile int *cancel_flag;
+static void (*notice_fn)(const char *fact);
+
+void tx_cancel_watch(volatile int *flag) { cancel_flag = flag; }
+
+bool tx_cancel_requested(const volatile int *also)
+{
+    return (cancel_flag && *cancel_flag) || (also && *also);
+}
+
+void tx_set_notice(void (*fn)(const char *fact)) { notice_fn = fn; }
+
+void tx_notice(const char *fmt, ...)
+{
+    if (!notice_fn)
+        return;
+    char b[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof b, fmt, ap);
+    va_end(ap);
+    tx_err_fold(b);
+    notice_fn(b);
+}
+
+/* pid N's command line (NULs as spaces) and whether it is stopped. */
+static void describe_pid(long pid, char *buf, size_t n)
+{
+    char p[64], cmd[200] = "", st[512] = "";
+    snprintf(p, sizeof p, "/proc/%ld/cmdline", pid);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    ssize_t l = fd >= 0 ? read(fd, cmd, sizeof cmd - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (l > 0) {
+        for (ssize_t i = 0; i < l; i++)
+            if (cmd[i] == 0 || cmd[i] == '\n')
+                cmd[i] = ' ';
+        while (l > 0 && cmd[l - 1] == ' ')
+            l--;
+        cmd[l] = 0;
+    }
+    snprintf(p, sizeof p, "/proc/%ld/stat", pid);
+    fd = open(p, O_RDONLY | O_CLOEXEC);
+    l = fd >= 0 ? read(fd, st, sizeof st - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    st[l > 0 ? l : 0] = 0;
+    const char *rp = strrchr(st, ')'); /* after the name, which may hold anything */
+    char state = rp && rp[1] == ' ' ? rp[2] : '?';
+    snprintf(buf, n, "pid %ld%s%.160s%s%s", pid, *cmd ? " (" : "", cmd, *cmd ? ")" : "",
+             state == 'T' || state == 't' ? ", stopped" : "");
+    tx_err_fold(buf);
+}
+
+void tx_lock_holder(int fd, char *buf, size_t n)
+{
+    buf[0] = 0;
+    struct stat me;
+    if (fstat(fd, &me) < 0)
+        return;
+    FILE *f = fopen("/proc/locks", "re");
+    if (!f)
+        return;
+    char line[256];
+    long pid = 0;
+    while (!pid && fgets(line, sizeof line, f)) {
+        /* "1: FLOCK  ADVISORY  WRITE 1234 fd:00:5678 0 EOF"; a waiter's
+         * has "->" after the number */
+        char kind[16], adv[16], rw[16];
+        long p;
+        unsigned maj, min;
+        unsigned long long ino;
+        if (strstr(line, "->") ||
+            sscanf(line, "%*d: %15s %15s %15s %ld %x:%x:%llu", kind, adv, rw, &p, &maj, &min, &ino) != 7)
+            continue;
+        if (!strcmp(kind, "FLOCK") && maj == major(me.st_dev) && min == minor(me.st_dev) &&
+            ino == (unsigned long long)me.st_ino && p > 0)
+            pid = p;
+    }
+    fclose(f);
+    if (pid)
+        describe_pid(pid, buf, n);
+}
+
+static unsigned lock_bound_ms(void)
+{
+    const char *s = getenv("TXBOX_LOCK_WAIT");
+    uint64_t v;
+    if (s && parse_u64(s, &v) && v > 0 && v <= 7 * 86400)
+        return (unsigned)v * 1000;
+    return TX_LOCK_WAIT_S * 1000;
+}
+
+int tx_flock_wait(int fd, const char *what, unsigned bound_ms, const volatile int *cancel, txbox_error *err)
+{
+    if (!bound_ms)
+        bound_ms = lock_bound_ms();
+    uint64_t t0 = now_ns(), pause_us = 1000;
+    bool told = false;
+    char who[256];
+    for (;;) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            return 0;
+        if (errno != EWOULDBLOCK && errno != EINTR)
+            return tx_errno(err, errno, "cannot lock %s", what);
+        uint64_t ms = (now_ns() - t0) / 1000000;
+        if (tx_cancel_requested(cancel) || ms >= bound_ms) {
+            bool cancelled = ms < bound_ms;
+            tx_lock_holder(fd, who, sizeof who);
+            if (cancelled)
+                tx_err(err, ECANCELED, "cancelled while waiting for %s, held by %s", what,
+                       *who ? who : "another process");
+            else
+                tx_err(err, ETIMEDOUT, "%s is held by %s: gave up after %u s; nothing was done", what,
+                       *who ? who : "another process", bound_ms / 1000);
+            return -1;
+        }
+        if (!told && ms >= TX_LOCK_NOTICE_MS) {
+            told = true;
+            tx_lock_holder(fd, who, sizeof who);
+            tx_notice("waiting for %s, held by %s (at most %u s)", what, *who ? who : "another process",
+                      bound_ms / 1000);
+        }
+        struct timespec ts = {0, (long)pause_us * 1000};
+        nanosleep(&ts, NULL); /* a signal ends it early: the flag is looked at next */
+        if (pause_us < 50000)
+            pause_us *= 2;
+    }
+}

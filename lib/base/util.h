@@ -150,6 +150,35 @@ MUST_CHECK int read_file_at(int dirfd, const char *name, size_t max, char **out,
 
 /* Is `s` a non-empty decimal u64 that fits? */
 bool parse_u64(const char *s, uint64_t *out);
+/* A size: a whole number with an optional K, M, G or T (powers of 1024);
+ * 0 only when zero_ok. */
+bool tx_parse_size(const char *s, bool zero_ok, uint64_t *out);
+
+/* ---- waits: cancelled, bounded, and saying what they wait for ---- */
+/* The flag a front's signal handler sets (Ctrl-C, SIGTERM): every wait in
+ * the library ends when it is set (NULL: none). */
+void tx_cancel_watch(volatile int *flag);
+/* Is the watched flag, or also (may be NULL), set? */
+bool tx_cancel_requested(const volatile int *also);
+/* Where a long wait says what it waits for, once (a fact, one line; the
+ * front words it: the CLI on stderr). NULL: nowhere. */
+void tx_set_notice(void (*fn)(const char *fact));
+void tx_notice(const char *fmt, ...) PRINTF(1, 2);
+/* Who holds the flock on the file open as fd, from /proc/locks: "pid N
+ * (its command line), stopped" or "pid N (...)", or "" when it cannot be
+ * told (another pid namespace, no /proc). */
+void tx_lock_holder(int fd, char *buf, size_t n);
+/* flock(fd, LOCK_EX) that waits at most bound_ms (0: TXBOX_LOCK_WAIT
+ * seconds, default TX_LOCK_WAIT_S), ends when cancel or the watched flag is
+ * set, and after TX_LOCK_NOTICE_MS says (tx_notice) who holds it: it tries
+ * without blocking, sleeping 1 to 50 ms between tries, never blocks in
+ * flock (a stopped holder, a signal: each is seen within 50 ms). 0; -1 with
+ * err (what: the lock's name): ETIMEDOUT at the bound, ECANCELED when
+ * cancelled, naming the holder. */
+#define TX_LOCK_WAIT_S 120
+#define TX_LOCK_NOTICE_MS 1000
+MUST_CHECK int tx_flock_wait(int fd, const char *what, unsigned bound_ms, const volatile int *cancel,
+                             txbox_error *err);
 
 /* Does txbox run as root with the power to make namespaces and mounts
  * itself (euid 0 and CAP_SYS_ADMIN in its effective set)? Root in a

@@ -7,7 +7,7 @@ static const char *const outcome_names[] = {
     [TXBOX_OUTCOME_BLOCKED] = "blocked",     [TXBOX_OUTCOME_READ_ONLY] = "read_only",
     [TXBOX_OUTCOME_CONFLICT] = "conflict",   [TXBOX_OUTCOME_TIMED_OUT] = "timed_out",
     [TXBOX_OUTCOME_STAGED] = "staged",       [TXBOX_OUTCOME_REJECTED] = "rejected",
-    [TXBOX_OUTCOME_HELD] = "held",
+    [TXBOX_OUTCOME_HELD] = "held",           [TXBOX_OUTCOME_NO_SPACE] = "no_space",
 };
 
 const char *txbox_outcome_name(txbox_outcome o)
@@ -180,6 +180,10 @@ char *txbox_result_json(const txbox_result *rc)
         json_object_set_new(o, "conflict_path", json_string(r->conflict_path));
     if (r->held_by)
         json_object_set_new(o, "held_by", json_sprintf("%llu", (unsigned long long)r->held_by));
+    if (r->outcome == TXBOX_OUTCOME_NO_SPACE)
+        json_object_set_new(o, "space",
+                            json_pack("{s:I,s:I}", "free_bytes", (json_int_t)r->space_free, "floor_bytes",
+                                      (json_int_t)r->space_floor));
     json_object_set_new(o, "stdout", text(&r->out));
     json_object_set_new(o, "stdout_truncated", json_boolean(r->out.dropped > 0));
     json_object_set_new(o, "stdout_dropped_bytes", json_integer((json_int_t)r->out.dropped));
@@ -428,11 +432,8 @@ static char *summary_effects(const txbox_result *r, char *s, txbox_remedy *remed
 static char *summary_base(const txbox_result *r, txbox_remedy *remedy)
 {
     size_t a = 0, m = 0, d = 0;
-    if (r->changes) {
-        a = json_array_size(json_object_get(r->changes, "added"));
-        m = json_array_size(json_object_get(r->changes, "modified"));
-        d = json_array_size(json_object_get(r->changes, "deleted"));
-    }
+    if (r->changes)
+        changes_counts(r->changes, &a, &m, &d);
     const char *what = txbox_outcome_name(r->outcome);
     switch (r->outcome) {
     case TXBOX_OUTCOME_COMMITTED: {
@@ -493,10 +494,28 @@ static char *summary_base(const txbox_result *r, txbox_remedy *remedy)
             remedy_set(remedy, TXBOX_REMEDY_APPROVE, r->txs, strlen(s));
         return s;
     }
+    case TXBOX_OUTCOME_NO_SPACE:
+        return xasprintf("txbox: tx %s not committed: the workspace's filesystem would keep %llu MiB "
+                         "free, below its floor of %llu MiB; nothing was changed",
+                         r->txs, (unsigned long long)(r->space_free >> 20),
+                         (unsigned long long)(r->space_floor >> 20));
     case TXBOX_OUTCOME_STAGED:
         return xasprintf("txbox: command %s staged in its transaction (%zu added, %zu modified, "
                          "%zu deleted; applied at commit)",
                          r->txs, a, m, d);
     }
     return xasprintf("txbox: tx %s %s", r->txs, what);
+}
+
+void changes_counts(const json_t *changes, size_t *added, size_t *modified, size_t *deleted)
+{
+    static const char *const k[] = {"added", "modified", "deleted"};
+    size_t *out[] = {added, modified, deleted};
+    json_t *counts = json_object_get(changes, "counts");
+    for (int i = 0; i < 3; i++) {
+        json_t *n = json_object_get(counts, k[i]);
+        *out[i] = json_is_integer(n) && json_integer_value(n) >= 0
+                      ? (size_t)json_integer_value(n)
+                      : json_array_size(json_object_get(changes, k[i]));
+    }
 }

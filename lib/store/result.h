@@ -19,10 +19,11 @@ struct txbox_result {
     bool logged;     /* the commit protocol wrote the audit log row */
     char *log_error; /* the audit log could not be written (the outcome stands) */
     const char *backend;
-    char *fallback;      /* why another backend was used, or NULL */
-    char *conflict_path; /* a path a concurrent commit also wrote, */
-    uint64_t held_by;    /* or that this stuck transaction holds (journal.c, I9) */
-    json_t *changes;     /* {added, modified, deleted, truncated} */
+    char *fallback;                   /* why another backend was used, or NULL */
+    char *conflict_path;              /* a path a concurrent commit also wrote, */
+    uint64_t held_by;                 /* or that this stuck transaction holds (journal.c, I9) */
+    uint64_t space_free, space_floor; /* no_space: the free space it would have left, the floor */
+    json_t *changes;                  /* {added, modified, deleted, truncated} */
     json_t *protections;
     dbuf out, err; /* captured output (capped) */
     double started, duration_ms, cmd_ms, overhead_ms;
@@ -67,5 +68,9 @@ json_t *json_text(const char *s, size_t n, bool hex);
  * backslash not starting \xNN, a NUL). */
 char *json_text_bytes(const char *s, size_t n);
 void result_free(txbox_result *r);
+/* How many paths a change list (ops_changes) says were added, modified,
+ * deleted: its counts, or (a list without them: older records) its
+ * arrays' lengths. */
+void changes_counts(const json_t *changes, size_t *added, size_t *modified, size_t *deleted);
 
 #endif

@@ -505,10 +505,12 @@ struct chg {
     json_t *added, *modified, *deleted;
     size_t n, cap;
     bool truncated;
+    size_t count[3]; /* added, modified, deleted: all of them, past the cap too */
 };
 
 static void chg_add(struct chg *c, json_t *arr, const char *path, bool dir)
 {
+    c->count[arr == c->added ? 0 : arr == c->modified ? 1 : 2]++;
     if (c->n >= c->cap) {
         c->truncated = true;
         return;
@@ -534,13 +536,13 @@ static void chg_tree(struct chg *c, json_t *arr, int at, const char *name, const
         dir = S_ISDIR(st.st_mode);
     }
     chg_add(c, arr, path, dir);
-    if (!dir || c->truncated || depth > 4096)
+    if (!dir || depth > 4096)
         return;
     _cleanup_dir_ DIR *d = opendir_at(at, name);
     if (!d)
         return;
     struct dirent *de;
-    while ((de = readdir(d)) && !c->truncated) {
+    while ((de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
         _cleanup_free_ char *p = join(path, de->d_name);
@@ -550,7 +552,7 @@ static void chg_tree(struct chg *c, json_t *arr, int at, const char *name, const
 
 json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
 {
-    struct chg c = {json_array(), json_array(), json_array(), 0, cap, false};
+    struct chg c = {json_array(), json_array(), json_array(), 0, cap, false, {0}};
     for (size_t i = 0; i < ops->n; i++) {
         const struct tx_op *o = &ops->v[i];
         const char *base;
@@ -578,8 +580,10 @@ json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
                 chg_tree(&c, c.added, up, base, o->path, 0, DT_UNKNOWN);
         }
     }
-    json_t *r = json_pack("{s:o,s:o,s:o,s:b}", "added", c.added, "modified", c.modified, "deleted", c.deleted,
-                          "truncated", c.truncated);
+    json_t *r =
+        json_pack("{s:o,s:o,s:o,s:b,s:{s:I,s:I,s:I}}", "added", c.added, "modified", c.modified, "deleted",
+                  c.deleted, "truncated", c.truncated, "counts", "added", (json_int_t)c.count[0], "modified",
+                  (json_int_t)c.count[1], "deleted", (json_int_t)c.count[2]);
     /* changed files whose hard links the commit could not keep (links.c) */
     if (ops->n_split) {
         json_t *sp = json_array();

@@ -5,6 +5,7 @@
 
 #include <sqlite3.h>
 
+#include "result.h"
 #include "store.h"
 #include "store_int.h"
 
@@ -110,11 +111,6 @@ sqlite3_int64 store_find_gen(txbox_ws *ws, uint64_t id)
     return -1;
 }
 
-static size_t count_of(json_t *changes, const char *k)
-{
-    return json_array_size(json_object_get(changes, k));
-}
-
 const char store_tx_insert[] =
     "INSERT OR REPLACE INTO tx(id, outcome, gen, started, finished, duration_ms, command_ms,"
     " overhead_ms, recovered, workspace, cwd, command, argv, verdict, rule, reason, protections,"
@@ -161,10 +157,12 @@ int store_bind_tx(sqlite3_stmt *st, txbox_ws *ws, uint64_t id, const char *outco
     bind_int(st, 19, json_object_get(in, "signal"));
     bind_text(st, 20, jstr(in, "backend"));
     json_t *ch = json_object_get(in, "changes");
-    if (json_is_object(ch)) {
-        sqlite3_bind_int64(st, 21, (sqlite3_int64)count_of(ch, "added"));
-        sqlite3_bind_int64(st, 22, (sqlite3_int64)count_of(ch, "modified"));
-        sqlite3_bind_int64(st, 23, (sqlite3_int64)count_of(ch, "deleted"));
+    if (json_is_object(ch)) { /* whole counts, not the capped list's lengths */
+        size_t a, m, d;
+        changes_counts(ch, &a, &m, &d);
+        sqlite3_bind_int64(st, 21, (sqlite3_int64)a);
+        sqlite3_bind_int64(st, 22, (sqlite3_int64)m);
+        sqlite3_bind_int64(st, 23, (sqlite3_int64)d);
     }
     sqlite3_bind_int(st, 24, json_is_true(json_object_get(ch, "truncated")) || (rows && rows->dropped));
     size_t n;

@@ -35,11 +35,14 @@ struct txbox_ws {
  * workspace is upgraded (ws_format_upgrade) by its first compaction. */
 #define TXBOX_STATE_FORMAT 2
 
-/* flock(2) on .txbox/lock: serializes id allocation and commits. Released
- * by the kernel when the holder dies, so a lock is never stale. */
 /* txbox_ws_open without the crash recovery (recover.c adds it). */
 MUST_CHECK int ws_open(const char *dir, unsigned flags, txbox_ws **out, txbox_error *err);
+/* flock(2) on .txbox/lock: serializes commits, recovery, gc. Released by
+ * the kernel when the holder dies, so a lock is never stale; a wait for it
+ * is bounded (TXBOX_LOCK_WAIT), ends on cancel or the front's watched flag
+ * (tx_cancel_watch), and names the holder (tx_flock_wait). */
 MUST_CHECK int ws_lock(txbox_ws *ws, int *lockfd, txbox_error *err);
+MUST_CHECK int ws_lock_cancel(txbox_ws *ws, int *lockfd, const volatile int *cancel, txbox_error *err);
 /* ws_lock, or -1 (EWOULDBLOCK) at once if another process holds it. */
 MUST_CHECK int ws_trylock(txbox_ws *ws, int *lockfd, txbox_error *err);
 void ws_unlock(int lockfd);
@@ -49,6 +52,11 @@ void ws_unlock(int lockfd);
  * registration (*base_gen when not NULL: the transaction's base). */
 MUST_CHECK int ws_new_tx(txbox_ws *ws, uint64_t *id, int *txfd, int *activefd, uint64_t *base_gen,
                          txbox_error *err);
+/* Registers this process as the owner of transaction id, which no process
+ * owned (a multi-command transaction, a held one, while it commits): the
+ * owner lock active/ID, held in *activefd until ws_end_tx. Workspace lock
+ * held. */
+MUST_CHECK int ws_own_tx(txbox_ws *ws, uint64_t id, int *activefd, txbox_error *err);
 /* The base generation a live transaction recorded in its owner lock (-1:
  * none readable). */
 int ws_tx_live_base(txbox_ws *ws, uint64_t id, uint64_t *gen);
@@ -75,6 +83,8 @@ uint64_t ws_gen_cache(txbox_ws *ws);
 /* The ids of the transactions in .txbox/tx/, ascending (*ids: caller frees;
  * NULL when there are none). */
 MUST_CHECK int ws_tx_ids(txbox_ws *ws, uint64_t **ids, size_t *n, txbox_error *err);
+/* The same of any directory of ids (journal/, active/). */
+MUST_CHECK int ws_list_ids(int dirfd, uint64_t **ids, size_t *n, txbox_error *err);
 MUST_CHECK int ws_write_gen(txbox_ws *ws, uint64_t gen, txbox_error *err);
 /* Is the process that owns transaction id gone? (its active lock is free) */
 bool ws_tx_owner_dead(txbox_ws *ws, uint64_t id);
@@ -176,7 +186,9 @@ MUST_CHECK int scan_upper(int upperfd, int wsfd, bool userxattr, struct tx_ops *
 MUST_CHECK int links_complete(int upperfd, int wsfd, struct tx_ops *ops, struct fs_syncset *sync,
                               txbox_error *err);
 
-/* The paths added, modified and deleted by ops (before they are applied). */
+/* The paths added, modified and deleted by ops (before they are applied):
+ * {added, modified, deleted: at most cap paths in all, truncated, counts:
+ * {added, modified, deleted}: how many there are, all of them}. */
 json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap);
 
 /* Do the write sets overlap (same path, or one inside the other)? */

@@ -218,25 +218,31 @@ void txbox_ws_close(txbox_ws *ws)
 
 const char *txbox_ws_path(const txbox_ws *ws) { return ws->path; }
 
-static int lock_ws(txbox_ws *ws, int *lockfd, bool wait, txbox_error *err)
+/* A wait for the lock is bounded and cancellable (tx_flock_wait): a holder
+ * stopped by a debugger or SIGSTOP is named, and Ctrl-C ends the wait. */
+static int lock_ws(txbox_ws *ws, int *lockfd, bool wait, const volatile int *cancel, txbox_error *err)
 {
     int fd = openat(ws->sfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return tx_errno(err, errno, "cannot open the workspace lock");
-    while (flock(fd, wait ? LOCK_EX : LOCK_EX | LOCK_NB) < 0) {
-        if (errno == EINTR)
-            continue;
+    int rc = wait ? tx_flock_wait(fd, "the workspace lock", 0, cancel, err) : flock(fd, LOCK_EX | LOCK_NB);
+    if (rc < 0) {
         int e = errno;
         close(fd);
-        return tx_errno(err, e, "cannot lock the workspace");
+        return wait ? -1 : tx_errno(err, e, "cannot lock the workspace");
     }
     *lockfd = fd;
     return 0;
 }
 
-int ws_lock(txbox_ws *ws, int *lockfd, txbox_error *err) { return lock_ws(ws, lockfd, true, err); }
+int ws_lock(txbox_ws *ws, int *lockfd, txbox_error *err) { return lock_ws(ws, lockfd, true, NULL, err); }
 
-int ws_trylock(txbox_ws *ws, int *lockfd, txbox_error *err) { return lock_ws(ws, lockfd, false, err); }
+int ws_lock_cancel(txbox_ws *ws, int *lockfd, const volatile int *cancel, txbox_error *err)
+{
+    return lock_ws(ws, lockfd, true, cancel, err);
+}
+
+int ws_trylock(txbox_ws *ws, int *lockfd, txbox_error *err) { return lock_ws(ws, lockfd, false, NULL, err); }
 
 void ws_unlock(int lockfd)
 {
@@ -366,6 +372,22 @@ int ws_new_tx(txbox_ws *ws, uint64_t *id, int *txfd, int *activefd, uint64_t *ba
     return 0;
 }
 
+int ws_own_tx(txbox_ws *ws, uint64_t id, int *activefd, txbox_error *err)
+{
+    char name[32];
+    snprintf(name, sizeof name, "%llu", (unsigned long long)id);
+    /* Under the workspace lock, which recovery takes before it looks at an
+     * owner lock's state: made and locked before anyone can see it free. */
+    _cleanup_close_ int fd = openat(ws->actd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return tx_errno(err, errno, "cannot register transaction %s", name);
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+        return tx_errno(err, errno == EWOULDBLOCK ? EBUSY : errno,
+                        "transaction %s is owned by another process", name);
+    *activefd = take_fd(&fd);
+    return 0;
+}
+
 int ws_tx_live_base(txbox_ws *ws, uint64_t id, uint64_t *gen)
 {
     char name[32];
@@ -396,9 +418,14 @@ static int u64_cmp(const void *a, const void *b)
 
 int ws_tx_ids(txbox_ws *ws, uint64_t **ids, size_t *n, txbox_error *err)
 {
+    return ws_list_ids(ws->txd, ids, n, err);
+}
+
+int ws_list_ids(int dirfd, uint64_t **ids, size_t *n, txbox_error *err)
+{
     *ids = NULL;
     *n = 0;
-    DIR *d = opendir_at(ws->txd, ".");
+    DIR *d = opendir_at(dirfd, ".");
     if (!d)
         return tx_errno(err, errno, "cannot list transactions");
     struct dirent *de;

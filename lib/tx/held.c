@@ -6,17 +6,19 @@
  * tx/ID/held (JSON, written whole then renamed, fsync'd) records the base
  * generation, the operations, the audit-log info and the verdict; outcome
  * "held". The transaction owns no active/ID lock, so recovery leaves it
- * alone, and gc does not prune a held upper. approve takes the workspace
- * lock, rolls forward any interrupted commit, checks every commit since the
- * base generation against the write set (first committer wins: a clash is a
- * conflict, 123, and the transaction stays held), then commits through
- * journal_commit(): the same commit point and recovery as any commit. The
- * held file is removed only after the commit (a crash in between leaves a
+ * alone, and gc does not prune a held upper. approve commits it through the
+ * one commit sequence (commit.c: its lock, roll forward, conflict check
+ * against every commit since the base generation (first committer wins: a
+ * clash is a conflict, 123, and the transaction stays held), prechecks,
+ * floor, journal), owning it meanwhile: a crash before the commit point
+ * leaves it held (commit_end_dead), after it recovery finishes it. The held
+ * file is removed only after the commit (a crash in between leaves a
  * journal, which marks it as no longer held). reject removes upper/ and
  * held, and logs outcome rejected. */
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include "commit.h"
 #include "effects.h"
 #include "fsops.h"
 #include "result.h"
@@ -229,77 +231,102 @@ static char *decided_info(const struct heldrec *hr, const char *outcome, const c
     return s;
 }
 
+/* Approve: the held write set through the one commit sequence (commit.c),
+ * its operations and upper as they were held, under an owner lock of its
+ * own (a crash at any step leaves it held, or committed). */
+struct approve {
+    const char *id;
+    char idn[32];
+    struct heldrec hr;
+    json_t *res;
+    int *status;
+};
+
+/* Under the lock: is it held still (another approve or reject may have
+ * come first), and its record. */
+static int approve_prepare(struct tx_commit *c, txbox_error *err)
+{
+    struct approve *a = c->h->ctx;
+    if (open_held(c->ws, a->id, a->idn, &c->txfd, err) < 0 || load_held(c->txfd, a->idn, &a->hr, err) < 0)
+        return -1;
+    c->base_gen = a->hr.base_gen;
+    c->ops = a->hr.ops; /* the sequence's now */
+    a->hr.ops = (struct tx_ops){0};
+    return 0;
+}
+
+static char *approve_info(struct tx_commit *c)
+{
+    struct approve *a = c->h->ctx;
+    return decided_info(&a->hr, "committed", "approved");
+}
+
+static void approve_finish(struct tx_commit *c, int rc, txbox_error *err)
+{
+    (void)err;
+    struct approve *a = c->h->ctx;
+    if (rc < 0 || !a->hr.h)
+        return;
+    a->res = json_pack("{s:s,s:O,s:O}", "tx", a->idn, "changes", c->changes ? c->changes : json_object(),
+                       "effect_rule",
+                       json_object_get(json_object_get(a->hr.h, "verdict"), "effect_rule") ?: json_null());
+    switch (c->end) {
+    case COMMIT_EMPTY: { /* no journal: its row is logged here */
+        _cleanup_free_ char *is = approve_info(c);
+        txbox_error le = {0};
+        if (store_log(c->ws, c->id, "committed", is, NULL, c->txfd, &le) < 0)
+            json_object_set_new(a->res, "log_error", json_string(le.msg));
+    }
+        /* fall through */
+    case COMMIT_APPLIED:
+        tx_write_outcome(c->txfd, "committed (approved)");
+        json_object_set_new(a->res, "outcome", json_string("committed"));
+        break;
+    case COMMIT_NO_SPACE: /* it stays held, for later */
+        json_object_set_new(a->res, "outcome", json_string("no_space"));
+        json_object_set_new(a->res, "space",
+                            json_pack("{s:I,s:I}", "free_bytes", (json_int_t)c->space.free_bytes,
+                                      "floor_bytes", (json_int_t)c->space.floor));
+        *a->status = TXBOX_EXIT_NO_SPACE;
+        break;
+    default: /* first committer wins; it stays held, for reject or a retry */
+        json_object_set_new(a->res, "outcome", json_string("conflict"));
+        json_object_set_new(a->res, "conflict_path", json_string(c->clash ? c->clash : "?"));
+        if (c->held_by)
+            json_object_set_new(a->res, "held_by", json_sprintf("%llu", (unsigned long long)c->held_by));
+        *a->status = TXBOX_EXIT_CONFLICT;
+        break;
+    }
+}
+
 int txbox_approve(txbox_ws *ws, const char *id, char **json, int *status, txbox_error *err)
 {
     *json = NULL;
     *status = 0;
-    int lockfd = -1;
-    if (ws_lock(ws, &lockfd, err) < 0)
-        return -1;
-    char idn[32];
-    int txfd = -1;
-    struct heldrec hr = {0};
-    json_t *res = NULL;
-    uint64_t gen = 0, t0 = now_ns();
-    int rc = ws_roll_forward_locked(ws, NULL, NULL, err);
-    if (rc == 0)
-        rc = open_held(ws, id, idn, &txfd, err);
-    if (rc == 0)
-        rc = load_held(txfd, idn, &hr, err);
-    if (rc == 0)
-        rc = ws_read_gen(ws, &gen, err);
-    _cleanup_free_ char *clash = NULL;
-    if (rc == 0 && gen != hr.base_gen) {
-        int c = tx_check_conflict(ws, hr.base_gen, gen, &hr.ops, &clash, err);
-        if (c < 0)
-            rc = -1;
-    }
-    _cleanup_close_ int up = -1;
-    if (rc == 0 && (up = openat(txfd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-        rc = tx_errno(err, errno, "transaction %s: cannot open its changes", idn);
-    if (rc == 0) {
-        json_t *changes = ops_changes(up, ws->fd, &hr.ops, 10000);
-        res = json_pack("{s:s,s:o,s:O}", "tx", idn, "changes", changes, "effect_rule",
-                        json_object_get(json_object_get(hr.h, "verdict"), "effect_rule") ?: json_null());
-    }
-    if (rc == 0 && clash) {
-        /* first committer wins; it stays held, for reject or a retry */
-        json_object_set_new(res, "outcome", json_string("conflict"));
-        json_object_set_new(res, "conflict_path", json_string(clash));
-        *status = TXBOX_EXIT_CONFLICT;
-    } else if (rc == 0) {
-        _cleanup_free_ char *is = decided_info(&hr, "committed", "approved");
-        uint64_t txid = 0;
-        (void)parse_u64(idn, &txid);
-        fs_fault_arm();
-        rc = hr.ops.n ? journal_commit(ws, txid, txfd, hr.base_gen, &hr.ops, is, NULL, &gen, err) : 0;
-        fs_fault_disarm();
-        if (rc == 0 && !hr.ops.n) {
-            txbox_error le = {0};
-            if (store_log(ws, txid, "committed", is, NULL, txfd, &le) < 0)
-                json_object_set_new(res, "log_error", json_string(le.msg));
-        }
-        if (rc == 0) {
-            (void)unlinkat(txfd, "held", 0);
-            (void)tree_remove(txfd, "upper");
-            tx_write_outcome(txfd, "committed (approved)");
-            json_object_set_new(res, "outcome", json_string("committed"));
-        }
-    }
-    if (res)
-        json_object_set_new(res, "duration_ms", json_real((double)(now_ns() - t0) / 1e6));
-    heldrec_free(&hr);
-    if (txfd >= 0)
-        close(txfd);
-    ws_unlock(lockfd);
+    uint64_t t0 = now_ns(), n;
+    if (!parse_u64(id, &n) || !n)
+        return tx_err(err, EINVAL, "'%s' is not a transaction id", id);
+    struct approve a = {.id = id, .status = status};
+    const struct commit_hooks hooks = {
+        .prepare = approve_prepare, .info = approve_info, .finish = approve_finish, .ctx = &a};
+    struct tx_commit c = {
+        .ws = ws, .id = n, .txfd = -1, .upperfd = -1, .own = true, .min_free = -1, .h = &hooks};
+    int rc = commit_run(&c, err);
+    if (c.upperfd >= 0)
+        close(c.upperfd);
+    if (c.txfd >= 0)
+        close(c.txfd);
+    commit_free(&c);
+    heldrec_free(&a.hr);
     if (rc < 0) {
-        json_decref(res);
+        json_decref(a.res);
         return -1;
     }
-    if (!strcmp(json_string_value(json_object_get(res, "outcome")), "committed"))
+    json_object_set_new(a.res, "duration_ms", json_real((double)(now_ns() - t0) / 1e6));
+    if (!strcmp(json_string_value(json_object_get(a.res, "outcome")), "committed"))
         history_autogc(ws);
-    *json = json_dumps(res, JSON_COMPACT | JSON_REAL_PRECISION(12));
-    json_decref(res);
+    *json = json_dumps(a.res, JSON_COMPACT | JSON_REAL_PRECISION(12));
+    json_decref(a.res);
     return 0;
 }
 

@@ -67,6 +67,7 @@
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 
+#include "commit.h"
 #include "effects.h"
 #include "fsops.h"
 #include "gitcfg.h"
@@ -269,10 +270,15 @@ int txbox_multi_open(txbox_ws *ws, const char *id, txbox_multi **out, txbox_erro
         goto out;
     }
     m->lockfd = openat(m->txfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (m->lockfd < 0 || flock(m->lockfd, LOCK_EX) < 0) {
+    if (m->lockfd < 0) {
         rc = tx_errno(err, errno, "cannot lock transaction %s", m->ids);
         goto out;
     }
+    /* one process at a time: the others wait, bounded and cancellable */
+    char what[64];
+    snprintf(what, sizeof what, "the lock of transaction %s", m->ids);
+    if ((rc = tx_flock_wait(m->lockfd, what, 0, NULL, err)) < 0)
+        goto out;
     if (read_file_at(m->txfd, "outcome", 256, &oc, NULL, NULL) == 0) {
         oc[strcspn(oc, "\n")] = 0;
         rc = tx_err(err, EINVAL, "transaction %s is closed (%s)", m->ids, oc);
@@ -626,43 +632,6 @@ static int multi_drop(txbox_multi *m, json_t *eff, txbox_error *err)
     return 0;
 }
 
-struct all_clashes {
-    const struct tx_ops *ops;
-    json_t *paths;
-};
-
-static int add_clashes(void *ctx, const char *idn, const struct tx_journal *j)
-{
-    struct all_clashes *c = ctx;
-    const struct tx_ops *ops = c->ops;
-    if (!j) {
-        json_array_append_new(c->paths, json_sprintf("(unknown: the record of transaction %s is gone)", idn));
-        return 0;
-    }
-    for (size_t i = 0; i < ops->n && json_array_size(c->paths) < CHANGES_CAP; i++) {
-        struct tx_ops one = {.v = &ops->v[i], .n = 1, .cap = 1};
-        const char *which = NULL;
-        if (!ops_overlap(&one, &j->ops, &which))
-            continue;
-        const char *p = *ops->v[i].path ? ops->v[i].path : ".";
-        bool dup = false;
-        size_t k;
-        json_t *v;
-        json_array_foreach(c->paths, k, v) dup = dup || !strcmp(json_string_value(v), p);
-        if (!dup)
-            json_array_append_new(c->paths, json_string(p));
-    }
-    return 0;
-}
-
-/* Every path of ours that a transaction committed since base also wrote. */
-static int conflicts(txbox_ws *ws, uint64_t base, uint64_t gen, const struct tx_ops *ops, json_t *paths,
-                     txbox_error *err)
-{
-    struct all_clashes c = {ops, paths};
-    return tx_each_later(ws, base, gen, add_clashes, &c, err);
-}
-
 void txbox_multi_set_policy(txbox_multi *m, const txbox_policy *p) { m->policy = p; }
 
 /* Rules on effects (effects.c): an effect rule refused the write set (v).
@@ -703,6 +672,164 @@ static int effect_stop(txbox_multi *m, json_t *v, const struct tx_ops *ops, uint
     if (store_log(m->ws, m->id, *outcome, info, NULL, m->txfd, &le) < 0)
         json_object_set_new(res, "log_error", json_string(le.msg));
     return 0;
+}
+
+/* ---- the commit, through the one sequence (commit.c) ---- */
+
+struct multi_commit {
+    txbox_multi *m;
+    const txbox_run_opts *verify;
+    json_t *res, *eff;
+    int *status;
+    const char **outcome;
+    char **first;
+    txbox_remedy *remedy;
+};
+
+/* The floor of the verify command's options (txbox_run_opts.min_free_bytes),
+ * as commit.c takes it. */
+static int64_t run_min_free_of(const txbox_run_opts *o)
+{
+    return o->min_free_bytes > 0 ? o->min_free_bytes : o->min_free_bytes < 0 ? 0 : -1;
+}
+
+/* The layer becomes the upper the sequence scans. The scan changes it in
+ * place (it strips overlay attributes such as a directory's opaqueness):
+ * layer.keep, the layer as hard links, is what the transaction returns to
+ * if the commit stops before its commit point (mc_finish or, after a
+ * crash, repair()). */
+static int mc_prepare(struct tx_commit *c, txbox_error *err)
+{
+    struct multi_commit *mc = c->h->ctx;
+    txbox_multi *m = mc->m;
+    if (link_copy(m, "layer", "layer.keep", err) < 0)
+        return -1;
+    if (fs_renameat(m->txfd, "layer", m->txfd, "upper", 0) < 0)
+        return tx_errno(err, errno, "transaction %s: cannot prepare its commit", m->ids);
+    return 0;
+}
+
+static int mc_judge(struct tx_commit *c, txbox_error *err)
+{
+    struct multi_commit *mc = c->h->ctx;
+    txbox_multi *m = mc->m;
+    const txbox_policy *pol = m->policy ? m->policy : mc->verify ? mc->verify->policy : NULL;
+    char **hide = tx_hidden_paths(mc->verify ? mc->verify->deny_read : NULL, pol, c->ws->path);
+    struct gitcfg_ctx gc = {.ws = c->ws,
+                            .txfd = m->txfd,
+                            .txs = m->ids,
+                            .hide = (const char *const *)hide,
+                            .allow_degraded = mc->verify ? mc->verify->allow_degraded
+                                                         : getenv("TXBOX_ALLOW_DEGRADED") != NULL};
+    json_t *ev = NULL, *att = NULL;
+    int rc = effects_judge(pol, c->upperfd, c->ws->fd, &c->ops, &gc, &ev, &att, err);
+    tx_free_strv(hide);
+    if (att) /* reported in the result and logged with it */
+        json_object_set_new(mc->res, "attention", att);
+    if (rc < 0 || !ev)
+        return rc;
+    json_object_set(mc->res, "changes", c->changes);
+    bool hold = !strcmp(json_string_value(json_object_get(ev, "action")), "hold");
+    /* the scan's new data, durable before the hold as before a commit */
+    if (hold && fs_syncset_sync(&c->durable, c->ws->fd) < 0)
+        rc = tx_errno(err, errno, "cannot make the transaction's changes durable");
+    if (rc == 0)
+        rc = effect_stop(m, ev, &c->ops, c->base_gen, c->changes, mc->res, mc->status, mc->outcome, mc->first,
+                         mc->remedy, err);
+    json_decref(ev);
+    return rc < 0 ? -1 : 1;
+}
+
+static char *mc_info(struct tx_commit *c)
+{
+    struct multi_commit *mc = c->h->ctx;
+    json_t *eff = mc->eff = saga_kept(mc->m->txfd, false); /* external effects: they stay */
+    if (eff)
+        json_object_set(mc->res, "effects", json_object_get(eff, "effects"));
+    if (json_object_get(mc->res, "attention")) { /* logged as for a single run */
+        if (!eff)
+            eff = mc->eff = json_object();
+        json_object_set(eff, "attention", json_object_get(mc->res, "attention"));
+    }
+    return end_info(mc->m, "committed", c->changes, eff);
+}
+
+static void mc_log(struct multi_commit *mc, const char *outcome, json_t *changes, json_t *extra)
+{
+    _cleanup_free_ char *info = end_info(mc->m, outcome, changes, extra);
+    txbox_error le = {0};
+    if (store_log(mc->m->ws, mc->m->id, outcome, info, NULL, mc->m->txfd, &le) < 0)
+        json_object_set_new(mc->res, "log_error", json_string(le.msg));
+}
+
+static void mc_conflict(struct tx_commit *c, struct multi_commit *mc)
+{
+    txbox_multi *m = mc->m;
+    *mc->outcome = "conflict";
+    *mc->status = TXBOX_EXIT_CONFLICT;
+    json_t *paths = c->clashes ? c->clashes : json_pack("[s]", c->clash);
+    json_object_set(mc->res, "conflict_paths", paths);
+    json_object_set(mc->res, "conflict_path", json_array_get(paths, 0));
+    size_t more = json_array_size(paths) - 1;
+    _cleanup_free_ char *and = more ? xasprintf(" (and %zu more paths)", more) : xstrdup("");
+    if (c->held_by) {
+        json_object_set_new(mc->res, "held_by", json_sprintf("%llu", (unsigned long long)c->held_by));
+        _cleanup_free_ char *h = xasprintf("txbox: tx %s conflict: %s is held by transaction %llu, "
+                                           "which could not be finished",
+                                           m->ids, c->clash, (unsigned long long)c->held_by);
+        remedy_set(mc->remedy, TXBOX_REMEDY_RECOVER, NULL, strlen(h));
+        *mc->first = xasprintf("%s; its changes are kept in .txbox/tx/%s/upper, not applied", h, m->ids);
+    } else {
+        *mc->first = xasprintf("txbox: tx %s conflict: %s%s changed by another transaction "
+                               "since begin; its changes are kept in .txbox/tx/%s/upper, not "
+                               "applied",
+                               m->ids, c->clash, and, m->ids);
+    }
+    if (!c->clashes)
+        json_decref(paths);
+    tx_write_outcome(m->txfd, "conflict");
+    mc_log(mc, "conflict", c->changes, NULL);
+}
+
+/* The end, under the workspace lock: committed, conflict, held or
+ * rejected end the transaction; an error before the commit point, or the
+ * floor, leave it open, its layer as it was (repair(), which the next open
+ * also runs). */
+static void mc_finish(struct tx_commit *c, int rc, txbox_error *err)
+{
+    (void)err;
+    struct multi_commit *mc = c->h->ctx;
+    txbox_multi *m = mc->m;
+    if (c->changes && !json_object_get(mc->res, "changes"))
+        json_object_set(mc->res, "changes", c->changes);
+    if (rc == 0 && (c->end == COMMIT_APPLIED || c->end == COMMIT_EMPTY)) {
+        *mc->outcome = "committed";
+        json_decref(saga_kept(m->txfd, true));
+        tx_write_outcome(m->txfd, "committed");
+        if (c->end == COMMIT_EMPTY) /* no journal: its row is logged here */
+            mc_log(mc, "committed", c->changes, mc->eff);
+    } else if (rc == 0 && c->end == COMMIT_CONFLICT) {
+        mc_conflict(c, mc);
+    } else if (rc == 0 && c->end == COMMIT_NO_SPACE) {
+        *mc->outcome = "no_space";
+        *mc->status = TXBOX_EXIT_NO_SPACE;
+        json_object_set_new(mc->res, "space",
+                            json_pack("{s:I,s:I}", "free_bytes", (json_int_t)c->space.free_bytes,
+                                      "floor_bytes", (json_int_t)c->space.floor));
+        *mc->first = xasprintf("txbox: tx %s not committed: the workspace's filesystem would keep %llu MiB "
+                               "free, below its floor of %llu MiB; the transaction stays open",
+                               m->ids, (unsigned long long)(c->space.free_bytes >> 20),
+                               (unsigned long long)(c->space.floor >> 20));
+    }
+    if (rc == 0 && c->end != COMMIT_NO_SPACE) {
+        /* it ended: the copy of its layer goes */
+        (void)tree_remove(m->txfd, "layer.keep");
+    } else if (!c->passed) {
+        txbox_error re = {0};
+        if (repair(m, &re) < 0) {
+            /* the next open does it */
+        }
+    }
 }
 
 static int verify_status(const txbox_result *r)
@@ -761,147 +888,36 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
     int rc = 0;
     if (!outcome) {
         uint64_t t_commit = now_ns();
-        int lockfd = -1;
-        if (ws_lock(ws, &lockfd, err) < 0) {
-            json_decref(res);
-            return -1;
-        }
-        struct tx_ops ops = {0};
-        uint64_t base = multi_state_u64(m, "base_gen"), gen = 0;
-        json_t *changes = NULL, *paths = json_array();
-        _cleanup_close_ int upperfd = -1;
-        rc = ws_roll_forward_locked(ws, NULL, NULL, err);
-        /* The scan changes the upper in place (it strips overlay attributes
-         * such as a directory's opaqueness): layer.keep, the layer as hard
-         * links, is what the transaction returns to if the commit stops
-         * before its commit point (here or, after a crash, in repair()). */
-        fs_fault_arm(); /* crash tests: from here to the unlock */
-        if (rc == 0)
-            rc = link_copy(m, "layer", "layer.keep", err);
-        if (rc == 0 && fs_renameat(m->txfd, "layer", m->txfd, "upper", 0) < 0)
-            rc = tx_errno(err, errno, "transaction %s: cannot prepare its commit", m->ids);
-        if (rc == 0 &&
-            (upperfd = openat(m->txfd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-            rc = tx_errno(err, errno, "transaction %s: cannot open its changes", m->ids);
-        if (rc == 0)
-            rc = scan_upper(upperfd, ws->fd, !ws->root, &ops, NULL, err);
-        if (rc == 0)
-            rc = ws_read_gen(ws, &gen, err);
-        if (rc == 0 && gen != base && ops.n)
-            rc = conflicts(ws, base, gen, &ops, paths, err);
-        uint64_t held_by = 0; /* a stuck transaction holds our paths (journal.c, I9) */
-        if (rc == 0 && ops.n && !json_array_size(paths)) {
-            _cleanup_free_ char *held = NULL;
-            int h = journal_held(ws, &ops, &held, &held_by, err);
-            if (h < 0)
-                rc = -1;
-            else if (h > 0)
-                json_array_append_new(paths, json_string(held));
-        }
-        json_t *ev = NULL, *att = NULL; /* rules on effects */
-        if (rc == 0 && !json_array_size(paths)) {
-            char **hide = tx_hidden_paths(verify ? verify->deny_read : NULL,
-                                          m->policy ? m->policy
-                                          : verify  ? verify->policy
-                                                    : NULL,
-                                          ws->path);
-            struct gitcfg_ctx gc = {.ws = ws,
-                                    .txfd = m->txfd,
-                                    .txs = m->ids,
-                                    .hide = (const char *const *)hide,
-                                    .allow_degraded = verify ? verify->allow_degraded
-                                                             : getenv("TXBOX_ALLOW_DEGRADED") != NULL};
-            rc = effects_judge(m->policy ? m->policy
-                               : verify  ? verify->policy
-                                         : NULL,
-                               upperfd, ws->fd, &ops, &gc, &ev, &att, err);
-            if (att) /* reported in the result and logged with it */
-                json_object_set_new(res, "attention", att);
-            tx_free_strv(hide);
-        }
-        if (rc == 0) {
-            changes = ops.n
-                          ? ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP)
-                          : json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted", "truncated", 0);
-            json_object_set(res, "changes", changes);
-        }
-        if (rc == 0 && json_array_size(paths)) {
-            outcome = "conflict";
-            *status = TXBOX_EXIT_CONFLICT;
-            json_object_set(res, "conflict_paths", paths);
-            json_object_set(res, "conflict_path", json_array_get(paths, 0));
-            size_t more = json_array_size(paths) - 1;
-            _cleanup_free_ char *and = more ? xasprintf(" (and %zu more paths)", more) : xstrdup("");
-            if (held_by) {
-                json_object_set_new(res, "held_by", json_sprintf("%llu", (unsigned long long)held_by));
-                _cleanup_free_ char *h = xasprintf("txbox: tx %s conflict: %s is held by transaction %llu, "
-                                                   "which could not be finished",
-                                                   m->ids, json_string_value(json_array_get(paths, 0)),
-                                                   (unsigned long long)held_by);
-                remedy_set(remedy, TXBOX_REMEDY_RECOVER, NULL, strlen(h));
-                first = xasprintf("%s; its changes are kept in .txbox/tx/%s/upper, not applied", h, m->ids);
-            } else {
-                first = xasprintf("txbox: tx %s conflict: %s%s changed by another transaction "
-                                  "since begin; its changes are kept in .txbox/tx/%s/upper, not "
-                                  "applied",
-                                  m->ids, json_string_value(json_array_get(paths, 0)), and, m->ids);
-            }
-            tx_write_outcome(m->txfd, "conflict");
-            _cleanup_free_ char *info = end_info(m, "conflict", changes, NULL);
-            txbox_error le = {0};
-            if (store_log(ws, m->id, "conflict", info, NULL, m->txfd, &le) < 0)
-                json_object_set_new(res, "log_error", json_string(le.msg));
-        } else if (rc == 0 && ev) {
-            rc = effect_stop(m, ev, &ops, base, changes, res, status, &outcome, &first, remedy, err);
-        } else if (rc == 0) {
-            json_t *eff = saga_kept(m->txfd, false); /* external effects: they stay */
-            if (eff)
-                json_object_set(res, "effects", json_object_get(eff, "effects"));
-            if (json_object_get(res, "attention")) { /* logged as for a single run */
-                if (!eff)
-                    eff = json_object();
-                json_object_set(eff, "attention", json_object_get(res, "attention"));
-            }
-            _cleanup_free_ char *info = end_info(m, "committed", changes, eff);
-            json_decref(eff);
-            if (ops.n)
-                rc = journal_commit(ws, m->id, m->txfd, base, &ops, info, NULL, &gen, err);
-            if (rc == 0) {
-                outcome = "committed";
-                json_decref(saga_kept(m->txfd, true));
-                tx_write_outcome(m->txfd, "committed");
-                (void)tree_remove(m->txfd, "upper");
-                (void)tree_remove(m->txfd, "sp");
-                (void)tree_remove(m->txfd, "lwork");
-                if (!ops.n) {
-                    txbox_error le = {0};
-                    if (store_log(ws, m->id, "committed", info, NULL, m->txfd, &le) < 0)
-                        json_object_set_new(res, "log_error", json_string(le.msg));
-                }
-            }
-        }
-        if (outcome) /* it ended (committed, conflict, held...): the copy goes */
-            (void)tree_remove(m->txfd, "layer.keep");
-        /* Failed before the commit point: the transaction stays open, its
-         * layer as it was (repair(), which the next open also runs). */
-        if (rc < 0 && exists_at(ws->jnld, m->ids) == 0 && exists_at(m->txfd, "journal") == 0) {
-            txbox_error re = {0};
-            if (repair(m, &re) < 0) {
-                /* the next open does it */
-            }
-        }
-        fs_fault_disarm();
-        ops_free(&ops);
-        json_decref(changes);
-        json_decref(paths);
-        json_decref(ev);
-        ws_unlock(lockfd);
+        struct multi_commit mc = {.m = m,
+                                  .verify = verify,
+                                  .res = res,
+                                  .status = status,
+                                  .outcome = &outcome,
+                                  .first = &first,
+                                  .remedy = remedy};
+        const struct commit_hooks hooks = {
+            .prepare = mc_prepare, .judge = mc_judge, .info = mc_info, .finish = mc_finish, .ctx = &mc};
+        struct tx_commit c = {.ws = ws,
+                              .id = m->id,
+                              .txfd = m->txfd,
+                              .upperfd = -1,
+                              .base_gen = multi_state_u64(m, "base_gen"),
+                              .scan = true,
+                              .own = true,
+                              .all_clashes = true,
+                              .min_free = verify ? run_min_free_of(verify) : -1,
+                              .cancel = verify ? verify->cancel : NULL,
+                              .h = &hooks};
+        rc = commit_run(&c, err);
+        if (c.upperfd >= 0)
+            close(c.upperfd);
+        commit_free(&c);
+        json_decref(mc.eff);
         json_object_set_new(res, "commit_ms", json_real((double)(now_ns() - t_commit) / 1e6));
         if (rc == 0 && !strcmp(outcome, "committed")) {
             history_autogc(ws);
-            size_t a = json_array_size(json_object_get(json_object_get(res, "changes"), "added"));
-            size_t mo = json_array_size(json_object_get(json_object_get(res, "changes"), "modified"));
-            size_t d = json_array_size(json_object_get(json_object_get(res, "changes"), "deleted"));
+            size_t a, mo, d;
+            changes_counts(json_object_get(res, "changes"), &a, &mo, &d);
             first = xasprintf("txbox: tx %s committed (%llu commands; %zu added, %zu modified, %zu deleted)",
                               m->ids, (unsigned long long)multi_state_u64(m, "commands"), a, mo, d);
         }

@@ -11,6 +11,7 @@
 #include <sys/xattr.h>
 
 #include "txbox_policy.h"
+#include "commit.h"
 #include "confine.h"
 #include "effects.h"
 #include "fsops.h"
@@ -33,7 +34,15 @@ extern char **environ;
 
 #define MAX_COMMAND_BYTES (1u << 20) /* 1 MiB: see README, limits */
 #define DEFAULT_OUTPUT_CAP (1u << 20)
-#define CHANGES_CAP 10000
+#define CHANGES_CAP TX_CHANGES_CAP
+#define MIN_WRITE_BUDGET (1u << 20)
+
+/* The floor as commit.c takes it (<0: the default) from the option (0: the
+ * default; <0: none). */
+static int64_t run_min_free(const txbox_run_opts *o)
+{
+    return o->min_free_bytes > 0 ? o->min_free_bytes : o->min_free_bytes < 0 ? 0 : -1;
+}
 
 static void pump(void *ctx, int stream, const char *data, size_t n)
 {
@@ -324,182 +333,6 @@ static int make_dir_fd(int at, const char *name, int like, txbox_error *err)
     return fd;
 }
 
-/* What a commit needs to know of an entry: its mount, device and the
- * attributes that make a rename or a change of it fail (EPERM). */
-struct entry_facts {
-    uint64_t mnt;
-    dev_t dev;
-    bool immutable, append;
-};
-
-static int entry_facts(int dfd, const char *name, struct entry_facts *f)
-{
-    struct statx stx;
-    if (statx(dfd, name, (*name ? 0 : AT_EMPTY_PATH) | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID | STATX_TYPE, &stx) <
-        0)
-        return -1;
-    if (!(stx.stx_mask & STATX_MNT_ID)) {
-        errno = ENOTSUP;
-        return -1;
-    }
-    f->mnt = stx.stx_mnt_id;
-    f->dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
-    f->immutable = stx.stx_attributes & stx.stx_attributes_mask & STATX_ATTR_IMMUTABLE;
-    f->append = stx.stx_attributes & stx.stx_attributes_mask & STATX_ATTR_APPEND;
-    /* A filesystem that does not report them through statx: the flags. */
-    if (!(stx.stx_attributes_mask & (STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND)) &&
-        (S_ISREG(stx.stx_mode) || S_ISDIR(stx.stx_mode))) {
-        _cleanup_close_ int fd =
-            openat(dfd, *name ? name : ".", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-        int fl = 0;
-        if (fd >= 0 && ioctl(fd, FS_IOC_GETFLAGS, &fl) == 0) {
-            f->immutable = fl & FS_IMMUTABLE_FL;
-            f->append = fl & FS_APPEND_FL;
-        }
-    }
-    return 0;
-}
-
-/* Why path (under dfd as name) cannot take part in a commit: another mount
- * or device (a rename across them fails, EXDEV: a mount, a btrfs subvolume),
- * or an attribute that refuses the rename or change (immutable; append-only:
- * also, for a directory, removing or replacing an entry in it). NULL: it
- * can. */
-static char *entry_refusal(const txbox_ws *ws, uint64_t ws_mnt, const struct entry_facts *f, const char *path,
-                           bool is_parent, bool removes)
-{
-    const char *p = *path ? path : ".";
-    if (f->mnt != ws_mnt)
-        return xasprintf("%s lies on another mount inside the workspace", p);
-    if (f->dev != ws->dev)
-        return xasprintf("%s lies on another filesystem or subvolume inside the workspace "
-                         "(device %u:%u, the workspace's %u:%u)",
-                         p, major(f->dev), minor(f->dev), major(ws->dev), minor(ws->dev));
-    if (f->immutable)
-        return xasprintf("%s is immutable (chattr +i)", p);
-    if (f->append && (!is_parent || removes))
-        return xasprintf("%s is append-only (chattr +a)", p);
-    return NULL;
-}
-
-/* A commit is renames within the workspace's mount and filesystem, and
- * changes of the entries it replaces. Everything of that the filesystem is
- * known to refuse is found here, before the commit point, so that the apply
- * does not fail half-way (journal.c, I8): a path on another mount or device
- * (something mounted inside the workspace, a btrfs subvolume: a rename
- * across them fails, EXDEV), an immutable or append-only entry, or a
- * directory that refuses the renames into or out of it. 1 and *why: refused;
- * 0: none; <0: error. */
-static int ops_precheck(txbox_ws *ws, const struct tx_ops *ops, char **why, txbox_error *err)
-{
-    struct entry_facts wf, f;
-    if (entry_facts(ws->fd, "", &wf) < 0)
-        return tx_errno(err, errno, "cannot identify the workspace's mount");
-    _cleanup_free_ char *last_parent = NULL;
-    _cleanup_close_ int pfd = -1;
-    bool pfacts = false;
-    for (size_t i = 0; i < ops->n; i++) {
-        const struct tx_op *o = &ops->v[i];
-        const char *path = o->path;
-        const char *slash = strrchr(path, '/');
-        _cleanup_free_ char *parent = slash ? xasprintf("%.*s", (int)(slash - path), path) : xstrdup("");
-        if (!last_parent || strcmp(parent, last_parent) != 0) {
-            if (pfd >= 0)
-                close(pfd);
-            pfd = *parent ? safe_openat(ws->fd, parent, O_PATH | O_DIRECTORY, 0) : dup(ws->fd);
-            free(last_parent);
-            last_parent = steal_pointer(&parent);
-            pfacts = false;
-            if (pfd < 0 && errno == EXDEV) {
-                *why = xasprintf("%s lies on another mount inside the workspace", last_parent);
-                return 1;
-            }
-            if (pfd >= 0) { /* else a new directory of the transaction: its parent is checked */
-                if (entry_facts(pfd, "", &f) < 0)
-                    return tx_errno(err, errno, "cannot identify the mount of %s", last_parent);
-                pfacts = true;
-            }
-        }
-        if (pfd < 0)
-            continue;
-        if (!*path) { /* the root's META: the root itself */
-            if ((*why = entry_refusal(ws, wf.mnt, &f, path, false, false)))
-                return 1;
-            continue;
-        }
-        struct entry_facts ef;
-        bool exists = entry_facts(pfd, slash ? slash + 1 : path, &ef) == 0;
-        if (!exists && errno != ENOENT)
-            return tx_errno(err, errno, "cannot stat %s", path);
-        if (o->kind != OP_META && pfacts && (*why = entry_refusal(ws, wf.mnt, &f, last_parent, true, exists)))
-            return 1;
-        if (exists && (*why = entry_refusal(ws, wf.mnt, &ef, path, false, false)))
-            return 1;
-    }
-    return 0;
-}
-
-/* The state the commit writes after its commit point (journal.c: undo/,
- * commits/, the generation, the audit log) must take it: an immutable or
- * append-only state directory or log file would fail it half-way. */
-static int state_precheck(txbox_ws *ws, int txfd, char **why)
-{
-    static const char *const files[] = {"log.db", "log.db-wal", "log.db-shm", "log.pending"};
-    struct {
-        int fd;
-        const char *name, *label;
-    } dirs[] = {{ws->sfd, "", ""},    {ws->jnld, "", "/journal"}, {ws->cmtd, "", "/commits"},
-                {ws->txd, "", "/tx"}, {txfd, "", "/tx/ID"},       {txfd, "undo", "/tx/ID/undo"}};
-    struct entry_facts f;
-    for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
-        if (entry_facts(dirs[i].fd, dirs[i].name, &f) == 0 && (f.immutable || f.append)) {
-            *why = xasprintf("the state directory %s%s is %s", TXBOX_STATE_DIR, dirs[i].label,
-                             f.immutable ? "immutable (chattr +i)" : "append-only (chattr +a)");
-            return 1;
-        }
-    for (size_t i = 0; i < ARRAY_SIZE(files); i++)
-        if (entry_facts(ws->sfd, files[i], &f) == 0 && (f.immutable || f.append)) {
-            *why = xasprintf("the audit log's file %s/%s is %s", TXBOX_STATE_DIR, files[i],
-                             f.immutable ? "immutable (chattr +i)" : "append-only (chattr +a)");
-            return 1;
-        }
-    return 0;
-}
-
-/* Room for what the commit writes after its commit point: a directory
- * entry in undo/ per operation, the commit record and generation (two
- * inodes), a kept set of attributes per changed directory (an inode), the
- * audit log's row (about twice its record, as the log writes it), with a
- * margin. The journal and the new data are written before the commit point
- * and fail it there. Whatever still runs out is rolled back (journal.c). */
-#define COMMIT_SPACE_MARGIN (1u << 20)
-static int space_precheck(txbox_ws *ws, const struct tx_ops *ops, size_t info_len, char **why)
-{
-    struct statvfs v;
-    if (fstatvfs(ws->fd, &v) < 0)
-        return 0; /* unknown: the rollback is the guard */
-    uint64_t inodes = 8, bytes = COMMIT_SPACE_MARGIN + 2 * (uint64_t)info_len;
-    for (size_t i = 0; i < ops->n; i++) {
-        bytes += 64 + 2 * strlen(ops->v[i].path);
-        inodes += ops->v[i].kind == OP_META && ops->v[i].had_old;
-    }
-    uint64_t bfree = (uint64_t)(ws->root ? v.f_bfree : v.f_bavail) * v.f_frsize;
-    uint64_t ifree = ws->root ? v.f_ffree : v.f_favail;
-    if (bfree < bytes) {
-        *why = xasprintf("the workspace's filesystem has %llu KiB free, less than the %llu KiB "
-                         "the commit needs",
-                         (unsigned long long)(bfree >> 10), (unsigned long long)(bytes >> 10));
-        return 1;
-    }
-    if (v.f_files && ifree < inodes) { /* f_files 0: no fixed count (btrfs) */
-        *why = xasprintf("the workspace's filesystem has %llu free inodes, less than the %llu "
-                         "the commit needs",
-                         (unsigned long long)ifree, (unsigned long long)inodes);
-        return 1;
-    }
-    return 0;
-}
-
 /* The trash's cleaner: a thread that empties .txbox/trash/ while the
  * command runs (the parent only waits then), stopped as soon as the
  * command is gone. Its signals are blocked: they stay the main thread's. */
@@ -540,130 +373,6 @@ static bool discard_dir(txbox_ws *ws, int txfd, const char *name, const char *tx
     if (t < 0)
         (void)tree_remove(txfd, name);
     return t > 0;
-}
-
-/* The overlay commit: scan, conflict check, journal, apply. */
-/* Did the command reach the file size limit (RLIMIT_FSIZE, the write
- * budget)? A file the commit would install at that size was cut there: the
- * process that wrote it got SIGXFSZ or EFBIG, whatever the command's own
- * status says. */
-static bool file_at_limit(int upperfd, const struct tx_ops *ops, uint64_t limit)
-{
-    for (size_t i = 0; limit && i < ops->n; i++) {
-        const struct tx_op *o = &ops->v[i];
-        struct stat st;
-        if (o->kind == OP_REPLACE && S_ISREG(o->nw.mode) &&
-            fstatat(upperfd, o->path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-            (uint64_t)st.st_size >= limit)
-            return true;
-    }
-    return false;
-}
-
-static int overlay_commit(txbox_ws *ws, txbox_result *r, int txfd, int upperfd, uint64_t base_gen,
-                          const char *hctx, const txbox_policy *pol, uint64_t file_limit,
-                          const struct gitcfg_ctx *gc, bool interactive, txbox_error *err)
-{
-    int lockfd = -1;
-    if (ws_lock(ws, &lockfd, err) < 0)
-        return -1;
-    /* History: finish first any commit whose process died after its commit
-     * point since we opened the workspace (it holds the next generation). */
-    if (ws_roll_forward_locked(ws, NULL, NULL, err) < 0) {
-        ws_unlock(lockfd);
-        return tx_err_ctx(err, "recovery");
-    }
-    tx_mark("lock");
-    fs_fault_arm();
-    struct tx_ops ops = {0};
-    struct losses ls = {0};
-    /* the new data: durable with the journal, before the commit point */
-    _cleanup_syncset_ struct fs_syncset durable = {0};
-    int rc = scan_upper(upperfd, ws->fd, !ws->root, &ops, &durable, err);
-    tx_mark("scan");
-    uint64_t gen = 0;
-    if (rc == 0)
-        rc = ws_read_gen(ws, &gen, err);
-    if (rc == 0 && file_at_limit(upperfd, &ops, file_limit)) {
-        r->write_limit = true;
-        r->exit_code = 128 + SIGXFSZ;
-        r->outcome = TXBOX_OUTCOME_ROLLED_BACK;
-        goto out;
-    }
-    if (rc == 0 && ops.n == 0) {
-        r->outcome = TXBOX_OUTCOME_COMMITTED; /* nothing to apply */
-        r->changes = json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted", "truncated", 0);
-        goto out;
-    }
-    /* what the commit would destroy that exists nowhere else (losses.h):
-     * reported, and judged by the rules with losses: */
-    if (rc == 0)
-        rc = losses_of_commit(
-            &(struct losses_in){
-                .ws = ws, .txfd = txfd, .txs = r->txs, .upperfd = upperfd, .ops = &ops, .now = wall_time()},
-            r, &ls, err);
-    if (rc == 0) {
-        /* another commit since ours began wrote our paths, or a stuck
-         * transaction holds them (journal.c, I9) */
-        _cleanup_free_ char *clash = NULL;
-        int c = gen != base_gen ? tx_check_conflict(ws, base_gen, gen, &ops, &clash, err) : 0;
-        if (c == 0)
-            c = journal_held(ws, &ops, &clash, &r->held_by, err);
-        if (c < 0) {
-            rc = -1;
-        } else if (c > 0) {
-            r->outcome = TXBOX_OUTCOME_CONFLICT;
-            r->conflict_path = steal_pointer(&clash);
-            r->changes = ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP);
-            goto out;
-        }
-    }
-    if (rc == 0 && pol) { /* rules on effects: rejected or held, nothing applied */
-        int e = effects_gate_run(ws, pol, r, txfd, upperfd, base_gen, &ops, &durable, hctx, gc, &ls,
-                                 interactive, err);
-        if (e != 0) {
-            rc = e < 0 ? -1 : 0;
-            goto out;
-        }
-    }
-    tx_mark("effects");
-    if (rc == 0) {
-        _cleanup_free_ char *why = NULL;
-        int m = ops_precheck(ws, &ops, &why, err);
-        if (m > 0)
-            rc = tx_err(err, EXDEV,
-                        "%s: txbox cannot commit the command's changes there; nothing was changed", why);
-        else if (m < 0)
-            rc = -1;
-    }
-    if (rc == 0) {
-        tx_mark("mounts");
-        r->changes = ops_changes(upperfd, ws->fd, &ops, CHANGES_CAP);
-        tx_mark("changes");
-        _cleanup_free_ char *info = store_info(r, hctx); /* history: + command, cwd */
-        _cleanup_free_ char *why = NULL;
-        int e = state_precheck(ws, txfd, &why) > 0                            ? EPERM
-                : space_precheck(ws, &ops, info ? strlen(info) : 0, &why) > 0 ? ENOSPC
-                                                                              : 0;
-        if (e) {
-            rc = tx_err(err, e, "%s: the commit could not be completed; nothing was changed", why);
-            goto out;
-        }
-        rc = journal_commit(ws, r->id, txfd, base_gen, &ops, info, &durable, &gen, err);
-        if (rc == 0) {
-            r->outcome = TXBOX_OUTCOME_COMMITTED;
-            r->gen = gen;
-            r->logged = true;
-        } else
-            r->commit_point_passed = faccessat(ws->jnld, r->txs, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
-    }
-out:
-    fs_fault_disarm();
-    store_hash_forget(ws); /* the effect rules' (store_hash_note), this commit's only */
-    losses_free(&ls);
-    ops_free(&ops);
-    ws_unlock(lockfd);
-    return rc;
 }
 
 static int validate(const txbox_run_opts *o, txbox_error *err)
@@ -1035,6 +744,10 @@ static int run_begin(struct run *c, txbox_error *err)
     const txbox_run_opts *opts = c->opts;
     if (validate(opts, err) < 0)
         return -1;
+    struct statvfs v; /* a floor the environment sets must be one */
+    if (!opts->min_free_bytes && fstatvfs(c->ws->fd, &v) == 0 &&
+        tx_min_free_env((uint64_t)v.f_blocks * v.f_frsize, err) == -2)
+        return -1;
     /* the shell that runs a string, and whether it reads as bash does */
     int posix;
     if (run_shell(c->ws, opts, &c->shell_path, &posix, err) < 0)
@@ -1154,10 +867,16 @@ static void run_environment(struct run *c)
     state_register_nested(ws);
     state_tighten_modes(ws);
     c->state_hide = state_hidden_paths(ws);
+    /* The write budget: half of the free space above the floor (commit.c:
+     * a run of commands each taking half of what is left stops there), at
+     * least a little for a command that writes next to nothing. */
     struct statvfs vfs;
     c->max_write = opts->max_write_bytes;
-    if (!c->max_write && fstatvfs(ws->fd, &vfs) == 0)
-        c->max_write = (uint64_t)vfs.f_bavail * vfs.f_frsize / 2;
+    if (!c->max_write && fstatvfs(ws->fd, &vfs) == 0) {
+        uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize,
+                 floor = tx_space_floor(ws->fd, run_min_free(opts));
+        c->max_write = avail > floor + 2 * MIN_WRITE_BUDGET ? (avail - floor) / 2 : MIN_WRITE_BUDGET;
+    }
     memcpy(c->dash_c, "-c", 3);
     c->shell_argv[0] = c->shell_path;
     c->shell_argv[1] = c->dash_c;
@@ -1461,6 +1180,116 @@ static void run_keep_after(struct run *c, bool keep)
     }
 }
 
+/* The overlay commit: the sequence (commit.c) on the command's upper, with
+ * the rules on effects as its judge and the result as its record. */
+struct run_commit {
+    txbox_ws *ws;
+    txbox_result *r;
+    const txbox_policy *pol;
+    const char *hctx;
+    const struct gitcfg_ctx *gc;
+    bool interactive; /* a person can answer a hold (txbox_run_opts.interactive) */
+};
+
+/* The judge: what the commit would destroy that exists nowhere else
+ * (losses.h), reported, then the rules on effects (those on losses too). */
+static int run_judge_effects(struct tx_commit *c, txbox_error *err)
+{
+    struct run_commit *rc = c->h->ctx;
+    if (!rc->r->changes)
+        rc->r->changes = json_incref(c->changes);
+    struct losses ls = {0};
+    int e = losses_of_commit(&(struct losses_in){.ws = c->ws,
+                                                 .txfd = c->txfd,
+                                                 .txs = rc->r->txs,
+                                                 .upperfd = c->upperfd,
+                                                 .ops = &c->ops,
+                                                 .now = wall_time()},
+                             rc->r, &ls, err);
+    if (e == 0 && rc->pol)
+        e = effects_gate_run(c->ws, rc->pol, rc->r, c->txfd, c->upperfd, c->base_gen, &c->ops, &c->durable,
+                             rc->hctx, rc->gc, &ls, rc->interactive, err);
+    losses_free(&ls);
+    return e;
+}
+
+static char *run_commit_info(struct tx_commit *c)
+{
+    struct run_commit *rc = c->h->ctx;
+    json_decref(rc->r->changes);
+    rc->r->changes = json_incref(c->changes);
+    return store_info(rc->r, rc->hctx); /* history: + command, cwd */
+}
+
+/* What an overlay commit is given: the command's (run_decide), or the late
+ * writes of a session's background processes (run_late). */
+struct overlay_in {
+    txbox_ws *ws;
+    txbox_result *r;
+    int txfd, upperfd;
+    uint64_t base_gen;
+    const char *hctx;
+    const txbox_policy *pol;
+    uint64_t file_limit;
+    int64_t min_free; /* run_min_free's */
+    volatile int *cancel;
+    bool interactive;
+};
+
+static int overlay_commit(const struct overlay_in *in, const struct gitcfg_ctx *gc, txbox_error *err)
+{
+    txbox_result *r = in->r;
+    struct run_commit rc = {in->ws, r, in->pol, in->hctx, gc, in->interactive};
+    const struct commit_hooks hooks = {.judge = run_judge_effects, .info = run_commit_info, .ctx = &rc};
+    struct tx_commit cm = {.ws = in->ws,
+                           .id = r->id,
+                           .txfd = in->txfd,
+                           .upperfd = in->upperfd,
+                           .base_gen = in->base_gen,
+                           .scan = true,
+                           .keep_upper = true,
+                           .file_limit = in->file_limit,
+                           .min_free = in->min_free,
+                           .cancel = in->cancel,
+                           .h = &hooks};
+    int ret = commit_run(&cm, err);
+    if (ret == 0) {
+        switch (cm.end) {
+        case COMMIT_APPLIED:
+            r->logged = true;
+            /* fall through */
+        case COMMIT_EMPTY:
+            r->outcome = TXBOX_OUTCOME_COMMITTED;
+            break;
+        case COMMIT_WRITE_LIMIT:
+            r->write_limit = true;
+            r->exit_code = 128 + SIGXFSZ;
+            r->outcome = TXBOX_OUTCOME_ROLLED_BACK;
+            break;
+        case COMMIT_CONFLICT:
+            r->outcome = TXBOX_OUTCOME_CONFLICT;
+            r->conflict_path = steal_pointer(&cm.clash);
+            r->held_by = cm.held_by;
+            break;
+        case COMMIT_NO_SPACE:
+            r->outcome = TXBOX_OUTCOME_NO_SPACE;
+            r->space_free = cm.space.free_bytes;
+            r->space_floor = cm.space.floor;
+            break;
+        case COMMIT_DECIDED: /* effects_gate_run set the outcome */
+            break;
+        }
+        if (cm.end != COMMIT_WRITE_LIMIT && cm.changes) {
+            json_decref(r->changes);
+            r->changes = json_incref(cm.changes);
+        }
+    } else {
+        r->commit_point_passed = cm.passed;
+    }
+    commit_free(&cm);
+    return ret;
+}
+
 /* Commit or roll back, by backend. -2: failed past the commit point. */
 static int run_decide(struct run *c, txbox_error *err)
 {
@@ -1492,8 +1321,18 @@ static int run_decide(struct run *c, txbox_error *err)
                                 .txs = r->txs,
                                 .hide = (const char *const *)c->hide,
                                 .allow_degraded = c->opts->allow_degraded};
-        int rc = overlay_commit(ws, r, c->txfd, c->upperfd, c->base_gen, c->hctx, c->opts->policy,
-                                c->max_write, &gc, c->opts->interactive != 0, err);
+        struct overlay_in in = {.ws = ws,
+                                .r = r,
+                                .txfd = c->txfd,
+                                .upperfd = c->upperfd,
+                                .base_gen = c->base_gen,
+                                .hctx = c->hctx,
+                                .pol = c->opts->policy,
+                                .file_limit = c->max_write,
+                                .min_free = run_min_free(c->opts),
+                                .cancel = c->opts->cancel,
+                                .interactive = c->opts->interactive != 0};
+        int rc = overlay_commit(&in, &gc, err);
         fs_writeback_end(wb);
         if (rc < 0)
             return r->commit_point_passed ? -2 : -1;
@@ -1700,7 +1539,16 @@ static int late_tx(txbox_ws *ws, txbox_result *r, int ftx, uint64_t base_gen, bo
                                 .txs = r->txs,
                                 .hide = (const char *const *)hide,
                                 .allow_degraded = false};
-        rc = overlay_commit(ws, r, txfd, upperfd, base_gen, hctx, pol, 0, &gc, false, err);
+        /* no person answers for background processes; the default floor */
+        struct overlay_in in = {.ws = ws,
+                                .r = r,
+                                .txfd = txfd,
+                                .upperfd = upperfd,
+                                .base_gen = base_gen,
+                                .hctx = hctx,
+                                .pol = pol,
+                                .min_free = -1};
+        rc = overlay_commit(&in, &gc, err);
     } else if (rc == 0) {
         struct tx_ops ops = {0};
         rc = scan_upper(upperfd, ws->fd, !ws->root, &ops, NULL, err);

@@ -23,8 +23,9 @@
  *
  * Upper and commit (under the workspace lock, held from the plan to the
  * end, so that no gc prunes a pre-image the plan reads): U writes into
- * tx/U/upper copies of the pre-images and the merged files, then commits
- * through the same journal as a run (journal_commit): crash-safe and
+ * tx/U/upper copies of the pre-images and the merged files (the prepare
+ * step of the one commit sequence, commit.c), then commits through it as
+ * a run does (its prechecks, journal and record): crash-safe and
  * logged like any commit, and U can be undone in turn (a redo). The
  * pre-images are copied, not moved: tx/T/undo stays whole, the merge base
  * of the revert of an earlier transaction and of T again. Before the commit
@@ -37,6 +38,7 @@
 
 #include <sqlite3.h>
 
+#include "commit.h"
 #include "fsops.h"
 #include "history.h"
 #include "result.h"
@@ -60,7 +62,7 @@ static uint64_t kept_from(txbox_ws *ws, uint64_t gen)
             break;
         t[l] = 0;
         _cleanup_close_ int tfd = open_dir_at(ws->txd, t);
-        if (tfd < 0 || exists_at(tfd, "journal") <= 0)
+        if (tfd < 0 || !exists_at(tfd, "journal"))
             break;
     }
     return g;
@@ -139,6 +141,11 @@ struct undo_ctx {
     struct tx_journal t;
     struct history later;
     struct revert *plan;
+    /* its commit, through the sequence (commit.c) */
+    const char *tx;
+    char **json;
+    double started;
+    uint64_t t0;
 };
 
 /* ---- the record ---- */
@@ -208,7 +215,7 @@ static int load_target(struct undo_ctx *c, txbox_error *err)
     char tn[32];
     idname(tn, c->tid);
     c->tfd = open_dir_at(ws->txd, tn);
-    if (c->tfd < 0 || exists_at(c->tfd, "journal") <= 0)
+    if (c->tfd < 0 || !exists_at(c->tfd, "journal"))
         return not_undoable(ws, tn, err);
     if (journal_load(c->tfd, "journal", &c->t, err) < 0)
         return tx_err_ctx(err, "transaction %s cannot be %s", tn, c->restore ? "restored from" : "undone");
@@ -258,55 +265,22 @@ static int refuse(struct undo_ctx *c, double started, char **json)
     return 1;
 }
 
-/* The upper written, then the commit protocol. *passed: past its commit
- * point (recovery finishes it). */
-static int build_and_commit(struct undo_ctx *c, double started, uint64_t t0, char **json, bool *passed,
-                            txbox_error *err)
-{
-    if (fs_mkdirat(c->txfd, "upper", 0700) < 0 && errno != EEXIST)
-        return tx_errno(err, errno, "cannot create the upper of the %s", c->restore ? "restore" : "undo");
-    _cleanup_close_ int upper = open_dir_at(c->txfd, "upper");
-    if (upper < 0)
-        return tx_errno(err, errno, "cannot open the upper of the %s", c->restore ? "restore" : "undo");
-    struct tx_ops ops = {0};
-    _cleanup_syncset_ struct fs_syncset pre = {0};
-    fs_fault_arm();
-    int rc = revert_build(c->plan, upper, &ops, &pre, err);
-    if (rc == 0) {
-        json_t *changes = ops_changes(upper, c->ws->fd, &ops, 10000);
-        _cleanup_free_ char *info = undo_info(c, "committed", changes, started);
-        /* Timed like a run: the log computes duration up to the commit. */
-        json_t *in = json_loads(info, 0, NULL);
-        json_object_set_new(in, "command_ms", json_real(0));
-        json_object_set_new(in, "duration_ms", json_real((double)(now_ns() - t0) / 1e6));
-        _cleanup_free_ char *full = json_dumps(in, JSON_COMPACT | JSON_REAL_PRECISION(17));
-        uint64_t gen = 0;
-        rc = journal_commit(c->ws, c->uid, c->txfd, c->gen, &ops, full, &pre, &gen, err);
-        if (rc < 0) {
-            char us[32];
-            idname(us, c->uid);
-            *passed = faccessat(c->ws->jnld, us, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
-        } else {
-            json_object_set_new(in, "gen", json_integer((json_int_t)gen));
-            json_object_set_new(in, "duration_ms", json_real((double)(now_ns() - t0) / 1e6));
-            *json = json_dumps(in, JSON_COMPACT | JSON_REAL_PRECISION(17));
-        }
-        json_decref(in);
-    }
-    fs_fault_disarm();
-    ops_free(&ops);
-    return rc;
-}
+/* ---- its commit, through the one sequence (commit.c) ---- */
 
-static int revert_locked(struct undo_ctx *c, const char *tx, char **json, txbox_error *err)
+/* Under the workspace lock (the sequence's prepare step): the target, its
+ * revert planned against the later transactions, the new transaction, and
+ * its upper written (ops and the data to make durable are the
+ * sequence's). 1: refused, recorded as a conflict; nothing moved. */
+static int undo_prepare(struct tx_commit *cm, txbox_error *err)
 {
+    struct undo_ctx *c = cm->h->ctx;
     txbox_ws *ws = c->ws;
-    double started = wall_time();
-    uint64_t t0 = now_ns();
+    c->started = wall_time();
+    c->t0 = now_ns();
     if (ws_read_gen(ws, &c->gen, err) < 0)
         return -1;
-    if (tx) {
-        if (parse_txid(tx, &c->tid, err) < 0)
+    if (c->tx) {
+        if (parse_txid(c->tx, &c->tid, err) < 0)
             return -1;
     } else if (default_target(ws, c->gen, &c->tid, err) < 0) {
         return -1;
@@ -326,41 +300,92 @@ static int revert_locked(struct undo_ctx *c, const char *tx, char **json, txbox_
         return -1;
     if (ws_new_tx(ws, &c->uid, &c->txfd, &c->activefd, NULL, err) < 0)
         return -1;
+    cm->id = c->uid;
+    cm->txfd = c->txfd;
+    cm->base_gen = c->gen; /* the later transactions are planned against above */
     if (json_array_size(revert_conflicts(c->plan)) && !c->force)
-        return refuse(c, started, json);
+        return refuse(c, c->started, c->json);
     char tn[32];
     idname(tn, c->tid);
-    int rc = 0;
-    bool passed = false;
     if (revert_empty(c->plan))
-        rc = c->restore ? tx_err(err, EALREADY,
-                                 "nothing to restore: the paths are as they were before transaction %s", tn)
-                        : tx_err(err, EINVAL, "transaction %s: nothing left to undo", tn);
-    else
-        rc = build_and_commit(c, started, t0, json, &passed, err);
-    if (rc < 0 && passed) {
+        return c->restore ? tx_err(err, EALREADY,
+                                   "nothing to restore: the paths are as they were before transaction %s", tn)
+                          : tx_err(err, EINVAL, "transaction %s: nothing left to undo", tn);
+    if (fs_mkdirat(c->txfd, "upper", 0700) < 0 && errno != EEXIST)
+        return tx_errno(err, errno, "cannot create the upper of the %s", c->restore ? "restore" : "undo");
+    cm->upperfd = open_dir_at(c->txfd, "upper");
+    if (cm->upperfd < 0)
+        return tx_errno(err, errno, "cannot open the upper of the %s", c->restore ? "restore" : "undo");
+    return revert_build(c->plan, cm->upperfd, &cm->ops, &cm->durable, err);
+}
+
+/* The record: timed like a run (the log computes duration up to the
+ * commit). */
+static char *undo_commit_info(struct tx_commit *cm)
+{
+    struct undo_ctx *c = cm->h->ctx;
+    _cleanup_free_ char *info = undo_info(c, "committed", json_incref(cm->changes), c->started);
+    json_t *in = json_loads(info, 0, NULL);
+    json_object_set_new(in, "command_ms", json_real(0));
+    json_object_set_new(in, "duration_ms", json_real((double)(now_ns() - c->t0) / 1e6));
+    char *s = json_dumps(in, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(in);
+    return s;
+}
+
+static void undo_finish(struct tx_commit *cm, int rc, txbox_error *err)
+{
+    struct undo_ctx *c = cm->h->ctx;
+    if (rc == 0 && cm->end == COMMIT_APPLIED) {
+        _cleanup_free_ char *info = undo_commit_info(cm);
+        json_t *res = json_loads(info, 0, NULL);
+        json_object_set_new(res, "gen", json_integer((json_int_t)cm->gen));
+        json_object_set_new(res, "duration_ms", json_real((double)(now_ns() - c->t0) / 1e6));
+        *c->json = json_dumps(res, JSON_COMPACT | JSON_REAL_PRECISION(17));
+        json_decref(res);
+        return;
+    }
+    if (rc < 0 && cm->passed) {
         /* Past the commit point: recovery finishes it (I6). Release the
          * owner lock without removing it, so the next command does. */
         close(c->activefd);
         c->activefd = -1;
         tx_err_ctx(err, "%s interrupted after its commit point", c->restore ? "restore" : "undo");
-        return tx_remedy(err, TXBOX_REMEDY_RECOVER, NULL);
+        tx_remedy(err, TXBOX_REMEDY_RECOVER, NULL);
     }
-    (void)tree_remove(c->txfd, "upper");
-    tx_write_outcome(c->txfd, rc == 0 ? "committed" : "failed");
-    return rc;
 }
 
 static int run_locked(struct undo_ctx *c, const char *tx, char **json, txbox_error *err)
 {
-    int lockfd = -1;
-    if (ws_lock(c->ws, &lockfd, err) < 0)
-        return -1;
-    int rc = ws_roll_forward_locked(c->ws, NULL, NULL, err);
-    if (rc < 0)
-        tx_err_ctx(err, "recovery");
-    else
-        rc = revert_locked(c, tx, json, err);
+    c->tx = tx;
+    c->json = json;
+    const struct commit_hooks hooks = {
+        .prepare = undo_prepare, .info = undo_commit_info, .finish = undo_finish, .ctx = c};
+    /* keeps_no_data: an undo or a restore brings back what the workspace
+     * held before; the free-space floor does not refuse the way back. */
+    struct tx_commit cm = {
+        .ws = c->ws, .txfd = -1, .upperfd = -1, .keeps_no_data = true, .min_free = -1, .h = &hooks};
+    int rc = commit_run(&cm, err);
+    if (rc == 0 && cm.end == COMMIT_CONFLICT) /* a stuck transaction holds a path (journal.c, I9) */
+        rc = tx_err(err, EBUSY, "%s is held by transaction %llu, which could not be finished", cm.clash,
+                    (unsigned long long)cm.held_by);
+    if (rc < 0 && cm.end == COMMIT_CONFLICT) {
+        tx_remedy(err, TXBOX_REMEDY_RECOVER, NULL);
+        tx_err_more(err, "; nothing was changed");
+    }
+    if (rc == 0 && cm.end == COMMIT_DECIDED)
+        rc = 1;
+    if (rc == 0 && cm.end == COMMIT_EMPTY) /* the revert changes nothing after all */
+        rc = tx_err(err, EINVAL, "nothing left to %s", c->restore ? "restore" : "undo");
+    if (cm.upperfd >= 0)
+        close(cm.upperfd);
+    if (rc < 0 && c->activefd >= 0) {
+        (void)tree_remove(c->txfd, "upper");
+        tx_write_outcome(c->txfd, "failed");
+    } else if (rc == 0) {
+        tx_write_outcome(c->txfd, "committed");
+    }
+    commit_free(&cm);
     if (c->txfd >= 0)
         close(c->txfd);
     if (c->uid && c->activefd >= 0)
@@ -372,7 +397,6 @@ static int run_locked(struct undo_ctx *c, const char *tx, char **json, txbox_err
     journal_free(&c->t);
     history_free(&c->later);
     revert_free(c->plan);
-    ws_unlock(lockfd);
     return rc;
 }
 

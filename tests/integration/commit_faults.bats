@@ -102,6 +102,90 @@ faults_ws() {
     [ "$status" = 0 ] || fail "afterwards: status $status; stderr: $stderr"
 }
 
+# ---------------------------------------------------------------------------
+# Every way into a commit, as data: commit_via CALLER sets the workspace up so
+# that one txbox command commits $CHANGE that way, and prints that command
+# (its arguments after the binary), one a line; commit_post CALLER is the
+# tree that command gives. The callers: run, multi (a multi-command
+# transaction's commit), approve (a held transaction's), undo (of $CHANGE's
+# commit). The matrices below take each.
+CALLERS="run multi approve undo"
+HOOK='mkdir -p .git/hooks; echo c >.git/hooks/pre-rebase'
+
+commit_via() {
+    local id
+    case "$1" in
+    run) printf '%s\n' run -C "$WS" -c "$CHANGE" ;;
+    multi)
+        id="$("$TXBOX" begin -C "$WS")" || return 1
+        "$TXBOX" run -C "$WS" --tx "$id" -c "$CHANGE" >/dev/null 2>&1 || return 1
+        printf '%s\n' commit -C "$WS" "$id"
+        ;;
+    approve) # a hook: held by the default rule git-hooks
+        id="$("$TXBOX" run -C "$WS" --json -c "$CHANGE; $HOOK" 2>/dev/null | jq -r .tx)" || return 1
+        [ -d "$WS/.txbox/tx/$id/upper" ] || return 1
+        printf '%s\n' approve -C "$WS" "$id"
+        ;;
+    undo)
+        "$TXBOX" run -C "$WS" -c "$CHANGE" >/dev/null 2>&1 || return 1
+        printf '%s\n' undo -C "$WS"
+        ;;
+    esac
+}
+
+# commit_post CALLER PRE_DIR: the tree (pdigest) the caller's command gives
+# from the workspace PRE_DIR was before commit_via.
+commit_post() {
+    case "$1" in
+    undo) pdigest "$2" ;;
+    approve) make_ref "$2" "$BATS_TEST_TMPDIR/ref.$1" "$CHANGE; $HOOK" && pdigest "$BATS_TEST_TMPDIR/ref.$1" ;;
+    *) make_ref "$2" "$BATS_TEST_TMPDIR/ref.$1" "$CHANGE" && pdigest "$BATS_TEST_TMPDIR/ref.$1" ;;
+    esac
+}
+
+# What the filesystem refuses is refused before the commit point whoever
+# commits: an immutable or append-only directory the commit writes into, for
+# every caller. Nothing is applied, no journal is left, the status is 125 and
+# the message names the entry; with the attribute gone the same command then
+# commits (the transaction was left as it was: open, held, undoable).
+@test "an immutable or append-only directory is refused before the commit point by every commit path" {
+    is_root || skip "chattr +a/+i needs CAP_LINUX_IMMUTABLE (root)"
+    local caller attr errs=() cmd pre post before
+    # (no chmod of sub: a run's command meets the attribute in the sandbox)
+    CHANGE='for i in 1 2 3; do echo new$i >f$i; done; rm f9; mkdir nd; echo n >nd/x; echo m >>sub/s'
+    for caller in $CALLERS; do
+        for attr in +i +a; do
+            POPULATE=populate_faults new_ws "ws.$caller$attr"
+            "$TXBOX" run -C "$WS" -c true >/dev/null 2>&1 || fail "txbox run true failed"
+            before="$BATS_TEST_TMPDIR/before.$caller$attr"
+            cp -a "$WS" "$before"
+            mapfile -t cmd < <(commit_via "$caller") || fail "[$caller] set-up failed"
+            [ "${#cmd[@]}" -gt 2 ] || { errs+=("[$caller] set-up failed"); continue; }
+            post="$(commit_post "$caller" "$before")"
+            pre="$(digest "$WS")"
+            chattr "$attr" "$WS/sub" || need "chattr $attr not supported here"
+            run --separate-stderr txbox_bin "${cmd[@]}"
+            chattr "${attr/+/-}" "$WS/sub"
+            local what="immutable"
+            [ "$attr" = +a ] && what="append-only"
+            [ "$status" = 125 ] || errs+=("[$caller $attr] status $status, not 125; stderr: $(clip "$stderr")")
+            [[ "$stderr" == *"sub is $what"*"nothing was changed"* ]] ||
+                errs+=("[$caller $attr] stderr: $(clip "$stderr")")
+            [ "$(digest "$WS")" = "$pre" ] || errs+=("[$caller $attr] the workspace changed")
+            [ -z "$(ls "$WS/.txbox/journal")" ] || errs+=("[$caller $attr] a journal was left: $(ls "$WS/.txbox/journal")")
+            # nothing for recovery to roll forward later
+            "$TXBOX" recover -C "$WS" >/dev/null 2>&1
+            [ "$(digest "$WS")" = "$pre" ] || errs+=("[$caller $attr] recovery changed the workspace afterwards")
+            # the same command commits once the attribute is gone
+            run --separate-stderr txbox_bin "${cmd[@]}"
+            [ "$status" = 0 ] && [ "$(pdigest "$WS")" = "$post" ] ||
+                errs+=("[$caller $attr] afterwards: status $status, $([ "$(pdigest "$WS")" = "$post" ] && echo post || echo "not the post-state"); stderr: $(clip "$stderr")")
+            wipe "$before"
+        done
+    done
+    [ "${#errs[@]}" = 0 ] || fail "${errs[@]}"
+}
+
 # Every fault point of the commit (any file operation, counted from the
 # lock), failed with ENOSPC or EIO: the run either commits (status 0,
 # the post-state) or fails with the pre-state, and leaves nothing for
