@@ -62,6 +62,8 @@ void fs_fault_arm(void)
 
 void fs_fault_disarm(void) { F.armed = false; }
 
+bool fs_fault_armed(void) { return F.armed; }
+
 /* Returns 0 to proceed, or -1 with errno set to fail the operation. */
 static int fault_point(int op)
 {

@@ -20,6 +20,9 @@
 
 void fs_fault_arm(void);
 void fs_fault_disarm(void);
+/* Is it armed (a caller that arms for a part of its work gives the state
+ * back after: recovery's finish inside a commit's sequence)? */
+bool fs_fault_armed(void);
 
 MUST_CHECK int fs_renameat(int ofd, const char *old, int nfd, const char *new, unsigned flags);
 MUST_CHECK int fs_fsync(int fd);

@@ -644,9 +644,25 @@ int commit_end_dead(txbox_ws *ws, uint64_t id, int txfd, const char *outcome, tx
  * listed in failed. retry (an explicit recovery): try the held ones again
  * too, and put the first one's error in *held; without it, held ones are
  * left alone. Either way the others go on. */
-/* One journal: finished (0), rolled back (1), or held (2). */
+/* One journal: finished (0), rolled back (1), or held (2). Its file
+ * operations are fault points (the crash matrices' recover phase), as a
+ * commit's are. */
+static int finish_one_armed(txbox_ws *ws, uint64_t id, const char *name, json_t *failed, txbox_error *held,
+                            txbox_error *err);
+
 static int finish_one(txbox_ws *ws, uint64_t id, const char *name, json_t *failed, txbox_error *held,
                       txbox_error *err)
+{
+    bool armed = fs_fault_armed();
+    fs_fault_arm();
+    int r = finish_one_armed(ws, id, name, failed, held, err);
+    if (!armed)
+        fs_fault_disarm();
+    return r;
+}
+
+static int finish_one_armed(txbox_ws *ws, uint64_t id, const char *name, json_t *failed, txbox_error *held,
+                            txbox_error *err)
 {
     txbox_error e = {0};
     int r = journal_recover_one(ws, id, &e);
