@@ -2,6 +2,8 @@
 #include "connguard.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <linux/seccomp.h>
 #include <stdio.h>
@@ -210,6 +212,62 @@ void connguard_fast_wakeup(int listener)
         (void)ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
 }
 
+/* SigPnd (the thread's) and ShdPnd (its process's) in /proc/PID/status:
+ * is SIGXFSZ in either? Allocation-free. */
+bool connguard_xfsz_pending(int pid)
+{
+    char path[48], buf[2048];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = 0;
+    unsigned long long bit = 1ull << (SIGXFSZ - 1);
+    static const char *const keys[] = {"\nSigPnd:", "\nShdPnd:"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *p = strstr(buf, keys[i]);
+        if (p && strtoull(p + strlen(keys[i]), NULL, 16) & bit)
+            return true;
+    }
+    return false;
+}
+
+unsigned connguard_xfsz_scan(void)
+{
+    int d = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d < 0)
+        return 0;
+    unsigned found = 0;
+    char buf[4096];
+    long n;
+    while ((n = syscall(SYS_getdents64, d, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < n;) {
+            struct linux_dirent64 {
+                uint64_t ino;
+                int64_t off;
+                unsigned short reclen;
+                unsigned char type;
+                char name[];
+            } *e = (void *)(buf + off);
+            off += e->reclen;
+            char *end;
+            long pid = strtol(e->name, &end, 10);
+            if (pid > 1 && !*end && connguard_xfsz_pending((int)pid))
+                found++;
+        }
+    }
+    close(d);
+    return found;
+}
+
+#ifndef SECCOMP_USER_NOTIF_FLAG_CONTINUE
+#define SECCOMP_USER_NOTIF_FLAG_CONTINUE (1UL << 0)
+#endif
+
 int connguard_serve(struct connguard *g, int listener)
 {
     union {
@@ -223,11 +281,19 @@ int connguard_serve(struct connguard *g, int listener)
     memset(&req, 0, sizeof req);
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0)
         return errno == EINTR || errno == ENOENT ? 0 : -errno;
-    int e = guard_connect(g, listener, &req.n);
     memset(&resp, 0, sizeof resp);
     resp.r.id = req.n.id;
-    resp.r.error = e ? -e : 0;
-    resp.r.val = 0;
+    if (req.n.data.nr == SYS_exit || req.n.data.nr == SYS_exit_group) {
+        /* a thread or process ends: counted if the write limit refused
+         * it a write; then it goes on ending (nothing is decided here) */
+        if (connguard_xfsz_pending((int)req.n.pid))
+            g->xfsz++;
+        resp.r.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    } else {
+        int e = guard_connect(g, listener, &req.n);
+        resp.r.error = e ? -e : 0;
+        resp.r.val = 0;
+    }
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp) < 0 && errno != ENOENT && errno != EINTR)
         return -errno;
     return 0;

@@ -42,6 +42,9 @@ struct connguard {
      * running): absolute paths are resolved in it (RESOLVE_IN_ROOT, no
      * magic links); -1 (connguard_init): the server's own root */
     int rootfd;
+    /* processes that ended with SIGXFSZ pending: the file size limit (the
+     * write budget) refused one of their writes (connguard_serve) */
+    uint64_t xfsz;
 };
 
 /* Reads the kernel's notification sizes: 0, or a negative errno. */
@@ -53,6 +56,19 @@ int connguard_allow_mount(struct connguard *g, const char *path);
  * when its process died meanwhile), or a negative errno when the listener
  * itself failed. */
 int connguard_serve(struct connguard *g, int listener);
+
+/* The write limit, seen whatever the command's status says: the command
+ * runs with SIGXFSZ blocked, so that a write past RLIMIT_FSIZE fails
+ * (EFBIG) and leaves SIGXFSZ pending instead of killing a process whose
+ * parent, not init, would reap it; the filter sends exit() and
+ * exit_group() to init as it does connect(), and connguard_serve counts
+ * in xfsz each process that ends with it pending, then lets it end. Does
+ * task pid (of init's pid namespace) have SIGXFSZ pending? */
+bool connguard_xfsz_pending(int pid);
+/* Every task of init's pid namespace that has it pending (init's last look,
+ * when the command ends: what is still running is killed with it): their
+ * number. */
+unsigned connguard_xfsz_scan(void);
 
 /* Asks the kernel (Linux 6.6+) to switch between the command and init on
  * one CPU for each call, as a synchronous call would, instead of waking

@@ -77,6 +77,7 @@ enum {
     MSG_DISCARD,   /* text: a path written where nothing persists */
     MSG_DISCARDS,  /* val: how many there were in all (after the last MSG_DISCARD) */
     MSG_SURVIVORS, /* in a session: val of the command's processes left running (handed over) */
+    MSG_XFSZ,      /* a write the file size limit refused */
 };
 
 /* In a session, with MSG_SURVIVORS: what serves the processes left (its
@@ -456,6 +457,8 @@ static void attach_view(const struct sb_spec *s, int view_fd)
     if (wfd < 0)
         setup_die("cannot open the workspace view");
     int sfd = openat(wfd, ".txbox", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sfd < 0 && errno == ENOENT)
+        return; /* none (a read-only workspace where it cannot be made): the view is read-only */
     if (sfd < 0)
         setup_die("cannot find .txbox in the workspace view");
     char p[32];
@@ -721,11 +724,22 @@ ON_COMMAND_STACK __attribute__((noreturn)) static void command_main(const struct
     /* Limits last: txbox itself (its allocator, and ASan's when built with
      * it) must not run under the command's memory limit. Nothing below
      * allocates. */
+    /* From the filter on, an end of this process waits for init (exit() is
+     * sent to it: connguard.h), and init waits for exec_fd's end: each way
+     * out below closes it first. */
     if (confine_rlimits(&s->limits, &ce) < 0) {
+        close(a->exec_fd);
         errno = 0;
         setup_die("%s", ce.msg);
     }
     signal(SIGPIPE, SIG_DFL);
+    /* A write past the file size limit fails (EFBIG) and leaves SIGXFSZ
+     * pending, which init sees when the process ends (connguard.h), instead
+     * of killing it unseen; blocked signals stay so across execve. */
+    sigset_t xfsz;
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    sigprocmask(SIG_BLOCK, &xfsz, NULL);
     /* No descriptor of the caller but stdio reaches the command: an open
      * directory fd would be a way out of the view (found by the escape
      * suite). The one left, exec_fd, is O_CLOEXEC: the execve closes it. */
@@ -735,6 +749,7 @@ ON_COMMAND_STACK __attribute__((noreturn)) static void command_main(const struct
     execve(s->argv[0], s->argv, s->envp);
     int e = errno;
     command_say("txbox: cannot execute %s: %s\n", s->argv[0], errstr(e));
+    close(a->exec_fd);
     _exit(e == ENOENT ? 127 : 126);
 }
 
@@ -894,12 +909,21 @@ __attribute__((noreturn)) static void supervise(const struct sb_spec *s, const s
     if (listener >= 0 && (sigprocmask(SIG_BLOCK, &chld, NULL) < 0 ||
                           (sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK)) < 0))
         setup_die("cannot watch the sandbox's processes");
+    bool xfsz = false; /* said (MSG_XFSZ): the write limit refused a write */
     for (;;) {
         int ws;
         pid_t p = waitpid(-1, &ws, __WALL | (listener >= 0 ? WNOHANG : 0));
         if (p == cmd && WIFSTOPPED(ws)) {
             traced_stop(cp, ws);
             continue;
+        }
+        if (p > 0 && !xfsz &&
+            ((WIFSIGNALED(ws) && WTERMSIG(ws) == SIGXFSZ) || guard->xfsz ||
+             (p == cmd && connguard_xfsz_scan()))) {
+            /* a process ended by it or with it pending, or one that is
+             * still running (killed now, with the command) */
+            send_msg(report_fd, MSG_XFSZ, 0, NULL);
+            xfsz = true;
         }
         if (p == cmd) {
             send_msg(report_fd, MSG_EXITED, ws, NULL);
@@ -931,6 +955,10 @@ __attribute__((noreturn)) static void supervise(const struct sb_spec *s, const s
         if (pf[1].revents & POLLIN) {
             if (connguard_serve(guard, listener) < 0)
                 _exit(126);
+            if (guard->xfsz && !xfsz) {
+                send_msg(report_fd, MSG_XFSZ, 0, NULL);
+                xfsz = true;
+            }
         } else if (pf[1].revents & (POLLHUP | POLLERR | POLLNVAL)) {
             close(listener); /* no process is left to call it */
             listener = -1;
@@ -2091,6 +2119,8 @@ static void pump_report(struct pump *p)
         p->started = msg->ts;
         p->st->t_started = msg->ts;
         p->st->userns = strtoull(msg->text, NULL, 10);
+    } else if (msg->type == MSG_XFSZ) {
+        p->st->write_limit = true; /* a write the file size limit refused */
     } else if (msg->type == MSG_EXITED) {
         p->st->exited = true;
         p->st->wstatus = msg->val;

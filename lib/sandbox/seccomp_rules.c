@@ -128,6 +128,12 @@ int confine_seccomp_build(scmp_filter_ctx ctx)
      * command's behalf (connguard.h) */
     if (rc == 0)
         rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(connect), 0);
+    /* and every end of a thread or process, so that init sees a write the
+     * file size limit refused (connguard.h: the write limit) */
+    if (rc == 0)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(exit), 0);
+    if (rc == 0)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(exit_group), 0);
     /* clone3 passes its flags in memory a filter cannot read: make libc fall
      * back to clone, which a rule above sees. */
     if (rc == 0)

@@ -11,11 +11,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -94,17 +96,95 @@ static void compiled_in_filter_is_libseccomps(void **state)
     free(p);
 }
 
-/* In a child: install the compiled-in filter and try what it refuses.
- * The exit status has one bit per check that went wrong. */
-static int child_checks(void)
+/* The filter sends exit() and exit_group() to its listener: a child under it
+ * hands the listener to its parent (send_fd), which serves it (serve_until)
+ * until the child has ended. */
+static void send_fd(int sock, int fd)
 {
-    int bad = 0;
+    char ch = 'L';
+    struct iovec iov = {.iov_base = &ch, .iov_len = 1};
+    char room[CMSG_SPACE(sizeof(int))] = {0};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = room, .msg_controllen = sizeof room};
+    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(h), &fd, sizeof fd);
+    if (sendmsg(sock, &m, 0) != 1)
+        _exit(0x7f);
+    close(fd);
+}
+
+/* In a child: no_new_privs, the compiled-in filter, its listener sent on
+ * sock. 0, or the bits of a child's status that say which failed. */
+static int filter_on(int sock)
+{
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return 0x80;
     txbox_error e = {0};
-    int listener = -1;
-    if (confine_seccomp(&listener, &e) < 0 || listener < 0)
+    int l = -1;
+    if (confine_seccomp(&l, &e) < 0 || l < 0)
         return 0x40;
+    send_fd(sock, l);
+    return 0;
+}
+
+/* The listener the child at the other end of sock sends, served with g
+ * until the child ends: its status; *served: how many notifications. */
+static int serve_until(struct connguard *g, int sock, pid_t pid, int *served)
+{
+    char ch;
+    char room[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {.iov_base = &ch, .iov_len = 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = room, .msg_controllen = sizeof room};
+    assert_int_equal(recvmsg(sock, &m, MSG_CMSG_CLOEXEC), 1);
+    int l;
+    memcpy(&l, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof l);
+    int st;
+    *served = 0;
+    for (;;) {
+        struct pollfd pf = {.fd = l, .events = POLLIN};
+        int r = poll(&pf, 1, 100);
+        if (r > 0 && (pf.revents & POLLIN)) {
+            assert_int_equal(connguard_serve(g, l), 0);
+            (*served)++;
+        } else if (waitpid(pid, &st, WNOHANG) == pid) {
+            break;
+        }
+    }
+    close(l);
+    return st;
+}
+
+/* child(sock, arg) in a child process, which puts itself under the filter
+ * (filter_on(sock)); its notifications served with g until it ends: its
+ * exit status (it must exit), *served how many were served. */
+static int under_filter(int (*child)(int sock, const void *arg), const void *arg, struct connguard *g,
+                        int *served)
+{
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(sv[0]);
+        _exit(child(sv[1], arg));
+    }
+    close(sv[1]);
+    int st = serve_until(g, sv[0], pid, served);
+    close(sv[0]);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+/* In a child: install the compiled-in filter and try what it refuses.
+ * The exit status has one bit per check that went wrong. */
+static int child_checks(int sock, const void *arg)
+{
+    (void)arg;
+    int bad = filter_on(sock);
+    if (bad)
+        return bad;
     if (getppid() <= 0) /* allowed calls still work */
         bad |= 0x01;
     if (!(unshare(CLONE_NEWUSER) < 0 && errno == EPERM))
@@ -134,14 +214,57 @@ static int child_checks(void)
 static void installed_filter_refuses_the_rules(void **state)
 {
     (void)state;
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0)
-        _exit(child_checks());
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
+    struct connguard g;
+    assert_int_equal(connguard_init(&g), 0);
+    int served;
+    assert_int_equal(under_filter(child_checks, NULL, &g, &served), 0);
+    assert_int_equal(served, 1); /* its exit */
+    assert_int_equal(g.xfsz, 0);
+}
+
+/* The write limit: a write past RLIMIT_FSIZE with SIGXFSZ blocked (as the
+ * sandbox runs a command) fails with EFBIG and leaves the signal pending;
+ * the process ends normally, and the guard counts it at its exit. One
+ * that stays within the limit is not counted. */
+static int xfsz_child(int sock, const void *arg)
+{
+    bool past = *(const bool *)arg;
+    int f = filter_on(sock);
+    if (f)
+        return f;
+    sigset_t x;
+    sigemptyset(&x);
+    sigaddset(&x, SIGXFSZ);
+    sigprocmask(SIG_BLOCK, &x, NULL);
+    struct rlimit rl = {4096, 4096};
+    if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
+        return 0x20;
+    char path[] = "/tmp/txbox-xfsz-XXXXXX";
+    int fd = mkstemp(path);
+    unlink(path);
+    if (fd < 0)
+        return 0x10;
+    int bad = 0;
+    errno = 0;
+    if (past && !(ftruncate(fd, 1 << 20) < 0 && errno == EFBIG))
+        bad |= 0x01; /* refused, not killed */
+    if (!past && ftruncate(fd, 1024) < 0)
+        bad |= 0x02;
+    close(fd);
+    return bad;
+}
+
+static void guard_counts_ends_past_the_write_limit(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 2; i++) {
+        bool past = i;
+        struct connguard g;
+        assert_int_equal(connguard_init(&g), 0);
+        int served;
+        assert_int_equal(under_filter(xfsz_child, &past, &g, &served), 0);
+        assert_int_equal(g.xfsz, (uint64_t)past);
+    }
 }
 
 /* ---- the connection guard ---- */
@@ -176,28 +299,13 @@ struct guard_case {
 
 /* The child: under the filter, its listener sent to the parent, it tries
  * each connection; one bit per result that is not the expected one. */
-static int guard_child(const struct guard_case *c, int sock)
+static int guard_child(int sock, const void *arg)
 {
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-        return 0x80;
-    txbox_error e = {0};
-    int l = -1;
-    if (confine_seccomp(&l, &e) < 0)
-        return 0x40;
-    char ch = 'L';
-    struct iovec iov = {.iov_base = &ch, .iov_len = 1};
-    char room[CMSG_SPACE(sizeof(int))] = {0};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = room, .msg_controllen = sizeof room};
-    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
-    h->cmsg_level = SOL_SOCKET;
-    h->cmsg_type = SCM_RIGHTS;
-    h->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(h), &l, sizeof l);
-    if (sendmsg(sock, &m, 0) != 1)
-        return 0x20;
-    close(l);
+    const struct guard_case *c = arg;
+    int bad = filter_on(sock);
+    if (bad)
+        return bad;
     char p[160];
-    int bad = 0;
     snprintf(p, sizeof p, "%s/s.sock", c->own);
     if (try_unix(p) != 0)
         bad |= 0x01; /* a socket on the allowed mount */
@@ -260,38 +368,11 @@ static void guard_connects_only_to_own_sockets(void **state)
     assert_int_equal(connguard_allow_mount(&other, c.host), 0);
     assert_true(other.mounts[0] != g.mounts[0]);
 
-    int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        close(sv[0]);
-        _exit(guard_child(&c, sv[1]));
-    }
-    close(sv[1]);
-    char ch;
-    char room[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = {.iov_base = &ch, .iov_len = 1};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = room, .msg_controllen = sizeof room};
-    assert_int_equal(recvmsg(sv[0], &m, MSG_CMSG_CLOEXEC), 1);
-    int l;
-    memcpy(&l, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof l);
-    int st, served = 0;
-    for (;;) {
-        struct pollfd pf = {.fd = l, .events = POLLIN};
-        int r = poll(&pf, 1, 100);
-        if (r > 0 && (pf.revents & POLLIN)) {
-            assert_int_equal(connguard_serve(&g, l), 0);
-            served++;
-        } else if (waitpid(pid, &st, WNOHANG) == pid) {
-            break;
-        }
-    }
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
-    assert_int_equal(served, 10);
+    int served;
+    assert_int_equal(under_filter(guard_child, &c, &g, &served), 0);
+    assert_int_equal(served, 11); /* ten connections, and its exit */
     assert_int_equal(g.refused, 3);
-    close(l);
+    assert_int_equal(g.xfsz, 0);
     close(own);
     close(host);
     close(tcp);
@@ -363,6 +444,7 @@ int main(void)
         cmocka_unit_test(compiled_in_filter_is_libseccomps),
         cmocka_unit_test(installed_filter_refuses_the_rules),
         cmocka_unit_test(guard_connects_only_to_own_sockets),
+        cmocka_unit_test(guard_counts_ends_past_the_write_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
