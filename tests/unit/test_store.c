@@ -312,6 +312,77 @@ static void hashes_and_ids(void **state)
     assert_int_equal(parse_txid(NULL, &id, &e), -1);
 }
 
+/* rchar of /proc/self/io: the bytes this process read so far */
+static unsigned long long bytes_read(void)
+{
+    char *s = NULL;
+    txbox_error e = {0};
+    assert_int_equal(read_file_at(AT_FDCWD, "/proc/self/io", 4096, &s, NULL, &e), 0);
+    unsigned long long v = 0;
+    char *p = strstr(s, "rchar:");
+    assert_non_null(p);
+    v = strtoull(p + 6, NULL, 10);
+    free(s);
+    return v;
+}
+
+/* A sparse file hashes to the digest of its whole content, its holes read
+ * as zeros, without reading them (a 256 MiB hole costs no 256 MiB of
+ * reads): data at the start, in the middle, at the end, none at all. */
+static void sparse_files_hash_as_their_content(void **state)
+{
+    (void)state;
+    static const struct {
+        off_t at[3];
+        off_t size;
+    } cases[] = {
+        {{0, 3 << 20, -1}, 5 << 20}, {{1 << 20, -1, -1}, 4 << 20}, {{(8 << 20) - 5, -1, -1}, 8 << 20},
+        {{-1, -1, -1}, 6 << 20},     {{12345, 70000, -1}, 200000},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        int sp = openat(ws->fd, "sparse", O_CREAT | O_RDWR | O_TRUNC, 0644);
+        int dn = openat(ws->fd, "dense", O_CREAT | O_RDWR | O_TRUNC, 0644);
+        assert_true(sp >= 0 && dn >= 0);
+        assert_int_equal(ftruncate(sp, cases[i].size), 0);
+        for (off_t off = 0; off < cases[i].size; off += 4096) { /* the dense copy: every byte written */
+            static const char z[4096];
+            size_t n = (size_t)(cases[i].size - off < 4096 ? cases[i].size - off : 4096);
+            assert_int_equal(pwrite(dn, z, n, off), (ssize_t)n);
+        }
+        for (int k = 0; k < 3 && cases[i].at[k] >= 0; k++) {
+            assert_int_equal(pwrite(sp, "data", 4, cases[i].at[k]), 4);
+            assert_int_equal(pwrite(dn, "data", 4, cases[i].at[k]), 4);
+        }
+        fsync(sp);
+        close(sp);
+        close(dn);
+        char hs[65], hd[65];
+        uint64_t ss = 0, sd = 0;
+        assert_int_equal(hash_file_at(ws->fd, "sparse", hs, &ss), 0);
+        assert_int_equal(hash_file_at(ws->fd, "dense", hd, &sd), 0);
+        assert_string_equal(hs, hd);
+        assert_int_equal(ss, (uint64_t)cases[i].size);
+        assert_int_equal(sd, ss);
+    }
+    /* the holes are not read */
+    int big = openat(ws->fd, "big", O_CREAT | O_RDWR | O_TRUNC, 0644);
+    assert_true(big >= 0);
+    assert_int_equal(ftruncate(big, 256 << 20), 0);
+    assert_int_equal(pwrite(big, "x", 1, 100 << 20), 1);
+    fsync(big);
+    close(big);
+    struct stat st;
+    assert_int_equal(fstatat(ws->fd, "big", &st, 0), 0);
+    if ((uint64_t)st.st_blocks * 512 < (uint64_t)st.st_size) { /* (a filesystem that keeps holes) */
+        char h[65];
+        uint64_t n = 0;
+        unsigned long long r0 = bytes_read();
+        assert_int_equal(hash_file_at(ws->fd, "big", h, &n), 0);
+        assert_true(bytes_read() - r0 < (1u << 20));
+        assert_int_equal(n, 256u << 20);
+    }
+}
+
 /* Rows of transactions that changed nothing are written without an fsync
  * (synchronous=NORMAL); a committed one's with it (FULL). And with many
  * short-lived writers (every txbox run is one; each rebuilds the WAL index)
@@ -459,6 +530,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(large_commit_row_in_its_own_file, setup, teardown),
         cmocka_unit_test_setup_teardown(refuses_newer_and_damaged, setup, teardown),
         cmocka_unit_test_setup_teardown(hashes_and_ids, setup, teardown),
+        cmocka_unit_test_setup_teardown(sparse_files_hash_as_their_content, setup, teardown),
         cmocka_unit_test_setup_teardown(noted_hashes_are_used, setup, teardown),
         cmocka_unit_test_setup_teardown(log_fsyncs_and_wal_size, setup, teardown),
         cmocka_unit_test_setup_teardown(pending_rows, setup, teardown),
