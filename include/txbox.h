@@ -88,8 +88,12 @@ TXBOX_API const char *txbox_outcome_name(txbox_outcome o);
 typedef struct txbox_ws txbox_ws;
 
 enum {
-    TXBOX_WS_CREATE = 1 << 0,    /* create DIR/.txbox/ when missing */
-    TXBOX_WS_NO_RECOVER = 1 << 1 /* do not run crash recovery on open */
+    TXBOX_WS_CREATE = 1 << 0,     /* create DIR/.txbox/ when missing */
+    TXBOX_WS_NO_RECOVER = 1 << 1, /* do not run crash recovery on open */
+    /* with CREATE: where DIR/.txbox/ cannot be made or written (a read-only
+     * filesystem, a directory the caller may not write), open without it:
+     * then only read-only runs (txbox_run_opts.read_only), recorded nowhere */
+    TXBOX_WS_READ_ONLY = 1 << 2
 };
 
 TXBOX_API TXBOX_MUST_CHECK int txbox_ws_open(const char *dir, unsigned flags, txbox_ws **out,

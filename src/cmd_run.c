@@ -348,8 +348,12 @@ static int run_in_workspace(struct run_args *a, txbox_result **r, txbox_error *e
                       a->dir, nofs);
     }
     txbox_ws *ws = NULL;
-    if (txbox_ws_open(a->dir, TXBOX_WS_CREATE, &ws, err) < 0)
+    if (txbox_ws_open(a->dir, TXBOX_WS_CREATE | (a->ro.read_only ? TXBOX_WS_READ_ONLY : 0), &ws, err) < 0) {
+        /* a workspace that takes no writes: what still works there */
+        if (!a->ro.read_only && (err->code == EROFS || err->code == EACCES) && strstr(err->msg, ".txbox"))
+            tx_err_more(err, "; a command that changes nothing runs there with --read-only (not recorded)");
         return -1;
+    }
     txbox_policy *pol = NULL;
     if (txbox_policy_load(a->policy_file, txbox_ws_path(ws), &pol, err) < 0) {
         txbox_ws_close(ws);

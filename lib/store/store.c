@@ -115,11 +115,19 @@ static int empty_log_lost(txbox_ws *ws, txbox_error *err);
 
 int store_open(txbox_ws *ws, bool write, sqlite3 **out, txbox_error *err)
 {
-    bool exclusive = store_low_space(ws);
-    int r = store_open_mode(ws, write, exclusive, out, err);
-    if (r == -2) /* no shared memory for the WAL index: without it */
-        r = store_open_mode(ws, write, true, out, err);
-    return r < 0 ? -1 : 0;
+    /* A reader waits out a writer that holds the log alone for a moment
+     * (a recovery's rows, a checkpoint, a full disk's EXCLUSIVE mode), up
+     * to the busy timeout as a whole, not only per statement. */
+    uint64_t until = now_ns() + (uint64_t)busy_ms() * 1000000;
+    for (unsigned pause_ms = 5;; pause_ms = pause_ms < 200 ? pause_ms * 2 : 200) {
+        bool exclusive = store_low_space(ws);
+        int r = store_open_mode(ws, write, exclusive, out, err);
+        if (r == -2) /* no shared memory for the WAL index: without it */
+            r = store_open_mode(ws, write, true, out, err);
+        if (r == 0 || write || !err || err->code != EBUSY || now_ns() >= until)
+            return r < 0 ? -1 : 0;
+        usleep(pause_ms * 1000);
+    }
 }
 
 /* store_open, with EXCLUSIVE locking or not: -2 when the first read failed

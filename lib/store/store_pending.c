@@ -169,8 +169,9 @@ static int pending_append(txbox_ws *ws, const char *line, size_t len, struct fs_
     _cleanup_close_ int fd =
         openat(ws->sfd, PENDING_NAME, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     struct stat st;
-    if (fd < 0 || flock(fd, LOCK_EX) < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-        (uint64_t)st.st_size + len + 1 > PENDING_MAX)
+    /* (a wait bounded as the workspace lock's: its holder may be stopped) */
+    if (fd < 0 || tx_flock_wait(fd, "the audit log's pending rows", 0, NULL, NULL) < 0 ||
+        fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size + len + 1 > PENDING_MAX)
         return -1;
     char last = '\n';
     if (st.st_size > 0 && pread(fd, &last, 1, st.st_size - 1) != 1)
@@ -303,7 +304,8 @@ void store_pending_import(txbox_ws *ws, sqlite3 *db, bool reader)
 {
     _cleanup_close_ int fd = openat(ws->sfd, PENDING_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
-    if (fd < 0 || flock(fd, LOCK_EX) < 0 || fstat(fd, &st) < 0 || st.st_size == 0)
+    if (fd < 0 || tx_flock_wait(fd, "the audit log's pending rows", 0, NULL, NULL) < 0 ||
+        fstat(fd, &st) < 0 || st.st_size == 0)
         return;
     if ((uint64_t)st.st_size > 4 * PENDING_MAX)
         return;

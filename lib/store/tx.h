@@ -24,7 +24,8 @@ struct txbox_ws {
     int cmtd;   /* .txbox/commits/ */
     dev_t dev;
     bool root;
-    struct sqlite3 *db;                   /* the audit log, kept open for this handle (store_shared) */
+    bool stateless;     /* opened without .txbox (TXBOX_WS_READ_ONLY): the fds above but fd are -1 */
+    struct sqlite3 *db; /* the audit log, kept open for this handle (store_shared) */
     void (*db_close)(struct sqlite3 *db); /* set with db by the store: closes it */
     struct ws_hashes *hashes;             /* store_hash_note's, for one commit; one block (free) */
 };
@@ -43,6 +44,11 @@ MUST_CHECK int ws_open(const char *dir, unsigned flags, txbox_ws **out, txbox_er
  * (tx_cancel_watch), and names the holder (tx_flock_wait). */
 MUST_CHECK int ws_lock(txbox_ws *ws, int *lockfd, txbox_error *err);
 MUST_CHECK int ws_lock_cancel(txbox_ws *ws, int *lockfd, const volatile int *cancel, txbox_error *err);
+/* A reader that does not recover (log, show, diff): while a journal is in
+ * flight and the workspace lock is held (a commit applying it, or a
+ * recovery), waits for the lock (bounded, as ws_lock) so that it reads the
+ * state the apply leaves, not the one before; at once otherwise. */
+MUST_CHECK int ws_wait_settled(txbox_ws *ws, txbox_error *err);
 /* ws_lock, or -1 (EWOULDBLOCK) at once if another process holds it. */
 MUST_CHECK int ws_trylock(txbox_ws *ws, int *lockfd, txbox_error *err);
 void ws_unlock(int lockfd);

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <pwd.h>
 #include <time.h>
 
 #include <jansson.h>
@@ -86,6 +88,10 @@ static int init_state(int wsfd, txbox_error *err)
     return write_format(sfd, false, err);
 }
 
+/* Why the state directory could not be made, when it is the workspace
+ * that takes no writes (not a damaged one). */
+static bool state_unwritable(int code) { return code == EROFS || code == EACCES || code == EPERM; }
+
 static bool dir_is_empty_at(int at, const char *name)
 {
     _cleanup_dir_ DIR *d = opendir_at(at, name);
@@ -162,9 +168,17 @@ int ws_open(const char *dir, unsigned flags, txbox_ws **out, txbox_error *err)
     struct stat st;
     if (fstat(fd, &st) < 0)
         return tx_errno(err, errno, "workspace %s", dir);
+    bool stateless = false;
     if (flags & TXBOX_WS_CREATE) {
-        if (init_state(fd, err) < 0)
+        txbox_error ie = {0};
+        if (init_state(fd, &ie) < 0 &&
+            !(stateless = (flags & TXBOX_WS_READ_ONLY) && state_unwritable(ie.code))) {
+            *err = ie;
             return tx_err_ctx(err, "workspace %s", dir);
+        }
+        /* one there already, on a filesystem that takes no writes */
+        struct statvfs v;
+        stateless |= (flags & TXBOX_WS_READ_ONLY) && fstatvfs(fd, &v) == 0 && (v.f_flag & ST_RDONLY);
     }
     txbox_ws *ws = xcalloc(1, sizeof *ws);
     ws->fd = ws->sfd = ws->txd = ws->actd = ws->jnld = ws->cmtd = -1;
@@ -172,6 +186,11 @@ int ws_open(const char *dir, unsigned flags, txbox_ws **out, txbox_error *err)
     ws->fd = take_fd(&fd);
     ws->dev = st.st_dev;
     ws->root = tx_privileged(); /* the overlay of a user namespace otherwise */
+    if (stateless) {            /* read-only runs only, recorded nowhere */
+        ws->stateless = true;
+        *out = ws;
+        return 0;
+    }
     ws->sfd = openat(ws->fd, TXBOX_STATE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (ws->sfd < 0) {
         int e = errno;
@@ -184,6 +203,19 @@ int ws_open(const char *dir, unsigned flags, txbox_ws **out, txbox_error *err)
     if (fstat(ws->sfd, &sst) < 0 || sst.st_dev != ws->dev) {
         txbox_ws_close(ws);
         return tx_err(err, EXDEV, "%s/%s must be on the workspace's filesystem", dir, TXBOX_STATE_DIR);
+    }
+    /* The state is trusted (journals are applied, pre-images moved back,
+     * the log read): never one another user can change. Root above all
+     * would otherwise act on files a user planted there. */
+    if (sst.st_uid != geteuid()) {
+        struct passwd *pw = getpwuid(sst.st_uid);
+        tx_err(err, EPERM,
+               "%s/%s belongs to %s%s(uid %u), not to this user (uid %u): txbox uses no state "
+               "directory another user can change",
+               dir, TXBOX_STATE_DIR, pw ? pw->pw_name : "", pw ? " " : "", (unsigned)sst.st_uid,
+               (unsigned)geteuid());
+        txbox_ws_close(ws);
+        return -1;
     }
     if (faccessat(ws->sfd, "format", F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
         init_interrupted(ws->sfd) && init_state(ws->fd, err) < 0) {
@@ -236,6 +268,22 @@ static int lock_ws(txbox_ws *ws, int *lockfd, bool wait, const volatile int *can
 }
 
 int ws_lock(txbox_ws *ws, int *lockfd, txbox_error *err) { return lock_ws(ws, lockfd, true, NULL, err); }
+
+int ws_wait_settled(txbox_ws *ws, txbox_error *err)
+{
+    uint64_t *ids;
+    size_t n;
+    if (ws_list_ids(ws->jnld, &ids, &n, err) < 0)
+        return -1;
+    free(ids);
+    if (!n)
+        return 0;
+    int fd = -1;
+    if (lock_ws(ws, &fd, true, NULL, err) < 0)
+        return -1;
+    ws_unlock(fd);
+    return 0;
+}
 
 int ws_lock_cancel(txbox_ws *ws, int *lockfd, const volatile int *cancel, txbox_error *err)
 {

@@ -231,8 +231,8 @@ int64_t tx_min_free_env(uint64_t fs_bytes, txbox_error *err)
     if (tx_parse_size(s, true, &v) && v <= INT64_MAX)
         return (int64_t)v;
 bad:
-    tx_err(err, EINVAL, "TXBOX_MIN_FREE is a size (512M, 2G, 0 for none) or a percentage up to 50%%, not '%.40s'",
-           s);
+    tx_err(err, EINVAL,
+           "TXBOX_MIN_FREE is a size (512M, 2G, 0 for none) or a percentage up to 50%%, not '%.40s'", s);
     return -2;
 }
 
@@ -449,7 +449,8 @@ static int step_conflicts(struct tx_commit *c, txbox_error *err)
         if (h < 0)
             return -1;
         if (h > 0 && c->all_clashes)
-            json_array_append_new(c->clashes ? c->clashes : (c->clashes = json_array()), json_string(c->clash));
+            json_array_append_new(c->clashes ? c->clashes : (c->clashes = json_array()),
+                                  json_string(c->clash));
     }
     if (!c->clash)
         return 0;
@@ -511,10 +512,10 @@ static const struct {
     const char *name;
     commit_step run;
 } steps[] = {
-    {"lock", step_lock},           {"recover", step_recover},     {"own", step_own},
-    {"prepare", step_prepare},     {"scan", step_scan},           {"generation", step_generation},
-    {"limit", step_limit},         {"empty", step_empty},         {"changes", step_changes},
-    {"conflicts", step_conflicts}, {"effects", step_effects},     {"prechecks", step_prechecks},
+    {"lock", step_lock},           {"recover", step_recover}, {"own", step_own},
+    {"prepare", step_prepare},     {"scan", step_scan},       {"generation", step_generation},
+    {"limit", step_limit},         {"empty", step_empty},     {"changes", step_changes},
+    {"conflicts", step_conflicts}, {"effects", step_effects}, {"prechecks", step_prechecks},
 };
 
 int commit_run(struct tx_commit *c, txbox_error *err)
@@ -707,8 +708,9 @@ static int finish_one_armed(txbox_ws *ws, uint64_t id, const char *name, json_t 
     return 0;
 }
 
-static int roll_forward(txbox_ws *ws, const uint64_t *ids, size_t nids, bool wait, bool retry, json_t *rolled_forward,
-                        json_t *rolled_back, json_t *failed, txbox_error *held, txbox_error *err)
+static int roll_forward(txbox_ws *ws, const uint64_t *ids, size_t nids, bool wait, bool retry,
+                        json_t *rolled_forward, json_t *rolled_back, json_t *failed, txbox_error *held,
+                        txbox_error *err)
 {
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < nids; i++) {

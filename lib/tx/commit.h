@@ -63,16 +63,16 @@ struct tx_commit {
     /* ---- the caller's ---- */
     txbox_ws *ws;
     uint64_t id;
-    int txfd;             /* tx/ID */
-    int upperfd;          /* the write set (tx/ID/upper); -1: opened after prepare */
-    uint64_t base_gen;    /* what the write set was made against */
-    bool scan;            /* the sequence scans the upper into ops (else ops is the caller's) */
-    bool own;             /* no process owns the transaction (multi, held): registered meanwhile */
-    bool all_clashes;     /* list every conflicting path in c->clashes, not only the first */
-    bool keeps_no_data;   /* an undo: moves retained entries back, brings no new data */
-    bool keep_upper;      /* after the commit the caller discards tx/ID/upper itself (run: the trash) */
-    uint64_t file_limit;  /* the file size limit the command ran under (0: none) */
-    int64_t min_free;     /* the floor: <0 the default (tx_space_floor), 0 none, else bytes */
+    int txfd;                   /* tx/ID */
+    int upperfd;                /* the write set (tx/ID/upper); -1: opened after prepare */
+    uint64_t base_gen;          /* what the write set was made against */
+    bool scan;                  /* the sequence scans the upper into ops (else ops is the caller's) */
+    bool own;                   /* no process owns the transaction (multi, held): registered meanwhile */
+    bool all_clashes;           /* list every conflicting path in c->clashes, not only the first */
+    bool keeps_no_data;         /* an undo: moves retained entries back, brings no new data */
+    bool keep_upper;            /* after the commit the caller discards tx/ID/upper itself (run: the trash) */
+    uint64_t file_limit;        /* the file size limit the command ran under (0: none) */
+    int64_t min_free;           /* the floor: <0 the default (tx_space_floor), 0 none, else bytes */
     const volatile int *cancel; /* a wait for the lock ends when it is set */
     struct tx_ops ops;
     struct fs_syncset durable; /* the scan's new data, durable with the journal (or a hold) */

@@ -21,6 +21,13 @@ int txbox_ws_open(const char *dir, unsigned flags, txbox_ws **out, txbox_error *
 {
     if (ws_open(dir, flags, out, err) < 0)
         return -1;
+    if ((*out)->stateless)
+        return 0; /* nothing to recover, nothing it could write */
+    if ((flags & TXBOX_WS_NO_RECOVER) && ws_wait_settled(*out, err) < 0) {
+        txbox_ws_close(*out);
+        *out = NULL;
+        return -1;
+    }
     if (!(flags & TXBOX_WS_NO_RECOVER) && txbox_recover(*out, NULL, err) < 0) {
         txbox_ws_close(*out);
         *out = NULL;

@@ -513,6 +513,14 @@ static int blocked(txbox_ws *ws, const txbox_run_opts *opts, txbox_result *r, ui
                    txbox_error *err)
 {
     int txfd = -1, activefd = -1;
+    if (ws->stateless) { /* blocked all the same, recorded nowhere */
+        r->outcome = TXBOX_OUTCOME_BLOCKED;
+        r->backend = "none";
+        r->changes = json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted", "truncated", 0);
+        r->log_error = xstrdup("not recorded: the workspace's state directory cannot be written there");
+        *out = r;
+        return 0;
+    }
     if (ws_new_tx(ws, &r->id, &txfd, &activefd, NULL, err) < 0) {
         result_free(r);
         return -1;
@@ -864,8 +872,10 @@ static void run_environment(struct run *c)
     c->hide = tx_hidden_paths(opts->deny_read, opts->policy, ws->path);
     /* txbox's state: this workspace known to those around it, theirs and
      * its own out of the command's reach, its own its owner's only */
-    state_register_nested(ws);
-    state_tighten_modes(ws);
+    if (!ws->stateless) {
+        state_register_nested(ws);
+        state_tighten_modes(ws);
+    }
     c->state_hide = state_hidden_paths(ws);
     /* The write budget: half of the free space above the floor (commit.c:
      * a run of commands each taking half of what is left stops there), at
@@ -917,6 +927,10 @@ static void run_tmpsync(struct run *c)
 /* The transaction's id and directory. */
 static int run_new_tx(struct run *c, txbox_error *err)
 {
+    if (c->ws->stateless) { /* a read-only run where .txbox cannot be: no id, no record */
+        c->r->log_error = xstrdup("not recorded: the workspace's state directory cannot be written there");
+        return 0;
+    }
     c->use_copy = c->opts->backend == TXBOX_BACKEND_COPY && !c->read_only;
     if (ws_new_tx(c->ws, &c->r->id, &c->txfd, &c->activefd, &c->base_gen, err) < 0)
         return -1;
@@ -1367,6 +1381,16 @@ static void run_finish(struct run *c)
     txbox_ws *ws = c->ws;
     txbox_result *r = c->r;
     tx_mark("decided");
+    if (ws->stateless) { /* read-only: no scratch, no record */
+        if (!r->changes)
+            r->changes = json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted", "truncated", 0);
+        r->duration_ms = (double)(now_ns() - c->t0) / 1e6;
+        r->overhead_ms = r->duration_ms - r->cmd_ms;
+        tx_free_strv(c->hide);
+        tx_free_strv(c->state_hide);
+        json_decref(c->scrubbed);
+        return;
+    }
     bool trashed = false;
     if (r->write_limit) /* its space back at once, not after the next command */
         (void)tree_remove(c->txfd, "upper");
@@ -1661,6 +1685,11 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
         c.link.late = NULL;
     }
     int j = run_judge(&c, err);
+    if (j == 0 && ws->stateless && !c.read_only)
+        j = tx_err(err, EROFS,
+                   "the workspace %s takes no writes (its state directory %s cannot be made or written "
+                   "there): only a command run read-only can run in it",
+                   ws->path, TXBOX_STATE_DIR);
     if (j != 0) {
         run_release(&c);
         if (j > 0)

@@ -432,6 +432,36 @@ commit_post() {
     [ "$status" = 153 ] || [ "$status" = 137 ] || fail "status $status; stderr: $stderr"
     [[ "$stderr" == *"stopped by the write limit and rolled back"* ]] || fail "stderr: $stderr"
     [ "$(digest "$WS")" = "$pre" ] || fail "the workspace changed"
+    # no file at the limit: a truncate past it fails (the process that got
+    # SIGXFSZ, reaped by the shell, not by txbox), an empty file is left,
+    # and the command says success
+    run --separate-stderr txbox_bin run -C "$WS" --json --max-write 10M -c \
+        'truncate -s 100G sparse; echo x >>f1; exit 0'
+    [ "$status" = 153 ] || fail "sparse: status $status, want 153; stderr: $stderr"
+    [ "$(jget outcome)" = rolled_back ] && [ "$(jget stopped_by)" = "write limit" ] || fail "sparse: $output"
+    [ "$(digest "$WS")" = "$pre" ] || fail "sparse: the workspace changed"
+    # the same in a process still running when the command ends (it caught
+    # the error and went on)
+    run --separate-stderr txbox_bin run -C "$WS" --json --max-write 10M -c \
+        'python3 -c "
+import os, time
+f = os.open(\"sparse\", os.O_WRONLY | os.O_CREAT)
+try: os.ftruncate(f, 100 << 30)
+except OSError: pass
+time.sleep(5)" & sleep 1; echo x >>f1; exit 0'
+    # (or killed whole by the budget's watch, 137, when the shared disk's
+    # free space fell by the budget meanwhile)
+    [ "$status" = 153 ] || [ "$status" = 137 ] || fail "background: status $status; $output"
+    [ "$(jget stopped_by)" = "write limit" ] || fail "background: $output"
+    [ "$(digest "$WS")" = "$pre" ] || fail "background: the workspace changed"
+    # and in a multi-command transaction: the command is not staged
+    local id
+    id="$("$TXBOX" begin -C "$WS")"
+    run --separate-stderr txbox_bin run -C "$WS" --json --tx "$id" --max-write 10M -c \
+        'truncate -s 100G sparse; echo x >>f1; exit 0'
+    [ "$status" = 153 ] && [ "$(jget outcome)" = rolled_back ] || fail "multi: status $status; $output"
+    run --separate-stderr txbox_bin commit -C "$WS" "$id"
+    [ "$status" = 0 ] && [ "$(digest "$WS")" = "$pre" ] || fail "multi: its commit applied something: $status"
 }
 
 @test "a btrfs subvolume inside the workspace is refused before the commit point, like a mount" {
@@ -559,4 +589,158 @@ commit_post() {
     tx -c 'echo later > later'
     assert_status 0
     [ "$(cat "$WS/later")" = later ] || fail "the next run did not commit"
+}
+
+# stopped_at FAULT ARGS...: txbox ARGS... started with TXBOX_FAULT=FAULT (a
+# stop) in the background, in $STOPPED once it stopped there (SIGSTOP).
+stopped_at() {
+    local fault="$1" i st=
+    shift
+    TXBOX_FAULT="$fault" "$TXBOX" "$@" >"$BATS_TEST_TMPDIR/stopped.out" 2>"$BATS_TEST_TMPDIR/stopped.err" &
+    STOPPED=$!
+    for i in $(seq 300); do
+        st="$(awk '/^State:/ {print $2}' /proc/$STOPPED/status 2>/dev/null)"
+        [ "$st" = T ] && return 0
+        sleep 0.05
+    done
+    kill -CONT "$STOPPED" 2>/dev/null
+    wait "$STOPPED"
+    fail "txbox $* never stopped at $fault: $(cat "$BATS_TEST_TMPDIR/stopped.err")"
+}
+
+# A committer stopped while it holds the workspace lock (SIGSTOP, a
+# debugger): a later commit waits for it, says who holds it, gives up at the
+# bound (TXBOX_LOCK_WAIT) with 125 and nothing changed, and a Ctrl-C or
+# SIGTERM ends the wait at once.
+@test "waiting for a lock held by a stopped committer: it is named, the wait has a bound, Ctrl-C ends it" {
+    faults_ws
+    # stopped after its commit point, the lock held
+    stopped_at rename:2:stop run -C "$WS" -c 'echo held >held.txt'
+    local t0=$SECONDS
+    run --separate-stderr env TXBOX_LOCK_WAIT=3 timeout -k 5 60 "$TXBOX" run -C "$WS" -c 'echo y >other.txt'
+    local took=$((SECONDS - t0)) st=$status err=$stderr
+    local after=no
+    [ -e "$WS/other.txt" ] && after=yes
+    # Ctrl-C (SIGINT) and SIGTERM end a wait at once
+    local sig results=()
+    for sig in INT TERM; do
+        env TXBOX_LOCK_WAIT=60 "$TXBOX" run -C "$WS" -c 'echo z >third.txt' 2>"$BATS_TEST_TMPDIR/w.err" &
+        local w=$! i
+        for i in $(seq 100); do grep -q "waiting for the workspace lock" "$BATS_TEST_TMPDIR/w.err" && break; sleep 0.1; done
+        local t1=$SECONDS
+        kill -"$sig" "$w"
+        local wst=0
+        timeout 10 tail --pid="$w" -f /dev/null || { kill -KILL "$w"; results+=("$sig: still waiting 10 s later"); }
+        wait "$w" || wst=$?
+        [ "$wst" = 125 ] && [ $((SECONDS - t1)) -le 3 ] &&
+            grep -q "cancelled while waiting for the workspace lock, held by pid $STOPPED" "$BATS_TEST_TMPDIR/w.err" ||
+            results+=("$sig: status $wst after $((SECONDS - t1)) s: $(cat "$BATS_TEST_TMPDIR/w.err")")
+    done
+    kill -CONT "$STOPPED"
+    wait "$STOPPED"
+    local held_st=$?
+    [ "$st" = 125 ] || fail "status $st, not 125 (after $took s); stderr: $err"
+    [ "$took" -le 20 ] || fail "the bound of 3 s took $took s"
+    [[ "$err" == *"waiting for the workspace lock, held by pid $STOPPED ("*"txbox run"*"), stopped"* ]] ||
+        fail "the wait did not say who holds the lock: $err"
+    [[ "$err" == *"the workspace lock is held by pid $STOPPED"*"stopped: gave up after 3 s; nothing was done"* ]] ||
+        fail "the bound's message: $err"
+    [ "$after" = no ] || fail "the waiting run committed"
+    [ "${#results[@]}" = 0 ] || fail "${results[@]}"
+    [ "$held_st" = 0 ] && [ "$(cat "$WS/held.txt")" = held ] || fail "the stopped commit did not finish: $held_st"
+}
+
+# Readers (log, show, diff) do not recover; while a commit or a recovery
+# applies a journal (the workspace lock held), they wait for it (bounded)
+# and show what it leaves, instead of failing or showing the state before.
+@test "txbox log waits while a commit or a recovery applies a journal, then shows it" {
+    faults_ws
+    local what
+    for what in commit recover; do
+        if [ "$what" = commit ]; then
+            stopped_at rename:2:stop run -C "$WS" -c "echo $what >$what.txt"
+        else
+            # a commit killed after its commit point, then its recovery stopped mid-way
+            run env TXBOX_FAULT=rename:2:kill "$TXBOX" run -C "$WS" -c "echo $what >$what.txt"
+            [ "$status" = 137 ] || fail "the commit was not killed: $status"
+            stopped_at rename:1:stop recover -C "$WS"
+        fi
+        local id
+        id="$(ls "$WS/.txbox/journal")"
+        "$TXBOX" log -C "$WS" --json >"$BATS_TEST_TMPDIR/log.out" 2>"$BATS_TEST_TMPDIR/log.err" &
+        local r=$!
+        sleep 1.5
+        local still=no
+        kill -0 "$r" 2>/dev/null && still=yes
+        kill -CONT "$STOPPED"
+        wait "$STOPPED" || fail "[$what] the stopped txbox failed: $(cat "$BATS_TEST_TMPDIR/stopped.err")"
+        local rst=0
+        wait "$r" || rst=$?
+        [ "$still" = yes ] || fail "[$what] log did not wait: status $rst, $(cat "$BATS_TEST_TMPDIR/log.err")"
+        [ "$rst" = 0 ] || fail "[$what] log: status $rst: $(cat "$BATS_TEST_TMPDIR/log.err")"
+        [ "$(jq -r --arg t "$id" '.[] | select(.tx == $t) | .outcome' "$BATS_TEST_TMPDIR/log.out")" = committed ] ||
+            fail "[$what] log does not show $id committed: $(cat "$BATS_TEST_TMPDIR/log.out")"
+    done
+}
+
+# The state directory is trusted (its journals are applied, its pre-images
+# moved back): one another user owns, and can change, is refused by name,
+# whatever the command, and nothing is touched. As root above all.
+@test "a .txbox owned by another user is refused, not used" {
+    is_root || skip "only root can give the state directory to another user"
+    local u="${TXBOX_TEST_USER:-txbox-test}" c errs=()
+    id "$u" >/dev/null 2>&1 || need "no test user $u"
+    faults_ws
+    tx -c 'echo one >f1'
+    assert_status 0
+    # a journal the other user could have planted: it must not be applied
+    run env TXBOX_FAULT=rename:2:kill "$TXBOX" run -C "$WS" -c 'echo two >f2'
+    [ "$status" = 137 ] || fail "no journal left: $status"
+    chown -R "$u" "$WS/.txbox"
+    local pre
+    pre="$(digest "$WS")"
+    for c in "run -c true" "run -c 'echo x >f3'" "recover" "log" "undo" "status"; do
+        eval "run --separate-stderr txbox_bin $c -C \"\$WS\""
+        [ "$status" = 125 ] || errs+=("$c: status $status; $stderr")
+        [[ "$stderr" == *"$WS/.txbox belongs to $u (uid $(id -u "$u")), not to this user (uid 0)"* ]] ||
+            errs+=("$c: stderr: $stderr")
+        [ "$(digest "$WS")" = "$pre" ] || errs+=("$c: the workspace changed")
+    done
+    chown -R 0 "$WS/.txbox"
+    tx -c 'echo x >f3'
+    [ "$status" = 0 ] && [ "$(cat "$WS/f2")" = two ] || errs+=("given back: status $status; $stderr")
+    [ "${#errs[@]}" = 0 ] || fail "${errs[@]}"
+}
+
+# A workspace that takes no writes (a read-only mount; as a user, a
+# directory without write permission): .txbox cannot be made there. A
+# read-only run works all the same, recorded nowhere (and says so); any
+# other is refused by name, with the option that works. Nothing is created.
+@test "a read-only workspace: --read-only runs there, unrecorded; a change is refused naming --read-only" {
+    local ro="$BATS_TEST_TMPDIR/ro" src="$BATS_TEST_TMPDIR/rosrc" mounted=no
+    mkdir -p "$src"
+    echo a >"$src/a"
+    if is_root; then # root writes any directory: a read-only mount
+        mkdir -p "$ro"
+        mount --bind "$src" "$ro" && mount -o remount,bind,ro "$ro" || need "cannot make a read-only bind mount"
+        mounted=yes
+    else
+        ro="$src"
+        chmod 0555 "$ro"
+    fi
+    run --separate-stderr txbox_bin run -C "$ro" --json --read-only -c 'cat a; echo x >b 2>/dev/null; true'
+    local st1=$status out1=$output err1=$stderr
+    run --separate-stderr txbox_bin run -C "$ro" -c 'echo b >b'
+    local st2=$status err2=$stderr
+    local left
+    left="$(ls -A "$ro")"
+    [ "$mounted" = yes ] && umount "$ro"
+    chmod 0755 "$src"
+    [ "$st1" = 0 ] || fail "--read-only: status $st1; $err1"
+    output="$out1"
+    [ "$(jget outcome)" = read_only ] && [ "$(jget stdout)" = a ] || fail "--read-only: $out1"
+    [[ "$(jget log_error)" == "not recorded"* ]] || fail "--read-only: not said to be unrecorded: $out1"
+    [ "$st2" = 125 ] || fail "a change: status $st2; $err2"
+    [[ "$err2" == *"cannot create .txbox"*"--read-only"* ]] || fail "a change: not refused naming --read-only: $err2"
+    [ "$left" = a ] || fail "something was created: $left"
 }

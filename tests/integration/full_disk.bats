@@ -10,9 +10,11 @@ bats_require_minimum_version 1.5.0
 load ../lib/common
 
 setup() {
-    is_root || skip "making filesystems on loop devices needs root"
     MNT="$BATS_TEST_TMPDIR/mnt"
     mkdir -p "$MNT"
+    # (the tests of the floor on the machine's own filesystem run as any user)
+    [[ "$BATS_TEST_DESCRIPTION" == *"floor, every commit path"* ]] ||
+        is_root || skip "making filesystems on loop devices needs root"
 }
 
 teardown() {
@@ -95,4 +97,82 @@ check_full() {
 @test "full disk, ext4: no crash, no history hidden, the pending row shown" {
     on_full ext4 96M
     check_full ext4
+}
+
+# ---------------------------------------------------------------------------
+# The free-space floor: no commit that keeps new data leaves the workspace's
+# filesystem below it (outcome no_space, status 119, nothing applied), and a
+# run's default write budget is half of what is above it.
+
+avail_bytes() { df --output=avail -B1 "$1" | tail -1 | tr -d ' '; }
+
+# Eight commands in a row, each taking (just under) half of what the filesystem has left
+# (a command that works out its own size from df): before the floor, the
+# filesystem ended full.
+@test "eight commands each taking half of what is left end above the floor, not at 100%" {
+    local img="$BATS_TEST_TMPDIR/floor.img" i size floor
+    truncate -s 256M "$img"
+    mkfs.ext4 -q -F "$img" >/dev/null || fail "mkfs.ext4 failed"
+    mount -o loop "$img" "$MNT" || need "cannot mount a loop device here"
+    WS="$MNT/ws"
+    mkdir -p "$WS"
+    size=$(($(df --output=size -B1 "$MNT" | tail -1)))
+    floor=$((size / 4)) # the default: 256 MiB at least, a quarter of a small filesystem at most
+    for i in 1 2 3 4 5 6 7 8; do
+        tx -c "fallocate -l \$((\$(df --output=avail -B1 . | tail -1) / 100 * 49)) big$i"
+        # committed, or stopped by the write limit (the fallocate refused: its status 1, or 153), or no_space
+        case "$status" in 0 | 1 | 153 | 119) ;; *) fail "run $i: status $status; $stderr" ;; esac
+    done
+    local left
+    left="$(avail_bytes "$MNT")"
+    [ "$left" -ge "$floor" ] || fail "$left bytes left, below the floor of $floor: $(df -h "$MNT" | tail -1)"
+    tx -c 'echo small >small'
+    assert_status 0
+}
+
+# Every commit path, on the machine's own filesystem with a floor just below
+# its free space (TXBOX_MIN_FREE): a commit that would cross it is not
+# applied (119, no_space), and what it keeps is what it was: a run's changes
+# are gone, a multi-command transaction stays open, a held one stays held.
+@test "the free-space floor, every commit path: no_space, status 119, nothing applied" {
+    new_ws
+    tx -c true
+    local floor errs=() id pre
+    export TXBOX_MIN_FREE=$(($(avail_bytes "$WS") - (100 << 20)))
+    pre="$("$TREESUM" "$WS")"
+    # run
+    txj --max-write 1G -c 'fallocate -l 300M big; echo x >>README'
+    [ "$status" = 119 ] && [ "$(jget outcome)" = no_space ] || errs+=("run: status $status; $(clip "$output")")
+    [ "$(jget space.floor_bytes)" = "$TXBOX_MIN_FREE" ] || errs+=("run: space: $(jget space)")
+    [[ "$stderr" == "" || "$stderr" == *"below its floor"* ]] || true
+    # the status line says so
+    tx --max-write 1G -c 'fallocate -l 300M big'
+    [ "$status" = 119 ] && [[ "$stderr" == *"not committed"*"below its floor of"*"nothing was changed"* ]] ||
+        errs+=("run's line: status $status; $stderr")
+    # multi
+    id="$("$TXBOX" begin -C "$WS")"
+    "$TXBOX" run -C "$WS" --tx "$id" --max-write 1G -c 'fallocate -l 300M big' >/dev/null 2>&1
+    run --separate-stderr txbox_bin commit -C "$WS" --json "$id"
+    [ "$status" = 119 ] && [ "$(jget outcome)" = no_space ] || errs+=("multi: status $status; $output $stderr")
+    run --separate-stderr txbox_bin status -C "$WS" --json
+    [[ "$output" == *"\"tx\":\"$id\""* ]] || errs+=("multi: no longer open: $output")
+    "$TXBOX" abort -C "$WS" "$id" >/dev/null 2>&1 || errs+=("multi: abort failed")
+    # approve: held by a git hook, then refused by the floor; still held
+    id="$("$TXBOX" run -C "$WS" --json --max-write 1G -c 'fallocate -l 300M big; mkdir -p .git/hooks; echo c >.git/hooks/pre-rebase' 2>/dev/null | jq -r .tx)"
+    run --separate-stderr txbox_bin approve -C "$WS" --json "$id"
+    [ "$status" = 119 ] && [ "$(jget outcome)" = no_space ] || errs+=("approve: status $status; $output $stderr")
+    run --separate-stderr txbox_bin review -C "$WS" --json
+    [[ "$output" == *"\"tx\":\"$id\""* ]] || errs+=("approve: no longer held: $output")
+    "$TXBOX" reject -C "$WS" "$id" >/dev/null 2>&1 || errs+=("approve: reject failed")
+    [ "$("$TREESUM" "$WS")" = "$pre" ] || errs+=("the workspace changed")
+    # a small change still commits; without a floor (0) so does the big one
+    tx -c 'echo y >>README'
+    [ "$status" = 0 ] || errs+=("a small change: status $status; $stderr")
+    TXBOX_MIN_FREE=0 tx --max-write 1G -c 'fallocate -l 300M big'
+    [ "$status" = 0 ] || errs+=("TXBOX_MIN_FREE=0: status $status; $stderr")
+    # a floor that is not one is refused, by name
+    TXBOX_MIN_FREE=lots tx -c 'echo z >z'
+    [ "$status" = 125 ] && [[ "$stderr" == *"TXBOX_MIN_FREE"* ]] || errs+=("a bad floor: status $status; $stderr")
+    unset TXBOX_MIN_FREE
+    [ "${#errs[@]}" = 0 ] || fail "${errs[@]}"
 }
