@@ -61,6 +61,7 @@ bool multi_is_opaque(const txbox_multi *m, int dfd)
 
 static void note(struct merge *g, json_t *list, const char *p, bool dir)
 {
+    g->count[list == g->added ? 0 : list == g->modified ? 1 : 2]++;
     if (g->listed >= CHANGES_CAP) {
         g->truncated = true;
         return;
@@ -319,8 +320,12 @@ int multi_finish_merge(txbox_multi *m, json_t **changes, txbox_error *err)
     if (multi_restore_modes(m, "merge.modes", err) < 0)
         return tx_err_ctx(err, "transaction %s: merging a command's changes", m->ids);
     struct stat ust;
-    struct merge g = {m, json_array(), json_array(), json_array(),
-                      0, false,        err,          {m, "merge.modes", -1, false}};
+    struct merge g = {.m = m,
+                      .added = json_array(),
+                      .modified = json_array(),
+                      .deleted = json_array(),
+                      .err = err,
+                      .ml = {m, "merge.modes", -1, false}};
     _cleanup_close_ int ufd = multi_open_dir_rw(&g.ml, m->txfd, "incoming", "", &ust);
     int rc = 0;
     if (ufd < 0)
@@ -336,8 +341,10 @@ int multi_finish_merge(txbox_multi *m, json_t **changes, txbox_error *err)
     if (rc == 0 && unlinkat(m->txfd, "merge.modes", 0) < 0 && errno != ENOENT)
         rc = tx_errno(err, errno, "cannot remove merge.modes");
     if (rc == 0 && changes)
-        *changes = json_pack("{s:O,s:O,s:O,s:b}", "added", g.added, "modified", g.modified, "deleted",
-                             g.deleted, "truncated", g.truncated);
+        *changes = json_pack("{s:O,s:O,s:O,s:b,s:{s:I,s:I,s:I}}", "added", g.added, "modified", g.modified,
+                             "deleted", g.deleted, "truncated", g.truncated, "counts", "added",
+                             (json_int_t)g.count[0], "modified", (json_int_t)g.count[1], "deleted",
+                             (json_int_t)g.count[2]);
     json_decref(g.added);
     json_decref(g.modified);
     json_decref(g.deleted);

@@ -50,6 +50,7 @@ struct merge {
     bool truncated;
     txbox_error *err;
     struct modes_log ml; /* merge.modes */
+    size_t count[3];     /* added, modified, deleted: all of them, past the cap too */
 };
 
 /* The state file, tx/ID/multi, replaced whole; a number of it (0: none). */

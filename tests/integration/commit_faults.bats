@@ -744,3 +744,23 @@ stopped_at() {
     [[ "$err2" == *"cannot create .txbox"*"--read-only"* ]] || fail "a change: not refused naming --read-only: $err2"
     [ "$left" = a ] || fail "something was created: $left"
 }
+
+# The change list names at most 10,000 paths (truncated: true); the counts
+# are every path's: the status line, the JSON's changes.counts, the log's
+# column and a multi-command commit's line say 10,006, not 10,000.
+@test "the status line and the log count every changed file, past the change list's cap" {
+    faults_ws
+    local make='mkdir d; for i in $(seq 10005); do : >d/f$i; done'
+    local make_e='mkdir e; for i in $(seq 10005); do : >e/f$i; done'
+    tx -c "$make"
+    [ "$status" = 0 ] && [[ "$stderr" == *"committed (10006 added, 0 modified, 0 deleted"* ]] ||
+        fail "status $status; line: $stderr"
+    run --separate-stderr txbox_bin log -C "$WS" --json -n 1
+    [ "$(jq -r '.[0].n_added' <<<"$output")" = 10006 ] || fail "log: $(jq -c '.[0] | {n_added}' <<<"$output")"
+    local id
+    id="$("$TXBOX" begin -C "$WS")"
+    "$TXBOX" run -C "$WS" --tx "$id" -c "$make_e" >/dev/null 2>&1 || fail "run --tx failed"
+    run --separate-stderr txbox_bin commit -C "$WS" "$id"
+    [ "$status" = 0 ] && [[ "$stderr" == *"(1 commands; 10006 added, 0 modified, 0 deleted)"* ]] ||
+        fail "multi: status $status; line: $stderr"
+}
