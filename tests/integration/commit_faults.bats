@@ -464,7 +464,7 @@ time.sleep(5)" & sleep 1; echo x >>f1; exit 0'
     [ "$status" = 0 ] && [ "$(digest "$WS")" = "$pre" ] || fail "multi: its commit applied something: $status"
 }
 
-@test "a btrfs subvolume inside the workspace is refused before the commit point, like a mount" {
+@test "a btrfs subvolume inside the workspace is refused before the commit point, like a mount, by every commit path" {
     is_root || skip "making a btrfs filesystem needs root; the unprivileged user cannot make such a workspace"
     command -v mkfs.btrfs >/dev/null || need "mkfs.btrfs missing (btrfs-progs)"
     grep -qw btrfs /proc/filesystems || modprobe btrfs 2>/dev/null || need "no btrfs in this kernel"
@@ -474,26 +474,46 @@ time.sleep(5)" & sleep 1; echo x >>f1; exit 0'
     mkfs.btrfs -q "$img" >/dev/null || fail "mkfs.btrfs failed"
     mkdir -p "$mnt"
     mount -o loop "$img" "$mnt" || need "cannot mount a loop device here"
-    WS="$mnt"
-    btrfs subvolume create "$WS/vol" >/dev/null
-    echo inner >"$WS/vol/inner"
-    echo a >"$WS/a"
-    "$TXBOX" run -C "$WS" -c true >/dev/null 2>&1
-    pre="$(digest "$WS")"
-    run --separate-stderr txbox_bin run -C "$WS" -c 'echo x >>vol/inner; echo y >a'
-    st=$status err=$stderr
+    local errs=() caller cmd pre
+    for caller in $CALLERS; do
+        WS="$mnt/ws.$caller"
+        mkdir -p "$WS"
+        echo a >"$WS/a"
+        if [ "$caller" = undo ]; then
+            # its commit wrote vol/inner; vol is a subvolume since
+            mkdir "$WS/vol"
+            "$TXBOX" run -C "$WS" -c 'echo inner >vol/inner; echo y >a' >/dev/null 2>&1
+            mv "$WS/vol" "$WS/vol.old"
+            btrfs subvolume create "$WS/vol" >/dev/null
+            cp -a "$WS/vol.old/inner" "$WS/vol/inner"
+            rm -rf "$WS/vol.old"
+            cmd=(undo -C "$WS")
+        else
+            btrfs subvolume create "$WS/vol" >/dev/null
+            echo inner >"$WS/vol/inner"
+            "$TXBOX" run -C "$WS" -c true >/dev/null 2>&1
+            CHANGE='echo x >>vol/inner; echo y >a'
+            mapfile -t cmd < <(commit_via "$caller")
+        fi
+        pre="$(digest "$WS")"
+        run --separate-stderr txbox_bin "${cmd[@]}"
+        [ "$status" = 125 ] || errs+=("[$caller] status $status; stderr: $stderr")
+        [[ "$stderr" == *"vol lies on another filesystem or subvolume"*"nothing was changed"* ]] ||
+            errs+=("[$caller] stderr: $stderr")
+        [ "$(digest "$WS")" = "$pre" ] || errs+=("[$caller] the workspace changed")
+        [ -z "$(ls "$WS/.txbox/journal")" ] || errs+=("[$caller] a journal was left")
+    done
+    # removing the subvolume is refused too; the next run commits
+    WS="$mnt/ws.run"
     run --separate-stderr txbox_bin run -C "$WS" -c 'rm -rf vol; echo y >a'
-    st2=$status err2=$stderr
-    now="$(digest "$WS")"
+    local st2=$status err2=$stderr
     run --separate-stderr txbox_bin run -C "$WS" -c 'echo z >a'
-    st3=$status
+    local st3=$status content
     content="$(cat "$WS/a")"
     umount "$mnt"
-    [ "$st" = 125 ] || fail "a change inside the subvolume: status $st; stderr: $err"
-    [[ "$err" == *"vol lies on another filesystem or subvolume"*"nothing was changed"* ]] || fail "stderr: $err"
-    [ "$st2" = 125 ] || fail "removing the subvolume: status $st2; stderr: $err2"
-    [ "$now" = "$pre" ] || fail "the workspace changed"
-    [ "$st3" = 0 ] && [ "$content" = z ] || fail "the next run did not commit (status $st3)"
+    [ "$st2" = 125 ] || errs+=("removing the subvolume: status $st2; stderr: $err2")
+    [ "$st3" = 0 ] && [ "$content" = z ] || errs+=("the next run did not commit (status $st3)")
+    [ "${#errs[@]}" = 0 ] || fail "${errs[@]}"
 }
 
 @test "a workspace on a filesystem overlay cannot use (overlayfs) is refused by name, with the option that works, and nothing is left there" {
