@@ -163,9 +163,15 @@ static int ops_precheck(txbox_ws *ws, const struct tx_ops *ops, char **why, txbo
         }
         struct entry_facts ef;
         bool exists = entry_facts(pfd, slash ? slash + 1 : path, &ef) == 0;
-        if (!exists && errno != ENOENT)
+        /* In a directory without search permission (an unprivileged
+         * owner's mode 0: the apply grants it first, journal.c I3), what is
+         * there cannot be seen now: its own attributes go unchecked (the
+         * rollback is the guard), its parent is checked as if it were. */
+        bool hidden = !exists && errno == EACCES;
+        if (!exists && !hidden && errno != ENOENT)
             return tx_errno(err, errno, "cannot stat %s", path);
-        if (o->kind != OP_META && pfacts && (*why = entry_refusal(ws, wf.mnt, &f, last_parent, true, exists)))
+        if (o->kind != OP_META && pfacts &&
+            (*why = entry_refusal(ws, wf.mnt, &f, last_parent, true, exists || hidden)))
             return 1;
         if (exists && (*why = entry_refusal(ws, wf.mnt, &ef, path, false, false)))
             return 1;

@@ -1392,7 +1392,8 @@ static void run_finish(struct run *c)
         return;
     }
     bool trashed = false;
-    if (r->write_limit) /* its space back at once, not after the next command */
+    if (r->write_limit ||
+        r->outcome == TXBOX_OUTCOME_NO_SPACE) /* its space back at once, not after the next command */
         (void)tree_remove(c->txfd, "upper");
     else if (r->outcome != TXBOX_OUTCOME_CONFLICT && r->outcome != TXBOX_OUTCOME_HELD)
         trashed =
