@@ -513,7 +513,11 @@ static int step_journal(struct tx_commit *c, char *info, txbox_error *err)
 
 typedef int (*commit_step)(struct tx_commit *c, txbox_error *err);
 
-/* The steps up to the record; then space and journal, which take it. */
+/* The steps up to the record; then space and journal, which take it. A
+ * new check is a step here, in its place, and holds for every caller:
+ * what a commit destroys is measured between conflicts and effects (the
+ * rules judge it); what only one caller does is its hook (prepare: the
+ * write set it builds; judge; info; finish). */
 static const struct {
     const char *name;
     commit_step run;
