@@ -617,6 +617,49 @@ void commit_tidy_dead(int txfd)
     (void)unlinkat(txfd, "survivors.rec", 0);
 }
 
+/* The multi-command layer's copies (multi.c): hard links of what became
+ * workspace files at the commit. */
+static const char *const layer_copies[] = {"layer.keep", "sp", "lwork"};
+
+static bool has_layer_copies(int txfd)
+{
+    if (exists_at(txfd, "journal") <= 0)
+        return false;
+    for (size_t i = 0; i < ARRAY_SIZE(layer_copies); i++)
+        if (exists_at(txfd, layer_copies[i]) > 0)
+            return true;
+    return false;
+}
+
+int commit_tidy_closed(txbox_ws *ws, bool locked, txbox_error *err)
+{
+    uint64_t *ids = NULL;
+    size_t n = 0;
+    if (ws_list_ids(ws->txd, &ids, &n, err) < 0)
+        return -1;
+    int lockfd = -1, rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%llu", (unsigned long long)ids[i]);
+        _cleanup_close_ int txfd = openat(ws->txd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (txfd < 0 || !has_layer_copies(txfd))
+            continue;
+        /* under the lock (no commit in its own clean-up meanwhile), again */
+        if (!locked && lockfd < 0 && ws_lock(ws, &lockfd, err) < 0) {
+            rc = -1;
+            break;
+        }
+        if (!has_layer_copies(txfd))
+            continue;
+        for (size_t k = 0; k < ARRAY_SIZE(layer_copies); k++)
+            if (tree_remove(txfd, layer_copies[k]) < 0 && errno != ENOENT)
+                rc = tx_errno(err, errno, "transaction %s: cannot remove its %s", name, layer_copies[k]);
+    }
+    ws_unlock(lockfd);
+    free(ids);
+    return rc;
+}
+
 bool commit_is_stuck(txbox_ws *ws, uint64_t id)
 {
     char p[48];

@@ -123,6 +123,12 @@ void commit_tidy(int txfd, bool keep_upper);
 /* commit_tidy of a transaction whose owner died, with what a session's
  * background processes had (live/, survivors.rec). */
 void commit_tidy_dead(int txfd);
+/* Committed transactions (a closed journal, tx/ID/journal) that still
+ * hold a multi-command layer's copies as hard links of workspace files
+ * (layer.keep, sp, lwork: a crash or a power loss after the journal closed,
+ * before the transaction's own clean-up was durable, or a version that left
+ * them): removed, under the workspace lock (taken unless locked). */
+MUST_CHECK int commit_tidy_closed(txbox_ws *ws, bool locked, txbox_error *err);
 /* Was a recovery's attempt on id held (tx/ID/stuck)? */
 bool commit_is_stuck(txbox_ws *ws, uint64_t id);
 

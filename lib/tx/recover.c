@@ -114,8 +114,12 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
                 continue;
             }
             if (fstatat(txfd, "journal", &st, 0) == 0) {
-                /* Fully committed; only the owner's clean-up was cut short. */
+                /* Fully committed; only the owner's clean-up was cut short
+                 * (a crash or a power loss after the journal closed): a
+                 * multi-command or held one is closed too. */
                 commit_tidy_dead(txfd);
+                if (fstatat(txfd, "outcome", &st, AT_SYMLINK_NOFOLLOW) < 0)
+                    tx_write_outcome(txfd, "committed (completed by recovery)");
                 ws_end_tx(ws, id, -1);
                 continue;
             }
@@ -134,6 +138,10 @@ int txbox_recover(txbox_ws *ws, char **report, txbox_error *err)
         json_array_append_new(rolled_back, json_string(name));
         ws_end_tx(ws, id, -1);
     }
+    /* An explicit recovery also tidies what committed transactions left
+     * that holds workspace files as hard links (commit_tidy_closed). */
+    if (report && rc == 0 && commit_tidy_closed(ws, lockfd >= 0, err) < 0)
+        rc = -1;
     /* An explicit recovery (one that wants the report) leaves the audit
      * log complete: the rows still pending go into it. */
     if (report && rc == 0)

@@ -784,3 +784,36 @@ stopped_at() {
     [ "$status" = 0 ] && [[ "$stderr" == *"(1 commands; 10006 added, 0 modified, 0 deleted)"* ]] ||
         fail "multi: status $status; line: $stderr"
 }
+
+@test "a multi-command commit cut short after its journal closed: recover leaves no copy of its layer, nor a link" {
+    faults_ws
+    local id
+    id="$("$TXBOX" begin -C "$WS")"
+    "$TXBOX" run -C "$WS" --tx "$id" -c 'echo n >new; echo m >>f1' >/dev/null 2>&1 || fail "run --tx failed"
+    "$TXBOX" commit -C "$WS" "$id" >/dev/null 2>&1 || fail "commit failed"
+    local post t="$WS/.txbox/tx/$id"
+    post="$(pdigest "$WS")"
+    [ -e "$t/journal" ] || fail "no commit record in $t"
+    # What a power loss after the journal closed can leave (the removals
+    # not yet durable): the layer's copy and a savepoint as hard links of
+    # the committed files, the owner's lock, no outcome.
+    mkdir -p "$t/layer.keep" "$t/sp/1.a"
+    ln "$WS/new" "$t/layer.keep/new"
+    ln "$WS/f1" "$t/sp/1.a/f1"
+    : >"$WS/.txbox/active/$id"
+    rm -f "$t/outcome"
+    [ "$(stat -c %h "$WS/new")" = 2 ] || fail "setup: no second link"
+    run --separate-stderr txbox_bin recover -C "$WS"
+    [ "$status" = 0 ] || fail "recover: status $status: $stderr"
+    [ ! -e "$t/layer.keep" ] && [ ! -e "$t/sp" ] || fail "left: $(ls "$t")"
+    [ "$(stat -c %h "$WS/new")" = 1 ] && [ "$(stat -c %h "$WS/f1")" = 1 ] ||
+        fail "links: new $(stat -c %h "$WS/new"), f1 $(stat -c %h "$WS/f1")"
+    [[ "$(cat "$t/outcome")" == committed* ]] || fail "outcome: $(cat "$t/outcome" 2>&1)"
+    [ "$(pdigest "$WS")" = "$post" ] || fail "the workspace changed"
+    # and with no owner's lock left (a version that left them): the same
+    mkdir -p "$t/layer.keep"
+    ln "$WS/new" "$t/layer.keep/new"
+    run --separate-stderr txbox_bin recover -C "$WS"
+    [ "$status" = 0 ] && [ ! -e "$t/layer.keep" ] && [ "$(stat -c %h "$WS/new")" = 1 ] ||
+        fail "status $status: $stderr; left: $(ls "$t")"
+}
