@@ -1220,6 +1220,16 @@ static int run_judge_effects(struct tx_commit *c, txbox_error *err)
                                                  .ops = &c->ops,
                                                  .now = wall_time()},
                              rc->r, &ls, err);
+    /* an index that was only refreshed (losses.c) is no change to report */
+    bool quiet = false;
+    for (size_t i = 0; e == 0 && i < c->ops.n && !quiet; i++)
+        quiet = c->ops.v[i].quiet;
+    if (quiet) {
+        json_decref(c->changes);
+        c->changes = ops_changes(c->upperfd, c->ws->fd, &c->ops, TX_CHANGES_CAP);
+        json_decref(rc->r->changes);
+        rc->r->changes = json_incref(c->changes);
+    }
     if (e == 0 && rc->pol)
         e = effects_gate_run(c->ws, rc->pol, rc->r, c->txfd, c->upperfd, c->base_gen, &c->ops, &c->durable,
                              rc->hctx, rc->gc, &ls, rc->interactive, err);
