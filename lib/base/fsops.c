@@ -13,7 +13,7 @@ static struct {
     bool parsed, armed;
     int op; /* which operation counts; -1: none configured */
     unsigned long n;
-    int action; /* 0 = kill, -1 = stop, else errno */
+    int action; /* 0 = kill, -1 = stop, -2 = skip, else errno */
     unsigned long count[OP_N];
 } F = {.op = -1};
 
@@ -41,6 +41,8 @@ static void fault_parse(void)
         F.action = 0;
     else if (!strcmp(act, "stop"))
         F.action = -1;
+    else if (!strcmp(act, "skip"))
+        F.action = -2;
     else if (!strcmp(act, "EIO"))
         F.action = EIO;
     else if (!strcmp(act, "ENOSPC"))
@@ -64,7 +66,8 @@ void fs_fault_disarm(void) { F.armed = false; }
 
 bool fs_fault_armed(void) { return F.armed; }
 
-/* Returns 0 to proceed, or -1 with errno set to fail the operation. */
+/* Returns 0 to proceed, 1 to skip the operation as if it had succeeded
+ * (skip), or -1 with errno set to fail it. */
 static int fault_point(int op)
 {
     if (!F.armed || F.op < 0)
@@ -79,33 +82,37 @@ static int fault_point(int op)
         for (;;)
             pause();
     }
-    if (F.action < 0) {
+    if (F.action == -1) {
         fflush(NULL);
         kill(getpid(), SIGSTOP); /* until the test's SIGCONT */
         return 0;
     }
+    if (F.action == -2)
+        return 1;
     errno = F.action;
     return -1;
 }
 
 int fs_renameat(int ofd, const char *old, int nfd, const char *new, unsigned flags)
 {
-    if (fault_point(OP_RENAME))
+    if (fault_point(OP_RENAME) < 0)
         return -1;
     return renameat2(ofd, old, nfd, new, flags);
 }
 
 int fs_fsync(int fd)
 {
-    if (fault_point(OP_FSYNC))
-        return -1;
+    int f = fault_point(OP_FSYNC);
+    if (f)
+        return f < 0 ? -1 : 0;
     return fsync(fd);
 }
 
 int fs_syncfs(int fd)
 {
-    if (fault_point(OP_FSYNC))
-        return -1;
+    int f = fault_point(OP_FSYNC);
+    if (f)
+        return f < 0 ? -1 : 0;
     return syncfs(fd);
 }
 
@@ -230,21 +237,21 @@ void fs_writeback_end(struct fs_writeback *w)
 
 int fs_write(int fd, const void *buf, size_t n)
 {
-    if (fault_point(OP_WRITE))
+    if (fault_point(OP_WRITE) < 0)
         return -1;
     return write_all(fd, buf, n);
 }
 
 int fs_mkdirat(int dfd, const char *name, mode_t mode)
 {
-    if (fault_point(OP_MKDIR))
+    if (fault_point(OP_MKDIR) < 0)
         return -1;
     return mkdirat(dfd, name, mode);
 }
 
 int fs_unlinkat(int dfd, const char *name, int flags)
 {
-    if (fault_point(OP_UNLINK))
+    if (fault_point(OP_UNLINK) < 0)
         return -1;
     return unlinkat(dfd, name, flags);
 }

@@ -7,8 +7,10 @@
  *   N      1-based count of calls of OP since fs_fault_arm()
  *   ACTION kill (SIGKILL this process right before the call), stop (SIGSTOP
  *          it there: a test changes the world, then sends SIGCONT, and the
- *          call goes on), or an errno name: EIO, ENOSPC, EDQUOT (the call
- *          fails with it, not performed)
+ *          call goes on), skip (an fsync or syncfs returns 0 without
+ *          syncing: a lost flush, which tests/crash/powerloss must catch;
+ *          other operations go on), or an errno name: EIO, ENOSPC, EDQUOT
+ *          (the call fails with it, not performed)
  * Only the protocol's own operations count, between fs_fault_arm() and
  * fs_fault_disarm(); nothing else in txbox is affected. */
 #ifndef TXBOX_FSOPS_H
