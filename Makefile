@@ -10,7 +10,7 @@ DEB_PKGS   := meson ninja-build gcc clang pkg-config libjansson-dev libseccomp-d
               libsqlite3-dev libyaml-dev libcurl4-openssl-dev libmicrohttpd-dev zlib1g-dev libcmocka-dev \
               libclang-rt-14-dev nettle-dev diffutils bats bubblewrap attr python3 gnuplot-nox help2man \
               hyperfine passwd util-linux coreutils findutils git iproute2 dosfstools \
-              btrfs-progs xfsprogs e2fsprogs clang-format-14 libgit2-dev
+               btrfs-progs xfsprogs e2fsprogs clang-format-14 libgit2-dev libfuse3-dev fuse3
 MESON_OPTS ?=
 
 .PHONY: all build release deps check unit integration crash fuzz-replay demo bench bench-peers clean \
