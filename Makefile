@@ -39,11 +39,17 @@ check: build
 # The crash matrices at issue 26's sizes: the change set also writes
 # 10,000 files and a 64 MiB file. As root every kill point and the EIO and
 # ENOSPC matrices of both backends (about 13 minutes here), then the
-# unprivileged user on the overlay backend. Not in make check (its 20
-# minutes); .ci/run runs it.
+# unprivileged user on the overlay backend. Then the power-loss replay as
+# root with the writes a disk may reorder between flushes (make check runs
+# its in-order prefixes only), its in-order prefixes as the unprivileged
+# user, and its self-test (a skipped fsync must be caught). Not in make
+# check (its 20 minutes); .ci/run runs it.
 check-big: build
 	./tests/crash/run $(BUILD) --big --only root
 	./tests/crash/run $(BUILD) --big --only user --backends overlay
+	./tests/crash/powerloss $(BUILD) --only root
+	./tests/crash/powerloss $(BUILD) --only user --prefixes-only
+	./tests/crash/powerloss $(BUILD) --selftest
 
 unit: build
 	meson test -C $(BUILD) --print-errorlogs
