@@ -169,7 +169,19 @@ static int run_here(resident *r, struct run_args *a, txbox_result **res, txbox_e
     if (a->tx && txbox_multi_open(r->ws, a->tx, &multi, err) < 0)
         return -1;
     a->ro.multi = multi;
+    /* --session: as the CLI opens it (started when none of that id runs) */
+    txbox_session *sess = NULL;
+    txbox_session_opts so = {.id = a->session, .flags = TXBOX_SESSION_CREATE, .policy = r->pol};
+    if (a->session && txbox_session_open(r->ws, &so, &sess, err) < 0) {
+        txbox_multi_close(multi);
+        a->ro.multi = NULL;
+        a->ro.policy = NULL;
+        return -1;
+    }
+    a->ro.session = sess;
     int rc = txbox_run(r->ws, &a->ro, res, err);
+    txbox_session_close(sess);
+    a->ro.session = NULL;
     txbox_multi_close(multi);
     a->ro.multi = NULL;
     a->ro.policy = NULL;

@@ -212,6 +212,35 @@ static void head_in_tx(dbuf *b, json_t *run, const words_ctx *c, const char *out
     }
 }
 
+/* "; background processes of tx 5 (started earlier): tx 8 committed: added
+ * late.txt", one clause per late transaction reported with this result
+ * (the writes of processes an earlier command of the session left
+ * running, once they all exited). */
+static void add_late(dbuf *b, json_t *run)
+{
+    size_t i;
+    json_t *l;
+    json_array_foreach(json_object_get(run, "late_transactions"), i, l)
+    {
+        addf(b, "; background processes of tx %s (an earlier command): ", s(l, "from_tx"));
+        if (*s(l, "tx"))
+            addf(b, "tx %s ", s(l, "tx"));
+        else
+            dbuf_addstr(b, "their writes ");
+        const char *oc = *s(l, "outcome") ? s(l, "outcome") : "ended";
+        dbuf_addstr(b, !strcmp(oc, "rolled_back") ? "rolled back" : oc);
+        if (*s(l, "reason"))
+            addf(b, " (%s)", s(l, "reason"));
+        static const char *const kinds[] = {"added", "modified", "deleted"};
+        json_t *ch = json_object_get(l, "changes");
+        for (size_t k = 0; k < ARRAY_SIZE(kinds); k++)
+            if (json_array_size(json_object_get(ch, kinds[k]))) {
+                addf(b, ", %s", kinds[k]);
+                add_names(b, json_object_get(ch, kinds[k]), 0);
+            }
+    }
+}
+
 char *words_run_line(json_t *run, const words_ctx *c)
 {
     dbuf b;
@@ -221,6 +250,7 @@ char *words_run_line(json_t *run, const words_ctx *c)
         addf(&b, "blocked by rule %s: %s. It never ran", s(run, "rule"), s(run, "reason"));
         if (*s(run, "suggestion"))
             addf(&b, ". Instead: %s", s(run, "suggestion"));
+        add_late(&b, run);
         return steal_pointer(&b.p) ?: xstrdup("");
     }
     if (c->mtx &&
@@ -269,6 +299,7 @@ char *words_run_line(json_t *run, const words_ctx *c)
     }
     if (words_losses(&b, run))
         add_way_back(&b, run, c);
+    add_late(&b, run);
     return steal_pointer(&b.p) ?: xstrdup("");
 }
 
@@ -360,6 +391,9 @@ json_t *words_run_compact(json_t *run, const words_ctx *c)
     json_t *d = json_object_get(run, "discarded");
     if (json_integer_value(json_object_get(d, "count")) > 0)
         json_object_set(o, "discarded", d);
+    json_t *late = json_object_get(run, "late_transactions");
+    if (json_array_size(late))
+        json_object_set_new(o, "late_transactions", capped(late, COMPACT_PATHS));
     size_t max = c->out_max ? c->out_max : 16384;
     tail_field(o, run, "stdout", max);
     tail_field(o, run, "stderr", max / 2);

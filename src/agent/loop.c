@@ -16,6 +16,7 @@
 #include "agent.h"
 #include "textproto.h"
 #include "tools.h"
+#include "txbox_policy.h"
 
 #define MAX_MISSES 3 /* consecutive replies without a valid action */
 #define STUCK_WARN 2 /* the repeat that earns a warning */
@@ -56,6 +57,7 @@ typedef struct agent {
     int dirfd;       /* WS/.txbox/agent */
     char **env;      /* the children's environment: ours without the key */
     resident *res;   /* the workspace and policy kept open for run_command */
+    char *sid;       /* the run's txbox session (docs/sessions.md), or NULL */
     char *mtx;       /* the task's transaction (NULL with --no-transaction) */
     json_t *tx_info; /* summary.transaction: how it ended */
     /* how it ended */
@@ -314,6 +316,54 @@ static void stubborn_check(agent *a, const char *cmd, json_t *run, json_t *resul
     }
 }
 
+/* The run's txbox session, started before anything else runs (its start
+ * forks), owned by this process: what one command leaves in /tmp, on the
+ * loopback or (outside the task's transaction) in the background is there
+ * for the next. Without it (it cannot start) each command is on its own. */
+static void session_start(agent *a)
+{
+    txbox_ws *ws = NULL;
+    txbox_policy *pol = NULL;
+    txbox_session *ts = NULL;
+    txbox_error err = {0};
+    txbox_session_opts o = {.flags = TXBOX_SESSION_CREATE, .owner = getpid()};
+    if (txbox_ws_open(a->cfg->ws, TXBOX_WS_CREATE, &ws, &err) == 0 &&
+        txbox_policy_load(a->cfg->policy, txbox_ws_path(ws), &pol, &err) == 0) {
+        o.policy = pol;
+        if (txbox_session_open(ws, &o, &ts, &err) == 0)
+            a->sid = xstrdup(txbox_session_id(ts));
+    }
+    if (!a->sid && !a->cfg->json)
+        fprintf(stderr, "txbox: agent: warning: no session, each command runs on its own: %s\n", err.msg);
+    txbox_session_close(ts);
+    txbox_policy_free(pol);
+    if (ws)
+        txbox_ws_close(ws);
+}
+
+/* Ends the run's session: what still runs is killed, its /tmp dropped;
+ * its report (NULL: none). */
+static json_t *session_end(agent *a)
+{
+    if (!a->sid)
+        return NULL;
+    txbox_ws *ws = NULL;
+    txbox_session *ts = NULL;
+    txbox_error err = {0};
+    txbox_session_opts o = {.id = a->sid};
+    _cleanup_free_ char *rep = NULL;
+    json_t *r = NULL;
+    if (txbox_ws_open(a->cfg->ws, TXBOX_WS_CREATE | TXBOX_WS_NO_RECOVER, &ws, &err) == 0 &&
+        txbox_session_open(ws, &o, &ts, &err) == 0 && txbox_session_end(ts, &rep, &err) == 0)
+        r = rep ? json_loads(rep, 0, NULL) : NULL;
+    else if (!a->cfg->json)
+        fprintf(stderr, "txbox: agent: warning: session %s: %s\n", a->sid, err.msg);
+    txbox_session_close(ts);
+    if (ws)
+        txbox_ws_close(ws);
+    return r;
+}
+
 /* run_self for a `txbox run` command line (argv[1] "run"), run in this
  * process through rs (resident.h) when it can be, with the same result:
  * what the CLI would print and its exit status. The command gets envp as
@@ -321,7 +371,7 @@ static void stubborn_check(agent *a, const char *cmd, json_t *run, json_t *resul
  * --timeout bounds it (deadline_s bounds a child only); *cancel rolls it
  * back. */
 static int run_txbox(resident *rs, char *const argv[], char *const envp[], const char *dir, double deadline_s,
-                     volatile sig_atomic_t *cancel, child_result *res, txbox_error *err)
+                     volatile sig_atomic_t *cancel, const char *session, child_result *res, txbox_error *err)
 {
     int argc = 0;
     while (argv[argc])
@@ -337,6 +387,11 @@ static int run_txbox(resident *rs, char *const argv[], char *const envp[], const
     if (!here) {
         rc = run_self(argv, envp, dir, deadline_s, cancel, res, err);
     } else {
+        /* in the task's transaction too (which the CLI's --session does
+         * not take with --tx): its /tmp and loopback carry over, and what
+         * a command starts ends with it */
+        if (session && !a.session)
+            a.session = session;
         child_result_init(res);
         /* what a child would have: envp as the environment (txbox_run
          * reads environ), no signal blocked */
@@ -387,6 +442,9 @@ static json_t *do_run(agent *a, const char *cmd, json_t *action)
     if (a->mtx) {
         argv[n++] = "--tx";
         argv[n++] = a->mtx;
+    } else if (a->sid) {
+        argv[n++] = "--session";
+        argv[n++] = a->sid;
     }
     argv[n++] = "-c";
     argv[n++] = cmd;
@@ -395,8 +453,8 @@ static json_t *do_run(agent *a, const char *cmd, json_t *action)
     child_result cr;
     txbox_error err = {0};
     char *c1 = oneline(cmd);
-    if (run_txbox(a->res, (char *const *)argv, a->env, c->ws, c->command_timeout_s + 60, &cancelled, &cr,
-                  &err) < 0) {
+    if (run_txbox(a->res, (char *const *)argv, a->env, c->ws, c->command_timeout_s + 60, &cancelled, a->sid,
+                  &cr, &err) < 0) {
         child_result_free(&cr);
         count(a->by_outcome, "error");
         a->errors++;
@@ -1143,6 +1201,7 @@ int agent_run(const agent_cfg *cfg)
     make_run_id(&a);
     a.env = env_without(cfg->api_key_env);
     a.res = resident_new(cfg->ws, cfg->policy);
+    session_start(&a);
     a.proto = cfg->protocol == PROTO_TEXT ? PROTO_TEXT : PROTO_TOOLS;
     a.messages = json_array();
     a.steps = json_array();
@@ -1185,8 +1244,11 @@ int agent_run(const agent_cfg *cfg)
         write_transcript(&a, false);
     }
     tx_abort_open(&a); /* ended without a commit: nothing of the task is applied */
+    json_t *sess_report = session_end(&a);
     write_transcript(&a, true);
     json_t *s = summary(&a);
+    if (sess_report)
+        json_object_set_new(s, "session", sess_report);
     if (cfg->json) {
         char *out = json_dumps(s, JSON_COMPACT | JSON_REAL_PRECISION(12));
         printf("%s\n", out ? out : "{}");
@@ -1208,6 +1270,7 @@ int agent_run(const agent_cfg *cfg)
     json_decref(a.by_verdict);
     free(a.env);
     resident_free(a.res);
+    free(a.sid);
     free(a.mtx);
     json_decref(a.tx_info);
     free(a.fallback);

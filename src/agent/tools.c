@@ -191,6 +191,10 @@ json_t *compact_run_result(json_t *run, size_t max_bytes, size_t max_paths, cons
         if (json_integer_value(json_object_get(v, "count")) > 0)
             json_object_set(o, facts[i], v);
     }
+    /* what processes an earlier command left running wrote, once done */
+    json_t *late = json_object_get(run, "late_transactions");
+    if (json_array_size(late))
+        json_object_set(o, "late_transactions", late);
     json_t *ch = json_object_get(run, "changes");
     if ((!strcmp(outcome, "committed") || !strcmp(outcome, "staged")) && json_is_object(ch)) {
         json_t *c = json_object();

@@ -30,6 +30,7 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +288,35 @@ static void audit_block(const struct agent_info *ai, const hook_opts *ho, json_t
         txbox_ws_close(w);
 }
 
+/* The txbox session of the CLI's session (the input's session_id): the
+ * CLI's name and its id where that is a valid session id as it is (a
+ * UUID), else a hash of it; false when the input has none. */
+#define SESSION_ID_MAX 64
+static bool session_of(const struct agent_info *ai, json_t *in, char sid[SESSION_ID_MAX + 1])
+{
+    json_t *v = json_object_get(in, "session_id");
+    if (!json_is_string(v) || !json_string_length(v))
+        return false;
+    const char *id = json_string_value(v);
+    size_t len = json_string_length(v);
+    int n = snprintf(sid, SESSION_ID_MAX + 1, "%s-", ai->name);
+    bool plain = len == strlen(id) && len <= (size_t)(SESSION_ID_MAX - n) &&
+                 strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == len;
+    if (plain) {
+        memcpy(sid + n, id, len + 1);
+        return true;
+    }
+    /* two FNV-1a hashes of 64 bits, differently seeded: 32 hex digits */
+    uint64_t h1 = 0xcbf29ce484222325ull, h2 = 0x84222325cbf29ce4ull;
+    for (size_t i = 0; i < len; i++) {
+        h1 = (h1 ^ (unsigned char)id[i]) * 0x100000001b3ull;
+        h2 = (h2 ^ (unsigned char)id[len - 1 - i]) * 0x100000001b3ull;
+    }
+    snprintf(sid + n, SESSION_ID_MAX + 1 - (size_t)n, "h%016llx%016llx", (unsigned long long)h1,
+             (unsigned long long)h2);
+    return true;
+}
+
 /* The decision for one parsed hook input. */
 static int handle(agent a, json_t *in, const hook_opts *ho)
 {
@@ -395,6 +425,11 @@ static int handle(agent a, json_t *in, const hook_opts *ho)
     _cleanup_free_ char *self = realpath("/proc/self/exe", NULL);
     if (!self)
         return block("cannot find the txbox binary: %s", strerror(errno));
+    char sid[SESSION_ID_MAX + 1];
+    bool in_session = session_of(ai, in, sid);
+    /* the shell follows the command's cd where the CLI keeps its shell's
+     * directory from one call to the next (Claude Code) */
+    bool follow = in_session && a == AGENT_CLAUDE;
     /* cd first: the command runs where the model asked, which txbox run
      * takes as its starting directory */
     dbuf b;
@@ -402,8 +437,17 @@ static int handle(agent a, json_t *in, const hook_opts *ho)
     dbuf_addstr(&b, "cd ");
     cli_sh_quote(&b, cdir);
     dbuf_addstr(&b, " && ");
+    if (follow)
+        dbuf_addstr(&b, "__txbox_cwd=$(mktemp) && { ");
     cli_sh_quote(&b, self);
-    dbuf_addstr(&b, " run -C ");
+    dbuf_addstr(&b, " run");
+    if (in_session) {
+        dbuf_addstr(&b, " --session ");
+        cli_sh_quote(&b, sid);
+    }
+    if (follow)
+        dbuf_addstr(&b, " --cwd-file \"$__txbox_cwd\"");
+    dbuf_addstr(&b, " -C ");
     cli_sh_quote(&b, ws);
     if (pol_path) {
         dbuf_addstr(&b, " --policy ");
@@ -411,6 +455,17 @@ static int handle(agent a, json_t *in, const hook_opts *ho)
     }
     dbuf_addstr(&b, safe ? " --shell bash --read-only -c " : " --shell bash -c ");
     cli_sh_quote(&b, cmd);
+    if (follow) {
+        /* the directory the command's shell ended in, when it is in the
+         * workspace (one in the session's /tmp is not the host's); the
+         * command's status stays the call's */
+        dbuf_addstr(&b, "; __txbox_st=$?; __txbox_d=$(cat -- \"$__txbox_cwd\" 2>/dev/null); "
+                        "rm -f -- \"$__txbox_cwd\"; case $__txbox_d in ");
+        cli_sh_quote(&b, ws);
+        dbuf_addstr(&b, "|");
+        cli_sh_quote(&b, ws);
+        dbuf_addstr(&b, "/*) cd -- \"$__txbox_d\" 2>/dev/null;; esac; (exit $__txbox_st); }");
+    }
     /* both CLIs run the tool input given back as the whole call: keep the
      * other fields (description, timeout, dir_path, ...) */
     json_t *upd = json_deep_copy(tinput);

@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -133,7 +134,12 @@ struct mcp_sess {
     enum { S_NEW, S_READY } state;
     const char *version; /* negotiated */
     json_t *begun;       /* ids of the transactions `begin` opened in this session */
-    unsigned ncalls;     /* its calls, queued or running */
+    /* its txbox session (docs/sessions.md): what one `run` leaves in /tmp,
+     * on the loopback and in the background for the next; started at its
+     * first `run`, owned by this process, ended with it */
+    char sid[48];
+    bool sid_started, sid_used;
+    unsigned ncalls; /* its calls, queued or running */
     bool ending;
     mcp_send_fn send;
     mcp_ended_fn ended;
@@ -247,7 +253,7 @@ static int spawn_child(call *c)
 {
     bool tee = c->progress_token && c->inv.tee;
     if (tee) /* the command's output comes to us on a third pipe */
-        argv_insert(&c->inv, 3, "--tee-fd", TEE_FD_STR);
+        argv_insert(&c->inv, 2, "--tee-fd", TEE_FD_STR);
     struct self_child ch;
     txbox_error e = {0};
     if (self_spawn(c->inv.argv, NULL, c->inv.cwd_fd, NULL, tee ? TEE_FD : -1, &ch, &e) < 0) {
@@ -330,8 +336,51 @@ static int start_resident(mcp_core *k, call *c)
     return 0;
 }
 
+/* The session's txbox session, started in this process (so that it ends
+ * with it: its owner) when no `run` thread is in the library, which the
+ * fork of its start must not meet; else the `run` starts it. */
+static void sid_start(mcp_core *k, mcp_sess *s)
+{
+    if (s->sid_started || k->res_busy)
+        return;
+    s->sid_started = true;
+    txbox_ws *ws = NULL;
+    txbox_policy *pol = NULL;
+    txbox_session *ts = NULL;
+    txbox_error err = {0};
+    txbox_session_opts o = {.id = s->sid, .flags = TXBOX_SESSION_CREATE, .owner = getpid()};
+    if (txbox_ws_open(s->ws->cfg.workspace, TXBOX_WS_CREATE | TXBOX_WS_NO_RECOVER, &ws, &err) == 0 &&
+        txbox_policy_load(s->ws->cfg.policy, txbox_ws_path(ws), &pol, &err) == 0) {
+        o.policy = pol;
+        if (txbox_session_open(ws, &o, &ts, &err) < 0)
+            ts = NULL;
+    }
+    if (err.msg[0]) {
+        char t[REMEDY_TEXT_MAX];
+        logmsg("session %s: cannot start it here (its first run will): %s", s->sid,
+               remedy_error_text(&err, t, sizeof t));
+    }
+    txbox_session_close(ts);
+    txbox_policy_free(pol);
+    if (ws)
+        txbox_ws_close(ws);
+}
+
+/* A `run` outside a multi-command transaction runs in the session's
+ * txbox session. */
+static void in_session(mcp_core *k, call *c)
+{
+    mcp_sess *s = c->sess;
+    if (strcmp(mcp_tool_name(c->tool), "run") || c->inv.multi_tx)
+        return;
+    sid_start(k, s);
+    s->sid_used = true;
+    argv_insert(&c->inv, 2, "--session", s->sid);
+}
+
 static int spawn(mcp_core *k, call *c)
 {
+    in_session(k, c);
     c->started_ns = now_ns();
     c->next_progress_ns = c->started_ns + PROGRESS_EVERY_NS;
     int rc = start_resident(k, c);
@@ -792,12 +841,16 @@ mcp_sess *mcp_sess_new(mcp_core *k, mcp_ws *w, mcp_send_fn send, mcp_ended_fn en
     s->ws = w;
     s->version = mcp_protocol_versions[0];
     s->begun = json_array();
+    uint8_t rnd[8] = {0};
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) { /* cannot fail for 8 bytes; be safe */
+        uint64_t t = now_ns() ^ ((uint64_t)getpid() << 32);
+        memcpy(rnd, &t, sizeof rnd);
+    }
+    snprintf(s->sid, sizeof s->sid, "mcp-%d-%02x%02x%02x%02x%02x%02x%02x%02x", (int)getpid(), rnd[0], rnd[1],
+             rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
     s->send = send;
     s->ended = ended;
     s->tctx = tctx;
-    /* An MCP session is an agent's session: when the engine has sessions
-     * (txbox_session_open), this is where the session's txbox session
-     * starts, and sess_ended where it ends. */
     return s;
 }
 
@@ -806,10 +859,36 @@ const char *mcp_sess_version(const mcp_sess *s) { return s->version; }
 unsigned mcp_sess_calls(const mcp_sess *s) { return s->ncalls; }
 
 /* The last call of an ending session is over: the end itself. */
+/* The end of the session's txbox session: its background processes
+ * killed, their late writes rolled back, its /tmp discarded; the end's
+ * report goes into report as "session". */
+static void sid_end(mcp_sess *s, json_t *report)
+{
+    if (!s->sid_used)
+        return;
+    txbox_ws *ws = NULL;
+    txbox_session *ts = NULL;
+    txbox_error err = {0};
+    txbox_session_opts o = {.id = s->sid};
+    _cleanup_free_ char *rep = NULL;
+    if (txbox_ws_open(s->ws->cfg.workspace, TXBOX_WS_CREATE | TXBOX_WS_NO_RECOVER, &ws, &err) == 0 &&
+        txbox_session_open(ws, &o, &ts, &err) == 0 && txbox_session_end(ts, &rep, &err) == 0) {
+        json_t *r = rep ? json_loads(rep, 0, NULL) : NULL;
+        json_object_set_new(report, "session", r ? r : json_string(s->sid));
+    } else if (err.code != ENOENT) {
+        char t[REMEDY_TEXT_MAX];
+        logmsg("session %s: cannot end it: %s", s->sid, remedy_error_text(&err, t, sizeof t));
+    }
+    txbox_session_close(ts);
+    if (ws)
+        txbox_ws_close(ws);
+}
+
 static void sess_ended(mcp_sess *s)
 {
     json_t *report = json_object();
     abort_begun(s, report);
+    sid_end(s, report);
     char *r = json_dumps(report, JSON_COMPACT);
     json_decref(report);
     mcp_ended_fn ended = s->ended;

@@ -52,6 +52,8 @@ agent_case() {
 @test "agent: --verify at finish: failing keeps the transaction open, passing commits" { agent_case tx-verify; }
 @test "agent: a conflicting commit meanwhile: finish applies nothing, 116" { agent_case tx-conflict; }
 @test "agent: an effect rule holds the task's changes at finish: nothing applied, 117" { agent_case tx-held; }
+@test "agent: one run is one session: a helper in /tmp runs in the next command" { agent_case session-tmp; }
+@test "agent: one run is one session: a background server answers the next, killed at the end" { agent_case session-background; }
 
 @test "agent: every case file is listed here" {
     local f name

@@ -15,6 +15,16 @@ setup() {
     printf 'int x;\n' >"$WS/src/a.c"
 }
 
+# the sessions the rewritten commands started (from the inputs' session_id)
+# end with the test: nothing of theirs is left running
+teardown() {
+    [ -d "$WS/.txbox" ] || return 0
+    local id
+    for id in $("$TXBOX" session list -C "$WS" 2>/dev/null | awk -F'\t' '$2 == "running" { print $1 }'); do
+        "$TXBOX" session end -C "$WS" "$id" >/dev/null 2>&1 || true
+    done
+}
+
 hook_case() {
     run --separate-stderr python3 "$HOOKCHECK" "$TXBOX" "$WS" "$@"
     [ "$status" = 0 ] || fail "$stderr"
@@ -74,11 +84,11 @@ hook_case() {
     # the command runs in the input's cwd, which must lie in the workspace
     inother="$(sed "s|@WS@|$other|g" "$REPO_DIR/tests/mcp/payloads/claude-code/bash-uncertain.json")"
     run --separate-stderr env -u CLAUDE_PROJECT_DIR "$TXBOX" hook claude-code -C "$other" <<<"$inother"
-    [[ "$output" == *"run -C '$other' --shell bash -c"* ]] || fail "-C not used: $output $stderr"
+    [[ "$output" == *" run --session "*" -C '$other' --shell bash -c"* ]] || fail "-C not used: $output $stderr"
     run --separate-stderr env CLAUDE_PROJECT_DIR="$other" "$TXBOX" hook claude-code <<<"$inother"
-    [[ "$output" == *"run -C '$other' --shell bash -c"* ]] || fail "CLAUDE_PROJECT_DIR not used: $output $stderr"
+    [[ "$output" == *" run --session "*" -C '$other' --shell bash -c"* ]] || fail "CLAUDE_PROJECT_DIR not used: $output $stderr"
     run --separate-stderr env -u CLAUDE_PROJECT_DIR "$TXBOX" hook claude-code <<<"$payload"
-    [[ "$output" == *"run -C '$ws' --shell bash -c"* ]] || fail "the input's cwd not used: $output $stderr"
+    [[ "$output" == *" run --session "*" -C '$ws' --shell bash -c"* ]] || fail "the input's cwd not used: $output $stderr"
     run --separate-stderr env CLAUDE_PROJECT_DIR="$BATS_TEST_TMPDIR/nonexistent" "$TXBOX" hook claude-code <<<"$payload"
     [ "$status" = 2 ] && [ -z "$output" ] || fail "a missing workspace must fail closed: $status $output $stderr"
 }
@@ -229,4 +239,81 @@ hf() { printf '%s' "$HOST" | python3 -c "import json,sys; v=json.load(sys.stdin)
     [ "$(hf 'v["stdout"]')" = hello ] && [[ "$(hf 'v["ran"]')" == *--read-only* ]] || fail "$HOST"
     host claude-code Bash '{"command":"rm -rf ~"}' '"permission_mode":"plan"'
     [ "$(hf 'v["blocked"]')" = True ] || fail "$HOST"
+}
+
+# ---- the CLI's session is a txbox session ----
+
+HOOKSESSION="$REPO_DIR/tests/mcp/hooksession.py"
+
+# hook_session AGENT SESSION_ID COMMAND...: one CLI session's calls
+# (tests/mcp/hooksession.py); CALLS holds one JSON line per call
+hook_session() {
+    run --separate-stderr timeout 600 python3 "$HOOKSESSION" "$TXBOX" "$@"
+    [ "$status" = 0 ] || fail "hooksession: $stderr"
+    CALLS="$output"
+}
+# call N EXPR: EXPR (python, over v) of the Nth call (from 1)
+call() {
+    printf '%s\n' "$CALLS" | python3 -c "import json,sys; v=json.loads(sys.stdin.read().splitlines()[int(sys.argv[1])-1]); print(eval(sys.argv[2]))" "$1" "$2"
+}
+
+@test "hook claude-code: one CLI session is one txbox session: /tmp, the background, cd carry over" {
+    local m="m$$x$RANDOM" ws
+    ws="$(cd "$WS" && pwd -P)"
+    hook_session claude-code "$WS" "sess-$m" \
+        "printf 'print(6*7)\\n' >/tmp/helper-$m.py" \
+        "python3 /tmp/helper-$m.py" \
+        "python3 -m http.server 18082 --bind 127.0.0.1 >/dev/null 2>&1 &" \
+        "for i in \$(seq 100); do curl -sf http://127.0.0.1:18082/README && exit 0; sleep 0.1; done; exit 7" \
+        "mkdir -p sub && cd sub" \
+        "echo made >here.txt && pwd"
+    [ "$(call 2 'v["status"]')" = 0 ] && [ "$(call 2 'v["stdout"]')" = 42 ] ||
+        fail "the helper written to /tmp by one command is not there for the next: $(call 2 'v')"
+    [ "$(call 4 'v["status"]')" = 0 ] && [ "$(call 4 'v["stdout"]')" = hello ] ||
+        fail "the server started in the background is not reached by the next command: $(call 4 'v')"
+    [ "$(call 5 'v["cwd"]')" = "$ws/sub" ] || fail "the shell did not follow cd: $(call 5 'v')"
+    [ "$(call 6 'v["stdout"]')" = "$ws/sub" ] && [ -f "$WS/sub/here.txt" ] ||
+        fail "the next command did not run in sub: $(call 6 'v')"
+    [[ "$(call 1 'v["ran"]')" == *" run --session 'claude-code-sess-$m' --cwd-file "* ]] || fail "$CALLS"
+    # the session runs on, with the server; ending it kills the server and
+    # says what its /tmp held
+    run --separate-stderr "$TXBOX" session end -C "$WS" "claude-code-sess-$m"
+    assert_status 0
+    [[ "$stderr" == *"1 background process killed"* ]] || fail "$stderr"
+    [[ "$stderr" == *"discarded: 1 file written outside the workspace: /tmp/helper-$m.py"* ]] || fail "$stderr"
+}
+
+@test "hook claude-code: the shell follows cd only within the workspace, and a failing command keeps its status" {
+    local m="m$$x$RANDOM" ws
+    ws="$(cd "$WS" && pwd -P)"
+    hook_session claude-code "$WS" "sess-$m" "cd /tmp" "cd src && exit 3" "cd src"
+    [ "$(call 1 'v["cwd"]')" = "$ws" ] || fail "followed cd out of the workspace: $(call 1 'v')"
+    [ "$(call 2 'v["status"]')" = 3 ] && [ "$(call 2 'v["cwd"]')" = "$ws" ] || fail "$(call 2 'v')"
+    [ "$(call 3 'v["status"]')" = 0 ] && [ "$(call 3 'v["cwd"]')" = "$ws/src" ] || fail "$(call 3 'v')"
+}
+
+@test "hook gemini-cli: one CLI session is one txbox session: a helper in /tmp runs in the next command" {
+    local m="m$$x$RANDOM"
+    hook_session gemini-cli "$WS" "gem-$m" "printf 'print(6*7)\\n' >/tmp/helper-$m.py" "python3 /tmp/helper-$m.py"
+    [[ "$(call 1 'v["ran"]')" == *" run --session 'gemini-cli-gem-$m' -C "* ]] || fail "$CALLS"
+    [ "$(call 2 'v["status"]')" = 0 ] && [ "$(call 2 'v["stdout"]')" = 42 ] || fail "$(call 2 'v')"
+}
+
+@test "hook: a CLI session id that is no valid txbox session id is hashed into one" {
+    local ws long
+    ws="$(cd "$WS" && pwd -P)"
+    long="$(printf 'x%.0s' $(seq 1 300))"
+    for sid in '../../etc/passwd' "a b;\$(id)" "$long" 'é'; do
+        in="$(python3 -c 'import json,sys; print(json.dumps({"session_id": sys.argv[1], "cwd": sys.argv[2], "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "touch x"}}))' "$sid" "$ws")"
+        run --separate-stderr env CLAUDE_PROJECT_DIR="$ws" "$TXBOX" hook claude-code <<<"$in"
+        assert_status 0
+        [[ "$output" =~ \ run\ --session\ \'claude-code-h[0-9a-f]{32}\'\  ]] || fail "session id for '$sid': $output"
+    done
+    # distinct ids, distinct sessions
+    a="$(python3 -c 'import json,sys; print(json.dumps({"session_id": "a/b", "cwd": sys.argv[1], "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "touch x"}}))' "$ws")"
+    b="${a/a\/b/a\/c}"
+    run -0 env CLAUDE_PROJECT_DIR="$ws" "$TXBOX" hook claude-code <<<"$a"
+    oa="$output"
+    run -0 env CLAUDE_PROJECT_DIR="$ws" "$TXBOX" hook claude-code <<<"$b"
+    [ "$output" != "$oa" ] || fail "two ids, one session: $output"
 }

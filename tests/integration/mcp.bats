@@ -32,6 +32,14 @@ setup() {
     [[ "$output" == *" passed, 0 failed"* ]] || fail "no summary line"
 }
 
+@test "mcp: one connection is one session: /tmp, the background, late writes carry over; its end kills what it left" {
+    command -v node >/dev/null || need "node is not installed"
+    run timeout 600 node "$REPO_DIR/tests/mcp/session.mjs" "$TXBOX" "$WS" stdio
+    printf '%s\n' "$output"
+    [ "$status" = 0 ] || fail "session failures (status $status)"
+    [[ "$output" == *" passed, 0 failed"* ]] || fail "no summary line"
+}
+
 raw_case() {
     snap pre "$WS"
     run --separate-stderr timeout 300 python3 "$REPO_DIR/tests/mcp/rawclient.py" "$TXBOX" "$WS" "$1"

@@ -45,6 +45,12 @@ http_case() {
     mkdir -p "$BATS_TEST_TMPDIR/ws2"
     http_case workspaces "$BATS_TEST_TMPDIR/ws2"
 }
+@test "mcp http: one MCP session is one txbox session, not shared with another; DELETE ends it" {
+    run timeout 600 node "$REPO_DIR/tests/mcp/session.mjs" "$TXBOX" "$WS" http
+    printf '%s\n' "$output"
+    [ "$status" = 0 ] || fail "session failures (status $status)"
+    [[ "$output" == *" passed, 0 failed"* ]] || fail "no summary line"
+}
 @test "mcp http: a broken stream resumes with GET and Last-Event-ID" { http_case resume; }
 @test "mcp http: the SDK's client resumes a stream cut under it and gets its answer" { http_case resume_sdk; }
 @test "mcp http: an Origin not allowed gets 403; an allowed one gets CORS" { http_case origin; }

@@ -208,7 +208,7 @@ EOF
     input='{"session_id":"s","hook_event_name":"BeforeTool","tool_name":"run_shell_command","cwd":"'"$P"'","tool_input":{"command":"echo hi > f"}}'
     run --separate-stderr env GEMINI_PROJECT_DIR="$P" sh -c "$cmd" <<<"$input"
     [ "$status" = 0 ] || fail "$stderr"
-    [[ "$output" == *'"decision":"allow"'* && "$output" == *" run -C "* ]] || fail "$output"
+    [[ "$output" == *'"decision":"allow"'* && "$output" == *" run --session 'gemini-cli-s' -C "* ]] || fail "$output"
 }
 
 @test "setup grants txbox's tools in each CLI's headless mode; --remove takes the grants out" {
