@@ -24,7 +24,9 @@
  * fails closed: a one-line "txbox hook: ..." on stderr and exit status 2,
  * which the CLIs read as "block this tool call" and show to the model. The
  * hook never exits with another non-zero status, since those read as
- * "allow". Formats and sources: docs/mcp.md, section "Hooks". */
+ * "allow". The input's session_id maps onto a txbox session (session_of)
+ * the rewritten command runs in, and Claude Code's shell follows its cd.
+ * Formats and sources: docs/mcp.md, section "Hooks". */
 #include <errno.h>
 #include <fnmatch.h>
 #include <getopt.h>
@@ -110,6 +112,9 @@ static void usage(FILE *f)
                "tool. The command's directory (dir_path, directory, else the input's cwd) must\n"
                "lie in the workspace. Other tools pass, except an unknown tool with a command\n"
                "string (denied unless --pass-tool matches its name; txbox's own MCP tools pass).\n"
+               "The input's session_id names a txbox session the commands run in (txbox session):\n"
+               "/tmp, the loopback and background processes carry over from one to the next;\n"
+               "Claude Code's shell follows the command's cd within the workspace.\n"
                "Any error denies (exit status 2).\n"
                "DIR: the workspace (default: $CLAUDE_PROJECT_DIR, $GEMINI_PROJECT_DIR or\n"
                "$QWEN_PROJECT_DIR, else the input's cwd). See docs/mcp.md.\n");
