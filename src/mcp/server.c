@@ -138,7 +138,7 @@ struct mcp_sess {
      * on the loopback and in the background for the next; started at its
      * first `run`, owned by this process, ended with it */
     char sid[48];
-    bool sid_started, sid_used;
+    bool sid_started, sid_used, sid_broken;
     unsigned ncalls; /* its calls, queued or running */
     bool ending;
     mcp_send_fn send;
@@ -355,10 +355,13 @@ static void sid_start(mcp_core *k, mcp_sess *s)
         if (txbox_session_open(ws, &o, &ts, &err) < 0)
             ts = NULL;
     }
-    if (err.msg[0]) {
+    if (!ts) {
+        /* where no session can start, each command runs on its own, as
+         * without sessions */
         char t[REMEDY_TEXT_MAX];
-        logmsg("session %s: cannot start it here (its first run will): %s", s->sid,
+        logmsg("session %s: cannot start it, so each command runs on its own: %s", s->sid,
                remedy_error_text(&err, t, sizeof t));
+        s->sid_broken = true;
     }
     txbox_session_close(ts);
     txbox_policy_free(pol);
@@ -374,6 +377,8 @@ static void in_session(mcp_core *k, call *c)
     if (strcmp(mcp_tool_name(c->tool), "run") || c->inv.multi_tx)
         return;
     sid_start(k, s);
+    if (s->sid_broken)
+        return;
     s->sid_used = true;
     argv_insert(&c->inv, 2, "--session", s->sid);
 }

@@ -29,6 +29,13 @@ setup() {
 
 teardown() {
     [ -n "${SRV:-}" ] && kill "$SRV" 2>/dev/null || true
+    # the sessions the hooks started (one per CLI session) end with the test
+    local id
+    if [ -d "$W/.txbox" ]; then
+        for id in $(txbox_bin session list -C "$W" 2>/dev/null | awk -F'\t' '$2 == "running" { print $1 }'); do
+            txbox_bin session end -C "$W" "$id" >/dev/null 2>&1 || true
+        done
+    fi
 }
 
 # model TOOL_RE COMMAND: the fake model server; sets PORT
@@ -167,6 +174,29 @@ three_cases_mcp() {
     [[ "$(told)" == *"haven't granted it"* ]] || fail "$(told)"
 }
 
+@test "claude-code 2.1 through the hook, one session: /tmp helper, background server, cd carry over" {
+    setup_cli claude-code --project "$W"
+    local m="m$$x$RANDOM" w
+    w="$(cd "$W" && pwd -P)"
+    drive claude '^Bash$' "[\"printf 'echo answer \$((6*7))\\\\n' >/tmp/helper-$m.sh\", \"sh /tmp/helper-$m.sh\",
+        \"python3 -m http.server 18085 --bind 127.0.0.1 >/dev/null 2>&1 &\",
+        \"for i in \$(seq 100); do curl -sf http://127.0.0.1:18085/base.txt && exit 0; sleep 0.1; done; exit 7\",
+        \"mkdir -p sub && cd sub\", \"pwd\"]"
+    python3 - "$LOG" "$w" <<'PY' || fail "what the model was told" "$TOLD"
+import json, sys
+res = []
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    if "tool_result" in d:
+        res.append(json.dumps(d["tool_result"]))
+assert len(res) == 6, res
+assert "answer 42" in res[1], "the helper in /tmp: " + res[1]
+assert "base" in res[3], "the background server: " + res[3]
+assert (sys.argv[2] + "/sub") in res[5], "cd sub, then pwd: " + res[5]
+PY
+    [ -d "$W/sub" ] || fail "sub not committed" "$TOLD"
+}
+
 @test "claude-code 2.1 through the PreToolUse hook: its Bash tool commits through txbox run, blocks, rolls back" {
     setup_cli claude-code --project "$W"
     drive claude '^Bash$' 'echo hi > hello.txt'
@@ -188,6 +218,25 @@ three_cases_mcp() {
     grep -q '"no_tool"' "$LOG" || fail "the model was offered a bash tool"
     kill "$SRV"
     three_cases_mcp opencode '^txbox_run$'
+}
+
+@test "opencode 1.18 through MCP, one session: /tmp helper and background server carry over" {
+    setup_cli opencode --project "$W"
+    local m="m$$x$RANDOM"
+    drive opencode '^txbox_run$' "[\"printf 'echo answer \$((6*7))\\\\n' >/tmp/helper-$m.sh\", \"sh /tmp/helper-$m.sh\",
+        \"python3 -m http.server 18086 --bind 127.0.0.1 >/dev/null 2>&1 &\",
+        \"for i in \$(seq 100); do curl -sf http://127.0.0.1:18086/base.txt && exit 0; sleep 0.1; done; exit 7\"]"
+    python3 - "$LOG" <<'PY' || fail "what the model was told" "$TOLD"
+import json, sys
+res = []
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    if "tool_result" in d:
+        res.append(json.dumps(d["tool_result"]))
+assert len(res) == 4, res
+assert "answer 42" in res[1], "the helper in /tmp: " + res[1]
+assert "base" in res[3], "the background server: " + res[3]
+PY
 }
 
 @test "gemini-cli and qwen-code: headless MCP right after txbox setup, without --approval-mode yolo" {

@@ -81,8 +81,9 @@ class Server:
         return err
 
 
-# times, and the write budget (half the free space when the run starts)
-VARYING = re.compile(r"(_ms|^started|^finished|^time|^date|^duration|^ended|^write_bytes)")
+# times, the write budget (half the free space when the run starts), and
+# the session (each server's own)
+VARYING = re.compile(r"(_ms|^started|^finished|^time|^date|^duration|^ended|^write_bytes|^session$)")
 
 
 def scrub(v):
