@@ -114,7 +114,8 @@ static void usage(FILE *f)
                "string (denied unless --pass-tool matches its name; txbox's own MCP tools pass).\n"
                "The input's session_id names a txbox session the commands run in (txbox session):\n"
                "/tmp, the loopback and background processes carry over from one to the next;\n"
-               "Claude Code's shell follows the command's cd within the workspace.\n"
+               "Claude Code's shell follows the command's cd within the workspace. Registered\n"
+               "for SessionEnd too, it ends that session with the CLI's (else: 30 minutes idle).\n"
                "Any error denies (exit status 2).\n"
                "DIR: the workspace (default: $CLAUDE_PROJECT_DIR, $GEMINI_PROJECT_DIR or\n"
                "$QWEN_PROJECT_DIR, else the input's cwd). See docs/mcp.md.\n");
@@ -322,11 +323,37 @@ static bool session_of(const struct agent_info *ai, json_t *in, char sid[SESSION
     return true;
 }
 
+/* SessionEnd (Claude Code, Gemini CLI): the CLI's session is over, and so
+ * is its txbox session: what it left running is killed, its /tmp dropped.
+ * Nothing to decide: exit status 0 whatever happens (a note on stderr). */
+static int session_end_event(agent a, const hook_opts *ho, json_t *in)
+{
+    const struct agent_info *ai = &agents[a];
+    char sid[SESSION_ID_MAX + 1];
+    _cleanup_free_ char *ws = workspace(ai, ho, in);
+    txbox_ws *w = NULL;
+    txbox_session *s = NULL;
+    txbox_error err = {0};
+    _cleanup_free_ char *report = NULL;
+    if (session_of(ai, in, sid) && ws && txbox_ws_open(ws, TXBOX_WS_NO_RECOVER, &w, &err) == 0) {
+        txbox_session_opts o = {.id = sid};
+        if (txbox_session_open(w, &o, &s, &err) == 0 && txbox_session_end(s, &report, &err) == 0)
+            fprintf(stderr, "txbox hook: session %s ended\n", sid);
+        else if (err.code != ENOENT)
+            fprintf(stderr, "txbox hook: session %s: %s\n", sid, err.msg);
+        txbox_session_close(s);
+        txbox_ws_close(w);
+    }
+    return a == AGENT_GEMINI ? emit(json_object()) : 0;
+}
+
 /* The decision for one parsed hook input. */
 static int handle(agent a, json_t *in, const hook_opts *ho)
 {
     const struct agent_info *ai = &agents[a];
     json_t *event = json_object_get(in, "hook_event_name");
+    if (json_is_string(event) && !strcmp(json_string_value(event), "SessionEnd"))
+        return session_end_event(a, ho, in);
     json_t *tool = json_object_get(in, "tool_name");
     json_t *tinput = json_object_get(in, "tool_input");
     if (event && (!json_is_string(event) || strcmp(json_string_value(event), ai->event)))

@@ -317,3 +317,26 @@ call() {
     run -0 env CLAUDE_PROJECT_DIR="$ws" "$TXBOX" hook claude-code <<<"$b"
     [ "$output" != "$oa" ] || fail "two ids, one session: $output"
 }
+
+@test "hook: SessionEnd ends the CLI's txbox session: what it left running is killed" {
+    local m="m$$x$RANDOM" nap=$((3000000 + RANDOM)) ws agent event
+    ws="$(cd "$WS" && pwd -P)"
+    napping() { ps -eo args | grep -qx "sleep $nap"; }
+    for agent in claude-code gemini-cli; do
+        hook_session "$agent" "$WS" "end-$m" "sleep $nap >/dev/null 2>&1 &"
+        [ "$(call 1 'v["status"]')" = 0 ] && napping || fail "nothing left running: $CALLS"
+        in="$(python3 -c 'import json,sys; print(json.dumps({"session_id": sys.argv[1], "cwd": sys.argv[2], "hook_event_name": "SessionEnd", "reason": "exit"}))' "end-$m" "$ws")"
+        run --separate-stderr env CLAUDE_PROJECT_DIR="$ws" GEMINI_PROJECT_DIR="$ws" "$TXBOX" hook "$agent" <<<"$in"
+        assert_status 0
+        if [ "$agent" = gemini-cli ]; then [ "$output" = '{}' ] || fail "$output"; else [ -z "$output" ] || fail "$output"; fi
+        [[ "$stderr" == *"session $agent-end-$m ended"* ]] || fail "$stderr"
+        for _ in $(seq 50); do napping || break; sleep 0.1; done
+        ! napping || fail "$agent: the session's background process outlived SessionEnd"
+        run "$TXBOX" session list -C "$WS"
+        [[ "$output" != *"$agent-end-$m"*running* ]] || fail "$output"
+    done
+    # a session that never ran: nothing to end, exit 0
+    in='{"session_id":"never","cwd":"'"$ws"'","hook_event_name":"SessionEnd"}'
+    run --separate-stderr env CLAUDE_PROJECT_DIR="$ws" "$TXBOX" hook claude-code <<<"$in"
+    assert_status 0
+}
