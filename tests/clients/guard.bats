@@ -24,6 +24,13 @@ setup() {
 
 teardown() {
     [ -n "${SRV:-}" ] && kill "$SRV" 2>/dev/null || true
+    # the sessions the hooks started (one per CLI session) end with the test
+    local id
+    if [ -d "$W/.txbox" ]; then
+        for id in $(txbox_bin session list -C "$W" 2>/dev/null | awk -F'\t' '$2 == "running" { print $1 }'); do
+            txbox_bin session end -C "$W" "$id" >/dev/null 2>&1 || true
+        done
+    fi
 }
 
 # g_model TOOL_RE COMMAND: the fake model calls the tool once; sets PORT
