@@ -113,6 +113,12 @@ TXBOX_API void txbox_ws_clean_detached(txbox_ws *ws);
  * dir/.txbox/, on the workspace's filesystem): "overlayfs", "FUSE", "NFS"...
  * NULL when it can, or is not known to be unable. Nothing is created. */
 TXBOX_API const char *txbox_fs_without_overlay(const char *dir);
+/* What this place (a container, mostly) lacks that the sandbox needs, all
+ * at once: 0 when nothing is known to be missing, else -1 with err naming
+ * every missing setting and the options of podman, docker and Kubernetes
+ * (remedy TXBOX_REMEDY_ALLOW_DEGRADED when root has no cgroup and
+ * allow_degraded is 0). Tries new namespaces in a child process. */
+TXBOX_API TXBOX_MUST_CHECK int txbox_sandbox_probe(int allow_degraded, txbox_error *err);
 
 /* Crash recovery: rolls every half-applied commit forward and discards the
  * upper of every transaction whose process died. *report (may be NULL)

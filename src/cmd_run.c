@@ -342,10 +342,20 @@ static int run_in_workspace(struct run_args *a, txbox_result **r, txbox_error *e
                            ? NULL
                            : txbox_fs_without_overlay(a->dir);
     if (nofs && (a->tx || needs_overlay(a->policy_file, a->dir, a->shell, a->prog))) {
-        return tx_err(err, EXDEV,
-                      "the workspace %s is on %s, where the overlay backend cannot keep a transaction's "
-                      "changes; run it with --backend copy (or --allow-copy-fallback)",
-                      a->dir, nofs);
+        /* and whatever else the sandbox lacks here, in the same message */
+        txbox_error pe = {0};
+        bool more = txbox_sandbox_probe(a->ro.allow_degraded, &pe) < 0;
+        *err = (txbox_error){.code = EXDEV};
+        int at = snprintf(err->msg, sizeof err->msg,
+                          "the workspace %s is on %s, where the overlay backend cannot keep a transaction's "
+                          "changes; run it with --backend copy (or --allow-copy-fallback)%s",
+                          a->dir, nofs, more ? "; and " : "");
+        size_t room = at > 0 && (size_t)at < sizeof err->msg ? sizeof err->msg - (size_t)at : 0;
+        if (more && room && snprintf(err->msg + at, room, "%s", pe.msg) < (int)room) {
+            err->remedy = pe.remedy;
+            err->remedy.at += (unsigned)at;
+        }
+        return -1;
     }
     txbox_ws *ws = NULL;
     if (txbox_ws_open(a->dir, TXBOX_WS_CREATE | (a->ro.read_only ? TXBOX_WS_READ_ONLY : 0), &ws, err) < 0) {

@@ -40,6 +40,7 @@
 #include "connguard.h"
 #include "fdpass.h"
 #include "netproxy.h"
+#include "probe.h"
 #include "safepath.h"
 #include "written.h"
 
@@ -1004,42 +1005,6 @@ static void wait_exec(const struct sb_spec *s, const struct cmd_proc *cp, int ex
         setup_die("cannot wait for the command's execve");
 }
 
-/* Is something mounted below /proc? Container runtimes mask parts of it
- * (/proc/kcore, /proc/sys read-only...), and the kernel then refuses a
- * fresh procfs in a user namespace, which would show what the masks hide.
- * Reads mountinfo without allocating: init may not call malloc. */
-static bool proc_has_submounts(void)
-{
-    int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    char buf[4096];
-    size_t have = 0;
-    bool found = false;
-    ssize_t r;
-    while (!found && (r = read(fd, buf + have, sizeof buf - 1 - have)) > 0) {
-        have += (size_t)r;
-        buf[have] = 0;
-        char *line = buf, *nl;
-        while (!found && (nl = strchr(line, '\n'))) {
-            *nl = 0;
-            /* id parent major:minor root MOUNTPOINT ... */
-            char *p = line;
-            for (int f = 0; f < 4 && p; f++)
-                if ((p = strchr(p, ' ')))
-                    p++;
-            found = p && strncmp(p, "/proc/", 6) == 0;
-            line = nl + 1;
-        }
-        have = (size_t)(buf + have - line);
-        memmove(buf, line, have);
-        if (have == sizeof buf - 1)
-            have = 0; /* one line longer than the buffer: not a mount below /proc */
-    }
-    close(fd);
-    return found;
-}
-
 __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool userns, int landlock_abi,
                                                 char *cmd_stack_top)
 {
@@ -1082,7 +1047,7 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
         ; /* the session's, once nothing more needs /proc/self (below) */
     else if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
         int e = errno;
-        bool masked = e == EPERM && proc_has_submounts();
+        bool masked = e == EPERM && sb_proc_masked();
         errno = e;
         setup_die("cannot mount /proc%s",
                   masked ? " (the container runtime masks parts of /proc: podman --security-opt "
@@ -1475,19 +1440,6 @@ struct sb_early {
     bool net, session, launched;
 };
 
-/* Does a seccomp filter confine this process (Seccomp: 2 in its status)? */
-static bool under_seccomp(void)
-{
-    _cleanup_file_ FILE *f = fopen("/proc/self/status", "re");
-    char line[256];
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "Seccomp:", 8) == 0) {
-            const char *v = line + 8 + strspn(line + 8, " \t");
-            return v[0] == '2' && (v[1] == '\n' || v[1] == 0);
-        }
-    return false;
-}
-
 /* Wait until init runs (sb_prestart does not: the namespaces are made
  * meanwhile); its pid, pidfd and, in a user namespace, its id maps. */
 static int early_await(struct sb_early *e, txbox_error *err)
@@ -1501,7 +1453,7 @@ static int early_await(struct sb_early *e, txbox_error *err)
         int en = errno;
         return tx_errno(err, en, "cannot create the sandbox namespaces%s",
                         !e->L.userns ? ""
-                        : en == EPERM && under_seccomp()
+                        : en == EPERM && sb_under_seccomp()
                             ? " (a seccomp filter refuses them, as container runtimes' default "
                               "profiles do: run the container with txbox's containers/seccomp.json)"
                             : " (are unprivileged user namespaces enabled?)");
@@ -1710,7 +1662,7 @@ static json_t *socket_protections(const struct sb_spec *s, int abi)
 }
 
 /* What is in force, as the result's `protections` object. */
-static json_t *protections(const struct sb_spec *s, bool userns, int abi, const struct cgroup *cg)
+static json_t *protections(const struct sb_spec *s, bool userns, pid_t pid, int abi, const struct cgroup *cg)
 {
     json_t *ns = json_pack("[s,s,s,s]", "mount", "pid", "ipc", "uts");
     if (!s->net)
@@ -1740,9 +1692,10 @@ static json_t *protections(const struct sb_spec *s, bool userns, int abi, const 
                                                    : "read-only";
     json_t *o = json_object();
     json_object_set_new(o, "namespaces", ns);
-    json_object_set_new(o, "user_namespace",
-                        json_string(userns ? "unprivileged, caller's uid mapped"
-                                           : "nested, identity-mapped (mounts locked)"));
+    char map[320] = "nested, identity-mapped (mounts locked)";
+    if (userns)
+        sb_map_text(pid, map, sizeof map);
+    json_object_set_new(o, "user_namespace", json_string(map));
     json_object_set_new(o, "workspace", json_string(view));
     json_object_set_new(o, "readonly_root", json_true());
     json_object_set_new(o, "private_tmp", json_true());
@@ -2256,8 +2209,8 @@ static int take_handoff(int sock, struct sb_status *st)
     return 0;
 }
 
-int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn, void *ctx,
-           struct sb_status *st, txbox_error *err)
+static int run_once(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn, void *ctx,
+                    struct sb_status *st, txbox_error *err)
 {
     sb_status_init(st);
     bool userns = !sb_is_root();
@@ -2358,7 +2311,7 @@ int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn,
         kill(pid, SIGKILL);
     close(sync[1]);
     st->t_go = now_ns();
-    st->protections = protections(s, userns, abi, &cg);
+    st->protections = protections(s, userns, pid, abi, &cg);
     if (rc == 0 && s->started)
         s->started(s->started_arg);
 
@@ -2446,5 +2399,20 @@ fail_setup:
             close(sync[i]);
     }
     cg_destroy(&cg);
+    return rc;
+}
+
+int sb_run(const struct sb_spec *s, int out_pipe, int err_pipe, sb_output_fn fn, void *ctx,
+           struct sb_status *st, txbox_error *err)
+{
+    int rc = run_once(s, out_pipe, err_pipe, fn, ctx, st, err);
+    /* A sandbox that could not be set up: everything this place lacks
+     * named at once (probe.h), not only what failed first. (Not when the
+     * overlay could not be mounted: the copy backend may take over.) */
+    if (rc < 0 && !st->ran && !st->overlay_failed) {
+        unsigned miss = sb_probe(s->allow_degraded);
+        if (miss)
+            sb_probe_error(miss, err);
+    }
     return rc;
 }

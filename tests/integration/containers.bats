@@ -27,9 +27,41 @@ no_sys_admin() {
 import json, sys
 r = json.loads(sys.argv[1])
 assert r["outcome"] == "committed", r["outcome"]
-assert r["protections"]["user_namespace"].startswith("unprivileged"), r["protections"]["user_namespace"]
+# what it maps, as it maps it: every id root's namespace has
+def ids(f, what):
+    r = []
+    for l in open(f):
+        a, _, c = map(int, l.split())
+        r.append(str(a) if c == 1 else "%d-%d" % (a, a + c - 1))
+    return what + ("s" if len(r) > 1 or "-" in r[0] else "") + " " + ", ".join(r)
+want = "unprivileged, %s and %s mapped to themselves" % (ids("/proc/self/uid_map", "uid"), ids("/proc/self/gid_map", "gid"))
+assert r["protections"]["user_namespace"] == want, (r["protections"]["user_namespace"], want)
 PY
     [ "$(cat "$WS/new.txt")" = x ]
+}
+
+@test "root without CAP_SYS_ADMIN and CAP_SETFCAP: fails closed naming that capability" {
+    is_root || skip "applies to root only"
+    command -v setpriv >/dev/null || need "setpriv (util-linux) is missing"
+    # (docker and podman with --cap-drop ALL: mapping uid 0 needs CAP_SETFCAP)
+    run --separate-stderr setpriv --bounding-set -sys_admin,-setfcap --inh-caps -sys_admin,-setfcap -- \
+        "$TXBOX" run -C "$WS" -c 'echo x > new.txt'
+    assert_txbox_error
+    [[ "$stderr" == "txbox: the sandbox lacks 1 setting: root lacks CAP_SETFCAP to map its uid (podman, docker: --cap-add SETFCAP; Kubernetes: capabilities add SETFCAP; or a non-root user)" ]] ||
+        fail "$stderr"
+    assert_tree pre "$WS" --mtime
+}
+
+@test "a masked /proc and no CAP_SETFCAP: both named in one refusal" {
+    is_root || skip "applies to root only"
+    command -v setpriv >/dev/null || need "setpriv (util-linux) is missing"
+    run --separate-stderr unshare -m --propagation private -- sh -c \
+        'mount --bind /dev/null /proc/timer_list && exec setpriv --bounding-set -sys_admin,-setfcap --inh-caps -sys_admin,-setfcap -- "$0" run -C "$1" -c "echo x > new.txt"' \
+        "$TXBOX" "$WS"
+    assert_txbox_error
+    [[ "$stderr" == *"the sandbox lacks 2 settings: (1) /proc is masked (podman: --security-opt unmask=/proc/*; docker: --security-opt systempaths=unconfined; Kubernetes: procMount: Unmasked); (2) root lacks CAP_SETFCAP to map its uid (podman, docker: --cap-add SETFCAP; Kubernetes: capabilities add SETFCAP; or a non-root user)"* ]] ||
+        fail "$stderr"
+    assert_tree pre "$WS" --mtime
 }
 
 @test "root without CAP_SYS_ADMIN: changes files of other uids in the workspace, owners kept" {
@@ -54,7 +86,7 @@ PY
         'mount --bind /dev/null /proc/timer_list && exec setpriv --bounding-set -sys_admin --inh-caps -sys_admin -- "$0" run -C "$1" -c "echo x > new.txt"' \
         "$TXBOX" "$WS"
     assert_txbox_error
-    [[ "$stderr" == *"cannot mount /proc (the container runtime masks parts of /proc: podman --security-opt unmask=/proc/*, docker --security-opt systempaths=unconfined, Kubernetes procMount: Unmasked)"* ]] ||
+    [[ "$stderr" == *"the sandbox lacks 1 setting: /proc is masked (podman: --security-opt unmask=/proc/*; docker: --security-opt systempaths=unconfined; Kubernetes: procMount: Unmasked)"* ]] ||
         fail "$stderr"
     assert_tree pre "$WS" --mtime
 }
@@ -69,7 +101,7 @@ PY
     # inner workspace is on the outer's overlay)
     tx --memory 64T -c 'ASAN_OPTIONS=detect_leaks=0 ./inner-txbox run --backend copy -C inner -c "echo x > f"; exit 0'
     [ "$status" = 0 ] || fail "status $status" "$(clip "$stderr")"
-    [[ "$stderr" == *"cannot create the sandbox namespaces (a seccomp filter refuses them, as container runtimes' default profiles do: run the container with txbox's containers/seccomp.json): Operation not permitted"* ]] ||
+    [[ "$stderr" == *"the sandbox lacks 1 setting: seccomp refuses namespaces (podman, docker: --security-opt seccomp=containers/seccomp.json; Kubernetes: seccompProfile Localhost txbox/seccomp.json)"* ]] ||
         fail "$(clip "$output")" "$(clip "$stderr")"
     [ ! -e "$WS/inner/f" ]
 }
