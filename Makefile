@@ -97,15 +97,17 @@ check-clients: build
 # containers/Containerfile over `make install` (containers/build).
 # make check-containers: tests/containers/run, txbox in podman and docker
 # (rootful, rootless) and with a pod's settings, against tests/containers/matrix;
+# tests/containers/kube, deploy/k8s's manifests under podman kube play;
 # then deploy/k8s/validate (npm: the Kubernetes schemas, pinned). Not part
 # of make check (a few minutes, and the image); .ci/run runs it.
-CONTAINER_PKGS := podman runc uidmap slirp4netns fuse-overlayfs mmdebstrap docker.io rootlesskit
+CONTAINER_PKGS := podman runc uidmap slirp4netns fuse-overlayfs mmdebstrap docker.io rootlesskit catatonit
 container:
 	@./tools/install-deps $(DEB_PKGS) $(CONTAINER_PKGS)
 	./containers/build
 
 check-containers: container
 	./tests/containers/run
+	./tests/containers/kube
 	./deploy/k8s/validate
 
 DEMO_SIZE  ?= 250M

@@ -13,23 +13,42 @@ const kinds = {
 };
 
 // what txbox needs of the pod that runs it, whatever the schema allows
+// (docs/deploy.md): a container that runs txbox's sandbox (txbox mcp, agent
+// or run) needs procMount Unmasked and txbox's seccomp profile; every
+// container runs without privileges and with limits; the workspace, where
+// the audit log lives, is on a PersistentVolumeClaim (it outlives the pod)
+const SANDBOX = /\btxbox\s+(mcp|agent|run)\b/;
 function txboxChecks(doc) {
   const pod = doc.spec?.template?.spec;
   if (!pod) return [];
   const bad = [];
   if (pod.hostUsers !== false) bad.push("hostUsers must be false (a user namespace per pod)");
-  const sc = pod.securityContext ?? {};
-  if (sc.seccompProfile?.type !== "Localhost" || sc.seccompProfile?.localhostProfile !== "txbox/seccomp.json")
-    bad.push("securityContext.seccompProfile must be Localhost txbox/seccomp.json");
-  for (const c of pod.containers ?? []) {
+  const podSeccomp = pod.securityContext?.seccompProfile;
+  const vols = Object.fromEntries((pod.volumes ?? []).map((v) => [v.name, v]));
+  let sandboxes = 0;
+  for (const c of [...(pod.initContainers ?? []), ...(pod.containers ?? [])]) {
     const s = c.securityContext ?? {};
     if (s.privileged) bad.push(`${c.name}: privileged`);
     if (s.allowPrivilegeEscalation !== false) bad.push(`${c.name}: allowPrivilegeEscalation must be false`);
     if (!(s.capabilities?.drop ?? []).includes("ALL")) bad.push(`${c.name}: capabilities must drop ALL`);
-    if (s.procMount !== "Unmasked") bad.push(`${c.name}: procMount must be Unmasked`);
+    if ((s.capabilities?.add ?? []).length) bad.push(`${c.name}: adds capabilities`);
     if (!c.resources?.limits?.memory || !c.resources?.limits?.cpu) bad.push(`${c.name}: cpu and memory limits`);
-    if (!(c.volumeMounts ?? []).some((m) => m.mountPath === "/work")) bad.push(`${c.name}: no workspace volume at /work`);
+    const ws = (c.volumeMounts ?? []).find((m) => m.mountPath === "/work");
+    const runs = [...(c.command ?? []), ...(c.args ?? [])].join(" ");
+    if (SANDBOX.test(runs)) {
+      sandboxes++;
+      const prof = s.seccompProfile ?? podSeccomp;
+      if (prof?.type !== "Localhost" || prof?.localhostProfile !== "txbox/seccomp.json")
+        bad.push(`${c.name}: seccompProfile must be Localhost txbox/seccomp.json`);
+      if (s.procMount !== "Unmasked") bad.push(`${c.name}: procMount must be Unmasked`);
+      if (!ws) bad.push(`${c.name}: no workspace volume at /work`);
+      else if (!vols[ws.name]?.persistentVolumeClaim)
+        bad.push(`${c.name}: the workspace (and its audit log) must be on a persistentVolumeClaim`);
+    } else if (s.procMount === "Unmasked") {
+      bad.push(`${c.name}: runs no sandbox, so needs no procMount Unmasked`);
+    }
   }
+  if (!sandboxes) bad.push("no container runs txbox's sandbox");
   return bad;
 }
 
