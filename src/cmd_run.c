@@ -346,14 +346,16 @@ static int run_in_workspace(struct run_args *a, txbox_result **r, txbox_error *e
         txbox_error pe = {0};
         bool more = txbox_sandbox_probe(a->ro.allow_degraded, &pe) < 0;
         *err = (txbox_error){.code = EXDEV};
+        /* the copy backend named with what it lacks: not an equal choice */
         int at = snprintf(err->msg, sizeof err->msg,
-                          "the workspace %s is on %s, where the overlay backend cannot keep a transaction's "
-                          "changes; run it with --backend copy (or --allow-copy-fallback)%s",
-                          a->dir, nofs, more ? "; and " : "");
+                          "the workspace %s is on %s, where no overlay can be made: use a volume or "
+                          "tmpfs, or --backend copy (no undo, no effect rules)",
+                          a->dir, nofs);
         size_t room = at > 0 && (size_t)at < sizeof err->msg ? sizeof err->msg - (size_t)at : 0;
-        if (more && room && snprintf(err->msg + at, room, "%s", pe.msg) < (int)room) {
+        if (more && room > strlen("; and ") + strlen(pe.msg)) {
+            snprintf(err->msg + at, room, "; and %s", pe.msg);
             err->remedy = pe.remedy;
-            err->remedy.at += (unsigned)at;
+            err->remedy.at += (unsigned)at + (unsigned)strlen("; and ");
         }
         return -1;
     }
