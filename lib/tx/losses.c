@@ -1155,15 +1155,27 @@ static void note_file_items(struct lctx *c)
     }
 }
 
-/* Index files whose rewrite changed no entry (a refresh). */
+/* Index files whose rewrite changed no entry (a refresh); and the record
+ * of the entries of each index the transaction leaves (LOSSES_INDEX_RECORD,
+ * best effort: without it an undo takes a later refresh for a change). */
 static void note_refreshed(struct lctx *c, struct gitchange *g, size_t ng)
 {
+    dbuf rec;
+    dbuf_init(&rec, 0);
     for (size_t i = 0; i < ng; i++) {
         int ri = repo_by_gitdir(c, g[i].gitdir);
         if (ri < 0 || !g[i].index)
             continue;
         struct lrepo *r = &c->r[ri];
         load_indexes(c, r, &g[i]);
+        if (r->ia_state == 0 && g[i].index_path && !strchr(g[i].index_path, '\n')) {
+            char hex[41];
+            gix_entries_digest(&r->ia, hex);
+            dbuf_addstr(&rec, hex);
+            dbuf_addstr(&rec, " ");
+            dbuf_addstr(&rec, g[i].index_path);
+            dbuf_addstr(&rec, "\n");
+        }
         if (r->ib_state == 0 && r->ia_state == 0 && gix_same_entries(&r->ib, &r->ia)) {
             struct tx_ops *ops = c->in->ops;
             for (size_t k = 0; k < ops->n; k++) {
@@ -1175,6 +1187,17 @@ static void note_refreshed(struct lctx *c, struct gitchange *g, size_t ng)
             g[i].index = false; /* no entry changed: nothing to judge */
         }
     }
+    if (rec.len && c->in->txfd >= 0) {
+        int fd = openat(c->in->txfd, LOSSES_INDEX_RECORD,
+                        O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            if (write_all(fd, dbuf_str(&rec), rec.len) < 0) {
+                /* best effort: an undo then calls a later refresh a change */
+            }
+            close(fd);
+        }
+    }
+    dbuf_free(&rec);
 }
 
 int losses_measure(const struct losses_in *in, struct losses *out, txbox_error *err)

@@ -116,6 +116,14 @@ size_t gix_lower(const struct gix *x, const char *prefix, size_t n);
 /* Same entries (paths, modes, blob ids, stages and flags)? */
 bool gix_same_entries(const struct gix *a, const struct gix *b);
 void gix_free(struct gix *x);
+/* A digest of what gix_same_entries compares, as 40 hex digits: two indexes
+ * with the same entries have the same digest. */
+void gix_entries_digest(const struct gix *x, char hex[41]);
+/* tx/ID/LOSSES_INDEX_RECORD: one line per git index the transaction left
+ * ("DIGEST PATH"), so that an undo can tell a later rewrite that only
+ * refreshed it (a `git status` on the host) from a change of what is
+ * staged. */
+#define LOSSES_INDEX_RECORD "gitindex"
 /* git's blob id of n bytes: SHA-1 of "blob N\0" and them. */
 void gix_blob_oid(const void *data, size_t n, unsigned char oid[20]);
 

@@ -277,6 +277,24 @@ bool gix_same_entries(const struct gix *a, const struct gix *b)
     return true;
 }
 
+void gix_entries_digest(const struct gix *x, char hex[41])
+{
+    struct sha1_ctx c;
+    sha1_init(&c);
+    for (size_t i = 0; i < x->n; i++) {
+        const struct gix_entry *e = &x->v[i];
+        /* what gix_same_entries compares */
+        uint32_t f[3] = {e->mode, (uint32_t)(e->flags & 0x3000), (uint32_t)(e->xflags & 0x6000)};
+        sha1_update(&c, strlen(e->path) + 1, (const uint8_t *)e->path);
+        sha1_update(&c, sizeof f, (const uint8_t *)f);
+        sha1_update(&c, 20, e->oid);
+    }
+    unsigned char d[SHA1_DIGEST_SIZE];
+    sha1_digest(&c, sizeof d, d);
+    for (size_t i = 0; i < sizeof d; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+}
+
 void gix_blob_oid(const void *data, size_t n, unsigned char oid[20])
 {
     struct sha1_ctx c;

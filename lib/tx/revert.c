@@ -420,6 +420,69 @@ static void base_at(struct revert *r, const char *q, struct side *s)
     }
 }
 
+/* Is rel a git index (a repository's or a linked worktree's)? */
+static bool git_index(const char *rel)
+{
+    const char *b = strrchr(rel, '/');
+    if (!b || strcmp(b, "/index"))
+        return false;
+    size_t n = (size_t)(b - rel);
+    if (n >= 4 && !memcmp(b - 4, ".git", 4) && (n == 4 || b[-5] == '/'))
+        return true;
+    /* .git/worktrees/NAME/index */
+    const char *w = memmem(rel, n, ".git/worktrees/", 15);
+    return w && (w == rel || w[-1] == '/') && !memchr(w + 15, '/', (size_t)(b - (w + 15)));
+}
+
+/* Two git indexes that list the same entries (paths, modes, blobs, stages,
+ * flags) are the same to a revert: a `git status` on the host rewrites the
+ * index's stat cache, which is not a change of what is staged. */
+static bool index_eq(const struct side *a, const struct side *b)
+{
+    const char *ba, *bb, *why;
+    _cleanup_close_ int pa = safe_open_parent(a->root, a->rel, &ba);
+    _cleanup_close_ int pb = safe_open_parent(b->root, b->rel, &bb);
+    if (pa < 0 || pb < 0)
+        return false;
+    struct gix xa = {0}, xb = {0};
+    bool same =
+        gix_load(&xa, pa, ba, &why) == 0 && gix_load(&xb, pb, bb, &why) == 0 && gix_same_entries(&xa, &xb);
+    gix_free(&xa);
+    gix_free(&xb);
+    return same;
+}
+
+/* Does the git index at path (ours) list the entries that T left there
+ * (T's LOSSES_INDEX_RECORD, losses.c)? Then a later rewrite only refreshed
+ * it, and what T left is what is there. */
+static bool index_as_left(struct revert *r, const char *path, const struct side *ours)
+{
+    _cleanup_close_ int tfd = openat(r->tundo, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_free_ char *rec = NULL;
+    size_t len = 0;
+    if (tfd < 0 || read_file_at(tfd, LOSSES_INDEX_RECORD, 1 << 20, &rec, &len, NULL) < 0)
+        return false;
+    const char *b;
+    _cleanup_close_ int p = safe_open_parent(ours->root, ours->rel, &b);
+    struct gix x = {0};
+    const char *why;
+    char hex[41] = "";
+    if (p < 0 || gix_load(&x, p, b, &why) != 0) {
+        gix_free(&x);
+        return false;
+    }
+    gix_entries_digest(&x, hex);
+    gix_free(&x);
+    size_t pl = strlen(path);
+    for (char *l = rec, *nl; l && *l; l = nl ? nl + 1 : NULL) {
+        nl = strchr(l, '\n');
+        size_t n = nl ? (size_t)(nl - l) : strlen(l);
+        if (n == 41 + pl && !memcmp(l, hex, 40) && l[40] == ' ' && !memcmp(l + 41, path, pl))
+            return true;
+    }
+    return false;
+}
+
 /* The base at T's own operation o (no later commit changed it: checked
  * against what T recorded of its new entry). */
 static void base_top(struct revert *r, const struct tx_op *o, const struct side *ours, struct side *s)
@@ -440,6 +503,8 @@ static void base_top(struct revert *r, const struct tx_op *o, const struct side 
     bool same = ours->k == SK_REAL && (ours->st.st_mode & S_IFMT) == (m->mode & S_IFMT) &&
                 (ours->st.st_mode & 07777) == (m->mode & 07777) && ours->st.st_mtim.tv_sec == m->mtime_s &&
                 ours->st.st_mtim.tv_nsec == m->mtime_ns;
+    if (!same && ours->k == SK_REAL && S_ISREG(ours->st.st_mode) && git_index(o->path))
+        same = index_as_left(r, o->path, ours); /* only refreshed since (a git status) */
     if (!same)
         unknown(r, s, xstrdup("changed since outside txbox (by no recorded transaction)"));
 }
@@ -514,38 +579,6 @@ static bool content_eq(struct revert *r, const struct side *a, const struct side
         if (na == 0)
             return true;
     }
-}
-
-/* Is rel a git index (a repository's or a linked worktree's)? */
-static bool git_index(const char *rel)
-{
-    const char *b = strrchr(rel, '/');
-    if (!b || strcmp(b, "/index"))
-        return false;
-    size_t n = (size_t)(b - rel);
-    if (n >= 4 && !memcmp(b - 4, ".git", 4) && (n == 4 || b[-5] == '/'))
-        return true;
-    /* .git/worktrees/NAME/index */
-    const char *w = memmem(rel, n, ".git/worktrees/", 15);
-    return w && (w == rel || w[-1] == '/') && !memchr(w + 15, '/', (size_t)(b - (w + 15)));
-}
-
-/* Two git indexes that list the same entries (paths, modes, blobs, stages,
- * flags) are the same to a revert: a `git status` on the host rewrites the
- * index's stat cache, which is not a change of what is staged. */
-static bool index_eq(const struct side *a, const struct side *b)
-{
-    const char *ba, *bb, *why;
-    _cleanup_close_ int pa = safe_open_parent(a->root, a->rel, &ba);
-    _cleanup_close_ int pb = safe_open_parent(b->root, b->rel, &bb);
-    if (pa < 0 || pb < 0)
-        return false;
-    struct gix xa = {0}, xb = {0};
-    bool same =
-        gix_load(&xa, pa, ba, &why) == 0 && gix_load(&xb, pb, bb, &why) == 0 && gix_same_entries(&xa, &xb);
-    gix_free(&xa);
-    gix_free(&xb);
-    return same;
 }
 
 static char *link_of(const struct side *s)

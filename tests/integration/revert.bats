@@ -244,9 +244,7 @@ setup() {
 @test "undo brings staged work back after a later git status refreshed the index" {
     # A later git status rewrites .git/index (its stat cache) without
     # changing what is staged: that is not a change to merge, and undo of
-    # the loss must not stop at it as a conflict. (The same done on the
-    # host, outside txbox, leaves no record of what the loss left there:
-    # undo calls that a conflict, and --force is the way.)
+    # the loss must not stop at it as a conflict.
     command -v git >/dev/null || need "git is needed"
     (cd "$WS" && git init -q && git config user.email t@t && git config user.name t &&
         git add -A && git commit -qm base && printf 'staged work\n' >>notes.txt && git add notes.txt &&
@@ -264,4 +262,31 @@ setup() {
     [ "$(cat "$WS/draft.md")" = draft ] || fail "the staged new file is not back"
     [ "$(cd "$WS" && git diff --cached --name-only | sort | tr '\n' ' ')" = "draft.md notes.txt " ] ||
         fail "the index is not as it was: $(cd "$WS" && git status --short)"
+}
+
+@test "undo brings staged work back after a git status on the host, outside txbox" {
+    # The next day: git status on the host first (it rewrites the index's
+    # stat cache), then undo. The transaction recorded the entries of the
+    # index it left, so a rewrite that kept them is no change.
+    command -v git >/dev/null || need "git is needed"
+    (cd "$WS" && git init -q && git config user.email t@t && git config user.name t &&
+        git add -A && git commit -qm base && printf 'staged work\n' >>notes.txt && git add notes.txt &&
+        printf 'draft\n' >draft.md && git add draft.md)
+    commit 'git reset -q --hard'
+    sleep 1.1 # past git's racy-timestamp window
+    local before="$(stat -c %Y.%s.%i "$WS/.git/index")"
+    (cd "$WS" && git status --porcelain >/dev/null)
+    [ "$before" != "$(stat -c %Y.%s.%i "$WS/.git/index")" ] ||
+        fail "git status did not rewrite the index; the test cannot see the case"
+    h undo 1
+    assert_status 0
+    grep -q 'staged work' "$WS/notes.txt" || fail "the staged work is not back"
+    [ "$(cd "$WS" && git diff --cached --name-only | sort | tr '\n' ' ')" = "draft.md notes.txt " ] ||
+        fail "the index is not as it was: $(cd "$WS" && git status --short)"
+    # a change of what is staged, made on the host, is still a conflict
+    commit 'git reset -q --hard'
+    (cd "$WS" && printf 'other\n' >other.txt && git add other.txt)
+    h undo 3
+    assert_status 123
+    [[ "$stderr" == *".git/index"* ]] || fail "$stderr"
 }
