@@ -15,6 +15,27 @@ setup() {
     printf 'j2\n' >"$WS/docs/journeys/b.md"
 }
 
+# A repository with staged work (an edit and a new file), then a command
+# that discards it (git reset --hard): tx 1.
+staged_work_reset() {
+    command -v git >/dev/null || need "git is needed"
+    (cd "$WS" && git init -q && git config user.email t@t && git config user.name t &&
+        git add -A && git commit -qm base && printf 'staged work\n' >>notes.txt && git add notes.txt &&
+        printf 'draft\n' >draft.md && git add draft.md)
+    commit 'git reset -q --hard'
+    ! grep -q 'staged work' "$WS/notes.txt" || fail "the reset did not discard the staged work"
+}
+
+# undo 1 brings the staged work back, index included.
+staged_work_back() {
+    h undo 1
+    assert_status 0
+    grep -q 'staged work' "$WS/notes.txt" || fail "the staged work is not back"
+    [ "$(cat "$WS/draft.md")" = draft ] || fail "the staged new file is not back"
+    [ "$(cd "$WS" && git diff --cached --name-only | sort | tr '\n' ' ')" = "draft.md notes.txt " ] ||
+        fail "the index is not as it was: $(cd "$WS" && git status --short)"
+}
+
 @test "undo of an older transaction: what nobody changed since comes back, later edits stay" {
     commit 'rm -rf docs/journeys; printf "hello\n" >README; mkdir gen; printf "a\n" >gen/a; sed -i "s/^two$/TWO/" notes.txt'
     commit 'printf "new\n" >docs/new.md; printf "int x;\n" >>src/main.c; printf "b\n" >gen/b; sed -i "s/^six$/SIX/" notes.txt'
@@ -245,44 +266,26 @@ setup() {
     # A later git status rewrites .git/index (its stat cache) without
     # changing what is staged: that is not a change to merge, and undo of
     # the loss must not stop at it as a conflict.
-    command -v git >/dev/null || need "git is needed"
-    (cd "$WS" && git init -q && git config user.email t@t && git config user.name t &&
-        git add -A && git commit -qm base && printf 'staged work\n' >>notes.txt && git add notes.txt &&
-        printf 'draft\n' >draft.md && git add draft.md)
-    commit 'git reset -q --hard'
-    grep -q 'staged work' "$WS/notes.txt" && fail "the reset did not discard the staged work"
+    staged_work_reset
     sleep 1.1 # past git's racy-timestamp window
     local before="$(stat -c %Y.%s.%i "$WS/.git/index")"
     commit 'touch notes.txt; git status --porcelain'
     [ "$before" != "$(stat -c %Y.%s.%i "$WS/.git/index")" ] ||
         fail "git status did not rewrite the index; the test cannot see the case"
-    h undo 1
-    assert_status 0
-    grep -q 'staged work' "$WS/notes.txt" || fail "the staged work is not back"
-    [ "$(cat "$WS/draft.md")" = draft ] || fail "the staged new file is not back"
-    [ "$(cd "$WS" && git diff --cached --name-only | sort | tr '\n' ' ')" = "draft.md notes.txt " ] ||
-        fail "the index is not as it was: $(cd "$WS" && git status --short)"
+    staged_work_back
 }
 
 @test "undo brings staged work back after a git status on the host, outside txbox" {
     # The next day: git status on the host first (it rewrites the index's
     # stat cache), then undo. The transaction recorded the entries of the
     # index it left, so a rewrite that kept them is no change.
-    command -v git >/dev/null || need "git is needed"
-    (cd "$WS" && git init -q && git config user.email t@t && git config user.name t &&
-        git add -A && git commit -qm base && printf 'staged work\n' >>notes.txt && git add notes.txt &&
-        printf 'draft\n' >draft.md && git add draft.md)
-    commit 'git reset -q --hard'
+    staged_work_reset
     sleep 1.1 # past git's racy-timestamp window
     local before="$(stat -c %Y.%s.%i "$WS/.git/index")"
     (cd "$WS" && git status --porcelain >/dev/null)
     [ "$before" != "$(stat -c %Y.%s.%i "$WS/.git/index")" ] ||
         fail "git status did not rewrite the index; the test cannot see the case"
-    h undo 1
-    assert_status 0
-    grep -q 'staged work' "$WS/notes.txt" || fail "the staged work is not back"
-    [ "$(cd "$WS" && git diff --cached --name-only | sort | tr '\n' ' ')" = "draft.md notes.txt " ] ||
-        fail "the index is not as it was: $(cd "$WS" && git status --short)"
+    staged_work_back
     # a change of what is staged, made on the host, is still a conflict
     commit 'git reset -q --hard'
     (cd "$WS" && printf 'other\n' >other.txt && git add other.txt)
