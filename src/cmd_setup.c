@@ -1,12 +1,12 @@
 /* txbox setup AGENT: writes txbox's hook and MCP server entries into an
  * agent CLI's own settings, or takes them out again (--remove).
  *
- *   claude-code  .claude/settings.json (PreToolUse hook on Bash,
+ *   claude-code  .claude/settings.json (PreToolUse hook on Bash, SessionEnd,
  *                enabledMcpjsonServers), .claude/settings.local.json
  *                (permissions.allow "mcp__txbox"), .mcp.json
  *                (mcpServers.txbox); --user: ~/.claude/settings.json (hook
  *                and the grant) and ~/.claude.json
- *   gemini-cli   .gemini/settings.json (BeforeTool hook, mcpServers.txbox
+ *   gemini-cli   .gemini/settings.json (BeforeTool and SessionEnd hooks, mcpServers.txbox
  *                with trust)
  *   qwen-code    .qwen/settings.json (PreToolUse hook on run_shell_command,
  *                mcpServers.txbox with trust)
@@ -56,21 +56,22 @@ typedef enum { A_CLAUDE, A_GEMINI, A_QWEN, A_CODEX, A_OPENCODE } agent_id;
 
 static const struct agent {
     const char *name;
-    const char *dir;     /* the settings directory, in the project or in $HOME */
-    const char *event;   /* hook event; NULL: no hook */
-    const char *matcher; /* every tool: the hook denies an unknown one carrying a command */
-    int hook_timeout;    /* in the CLI's unit */
-    bool hook_named;     /* the hook carries "name" */
-    int mcp_timeout;     /* mcpServers.txbox.timeout (ms); 0: none */
-    bool mcp_trust;      /* mcpServers.txbox.trust: its tools run without a confirmation */
+    const char *dir;       /* the settings directory, in the project or in $HOME */
+    const char *event;     /* hook event; NULL: no hook */
+    const char *matcher;   /* every tool: the hook denies an unknown one carrying a command */
+    const char *end_event; /* the CLI's session ended (the hook ends txbox's); NULL: none */
+    int hook_timeout;      /* in the CLI's unit */
+    bool hook_named;       /* the hook carries "name" */
+    int mcp_timeout;       /* mcpServers.txbox.timeout (ms); 0: none */
+    bool mcp_trust;        /* mcpServers.txbox.trust: its tools run without a confirmation */
 } agents[] = {
-    [A_CLAUDE] = {"claude-code", ".claude", "PreToolUse", "*", HOOK_TIMEOUT_S, false, 0, false},
-    [A_GEMINI] = {"gemini-cli", ".gemini", "BeforeTool", ".*", HOOK_TIMEOUT_S * 1000, true,
+    [A_CLAUDE] = {"claude-code", ".claude", "PreToolUse", "*", "SessionEnd", HOOK_TIMEOUT_S, false, 0, false},
+    [A_GEMINI] = {"gemini-cli", ".gemini", "BeforeTool", ".*", "SessionEnd", HOOK_TIMEOUT_S * 1000, true,
                   MCP_TIMEOUT_S * 1000, true},
-    [A_QWEN] = {"qwen-code", ".qwen", "PreToolUse", "*", HOOK_TIMEOUT_S * 1000, false, MCP_TIMEOUT_S * 1000,
-                true},
-    [A_CODEX] = {"codex", ".codex", NULL, NULL, 0, false, 0, false},
-    [A_OPENCODE] = {"opencode", "", NULL, NULL, 0, false, 0, false},
+    [A_QWEN] = {"qwen-code", ".qwen", "PreToolUse", "*", NULL, HOOK_TIMEOUT_S * 1000, false,
+                MCP_TIMEOUT_S * 1000, true},
+    [A_CODEX] = {"codex", ".codex", NULL, NULL, NULL, 0, false, 0, false},
+    [A_OPENCODE] = {"opencode", "", NULL, NULL, NULL, 0, false, 0, false},
 };
 
 /* Claude Code's permission rule for every tool of the txbox MCP server:
@@ -99,10 +100,12 @@ static void usage(FILE *f, const char *name)
                "nothing.\n"
                "\n"
                "Files:\n"
-               "  claude-code  .claude/settings.json (PreToolUse hook, enabledMcpjsonServers),\n"
+               "  claude-code  .claude/settings.json (PreToolUse and SessionEnd hooks,\n"
+               "               enabledMcpjsonServers),\n"
                "               .claude/settings.local.json (permissions.allow \"mcp__txbox\")\n"
                "               and .mcp.json; --user: ~/.claude/settings.json, ~/.claude.json\n"
-               "  gemini-cli   .gemini/settings.json (BeforeTool hook, mcpServers, trusted)\n"
+               "  gemini-cli   .gemini/settings.json (BeforeTool and SessionEnd hooks,\n"
+               "               mcpServers, trusted)\n"
                "  qwen-code    .qwen/settings.json (PreToolUse hook, mcpServers, trusted)\n"
                "  codex        ~/.codex/config.toml (or $CODEX_HOME/config.toml):\n"
                "               [mcp_servers.txbox] with tool_timeout_sec = 600,\n"
@@ -545,18 +548,27 @@ static int edit_json(struct setup *s, struct file *f, unsigned what, char **out,
     bool bad = false;
     if (what & W_HOOK) {
         rc = remove_hooks(root, s->a->event, s->remove, err);
+        if (rc >= 0 && s->a->end_event)
+            rc = remove_hooks(root, s->a->end_event, s->remove, err);
         if (rc >= 0 && !s->remove) {
+            /* before each tool call; and, where the CLI says so, at the end
+             * of its session (every session: no matcher), which ends the
+             * txbox session the hook opened for it */
             json_t *hooks = member(root, "hooks", JSON_OBJECT, true, &bad);
-            json_t *list = hooks ? member(hooks, s->a->event, JSON_ARRAY, true, &bad) : NULL;
             _cleanup_free_ char *cmd = hook_command(s);
-            json_t *h =
-                json_pack("{s:s,s:s,s:i}", "type", "command", "command", cmd, "timeout", s->a->hook_timeout);
-            if (s->a->hook_named)
-                json_object_set_new(h, "name", json_string("txbox"));
-            if (list)
-                json_array_append_new(list, json_pack("{s:s,s:[o]}", "matcher", s->a->matcher, "hooks", h));
-            else
-                json_decref(h);
+            for (int end = 0; end < 2 && hooks && !bad; end++) {
+                const char *event = end ? s->a->end_event : s->a->event;
+                json_t *list = event ? member(hooks, event, JSON_ARRAY, true, &bad) : NULL;
+                if (!list)
+                    continue;
+                json_t *h = json_pack("{s:s,s:s,s:i}", "type", "command", "command", cmd, "timeout",
+                                      s->a->hook_timeout);
+                if (s->a->hook_named)
+                    json_object_set_new(h, "name", json_string("txbox"));
+                json_array_append_new(list,
+                                      end ? json_pack("{s:[o]}", "hooks", h)
+                                          : json_pack("{s:s,s:[o]}", "matcher", s->a->matcher, "hooks", h));
+            }
         }
     }
     if (rc >= 0 && (what & W_MCP)) {

@@ -282,3 +282,27 @@ EOF
     setup_ok codex
     grep -qx 'required = true' "$H/.codex/config.toml" || fail "$(cat "$H/.codex/config.toml")"
 }
+
+@test "setup registers the hook for SessionEnd too, and that entry ends the CLI's txbox session" {
+    cd "$P"
+    setup_ok claude-code
+    [ "$(jget .claude/settings.json 'd["hooks"]["SessionEnd"]')" = \
+      "[{\"hooks\": [{\"command\": \"$BIN hook claude-code$FC\", \"timeout\": 30, \"type\": \"command\"}]}]" ] ||
+        fail "$(jget .claude/settings.json 'd["hooks"]')"
+    setup_ok gemini-cli
+    [ "$(jget .gemini/settings.json 'd["hooks"]["SessionEnd"]')" = \
+      "[{\"hooks\": [{\"command\": \"$BIN hook gemini-cli$FC\", \"name\": \"txbox\", \"timeout\": 30000, \"type\": \"command\"}]}]" ] ||
+        fail "$(jget .gemini/settings.json 'd["hooks"]')"
+    # the entry, run as the CLI runs it when its session ends
+    run --separate-stderr txbox_bin session start -C "$P" --id claude-code-s2
+    [ "$status" = 0 ] || fail "$stderr"
+    cmd=$(python3 -c 'import json; print(json.load(open(".claude/settings.json"))["hooks"]["SessionEnd"][0]["hooks"][0]["command"])')
+    run --separate-stderr env CLAUDE_PROJECT_DIR="$P" sh -c "$cmd" <<<'{"session_id":"s2","hook_event_name":"SessionEnd","cwd":"'"$P"'","reason":"exit"}'
+    [ "$status" = 0 ] || fail "$stderr"
+    run --separate-stderr txbox_bin session list -C "$P"
+    [[ "$output" != *claude-code-s2* ]] || fail "the session still runs: $output"
+    # --remove takes both entries out
+    setup_ok claude-code --remove
+    setup_ok gemini-cli --remove
+    [ ! -e .claude/settings.json ] && [ ! -e .gemini/settings.json ] || fail "entries left"
+}
