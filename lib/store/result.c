@@ -246,7 +246,7 @@ static void human_bytes(char *b, size_t n, uint64_t v)
 /* What a commit destroyed, by kind, in one phrase each (the facts; the
  * front words the way back, TXBOX_REMEDY_UNDO): "discarded uncommitted
  * changes to 3 files (4.2 KiB): a.py, b.py, c.py". */
-static void losses_phrase(const json_t *losses, dbuf *o)
+void result_losses_phrase(const json_t *losses, dbuf *o)
 {
     static const struct {
         const char *kind, *verb, *one, *many;
@@ -396,7 +396,7 @@ char *txbox_result_summary(const txbox_result *r, txbox_remedy *remedy)
         dbuf o;
         dbuf_init(&o, 0);
         dbuf_addstr(&o, s);
-        losses_phrase(r->losses, &o);
+        result_losses_phrase(r->losses, &o);
         free(s);
         s = xstrdup(dbuf_str(&o));
         dbuf_free(&o);

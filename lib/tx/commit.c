@@ -608,6 +608,18 @@ void commit_tidy(int txfd, bool keep_upper)
         (void)unlinkat(txfd, files[i], 0);
 }
 
+bool commit_relist_changes(struct tx_commit *c)
+{
+    bool quiet = false;
+    for (size_t i = 0; i < c->ops.n && !quiet; i++)
+        quiet = c->ops.v[i].quiet;
+    if (quiet) {
+        json_decref(c->changes);
+        c->changes = ops_changes(c->upperfd, c->ws->fd, &c->ops, TX_CHANGES_CAP);
+    }
+    return quiet;
+}
+
 void commit_tidy_dead(int txfd)
 {
     commit_tidy(txfd, false);

@@ -120,6 +120,9 @@ MUST_CHECK int commit_end_dead(txbox_ws *ws, uint64_t id, int txfd, const char *
 /* What a transaction keeps only until it ends: removed once it committed
  * (the sequence; recovery), with upper/ and work/ unless keep_upper. */
 void commit_tidy(int txfd, bool keep_upper);
+/* After a judge marked ops quiet (losses.c: an index only refreshed),
+ * c->changes listed again without them; true when it was. */
+bool commit_relist_changes(struct tx_commit *c);
 /* commit_tidy of a transaction whose owner died, with what a session's
  * background processes had (live/, survivors.rec). */
 void commit_tidy_dead(int txfd);

@@ -541,9 +541,25 @@ static int judge(txbox_ws *ws, const txbox_policy *p, int upperfd, int wsfd, con
 }
 
 int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const struct tx_ops *ops,
-                  const struct gitcfg_ctx *gc, json_t **verdict, json_t **attention, txbox_error *err)
+                  const struct gitcfg_ctx *gc, const struct losses *ls, json_t **verdict, json_t **attention,
+                  txbox_error *err)
 {
-    return judge(NULL, p, upperfd, wsfd, ops, gc, NULL, verdict, attention, err);
+    return judge(NULL, p, upperfd, wsfd, ops, gc, ls, verdict, attention, err);
+}
+
+bool effects_ask_unanswered(json_t *v, json_t **attention)
+{
+    if (strcmp(json_string_value(json_object_get(v, "action")) ?: "", "ask"))
+        return false;
+    /* no one to ask: committed, and the rule named beside the losses */
+    if (!*attention)
+        *attention = json_array();
+    json_array_append_new(*attention,
+                          json_pack("{s:O,s:O,s:O,s:s}", "effect_rule", json_object_get(v, "effect_rule"),
+                                    "reason", json_object_get(v, "reason"), "paths",
+                                    json_object_get(v, "paths"), "action", "ask"));
+    json_decref(v);
+    return true;
 }
 
 int effects_gate_run(txbox_ws *ws, const txbox_policy *p, txbox_result *r, int txfd, int upperfd,
@@ -557,18 +573,9 @@ int effects_gate_run(txbox_ws *ws, const txbox_policy *p, txbox_result *r, int t
     r->attention = att; /* reported and logged, whatever the outcome */
     if (!v)
         return 0;
-    const char *action = json_string_value(json_object_get(v, "action"));
-    if (!strcmp(action, "ask") && !interactive) {
-        /* no one to ask: committed, and the rule named beside the losses */
-        if (!r->attention)
-            r->attention = json_array();
-        json_array_append_new(r->attention,
-                              json_pack("{s:O,s:O,s:O,s:s}", "effect_rule", json_object_get(v, "effect_rule"),
-                                        "reason", json_object_get(v, "reason"), "paths",
-                                        json_object_get(v, "paths"), "action", "ask"));
-        json_decref(v);
+    if (!interactive && effects_ask_unanswered(v, &r->attention))
         return 0;
-    }
+    const char *action = json_string_value(json_object_get(v, "action"));
     bool hold = strcmp(action, "rollback") != 0; /* hold, or ask with a person to answer */
     if (!r->changes)
         r->changes = ops_changes(upperfd, ws->fd, ops, 10000);

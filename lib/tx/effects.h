@@ -16,6 +16,7 @@
 #include "tx.h"
 
 struct gitcfg_ctx;
+struct losses;
 
 /* The verdict on a write set: NULL, or a JSON object {effect_rule, action
  * ("rollback"|"hold"), reason, suggestion, paths, violations:[...]}.
@@ -28,8 +29,12 @@ struct gitcfg_ctx;
  * {effect_rule, reason, paths} of the violated attention rules, which
  * never stop a commit. */
 MUST_CHECK int effects_judge(const txbox_policy *p, int upperfd, int wsfd, const struct tx_ops *ops,
-                             const struct gitcfg_ctx *gc, json_t **verdict, json_t **attention,
-                             txbox_error *err);
+                             const struct gitcfg_ctx *gc, const struct losses *ls, json_t **verdict,
+                             json_t **attention, txbox_error *err);
+/* A verdict whose action is `ask` where no person can answer: not a stop;
+ * added to *attention (made when NULL) with the rule's reason and paths,
+ * and freed. false (verdict untouched) for any other action. */
+bool effects_ask_unanswered(json_t *verdict, json_t **attention);
 
 /* Holds transaction id: its scanned upper stays in tx/ID/upper, and
  * tx/ID/held records what approve needs (base generation, write set,

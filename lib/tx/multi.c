@@ -71,6 +71,7 @@
 #include "effects.h"
 #include "fsops.h"
 #include "gitcfg.h"
+#include "losses.h"
 #include "merge.h"
 #include "multi.h"
 #include "result.h"
@@ -680,6 +681,7 @@ struct multi_commit {
     txbox_multi *m;
     const txbox_run_opts *verify;
     json_t *res, *eff;
+    json_t *losses; /* what the commit destroys (losses.h), as reported */
     int *status;
     const char **outcome;
     char **first;
@@ -721,9 +723,32 @@ static int mc_judge(struct tx_commit *c, txbox_error *err)
                             .hide = (const char *const *)hide,
                             .allow_degraded = mc->verify ? mc->verify->allow_degraded
                                                          : getenv("TXBOX_ALLOW_DEGRADED") != NULL};
+    /* what the commit would destroy that exists nowhere else, as for a
+     * single command (run.c's judge): reported, and judged by the rules
+     * with losses: (no person answers an `ask` here: reported) */
+    struct losses ls = {0};
+    fs_fault_disarm();
+    int rc = losses_measure(&(struct losses_in){.ws = c->ws,
+                                                .txfd = m->txfd,
+                                                .txs = m->ids,
+                                                .upperfd = c->upperfd,
+                                                .ops = &c->ops,
+                                                .now = wall_time()},
+                            &ls, err);
+    fs_fault_arm();
+    if (rc == 0) {
+        mc->losses = losses_json(&ls);
+        json_object_set(mc->res, "losses", mc->losses);
+        if (commit_relist_changes(c))
+            json_object_set(mc->res, "changes", c->changes);
+    }
     json_t *ev = NULL, *att = NULL;
-    int rc = effects_judge(pol, c->upperfd, c->ws->fd, &c->ops, &gc, &ev, &att, err);
+    if (rc == 0)
+        rc = effects_judge(pol, c->upperfd, c->ws->fd, &c->ops, &gc, &ls, &ev, &att, err);
+    losses_free(&ls);
     tx_free_strv(hide);
+    if (ev && effects_ask_unanswered(ev, &att))
+        ev = NULL;
     if (att) /* reported in the result and logged with it */
         json_object_set_new(mc->res, "attention", att);
     if (rc < 0 || !ev)
@@ -750,6 +775,11 @@ static char *mc_info(struct tx_commit *c)
         if (!eff)
             eff = mc->eff = json_object();
         json_object_set(eff, "attention", json_object_get(mc->res, "attention"));
+    }
+    if (mc->losses) { /* logged as for a single run: retention keeps them longest */
+        if (!eff)
+            eff = mc->eff = json_object();
+        json_object_set(eff, "losses", mc->losses);
     }
     return end_info(mc->m, "committed", c->changes, eff);
 }
@@ -913,6 +943,7 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             close(c.upperfd);
         commit_free(&c);
         json_decref(mc.eff);
+        json_decref(mc.losses);
         json_object_set_new(res, "commit_ms", json_real((double)(now_ns() - t_commit) / 1e6));
         if (rc == 0 && !strcmp(outcome, "committed")) {
             history_autogc(ws);
@@ -920,6 +951,16 @@ int txbox_multi_commit(txbox_multi *m, const txbox_run_opts *verify, char **json
             changes_counts(json_object_get(res, "changes"), &a, &mo, &d);
             first = xasprintf("txbox: tx %s committed (%llu commands; %zu added, %zu modified, %zu deleted)",
                               m->ids, (unsigned long long)multi_state_u64(m, "commands"), a, mo, d);
+            if (json_integer_value(json_object_get(mc.losses, "count")) > 0) {
+                dbuf o; /* what was lost, and the way back */
+                dbuf_init(&o, 0);
+                dbuf_addstr(&o, first);
+                result_losses_phrase(mc.losses, &o);
+                free(first);
+                first = xstrdup(dbuf_str(&o));
+                dbuf_free(&o);
+                remedy_set(remedy, TXBOX_REMEDY_UNDO, m->ids, strlen(first));
+            }
         }
     }
     if (rc < 0) {

@@ -1221,12 +1221,7 @@ static int run_judge_effects(struct tx_commit *c, txbox_error *err)
                                                  .now = wall_time()},
                              rc->r, &ls, err);
     /* an index that was only refreshed (losses.c) is no change to report */
-    bool quiet = false;
-    for (size_t i = 0; e == 0 && i < c->ops.n && !quiet; i++)
-        quiet = c->ops.v[i].quiet;
-    if (quiet) {
-        json_decref(c->changes);
-        c->changes = ops_changes(c->upperfd, c->ws->fd, &c->ops, TX_CHANGES_CAP);
+    if (e == 0 && commit_relist_changes(c)) {
         json_decref(rc->r->changes);
         rc->r->changes = json_incref(c->changes);
     }

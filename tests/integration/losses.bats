@@ -286,3 +286,28 @@ for it in json.load(sys.stdin)["losses"]["items"]:
     txj -c 'rm -rf mirror.git'
     assert_lost repository mirror.git
 }
+
+@test "a multi-command transaction's commit measures its losses too: the line, the result, the log, and undo" {
+    printf 'my work\n' >>"$WS/a.txt"
+    printf 'notes\n' >"$WS/notes.md"
+    run --separate-stderr txbox_bin begin -C "$WS"
+    assert_status 0
+    local id="$output"
+    run --separate-stderr txbox_bin run -C "$WS" --tx "$id" -c 'git checkout -- a.txt'
+    assert_status 0
+    run --separate-stderr txbox_bin run -C "$WS" --tx "$id" -c 'rm notes.md; echo new >new.txt'
+    assert_status 0
+    run --separate-stderr txbox_bin commit -C "$WS" "$id"
+    assert_status 0
+    [[ "$stderr" == *"tx $id committed ("*"; discarded uncommitted changes to 1 file ("*"): a.txt"* ]] ||
+        fail "status line: $stderr"
+    [[ "$stderr" == *"destroyed 1 untracked file ("*"): notes.md"* ]] || fail "status line: $stderr"
+    [[ "$stderr" == *"'txbox undo $id' brings it back"* ]] || fail "no way back named: $stderr"
+    run --separate-stderr txbox_bin show -C "$WS" --json "$id"
+    assert_status 0
+    [[ "$output" == *'"losses":{"count":2'* ]] || fail "not in the log: $output"
+    run --separate-stderr txbox_bin undo -C "$WS" "$id"
+    assert_status 0
+    [ "$(tail -n 1 "$WS/a.txt")" = "my work" ] && [ "$(cat "$WS/notes.md")" = notes ] || fail "not back"
+    [ ! -e "$WS/new.txt" ]
+}

@@ -200,7 +200,7 @@ static void judge(void **state)
     struct tx_ops ops = {0};
     op_add(&ops, OP_REPLACE, "a.bin");
     json_t *v = NULL;
-    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, &v, NULL, &err), 0);
+    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, NULL, &v, NULL, &err), 0);
     assert_non_null(v);
     assert_string_equal(json_string_value(json_object_get(v, "effect_rule")), "t-bytes");
     assert_string_equal(json_string_value(json_object_get(v, "action")), "hold");
@@ -211,7 +211,7 @@ static void judge(void **state)
     struct tx_op *o = op_add(&ops, OP_REPLACE, "run.sh");
     o->had_old = 1;
     o->old.mode = S_IFREG | 0644;
-    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, &v, NULL, &err), 0);
+    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, NULL, &v, NULL, &err), 0);
     assert_non_null(v);
     assert_string_equal(json_string_value(json_object_get(v, "effect_rule")), "t-exec");
     assert_string_equal(json_string_value(json_object_get(v, "action")), "rollback");
@@ -223,7 +223,7 @@ static void judge(void **state)
     o = op_add(&ops, OP_REPLACE, "run.sh");
     o->had_old = 1;
     o->old.mode = S_IFREG | 0700;
-    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, &v, NULL, &err), 0);
+    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, NULL, &v, NULL, &err), 0);
     assert_null(v);
     ops_free(&ops);
 
@@ -313,7 +313,7 @@ static void big_write_set(void **state)
     /* the hold rule decides; its paths are the first 50 .mark files walked;
      * 3,000 files of 10 bytes pass the byte limit of 29,999 (attention) */
     json_t *v = NULL, *att = NULL;
-    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, &v, &att, &err), 0);
+    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, NULL, &v, &att, &err), 0);
     assert_non_null(v);
     assert_string_equal(json_string_value(json_object_get(v, "effect_rule")), "t-mark");
     json_t *paths = json_object_get(v, "paths");
@@ -335,7 +335,7 @@ static void big_write_set(void **state)
     /* a secret in the last file walked: the rollback rule decides */
     const char *last = json_string_value(json_array_get(order, json_array_size(order) - 1));
     assert_int_equal(mkfile(up, last, "x SECRET1234\n", 13, 0644), 0);
-    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, &v, NULL, &err), 0);
+    assert_int_equal(effects_judge(p, up, ws, &ops, NULL, NULL, &v, NULL, &err), 0);
     assert_non_null(v);
     assert_string_equal(json_string_value(json_object_get(v, "effect_rule")), "t-secret");
     assert_string_equal(json_string_value(json_array_get(json_object_get(v, "paths"), 0)), last);
