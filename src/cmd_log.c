@@ -125,23 +125,35 @@ static uint64_t row_id(json_t *o)
     return s && parse_u64(s, &v) ? v : 0;
 }
 
+/* The first look: all rows, or the newest limit; NULL when there is no
+ * log to read yet. */
+static json_t *rows_first(const char *dir, long limit)
+{
+    txbox_ws *ws;
+    txbox_error err = {0};
+    if (txbox_ws_open(dir, TXBOX_WS_NO_RECOVER, &ws, &err) < 0)
+        return NULL;
+    char *s = NULL;
+    int rc = txbox_log_json(ws, limit, &s, &err);
+    txbox_ws_close(ws);
+    json_t *a = rc == 0 ? json_loads(s, 0, NULL) : NULL;
+    free(s);
+    if (!json_is_array(a)) {
+        json_decref(a);
+        return NULL;
+    }
+    return a;
+}
+
 /* The newest rows back to id from (at least FOLLOW_FIRST), newest first;
  * NULL when the log cannot be read now (no .txbox/ yet, busy). */
 static json_t *rows_back_to(const char *dir, uint64_t from)
 {
     long limit = FOLLOW_FIRST;
     for (;;) {
-        txbox_ws *ws;
-        txbox_error err = {0};
-        if (txbox_ws_open(dir, TXBOX_WS_NO_RECOVER, &ws, &err) < 0)
+        json_t *a = rows_first(dir, limit);
+        if (!a)
             return NULL;
-        char *s = NULL;
-        int rc = txbox_log_json(ws, limit, &s, &err);
-        txbox_ws_close(ws);
-        json_t *a = rc == 0 ? json_loads(s, 0, NULL) : NULL;
-        free(s);
-        if (!json_is_array(a))
-            return json_decref(a), NULL;
         size_t n = json_array_size(a);
         uint64_t newest = n ? row_id(json_array_get(a, 0)) : 0,
                  oldest = n ? row_id(json_array_get(a, n - 1)) : 0;
@@ -266,26 +278,6 @@ static int follow(const char *dir, json_t *all, json_t *shown, bool json)
     }
     free(seen.v);
     return 0;
-}
-
-/* The first look: all rows, or the newest limit; NULL when there is no
- * log to read yet. */
-static json_t *rows_first(const char *dir, long limit)
-{
-    txbox_ws *ws;
-    txbox_error err = {0};
-    if (txbox_ws_open(dir, TXBOX_WS_NO_RECOVER, &ws, &err) < 0)
-        return NULL;
-    char *s = NULL;
-    int rc = txbox_log_json(ws, limit, &s, &err);
-    txbox_ws_close(ws);
-    json_t *a = rc == 0 ? json_loads(s, 0, NULL) : NULL;
-    free(s);
-    if (!json_is_array(a)) {
-        json_decref(a);
-        return NULL;
-    }
-    return a;
 }
 
 static const char usage[] = "usage: txbox log [-C DIR] [--json] [-n N] [--since T] [--follow]\n\n"
