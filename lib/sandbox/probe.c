@@ -179,10 +179,10 @@ int txbox_sandbox_probe(int allow_degraded, txbox_error *err)
 
 /* "uid 1000" / "uids 0-65535" / "uids 0-999 and 1001-..." from a map
  * file's ranges (their ids inside; the sandbox maps each to itself). */
-static void ranges_text(const char *file, const char *what, char *out, size_t n)
+static void ranges_text(int dirfd, const char *file, const char *what, char *out, size_t n)
 {
     char buf[2048], list[256];
-    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    int fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC);
     ssize_t r = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
     if (fd >= 0)
         close(fd);
@@ -207,12 +207,12 @@ static void ranges_text(const char *file, const char *what, char *out, size_t n)
         out[n - 1] = 0;
 }
 
-void sb_map_text(pid_t pid, char *out, size_t n)
+void sb_map_text(int procfd, pid_t pid, char *out, size_t n)
 {
     char f[64], u[128], g[128];
-    snprintf(f, sizeof f, "/proc/%d/uid_map", (int)pid);
-    ranges_text(f, "uid", u, sizeof u);
-    snprintf(f, sizeof f, "/proc/%d/gid_map", (int)pid);
-    ranges_text(f, "gid", g, sizeof g);
+    snprintf(f, sizeof f, "%d/uid_map", (int)pid);
+    ranges_text(procfd, f, "uid", u, sizeof u);
+    snprintf(f, sizeof f, "%d/gid_map", (int)pid);
+    ranges_text(procfd, f, "gid", g, sizeof g);
     snprintf(out, n, "unprivileged, %s and %s mapped to themselves", u, g);
 }

@@ -36,8 +36,8 @@ bool sb_under_seccomp(void);
  * calls it. */
 bool sb_proc_masked(void);
 /* protections.user_namespace of a sandbox in a user namespace of its own
- * (init's pid): which ids it maps, "unprivileged, uid 1000 and gid 1000
- * mapped to themselves". */
-void sb_map_text(pid_t pid, char *out, size_t n);
+ * (PID's, in the /proc that PROCFD opens): which ids it maps,
+ * "unprivileged, uid 1000 and gid 1000 mapped to themselves". */
+void sb_map_text(int procfd, pid_t pid, char *out, size_t n);
 
 #endif

@@ -1693,8 +1693,12 @@ static json_t *protections(const struct sb_spec *s, bool userns, pid_t pid, int 
     json_t *o = json_object();
     json_object_set_new(o, "namespaces", ns);
     char map[320] = "nested, identity-mapped (mounts locked)";
+    /* In a session, init joins the session's user namespace only once let
+     * go: read the map of the keeper (pid 1 of the session's /proc), which
+     * made it, not init's, which may still be txbox's own. */
+    _cleanup_close_ int procfd = s->session ? -1 : open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (userns)
-        sb_map_text(pid, map, sizeof map);
+        sb_map_text(s->session ? s->session->fd[KP_PROC] : procfd, s->session ? 1 : pid, map, sizeof map);
     json_object_set_new(o, "user_namespace", json_string(map));
     json_object_set_new(o, "workspace", json_string(view));
     json_object_set_new(o, "readonly_root", json_true());
