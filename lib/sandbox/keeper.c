@@ -60,6 +60,7 @@ struct kp_hello {
 
 struct kp_exit {
     int32_t pid, status;
+    uint64_t userns; /* the user namespace it was in (kp_userns_of), 0 if unknown */
 };
 
 /* ---- in the keeper ---- */
@@ -105,9 +106,15 @@ static void keeper_loopback(int sock)
     close(s);
 }
 
-/* Reap, and tell the parent; until the parent is gone (the socket hangs
- * up: PR_SET_PDEATHSIG has killed this process by then, or will). */
-__attribute__((noreturn)) static void keeper_loop(int sock)
+/* Tell the parent, then reap; until the parent is gone (the socket hangs
+ * up: PR_SET_PDEATHSIG has killed this process by then, or will).
+ *
+ * Each child is reported while it is still a zombie (WNOWAIT), with the
+ * user namespace that says whose it is, and reaped only once the report
+ * is in the socket: whoever sees a process gone from the session's /proc
+ * finds its report already queued, and a full socket delays the reaping
+ * instead of losing the report (a lost one would read as success). */
+__attribute__((noreturn)) static void keeper_loop(int sock, int procfd)
 {
     sigset_t chld;
     sigemptyset(&chld);
@@ -116,14 +123,27 @@ __attribute__((noreturn)) static void keeper_loop(int sock)
     if (sfd < 0)
         _exit(126);
     for (;;) {
-        int st;
-        pid_t p;
-        while ((p = waitpid(-1, &st, WNOHANG | __WALL)) > 0) {
-            struct kp_exit e = {.pid = p, .status = st};
-            if (send(sock, &e, sizeof e, MSG_NOSIGNAL) < 0 && errno != EAGAIN)
-                _exit(0);
+        bool full = false;
+        for (;;) {
+            siginfo_t si = {0};
+            if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT | __WALL) < 0 || si.si_pid <= 0)
+                break;
+            int status = si.si_code == CLD_EXITED   ? W_EXITCODE(si.si_status, 0)
+                         : si.si_code == CLD_DUMPED ? si.si_status | WCOREFLAG
+                                                    : si.si_status;
+            struct kp_exit e = {
+                .pid = si.si_pid, .status = status, .userns = kp_userns_of(procfd, si.si_pid)};
+            if (send(sock, &e, sizeof e, MSG_NOSIGNAL) < 0) {
+                if (errno != EAGAIN && errno != EINTR)
+                    _exit(0);
+                full = true; /* reaped once the parent has read some */
+                break;
+            }
+            while (waitid(P_PID, (id_t)si.si_pid, &si, WEXITED | __WALL) < 0 && errno == EINTR)
+                ;
         }
-        struct pollfd pf[2] = {{.fd = sfd, .events = POLLIN}, {.fd = sock, .events = POLLIN}};
+        struct pollfd pf[2] = {{.fd = sfd, .events = POLLIN},
+                               {.fd = sock, .events = POLLIN | (full ? POLLOUT : 0)}};
         if (poll(pf, 2, -1) < 0)
             continue;
         if (pf[1].revents & (POLLHUP | POLLERR | POLLIN))
@@ -179,9 +199,10 @@ __attribute__((noreturn)) static void keeper_main(int sock, int go, uint64_t tmp
     if (fd_send(sock, &h, sizeof h, fds, KP_NFDS) < 0)
         _exit(126);
     for (int i = 0; i < KP_NFDS; i++)
-        close(fds[i]);
+        if (i != KP_PROC)
+            close(fds[i]);
     fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
-    keeper_loop(sock);
+    keeper_loop(sock, fds[KP_PROC]);
 }
 
 /* ---- in the parent ---- */
@@ -267,13 +288,14 @@ int kp_start(uint64_t tmp_bytes, struct keeper *k, struct kp_fds *fds, txbox_err
     return 0;
 }
 
-int kp_next_exit(struct keeper *k, pid_t *pid, int *status)
+int kp_next_exit(struct keeper *k, pid_t *pid, int *status, uint64_t *userns)
 {
     struct kp_exit e;
     ssize_t r = recv(k->sock, &e, sizeof e, MSG_DONTWAIT);
     if (r == (ssize_t)sizeof e) {
         *pid = e.pid;
         *status = e.status;
+        *userns = e.userns;
         return 1;
     }
     if (r < 0 && (errno == EAGAIN || errno == EINTR))

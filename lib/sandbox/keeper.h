@@ -39,9 +39,12 @@ struct keeper {
  * it. */
 MUST_CHECK int kp_start(uint64_t tmp_bytes, struct keeper *k, struct kp_fds *fds, txbox_error *err);
 /* One process the keeper reaped: 1 (*pid in the session's pid namespace,
- * *status as waitpid's), 0 when none is waiting (the socket is
- * non-blocking), -1 when the keeper is gone. */
-int kp_next_exit(struct keeper *k, pid_t *pid, int *status);
+ * *status as waitpid's, *userns the user namespace it was in, as
+ * kp_userns_of, 0 if unknown), 0 when none is waiting (the socket is
+ * non-blocking), -1 when the keeper is gone. A report is sent before its
+ * process is reaped: once it is gone from the session's /proc, its report
+ * (if the keeper reaped it) is waiting. */
+int kp_next_exit(struct keeper *k, pid_t *pid, int *status, uint64_t *userns);
 /* Ends the keeper, and with it every process of the session (its pid
  * namespace dies with it); returns once it is reaped. */
 void kp_stop(struct keeper *k);

@@ -228,24 +228,31 @@ static void group_done(struct steward *st, struct group *g)
 }
 
 /* A reaped process (the keeper's report): one of a group that failed or
- * was killed fails the group's late transaction. */
-static void on_exit_report(struct steward *st, pid_t pid, int status)
+ * was killed fails the group's late transaction. Whose it is: its user
+ * namespace (the report's, read before it was reaped), so that a process
+ * born and gone between two looks counts; by the pids seen, if unknown. */
+static void on_exit_report(struct steward *st, pid_t pid, int status, uint64_t userns)
 {
+    struct group *g = NULL;
+    for (size_t i = 0; userns && !g && i < st->ng; i++)
+        if (st->g[i].userns == userns)
+            g = &st->g[i];
     for (size_t i = 0; i < st->npids; i++) {
         if (st->pids[i].pid != pid)
             continue;
-        struct group *g = group_of_tx(st, st->pids[i].tx);
-        if (g && g->ok && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-            g->ok = false;
-            if (WIFSIGNALED(status))
-                snprintf(g->why, sizeof g->why, "a background process of tx %llu was killed by signal %d",
-                         (unsigned long long)g->tx, WTERMSIG(status));
-            else
-                snprintf(g->why, sizeof g->why, "a background process of tx %llu exited with status %d",
-                         (unsigned long long)g->tx, WEXITSTATUS(status));
-        }
+        if (!g && !userns)
+            g = group_of_tx(st, st->pids[i].tx);
         st->pids[i] = st->pids[--st->npids];
-        return;
+        break;
+    }
+    if (g && g->ok && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        g->ok = false;
+        if (WIFSIGNALED(status))
+            snprintf(g->why, sizeof g->why, "a background process of tx %llu was killed by signal %d",
+                     (unsigned long long)g->tx, WTERMSIG(status));
+        else
+            snprintf(g->why, sizeof g->why, "a background process of tx %llu exited with status %d",
+                     (unsigned long long)g->tx, WEXITSTATUS(status));
     }
 }
 
@@ -253,13 +260,15 @@ static void drain_exits(struct steward *st)
 {
     pid_t p;
     int s;
-    while (kp_next_exit(&st->k, &p, &s) == 1)
-        on_exit_report(st, p, s);
+    uint64_t ns;
+    while (kp_next_exit(&st->k, &p, &s, &ns) == 1)
+        on_exit_report(st, p, s, ns);
 }
 
-/* Is a process of the group still in the session's /proc (a zombie not
- * reaped yet: its user namespace no longer says whose it is)? Those gone
- * are forgotten (reaped by their own parent, or reported). */
+/* Is a process of the group seen alive still in the session's /proc (a
+ * zombie not reaped yet)? Those gone are forgotten: reaped by their own
+ * parent, or by the keeper, whose report was sent before it reaped and
+ * names the group by its user namespace. */
 static bool group_zombies(struct steward *st, const struct group *g)
 {
     bool any = false;
