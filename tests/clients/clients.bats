@@ -197,6 +197,28 @@ PY
     [ -d "$W/sub" ] || fail "sub not committed" "$TOLD"
 }
 
+@test "claude-code 2.1 through the hook: a command past its timeout goes to the background, its partial output is read" {
+    # Claude Code moves a command that outlives its timeout to the
+    # background and tells the model where its output is being written;
+    # the model reads that file (its Read tool) while the command runs.
+    # Under txbox the command's output reaches that file as it comes, not
+    # when the transaction ends (issue 34).
+    setup_cli claude-code --project "$W"
+    local m="m$$x$RANDOM"
+    drive claude '^Bash$' "[{\"command\": \"echo first; sleep 3; echo second-$m; sleep 4; echo late >late.txt\",
+         \"timeout\": 1500}, \"sleep 5\",
+        {\"tool\": \"^Read\$\", \"file_path\": \"{{last:written to: (/\\\\S+[.]output)}}\"}]"
+    python3 - "$LOG" "$m" <<'PY' || fail "what the model was told" "$TOLD"
+import json, sys
+res = [json.dumps(json.loads(l)["tool_result"]) for l in open(sys.argv[1]) if "tool_result" in json.loads(l)]
+assert len(res) == 3, res
+assert "moved to the background" in res[0] and "second-" not in res[0], "not moved to the background: " + res[0]
+assert "second-" + sys.argv[2] in res[2], "the output written after it went to the background: " + res[2]
+PY
+    # claude -p waits for it; it ended well, and commits as one transaction
+    [ "$(cat "$W/late.txt" 2>/dev/null)" = late ] || fail "the backgrounded command did not commit" "$(txbox_bin log -C "$W")"
+}
+
 @test "claude-code 2.1 through the PreToolUse hook: its Bash tool commits through txbox run, blocks, rolls back" {
     setup_cli claude-code --project "$W"
     drive claude '^Bash$' 'echo hi > hello.txt'

@@ -15,7 +15,9 @@ true} for Claude Code's Bash tool). While fewer results of the tool than
 steps are in the conversation, it calls one tool (the first offered tool
 whose name matches TOOL_RE) with the next step's arguments (and the shell
 tools' other arguments); then it answers with text and stops. A step may
-name another tool with "tool": TOOL_RE. Every request and every tool
+name another tool with "tool": TOOL_RE. In a step's string arguments,
+"{{last:REGEX}}" stands for REGEX's first group in the latest result that
+it matches (a path the CLI named there, say). Every request and every tool
 result it saw is appended, one JSON object a line, to LOG, for the test to
 check what the model was told. A request with no tools (a side question:
 a title, a command's prefix) gets a short text answer.
@@ -60,9 +62,25 @@ def step_tool(i, names):
     return pick_tool(names, step_args(i).get("tool"))
 
 
-def shell_args(name, i=0):
+LAST = re.compile(r"\{\{last:(.*?)\}\}")
+
+
+def from_last(value, results):
+    """value with each {{last:REGEX}} replaced by REGEX's first group in
+    the latest result it matches ("" when none does)."""
+    def sub(m):
+        for r in reversed(results):
+            found = re.search(m.group(1), r if isinstance(r, str) else json.dumps(r), re.M)
+            if found:
+                return found.group(1)
+        return ""
+    return LAST.sub(sub, value)
+
+
+def shell_args(name, i=0, results=()):
     args = step_args(i)
     args.pop("tool", None)
+    args = {k: from_last(v, results) if isinstance(v, str) else v for k, v in args.items()}
     if name in ("run_shell_command",):
         args.setdefault("description", "the test's command")
         args.setdefault("is_background", False)
@@ -336,7 +354,7 @@ def next_call(names, results):
     if not tool:
         log({"no_tool": names})
         return None
-    return (tool, shell_args(tool, n))
+    return (tool, shell_args(tool, n, results))
 
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
