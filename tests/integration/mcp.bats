@@ -64,9 +64,12 @@ raw_case() {
 @test "mcp: SIGTERM to the server cancels a running command, which rolls back" {
     snap pre "$WS"
     # the sandboxed shell has started its sleep: the transaction is open
-    mcp_running '^sleep 317$' \
+    # (a nap of its own: the other mode's run of this test may be running)
+    local r="$RANDOM$RANDOM" nap
+    nap="317.$r"
+    mcp_running "^sleep 317[.]$r\$" \
         '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}' \
-        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo x > partial.txt; sleep 317"}}}'
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo x > partial.txt; sleep '"$nap"'"}}}'
     kill -TERM "$SRV"
     wait "$SRV"
     rc=$?
@@ -75,7 +78,7 @@ raw_case() {
     assert_tree pre "$WS"
     run "$TXBOX" log --json -C "$WS"
     [[ "$output" == *'"outcome":"rolled_back"'* ]] || fail "not logged as rolled back: $output"
-    ! pgrep -f 'partial.txt; sleep 317|^sleep 317$' >/dev/null || fail "the command is still running"
+    ! pgrep -f "partial.txt; sleep 317[.]$r|^sleep 317[.]$r\$" >/dev/null || fail "the command is still running"
 }
 
 # session_tx HOW [OPTION...]: a session that begins a transaction, stages a

@@ -44,15 +44,16 @@ print(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
 
 @test "mcp resident: SIGKILL to the server mid-command leaves no process; the next open rolls back" {
     snap pre "$WS"
-    mcp_running '^sleep 318$' "$(session 'echo x > partial.txt; sleep 318')"
+    local r="$RANDOM$RANDOM" # a nap of its own: the other mode may run this test now
+    mcp_running "^sleep 318[.]$r\$" "$(session "echo x > partial.txt; sleep 318.$r")"
     kill -KILL "$SRV"
     wait "$SRV" || true
     exec 7>&-
     for _ in $(seq 1 50); do
-        pgrep -f 'partial.txt; sleep 318|^sleep 318$' >/dev/null || break
+        pgrep -f "partial.txt; sleep 318[.]$r|^sleep 318[.]$r\$" >/dev/null || break
         sleep 0.1
     done
-    ! pgrep -f 'partial.txt; sleep 318|^sleep 318$' >/dev/null || fail "the command outlived the server"
+    ! pgrep -f "partial.txt; sleep 318[.]$r|^sleep 318[.]$r\$" >/dev/null || fail "the command outlived the server"
     run --separate-stderr "$TXBOX" recover -C "$WS"
     [ "$status" = 0 ] || fail "recover: $stderr"
     assert_tree pre "$WS"

@@ -193,8 +193,9 @@ txc() {
     assert_txbox_error
 }
 
-@test "a 500-command transaction commits as fast as a 1-command one with the same changes" {
-    local n=500 i script=
+# (the cost of a long transaction's commit is measured in bench/, not here)
+@test "a 200-command transaction commits the same state as a 1-command one with the same changes" {
+    local n=200 i script=
     begin --name long
     local long="$TID"
     for ((i = 0; i < n; i++)); do
@@ -217,7 +218,7 @@ txc() {
     assert_status 0
     local short_ms
     short_ms="$(jget commit_ms)"
-    diff -r "$WS/many" "$WS/many2" || fail "the 500 commands did not end in the same state"
+    diff -r "$WS/many" "$WS/many2" || fail "the $n commands did not end in the same state"
     [ "$(find "$WS/many" -type f | wc -l)" = 50 ] || fail "expected 50 files"
     echo "# commit of a $n-command transaction: $long_ms ms; of a 1-command one with the same changes: $short_ms ms" >&3
 }
