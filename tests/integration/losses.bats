@@ -311,3 +311,38 @@ for it in json.load(sys.stdin)["losses"]["items"]:
     [ "$(tail -n 1 "$WS/a.txt")" = "my work" ] && [ "$(cat "$WS/notes.md")" = notes ] || fail "not back"
     [ ! -e "$WS/new.txt" ]
 }
+
+@test "through MCP: run's and a transaction's commit answers name what was lost and the undo tool call" {
+    printf 'my work\n' >>"$WS/a.txt"
+    run --separate-stderr timeout 120 python3 - "$TXBOX" "$WS" <<'PY'
+import json, subprocess, sys
+p = subprocess.Popen([sys.argv[1], "mcp", "-C", sys.argv[2]], stdin=subprocess.PIPE,
+                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+ids = iter(range(1, 100))
+def call(method, params):
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": next(ids), "method": method, "params": params}) + "\n")
+    p.stdin.flush()
+    return json.loads(p.stdout.readline())
+call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})
+p.stdin.write('{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+def tool(name, **a):
+    return call("tools/call", {"name": name, "arguments": a})["result"]["content"][0]["text"].splitlines()[0]
+print(tool("run", command="git checkout -- a.txt"))
+open(sys.argv[2] + "/a.txt", "a").write("more work\n")
+tx = json.loads(call("tools/call", {"name": "begin", "arguments": {}})["result"]["content"][0]["text"].splitlines()[-1])["transaction"]
+print(tool("run", command="git reset -q --hard", tx=tx))
+print(tool("commit", tx=tx))
+p.stdin.close()
+sys.exit(p.wait())
+PY
+    assert_status 0
+    [[ "${lines[0]}" =~ ^committed\ tx\ ([0-9]+)\ .*\;\ LOST\ uncommitted\ changes\ to\ 1\ file\ \(.*\):\ a\.txt\;\ to\ bring\ it\ back\ call\ the\ \`undo\`\ tool\ with\ tx\ \"([0-9]+)\"$ ]] ||
+        fail "run's line: ${lines[0]}"
+    [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] || fail "undo names another tx: ${lines[0]}"
+    [[ "${lines[2]}" =~ ^committed\ transaction\ ([0-9]+)\ .*\;\ LOST\ uncommitted\ changes\ to\ 1\ file\ \(.*\):\ a\.txt\;\ to\ bring\ it\ back\ call\ the\ \`undo\`\ tool\ with\ tx\ \"([0-9]+)\"$ ]] ||
+        fail "commit's line: ${lines[2]}"
+    [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] || fail "undo names another tx: ${lines[2]}"
+    run --separate-stderr txbox_bin undo -C "$WS" "${BASH_REMATCH[1]}"
+    assert_status 0
+    [ "$(tail -n 1 "$WS/a.txt")" = "more work" ] || fail "undo did not bring the second loss back: $(cat "$WS/a.txt")"
+}
