@@ -539,17 +539,12 @@ struct blob {
     size_t n;
 };
 
-/* The whole regular file path under dfd, within the caps: 0; -1 with *why. */
-static int read_capped(struct lctx *c, int dfd, const char *path, struct stat *st, struct blob *b,
-                       const char **why)
+/* The whole of fd (a regular file of st's size), within the caps: 0; -1
+ * with *why. */
+static int read_fd(struct lctx *c, int fd, const struct stat *st, struct blob *b, const char **why)
 {
     b->p = NULL;
     b->n = 0;
-    _cleanup_close_ int fd = safe_openat_noatime(dfd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0 || fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
-        *why = "it could not be read";
-        return -1;
-    }
     if ((uint64_t)st->st_size > LOSS_FILE_CAP || (uint64_t)st->st_size > c->budget) {
         *why = "it is larger than txbox compares";
         return -1;
@@ -565,6 +560,20 @@ static int read_capped(struct lctx *c, int dfd, const char *path, struct stat *s
     b->n = (size_t)r;
     c->budget -= (uint64_t)r;
     return 0;
+}
+
+/* The whole regular file path under dfd, within the caps: 0; -1 with *why. */
+static int read_capped(struct lctx *c, int dfd, const char *path, struct stat *st, struct blob *b,
+                       const char **why)
+{
+    b->p = NULL;
+    b->n = 0;
+    _cleanup_close_ int fd = safe_openat_noatime(dfd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0 || fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+        *why = "it could not be read";
+        return -1;
+    }
+    return read_fd(c, fd, st, b, why);
 }
 
 /* ---- databases ---- */
@@ -780,29 +789,6 @@ static void dircache_free(struct ldircache *dc)
         close(dc->fd);
     free(dc->dir);
     dc->dir = NULL;
-}
-
-/* The whole of fd (a regular file of st's size), within the caps: 0; -1
- * with *why. */
-static int read_fd(struct lctx *c, int fd, const struct stat *st, struct blob *b, const char **why)
-{
-    b->p = NULL;
-    b->n = 0;
-    if ((uint64_t)st->st_size > LOSS_FILE_CAP || (uint64_t)st->st_size > c->budget) {
-        *why = "it is larger than txbox compares";
-        return -1;
-    }
-    b->p = xmalloc((size_t)st->st_size + 1);
-    ssize_t r = read_all(fd, b->p, (size_t)st->st_size);
-    if (r < 0) {
-        free(b->p);
-        b->p = NULL;
-        *why = "it could not be read";
-        return -1;
-    }
-    b->n = (size_t)r;
-    c->budget -= (uint64_t)r;
-    return 0;
 }
 
 /* Could content of size n be the blob of index entry e? (git records the
