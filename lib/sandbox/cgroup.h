@@ -18,6 +18,13 @@ struct cgroup {
 int cg_create(struct cgroup *cg, const char *name, uint64_t pids, uint64_t memory);
 /* Moves pid (and its future children) into the group. */
 int cg_attach(const struct cgroup *cg, pid_t pid);
+/* cgroup v1: the group's `tasks` files (pids, memory), opened for the
+ * process that will move itself in with cg_attach_self; 0, or -1 where
+ * that is not the way (v2, no group): cg_attach then. */
+int cg_self_fds(const struct cgroup *cg, int fds[2]);
+/* In that process (single-threaded; no allocation): moves the calling
+ * thread into the group, through the fds of cg_self_fds. */
+int cg_attach_self(const int fds[2]);
 /* Did the memory limit bite? */
 bool cg_oom(const struct cgroup *cg);
 /* Was a fork refused at the process limit? */

@@ -1249,6 +1249,7 @@ struct launcher {
     int close_fds[8]; /* the parent's ends, closed in init's own table (-1: none) */
     int proxy_fd;     /* spec->proxy: the proxy's socket, made by init in the shared table */
     int hand_fd;      /* spec->session: init's end of the handover socket (sb_handoff) */
+    int cg_fds[2];    /* cgroup v1: the group's tasks files, init moves itself in (-1: none) */
     bool userns, posted;
     int flags, sync_fd, report_fd;
     int parent_fd;  /* a pidfd of txbox: readable once it is gone (-1: none) */
@@ -1279,6 +1280,10 @@ __attribute__((noreturn)) static int init_entry(void *arg)
     char c;
     if (w[1].revents || read_all(L->sync_fd, &c, 1) != 1)
         _exit(126); /* the parent is gone, or gave up (maps or cgroup failed, or it ran nothing) */
+    /* into the transaction's control group, before anything it limits runs
+     * (cgroup.c: cg_self_fds) */
+    if (L->cg_fds[0] >= 0 && cg_attach_self(L->cg_fds) < 0)
+        setup_die("cannot place the sandbox in its cgroup");
     /* Until now init shared txbox's table of descriptors (CLONE_FILES), so
      * that it has those made after it started (sb_prestart): from now on a
      * copy of its own, where the parent's ends are closed. The parent keeps
@@ -1296,6 +1301,9 @@ __attribute__((noreturn)) static int init_entry(void *arg)
     for (size_t i = 0; i < ARRAY_SIZE(L->close_fds); i++)
         if (L->close_fds[i] >= 0)
             close(L->close_fds[i]);
+    for (size_t i = 0; i < ARRAY_SIZE(L->cg_fds); i++)
+        if (L->cg_fds[i] >= 0)
+            close(L->cg_fds[i]);
     char *here = __builtin_frame_address(0);
     char *cmd_top = (char *)(((uintptr_t)here - INIT_STACK) & ~(uintptr_t)63);
     init_main(L->s, L->userns, L->abi, cmd_top);
@@ -1506,7 +1514,8 @@ int sb_prestart(bool net, bool session, struct sb_early **out, txbox_error *err)
                              .parent_fd = e->self,
                              .close_fds = {-1, -1, -1, -1, -1, -1, -1, -1},
                              .proxy_fd = -1,
-                             .hand_fd = -1};
+                             .hand_fd = -1,
+                             .cg_fds = {-1, -1}};
     fflush(NULL);
     if (launch_init(&e->L) < 0) {
         tx_errno(err, errno, "cannot start the sandbox's launcher thread");
@@ -2290,7 +2299,7 @@ static int run_once(const struct sb_spec *s, int out_pipe, int err_pipe, sb_outp
     E->L.hand_fd = hand[1];
     int ends[] = {rep[0], sync[1], out_pipe, err_pipe, io.relay_in, io.ptm, E->self, hand[0]};
     memcpy(E->L.close_fds, ends, sizeof ends);
-    int ours[8], n_ours = 0;
+    int ours[10], n_ours = 0;
     if (hand[1] >= 0)
         ours[n_ours++] = hand[1];
     ours[n_ours++] = rep[1];
@@ -2307,8 +2316,13 @@ static int run_once(const struct sb_spec *s, int out_pipe, int err_pipe, sb_outp
         ours[n_ours++] = io.pts;
     if (io.ptm >= 0)
         fcntl(io.ptm, F_SETFL, O_NONBLOCK);
-    if (rc == 0 && cg.kind && cg_attach(&cg, pid) < 0)
+    /* v1: init moves itself in once let go (cg_self_fds); v2: moved here */
+    if (rc == 0 && cg.kind && cg_self_fds(&cg, E->L.cg_fds) == 0) {
+        ours[n_ours++] = E->L.cg_fds[0];
+        ours[n_ours++] = E->L.cg_fds[1];
+    } else if (rc == 0 && cg.kind && cg_attach(&cg, pid) < 0) {
         rc = tx_errno(err, errno, "cannot place the sandbox in its cgroup");
+    }
     if (rc == 0 && write_all(sync[1], "g", 1) < 0)
         rc = tx_errno(err, errno, "cannot start the sandbox");
     if (rc < 0)
