@@ -716,7 +716,7 @@ static int mc_judge(struct tx_commit *c, txbox_error *err)
     struct multi_commit *mc = c->h->ctx;
     txbox_multi *m = mc->m;
     const txbox_policy *pol = m->policy ? m->policy : mc->verify ? mc->verify->policy : NULL;
-    char **hide = tx_hidden_paths(mc->verify ? mc->verify->deny_read : NULL, pol, c->ws->path);
+    char **hide = tx_hidden_paths(mc->verify ? mc->verify->deny_read : NULL, pol, c->ws);
     struct gitcfg_ctx gc = {.ws = c->ws,
                             .txfd = m->txfd,
                             .txs = m->ids,

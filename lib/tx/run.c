@@ -16,6 +16,7 @@
 #include "effects.h"
 #include "fsops.h"
 #include "gitcfg.h"
+#include "homes.h"
 #include "losses.h"
 #include "multi.h"
 #include "result.h"
@@ -205,56 +206,27 @@ static void push_home_secrets(strvec *sv, const char *home, const txbox_policy *
             push_glob(sv, xasprintf("%s%s", home, e + 1));
 }
 
-/* A home directory that is not the caller's: hidden whole, unless it holds
- * the workspace (then its secrets are). The caller's homes (mine[]) keep
- * their ordinary files. */
-static void other_home(strvec *sv, const char *dir, char *const *mine, const char *ws_path,
+/* A home directory that is not the caller's (h, resolved): hidden whole,
+ * unless it holds the workspace (then its secrets are). The caller's homes
+ * (mine[]) keep their ordinary files. */
+static void other_home(strvec *sv, const char *h, char *const *mine, const char *ws_path,
                        const txbox_policy *pol)
 {
-    _cleanup_free_ char *h = realpath(dir, NULL);
-    if (!h || !strcmp(h, "/"))
-        return;
     for (size_t i = 0; mine[i]; i++)
         if (under(mine[i], h))
             return; /* the caller's own, or one of theirs lies in it */
     if (under(ws_path, h))
         push_home_secrets(sv, h, pol);
     else
-        strvec_add(sv, steal_pointer(&h));
-}
-
-/* Every home on the host but the caller's: the entries of /home, /root,
- * and the home of each account in the user database that is a directory
- * owned by that account (not /, /bin, /var/www, which belong to root). */
-static void other_homes(strvec *sv, char *const *mine, const char *ws_path, const txbox_policy *pol)
-{
-    _cleanup_dir_ DIR *d = opendir_at(AT_FDCWD, "/home");
-    struct dirent *de;
-    while (d && (de = readdir(d))) {
-        if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
-            continue;
-        _cleanup_free_ char *p = xasprintf("/home/%s", de->d_name);
-        struct stat st;
-        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            other_home(sv, p, mine, ws_path, pol);
-    }
-    other_home(sv, "/root", mine, ws_path, pol);
-    setpwent();
-    struct passwd *pw;
-    while ((pw = getpwent())) {
-        struct stat st;
-        if (pw->pw_dir && pw->pw_dir[0] == '/' && stat(pw->pw_dir, &st) == 0 && S_ISDIR(st.st_mode) &&
-            st.st_uid == pw->pw_uid && pw->pw_uid != getuid())
-            other_home(sv, pw->pw_dir, mine, ws_path, pol);
-    }
-    endpwent();
+        strvec_add(sv, xstrdup(h));
 }
 
 /* Everything hidden from the command: the policy's `hide:` list (~/
  * entries under the caller's homes and a home that holds the workspace;
  * the others as they are), every other home, and --hide. */
-char **tx_hidden_paths(const char *const *extra, const txbox_policy *pol, const char *ws_path)
+char **tx_hidden_paths(const char *const *extra, const txbox_policy *pol, const txbox_ws *ws)
 {
+    const char *ws_path = ws->path;
     const char *home = getenv("HOME");
     if (home && *home != '/')
         home = NULL;
@@ -270,7 +242,11 @@ char **tx_hidden_paths(const char *const *extra, const txbox_policy *pol, const 
         push_home_secrets(&sv, home, pol);
     for (size_t i = 0; i < nm; i++)
         push_home_secrets(&sv, mine[i], pol);
-    other_homes(&sv, mine, ws_path, pol);
+    strvec homes = {0};
+    homes_all(&homes, ws->stateless ? -1 : ws->sfd);
+    for (size_t i = 0; i < homes.n; i++)
+        other_home(&sv, homes.v[i], mine, ws_path, pol);
+    strvec_free(&homes);
     const char *p;
     for (size_t i = 0; (p = txbox_policy_hidden(pol, i)); i++)
         if (p[0] == '/')
@@ -869,7 +845,7 @@ static void run_environment(struct run *c)
         c->npc = (struct np_config){
             .allow = c->allow, .n_allow = c->n_allow, .refusal_words = opts->net_refusal_words};
     }
-    c->hide = tx_hidden_paths(opts->deny_read, opts->policy, ws->path);
+    c->hide = tx_hidden_paths(opts->deny_read, opts->policy, ws);
     /* txbox's state: this workspace known to those around it, theirs and
      * its own out of the command's reach, its own its owner's only */
     if (!ws->stateless) {
@@ -1558,7 +1534,7 @@ static int late_tx(txbox_ws *ws, txbox_result *r, int ftx, uint64_t base_gen, bo
     snprintf(r->txs, sizeof r->txs, "%llu", (unsigned long long)r->id);
     txbox_run_opts o = {.shell = command};
     _cleanup_free_ char *hctx = store_context(ws, &o, ws->path, r->started);
-    char **hide = tx_hidden_paths(NULL, pol, ws->path);
+    char **hide = tx_hidden_paths(NULL, pol, ws);
     _cleanup_close_ int upperfd = -1;
     rc = renameat(ftx, "late", txfd, "upper") < 0 ? tx_errno(err, errno, "cannot take the late writes") : 0;
     if (rc == 0 && (upperfd = openat(txfd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)

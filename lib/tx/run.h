@@ -13,10 +13,11 @@
 
 struct txbox_policy;
 
-/* The paths the sandbox hides from every command (the caller's secrets,
- * every other home, the system's secrets, the policy's `hide:` list and
- * extra, absolute or ~/...), NULL-terminated; freed with tx_free_strv. */
-char **tx_hidden_paths(const char *const *extra, const struct txbox_policy *pol, const char *ws_path);
+/* The paths the sandbox hides from every command in ws (the caller's
+ * secrets, every other home (homes.h), the system's secrets, the policy's
+ * `hide:` list and extra, absolute or ~/...), NULL-terminated; freed with
+ * tx_free_strv. */
+char **tx_hidden_paths(const char *const *extra, const struct txbox_policy *pol, const txbox_ws *ws);
 void tx_free_strv(char **v);
 
 /* Whether POSIX sh may read the shell string otherwise than bash, as which

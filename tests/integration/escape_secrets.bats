@@ -141,6 +141,37 @@ EOF
     esc_done
 }
 
+@test "a home made after a command ran is hidden from the next one: the homes txbox keeps are looked up again (control)" {
+    is_root || skip "only root makes a home in /home"
+    attempt <<'EOF'
+exit 3
+EOF
+    esc_check first
+    [ -f "$WS/.txbox/homes" ] || ESC_ERRS+=("no list of the host's homes kept in .txbox: the next command does not test it")
+    local other="/home/txbox-late-${ESC_BASE##*.}"
+    mkdir -p "$other/.ssh"
+    printf 'TXBOX-SECRET-late-home\n' >"$other/.ssh/id_rsa"
+    chmod 0755 "$other" "$other/.ssh"
+    export ESC_OTHER="$other"
+    attempt <<'EOF'
+cat "$ESC_OTHER/.ssh/id_rsa" 2>/dev/null
+ls -A "$ESC_OTHER" 2>/dev/null | sed 's/^/LISTED /'
+exit 3
+EOF
+    control_run
+    rm -rf "$other"
+    no_secret_in_output
+    if grep '^LISTED ' <<<"$ATT_OUT" | grep -q .; then
+        ESC_ERRS+=("ESCAPE: a home made after the first command is listed inside: $(grep '^LISTED ' <<<"$ATT_OUT" | tr '\n' ' ')")
+    fi
+    jget protections.secrets_hidden | grep -qxF "$other" ||
+        ESC_ERRS+=("protections.secrets_hidden does not name $other")
+    esc_check second
+    esc_done
+    grep -q TXBOX-SECRET-late-home <<<"$CONTROL_OUT" ||
+        fail "control: the script reads no secret even without txbox, so the check proves nothing"
+}
+
 @test "--hide adds paths: a file and a directory outside HOME, and the ~/ form" {
     mkdir -p "$OUT/vault"
     printf 'TXBOX-SECRET-hide-dir\n' >"$OUT/vault/key"

@@ -366,7 +366,8 @@ static void test_secret_paths(void **state)
     char ws[PATH_MAX];
     snprintf(ws, sizeof ws, "%s/ws", tmpdir);
     mkdir(ws, 0700);
-    char **hidden = tx_hidden_paths(NULL, NULL, ws);
+    struct txbox_ws w = {.path = ws, .fd = -1, .sfd = -1, .stateless = true};
+    char **hidden = tx_hidden_paths(NULL, NULL, &w);
     size_t n = 0;
     const char *e;
     for (size_t i = 0; (e = txbox_policy_hidden(NULL, i)); i++, n++) {
