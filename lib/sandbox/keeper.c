@@ -20,6 +20,7 @@
  * (PR_SET_PDEATHSIG). It is not dumpable: the session's commands cannot
  * read its descriptors through /proc. */
 #include "keeper.h"
+#include "devfs.h"
 #include "fdpass.h"
 #include "written.h"
 
@@ -72,6 +73,9 @@ __attribute__((noreturn)) static void keeper_fail(int sock, const char *what)
     (void)fd_send(sock, &h, sizeof h, NULL, 0);
     _exit(126);
 }
+
+const char *const kp_fd_names[KP_NFDS] = {"user", "net",    "ipc", "uts", "pid",
+                                          "tmp",  "vartmp", "shm", "dev", "proc"};
 
 static int detached_fs(const char *type, const char *size)
 {
@@ -193,6 +197,14 @@ __attribute__((noreturn)) static void keeper_main(int sock, int go, uint64_t tmp
     for (int i = KP_TMP; i <= KP_SHM; i++)
         if ((fds[i] = detached_fs("tmpfs", tmp_bytes ? size : NULL)) < 0)
             keeper_fail(sock, "cannot make the session's /tmp (tmpfs)");
+    /* /dev, made once here for every command (each clones it) */
+    int nodes[DEVFS_NODES];
+    const char *what;
+    devfs_open_nodes(nodes);
+    fds[KP_DEV] = devfs_make(nodes, fds[KP_SHM], &what);
+    devfs_close_nodes(nodes);
+    if (fds[KP_DEV] < 0)
+        keeper_fail(sock, what);
     if ((fds[KP_PROC] = detached_fs("proc", NULL)) < 0)
         keeper_fail(sock, "cannot make the session's /proc");
     struct kp_hello h = {0};

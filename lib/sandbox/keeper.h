@@ -13,8 +13,12 @@
 
 /* What a command needs to run in the session (sandbox.c, spec->session):
  * the namespaces to join and the mounts that persist from command to
- * command, as detached mounts to clone (open_tree). -1: none. */
-enum { KP_USER, KP_NET, KP_IPC, KP_UTS, KP_PID, KP_TMP, KP_VARTMP, KP_SHM, KP_PROC, KP_NFDS };
+ * command, as detached mounts to clone (open_tree): /tmp, /var/tmp,
+ * /dev/shm, /dev (with its nodes, its devpts and /dev/shm below it),
+ * /proc. -1: none. */
+enum { KP_USER, KP_NET, KP_IPC, KP_UTS, KP_PID, KP_TMP, KP_VARTMP, KP_SHM, KP_DEV, KP_PROC, KP_NFDS };
+/* Their names, as a session's steward and its commands exchange them. */
+extern const char *const kp_fd_names[KP_NFDS];
 
 struct kp_fds {
     int fd[KP_NFDS];
@@ -32,8 +36,8 @@ struct keeper {
 
 /* Starts a keeper in new user (unless root), pid, network (loopback up),
  * ipc, uts and mount namespaces, with a tmpfs for /tmp, /var/tmp and
- * /dev/shm of tmp_bytes each (0: no size) and a procfs of its pid
- * namespace; *fds receives what a command needs. The keeper dies with the
+ * /dev/shm of tmp_bytes each (0: no size), a /dev (devfs.h) and a procfs
+ * of its pid namespace; *fds receives what a command needs. The keeper dies with the
  * calling process (PR_SET_PDEATHSIG: call it from a single-threaded
  * process) and ignores every signal its namespace's processes can send
  * it. */

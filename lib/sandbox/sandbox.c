@@ -38,6 +38,7 @@
 #include "sandbox.h"
 #include "cgroup.h"
 #include "connguard.h"
+#include "devfs.h"
 #include "fdpass.h"
 #include "netproxy.h"
 #include "probe.h"
@@ -239,12 +240,24 @@ static char *fdpath(int fd, char buf[static 32])
 
 /* A clone of one of the session's mounts (a detached mount: keeper.c),
  * attached at path. */
-static void attach_clone(int detached, const char *path, const char *what)
+static void attach_clone_flags(int detached, const char *path, const char *what, unsigned flags)
 {
-    int m = open_tree(detached, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    int m = open_tree(detached, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | flags);
     if (m < 0 || move_mount(m, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
         setup_die("cannot mount the session's %s", what);
     close(m);
+}
+
+static void attach_clone(int detached, const char *path, const char *what)
+{
+    attach_clone_flags(detached, path, what, 0);
+}
+
+/* The same, with the mounts below it (the session's /dev: its nodes, its
+ * devpts, its /dev/shm). */
+static void attach_clone_tree(int detached, const char *path, const char *what)
+{
+    attach_clone_flags(detached, path, what, AT_RECURSIVE);
 }
 
 static bool path_under(const char *p, const char *dir)
@@ -281,8 +294,6 @@ static void mkdir_p(const char *path, mode_t mode)
         setup_die("cannot create %s", buf);
 }
 
-static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
-
 /* The RAM-backed filesystems the command may write (/tmp, /dev/shm): each
  * as large as the write budget, and never larger than the memory limit,
  * since their pages are memory. */
@@ -299,37 +310,28 @@ static void tmpfs_opts(const struct sb_spec *s, char *buf, size_t n)
         snprintf(buf, n, "mode=1777");
 }
 
+/* /dev: in a session, a clone of the session's (its keeper made it, with
+ * its /dev/shm: keeper.c), else one of the command's own (devfs.h) with a
+ * /dev/shm as large as /tmp. */
 static void mount_dev(const struct sb_spec *s, const int *host_dev_fds)
 {
-    if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0)
-        setup_die("cannot mount /dev");
-    for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
-        if (host_dev_fds[i] < 0)
-            continue;
-        char target[64], src[32];
-        snprintf(target, sizeof target, "/dev/%s", dev_nodes[i]);
-        int fd = open(target, O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
-        if (fd < 0)
-            setup_die("cannot create %s", target);
-        close(fd);
-        if (mount(fdpath(host_dev_fds[i], src), target, NULL, MS_BIND, NULL) < 0)
-            setup_die("cannot bind %s", target);
+    if (s->session && s->session->fd[KP_DEV] >= 0) {
+        attach_clone_tree(s->session->fd[KP_DEV], "/dev", "/dev");
+        return;
     }
-    mkdir("/dev/pts", 0755);
-    mkdir("/dev/shm", 01777);
-    if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620") ==
-        0)
-        symlink("pts/ptmx", "/dev/ptmx");
+    const char *what;
+    int d = devfs_make(host_dev_fds, s->session ? s->session->fd[KP_SHM] : -1, &what);
+    if (d < 0)
+        setup_die("%s", what);
+    if (move_mount(d, "", AT_FDCWD, "/dev", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        setup_die("cannot mount /dev");
+    close(d);
+    if (s->session)
+        return; /* the session's /dev/shm in it */
     char o[64];
     tmpfs_opts(s, o, sizeof o);
-    if (s->session)
-        attach_clone(s->session->fd[KP_SHM], "/dev/shm", "/dev/shm");
-    else if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, o) < 0)
+    if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, o) < 0)
         setup_die("cannot mount /dev/shm");
-    symlink("/proc/self/fd", "/dev/fd");
-    symlink("/proc/self/fd/0", "/dev/stdin");
-    symlink("/proc/self/fd/1", "/dev/stdout");
-    symlink("/proc/self/fd/2", "/dev/stderr");
 }
 
 /* An fd opened by the parent names a mount of the parent's namespace, which
@@ -1012,12 +1014,8 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
         setup_die("cannot make mounts private");
 
     /* Host device nodes, opened before /dev is covered. */
-    int devfd[ARRAY_SIZE(dev_nodes)];
-    for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
-        char p[64];
-        snprintf(p, sizeof p, "/dev/%s", dev_nodes[i]);
-        devfd[i] = open(p, O_PATH | O_CLOEXEC);
-    }
+    int devfd[DEVFS_NODES];
+    devfs_open_nodes(devfd);
     int view = make_view(s, userns);
     /* in a session, the host's /proc stays reachable to init (the command's
      * pid there, its directory, its user namespace) */

@@ -73,9 +73,9 @@ static void cache_key(char *key, size_t n)
         if (stat(from[i], &st) < 0)
             at += snprintf(key + at, n - (size_t)at, " -%d", errno);
         else
-            at += snprintf(key + at, n - (size_t)at, " %llu:%llu:%lld.%09ld:%lld", (unsigned long long)st.st_dev,
-                           (unsigned long long)st.st_ino, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
-                           (long long)st.st_size);
+            at += snprintf(key + at, n - (size_t)at, " %llu:%llu:%lld.%09ld:%lld",
+                           (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+                           (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec, (long long)st.st_size);
     }
 }
 
@@ -117,7 +117,8 @@ static void cache_write(int statefd, const char *key, const strvec *list)
 {
     char tmp[64];
     snprintf(tmp, sizeof tmp, HOMES_CACHE ".%d", (int)getpid());
-    _cleanup_close_ int fd = openat(statefd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    _cleanup_close_ int fd =
+        openat(statefd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return;
     dbuf b;

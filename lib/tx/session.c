@@ -313,9 +313,6 @@ static void check_groups(struct steward *st)
 
 /* ---- requests ---- */
 
-static const char *const fd_names[KP_NFDS] = {"user", "net",    "ipc", "uts", "pid",
-                                              "tmp",  "vartmp", "shm", "proc"};
-
 static void do_attach(struct steward *st, int sock)
 {
     int fds[KP_NFDS], n = 0;
@@ -323,7 +320,7 @@ static void do_attach(struct steward *st, int sock)
     for (int i = 0; i < KP_NFDS; i++)
         if (st->fds.fd[i] >= 0) {
             fds[n++] = st->fds.fd[i];
-            json_array_append_new(names, json_string(fd_names[i]));
+            json_array_append_new(names, json_string(kp_fd_names[i]));
         }
     st->last_command = wall_time();
     json_t *o = json_pack("{s:o,s:o}", "fds", names, "late", st->pending);

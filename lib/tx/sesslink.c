@@ -157,13 +157,11 @@ int sl_attach(txbox_session *s, struct sess_link *l, txbox_error *err)
     }
     /* "fds": the names of those sent, in order (no user namespace as root) */
     json_t *names = json_object_get(rep, "fds");
-    static const char *const kn[KP_NFDS] = {"user", "net",    "ipc", "uts", "pid",
-                                            "tmp",  "vartmp", "shm", "proc"};
     for (int i = 0; i < n; i++) {
         const char *nm = json_string_value(json_array_get(names, (size_t)i));
         int k = -1;
         for (int j = 0; nm && j < KP_NFDS; j++)
-            if (!strcmp(nm, kn[j]))
+            if (!strcmp(nm, kp_fd_names[j]))
                 k = j;
         if (k < 0 || l->fds.fd[k] >= 0)
             close(fds[i]);
@@ -172,8 +170,10 @@ int sl_attach(txbox_session *s, struct sess_link *l, txbox_error *err)
     }
     l->late = json_incref(json_object_get(rep, "late"));
     json_decref(rep);
+    /* (a /dev of its own: a steward of a txbox before it made one has
+     * none, and each command makes its own) */
     for (int j = KP_NET; j < KP_NFDS; j++)
-        if (l->fds.fd[j] < 0) {
+        if (l->fds.fd[j] < 0 && j != KP_DEV) {
             sl_detach(l);
             return tx_err(err, EPROTO, "session %s: its answer lacks what a command needs", s->id);
         }

@@ -234,6 +234,31 @@ no_process() {
     SESSIONS+=("$SID")
 }
 
+@test "session: /dev is the session's, minimal, the same from command to command, another session's its own" {
+    sess_start
+    local a="$SID"
+    stx -c 'ls /dev | LC_ALL=C sort | tr "\n" " "; echo; echo x >/dev/null && head -c 3 /dev/zero | wc -c && head -c 3 /dev/urandom | wc -c'
+    assert_status 0
+    [ "$output" = "$(printf 'fd full null ptmx pts random shm stderr stdin stdout tty urandom zero \n3\n3')" ] ||
+        fail "the session's /dev: $output"
+    # made once for the session: what one command leaves in it is there for the next
+    stx -c 'touch /dev/mark-$$ && echo made'
+    assert_status 0
+    stx -c 'ls /dev | grep -c "^mark-"'
+    [ "$output" = 1 ] || fail "a later command of the session has another /dev: $output"
+    # a pseudo-terminal opened by a command of the session works
+    stx -c 'python3 -c "import os, pty; m, s = pty.openpty(); os.write(s, b\"hi\\n\"); print(os.read(m, 8).decode().strip(), os.ttyname(s).startswith(\"/dev/pts/\"))"'
+    assert_status 0
+    [ "$output" = "hi True" ] || fail "a pty in the session: $output"
+    sess_start
+    stx -c 'ls /dev | grep -c "^mark-"'
+    [ "$output" = 0 ] || fail "another session sees the first one's /dev: $output"
+    tx -c 'ls /dev | grep -c "^mark-"'
+    [ "$output" = 0 ] || fail "a command outside the session sees its /dev: $output"
+    [ -z "$(ls /dev | grep '^mark-')" ] || fail "the session's /dev is the host's"
+    SID="$a"
+}
+
 @test "session: a server started in the background by one command answers the next" {
     local port
     port="$(free_port)"

@@ -1,0 +1,23 @@
+/* The minimal /dev a command sees (devfs.c): made by each command's init,
+ * or once by a session's keeper for all of its commands. */
+#ifndef TXBOX_DEVFS_H
+#define TXBOX_DEVFS_H
+
+/* The host's device nodes a command gets: null, zero, full, random,
+ * urandom, tty. */
+#define DEVFS_NODES 6
+
+/* Opens the host's nodes (O_PATH), before /dev is covered: fds[i] is -1
+ * for one that is missing. fds[0] is /dev/null. */
+void devfs_open_nodes(int fds[DEVFS_NODES]);
+void devfs_close_nodes(int fds[DEVFS_NODES]);
+/* A /dev, as a detached mount (its fd; to move_mount or clone with its
+ * mounts, AT_RECURSIVE): a small tmpfs holding the nodes of fds (clones of
+ * the host's), a devpts instance of its own (/dev/ptmx, /dev/pts; none
+ * where the kernel refuses one), /dev/shm (a clone of shm, a detached
+ * mount, when shm >= 0; else an empty directory to mount on) and the
+ * /dev/fd, stdin, stdout and stderr links. -1 with errno set and *what
+ * saying which step failed. */
+int devfs_make(const int fds[DEVFS_NODES], int shm, const char **what);
+
+#endif
