@@ -94,13 +94,24 @@ static bool glob_parts(const char *g, const char *p, int fl)
 /* The longest run of bytes glob requires as they are (outside brackets,
  * escapes and wildcards, within one component): a path without it cannot
  * match, and most paths are told so without fnmatch, which a commit of
- * 10,000 files called half a million times. */
+ * 10,000 files called half a million times. Under (?i) the run is compared
+ * ignoring ASCII case, and holds no letter some locale folds to a
+ * non-ASCII character (i, k, s: the Turkish dotted I, the Kelvin sign, the
+ * long s; effect_lit.c leaves them to the regex for the same reason) and
+ * no non-ASCII byte: fnmatch folds those as the locale says. */
+static bool run_byte(const char *q, bool fold)
+{
+    unsigned char c = (unsigned char)*q;
+    if (!c || c == '[' || c == '\\' || c == '*' || c == '?' || c == '/')
+        return false;
+    return !fold || (c < 0x80 && !strchr("iksIKS", c));
+}
+
 static struct effect_run glob_run(const char *g)
 {
-    struct effect_run best = {0, 0};
-    if (!strncmp(g, "(?i)", 4))
-        return best; /* compared ignoring case: no plain run */
-    for (const char *q = g; *q;) {
+    bool fold = !strncmp(g, "(?i)", 4);
+    struct effect_run best = {0, 0, fold};
+    for (const char *q = fold ? g + 4 : g; *q;) {
         if (*q == '[') { /* a bracket expression, to its end (none: to the glob's) */
             q++;
             q += *q == '!' || *q == '^';
@@ -110,12 +121,12 @@ static struct effect_run glob_run(const char *g)
             q += !!*q;
             continue;
         }
-        if (*q == '\\' || *q == '*' || *q == '?' || *q == '/') {
+        if (!run_byte(q, fold)) {
             q += *q == '\\' && q[1] ? 2 : 1;
             continue;
         }
         const char *r = q;
-        while (*q && *q != '[' && *q != '\\' && *q != '*' && *q != '?' && *q != '/')
+        while (run_byte(q, fold))
             q++;
         if ((size_t)(q - r) > best.len && q - g <= 65535) {
             best.off = (unsigned short)(r - g);
@@ -125,6 +136,11 @@ static struct effect_run glob_run(const char *g)
     return best;
 }
 
+static unsigned char lower_ascii(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? (unsigned char)(c + 32) : c;
+}
+
 /* Is the run missing from path (n bytes)? Paths are short: a plain search
  * (memmem's set-up cost more than its search here). */
 static bool run_missing(const char *g, struct effect_run run, const char *path, size_t n)
@@ -132,6 +148,17 @@ static bool run_missing(const char *g, struct effect_run run, const char *path, 
     if (!run.len)
         return false;
     const char *r = g + run.off;
+    if (run.fold) {
+        for (size_t at = 0; at + run.len <= n; at++) {
+            size_t k = 0;
+            while (k < run.len &&
+                   lower_ascii((unsigned char)path[at + k]) == lower_ascii((unsigned char)r[k]))
+                k++;
+            if (k == run.len)
+                return false;
+        }
+        return true;
+    }
     for (const char *p = path; (size_t)(path + n - p) >= run.len; p++) {
         p = memchr(p, r[0], (size_t)(path + n - p) - run.len + 1);
         if (!p)

@@ -122,6 +122,7 @@ typedef struct effect_rule {
      * literal filter (effects_compile); NULL: found at each match */
     struct effect_run {
         unsigned short off, len;
+        bool fold; /* compared ignoring ASCII case (a (?i) glob) */
     } * runs[4];
     /* limits over the entries that count (-1: none) */
     int64_t max_files_deleted, max_bytes_written, max_binary_added, max_made_executable;

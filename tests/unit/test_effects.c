@@ -60,6 +60,27 @@ static void globs(void **state)
     assert_false(effect_glob("**/node_modules/**", "web/node_module/index.js"));
     assert_true(effect_glob("*.code-workspace", "a/b.code-workspace"));
     assert_false(effect_glob("*.code-workspace", "a/b.code-workspac"));
+    /* (?i): any case, the run of plain bytes compared ignoring case */
+    assert_true(effect_glob("(?i)**/.vscode/settings.json", "a/.VSCode/Settings.JSON"));
+    assert_true(effect_glob("(?i)**/.vscode/settings.json", ".vscode/settings.json"));
+    assert_false(effect_glob("(?i)**/.vscode/settings.json", "a/.vscode/settings.jsonc"));
+    assert_false(effect_glob("(?i)**/.vscode/settings.json", "tree/d5/f123"));
+    assert_true(effect_glob("(?i)**/site-packages/*.pth", "v/lib/Site-Packages/X.PTH"));
+    assert_false(effect_glob("(?i)**/site-packages/*.pth", "v/lib/site-packages/x.py"));
+    assert_true(effect_glob("(?i)*.code-workspace", "A.CODE-WORKSPACE"));
+    assert_false(effect_glob("(?i)*.code-workspace", "a.code-workspac"));
+    assert_true(effect_glob("(?i)pyvenv.cfg", "x/PYVENV.CFG"));
+    assert_true(effect_glob("(?i)mise.toml", "MISE.TOML"));
+    assert_false(effect_glob("(?i)mise.toml", "mise.tom"));
+    /* a letter some locale folds to a non-ASCII character is never
+     * required as a plain byte: in C.UTF-8, fnmatch folds the Kelvin sign
+     * to k and the dotted capital I to i */
+    if (setlocale(LC_ALL, "C.UTF-8")) {
+        assert_true(effect_glob("(?i)kit.toml", "\xe2\x84\xaaIT.toml"));
+        assert_true(effect_glob("(?i)tick", "T\xc4\xb0"
+                                            "CK"));
+        setlocale(LC_ALL, "C");
+    }
 }
 
 static char tmpl[] = "/tmp/txbox-test-effects.XXXXXX";
