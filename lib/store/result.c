@@ -244,14 +244,14 @@ static void human_bytes(char *b, size_t n, uint64_t v)
 }
 
 /* What a commit destroyed, by kind, in one phrase each (the facts; the
- * front words the way back, TXBOX_REMEDY_UNDO): "discarded uncommitted
+ * front words the way back, TXBOX_REMEDY_UNDO): "destroyed uncommitted
  * changes to 3 files (4.2 KiB): a.py, b.py, c.py". */
 void result_losses_phrase(const json_t *losses, dbuf *o)
 {
     static const struct {
         const char *kind, *verb, *one, *many;
     } k[] = {
-        {"uncommitted", "discarded uncommitted changes to", "file", "files"},
+        {"uncommitted", "destroyed uncommitted changes to", "file", "files"},
         {"untracked", "destroyed", "untracked file", "untracked files"},
         {"staged", "dropped staged changes to", "file", "files"},
         {"stash", "dropped", "stash entry", "stash entries"},

@@ -73,7 +73,7 @@ void result_free(txbox_result *r);
  * arrays' lengths. */
 void changes_counts(const json_t *changes, size_t *added, size_t *modified, size_t *deleted);
 
-/* "; discarded uncommitted changes to 3 files (4.2 KiB): a.py, b.py, c.py",
+/* "; destroyed uncommitted changes to 3 files (4.2 KiB): a.py, b.py, c.py",
  * one phrase per kind of what a commit destroyed (losses: the `losses`
  * object), appended to o: the status lines' facts. */
 void result_losses_phrase(const json_t *losses, dbuf *o);

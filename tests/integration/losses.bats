@@ -22,7 +22,7 @@ setup() {
     tx -c 'git reset -q --hard'
     assert_status 0
     [[ "$stderr" == *"committed ("* ]] || fail "$stderr"
-    [[ "$stderr" == *"; discarded uncommitted changes to 1 file ("*"): a.txt"* ]] || fail "status line: $stderr"
+    [[ "$stderr" == *"; destroyed uncommitted changes to 1 file ("*"): a.txt"* ]] || fail "status line: $stderr"
     local id
     id="$(sed -n 's/^txbox: tx \([0-9]*\) committed.*/\1/p' <<<"$stderr")"
     [[ "$stderr" == *"'txbox undo $id' brings it back"* ]] || fail "no way back named: $stderr"
@@ -299,7 +299,7 @@ for it in json.load(sys.stdin)["losses"]["items"]:
     assert_status 0
     run --separate-stderr txbox_bin commit -C "$WS" "$id"
     assert_status 0
-    [[ "$stderr" == *"tx $id committed ("*"; discarded uncommitted changes to 1 file ("*"): a.txt"* ]] ||
+    [[ "$stderr" == *"tx $id committed ("*"; destroyed uncommitted changes to 1 file ("*"): a.txt"* ]] ||
         fail "status line: $stderr"
     [[ "$stderr" == *"destroyed 1 untracked file ("*"): notes.md"* ]] || fail "status line: $stderr"
     [[ "$stderr" == *"'txbox undo $id' brings it back"* ]] || fail "no way back named: $stderr"

@@ -111,7 +111,7 @@ static void losses_name_the_way_back(void **state)
                   "reset", "kind", "stash", "path", "stash@{0}", "bytes", 100, "detail", "dropped");
     txbox_remedy rem;
     char *s = txbox_result_summary(r, &rem);
-    assert_non_null(strstr(s, "; discarded uncommitted changes to 1 file (4.1 KiB): a.py"));
+    assert_non_null(strstr(s, "; destroyed uncommitted changes to 1 file (4.1 KiB): a.py"));
     assert_non_null(strstr(s, "; dropped 1 stash entry (100 bytes): stash@{0}"));
     assert_null(strstr(s, "txbox undo"));
     assert_int_equal(rem.kind, TXBOX_REMEDY_UNDO);
