@@ -87,6 +87,8 @@ static const char usage[] =
     "directories of ended transactions that nothing reads any more (as every\n"
     "64th transaction does). The audit log itself is never pruned.";
 
+static int call_gc(txbox_ws *ws, const void *o, char **s, txbox_error *e) { return txbox_gc(ws, o, s, e); }
+
 int cmd_gc(int argc, char **argv)
 {
     enum { O_KEEP = 256, O_MAX, O_DRY, O_SAVE, O_AGE, O_LOSS_AGE };
@@ -137,23 +139,12 @@ int cmd_gc(int argc, char **argv)
         return cli.status;
     if (optind < argc)
         return cli_failf("gc: unexpected argument '%s'", argv[optind]);
-    txbox_ws *ws;
-    int rc = cli_open_ws(cli.dir, 0, cli.json, &ws);
-    if (rc)
-        return rc;
-    txbox_error err = {0};
-    char *s = NULL;
-    rc = txbox_gc(ws, &go, &s, &err);
-    txbox_ws_close(ws);
-    if (rc < 0)
-        return cli.json ? cli_fail_json(&err) : cli_fail(&err);
-    if (cli.json) {
-        printf("%s\n", s);
-        free(s);
-        return 0;
+    json_t *o;
+    int rc, st = cli_ws_call(cli.dir, cli.json, call_gc, &go, &o, &rc);
+    if (st || cli.json) {
+        json_decref(o);
+        return st;
     }
-    json_t *o = json_loads(s, 0, NULL);
-    free(s);
     json_t *p = json_object_get(o, "pruned"), *k = json_object_get(o, "kept"), *v;
     size_t i;
     bool dry = json_is_true(json_object_get(o, "dry_run"));

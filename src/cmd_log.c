@@ -46,6 +46,26 @@ int cli_open_ws(const char *dir, unsigned flags, bool json, txbox_ws **ws)
     return 0;
 }
 
+int cli_ws_call(const char *dir, bool json, cli_ws_fn fn, const void *opts, json_t **out, int *api_rc)
+{
+    *out = NULL;
+    txbox_ws *ws;
+    int rc = cli_open_ws(dir, 0, json, &ws);
+    if (rc)
+        return rc;
+    txbox_error err = {0};
+    char *s = NULL;
+    *api_rc = fn(ws, opts, &s, &err);
+    txbox_ws_close(ws);
+    if (*api_rc < 0)
+        return json ? cli_fail_json(&err) : cli_fail(&err);
+    if (json)
+        printf("%s\n", s);
+    *out = json_loads(s, 0, NULL);
+    free(s);
+    return 0;
+}
+
 static long long jint(json_t *o, const char *k)
 {
     return (long long)json_integer_value(json_object_get(o, k));

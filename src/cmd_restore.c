@@ -19,6 +19,11 @@ static const char usage[] = "usage: txbox restore [-C DIR] [--json] TX -- PATH..
                             "not change is refused, and then nothing is changed. Exit status 125 on\n"
                             "error (an unknown id, a path TX did not change, pruned pre-images).";
 
+static int call_restore(txbox_ws *ws, const void *o, char **s, txbox_error *e)
+{
+    return txbox_restore(ws, o, s, e);
+}
+
 int cmd_restore(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -42,20 +47,10 @@ int cmd_restore(int argc, char **argv)
     txbox_restore_opts ro = {.tx = argv[optind],
                              .paths = (const char *const *)argv + optind + 1,
                              .npaths = (size_t)(argc - optind - 1)};
-    txbox_ws *ws;
-    int rc = cli_open_ws(cli.dir, 0, cli.json, &ws);
-    if (rc)
-        return rc;
-    txbox_error err = {0};
-    char *s = NULL;
-    rc = txbox_restore(ws, &ro, &s, &err);
-    txbox_ws_close(ws);
-    if (rc < 0)
-        return cli.json ? cli_fail_json(&err) : cli_fail(&err);
-    json_t *o = json_loads(s, 0, NULL);
-    if (cli.json)
-        printf("%s\n", s);
-    free(s);
+    json_t *o;
+    int rc, st = cli_ws_call(cli.dir, cli.json, call_restore, &ro, &o, &rc);
+    if (st)
+        return st;
     fprintf(stderr, "txbox: tx %s restored", json_string_value(json_object_get(o, "tx")));
     json_t *v;
     size_t i;

@@ -88,6 +88,11 @@ void cli_print_revert(FILE *f, json_t *o)
     fputc('\n', f);
 }
 
+static int call_undo(txbox_ws *ws, const void *o, char **s, txbox_error *e)
+{
+    return txbox_undo(ws, o, s, e);
+}
+
 int cmd_undo(int argc, char **argv)
 {
     enum { O_FORCE = 256 };
@@ -115,20 +120,10 @@ int cmd_undo(int argc, char **argv)
         return cli_failf("undo: give at most one transaction id");
     if (optind == argc - 1)
         uo.tx = argv[optind];
-    txbox_ws *ws;
-    int rc = cli_open_ws(cli.dir, 0, cli.json, &ws);
-    if (rc)
-        return rc;
-    txbox_error err = {0};
-    char *s = NULL;
-    rc = txbox_undo(ws, &uo, &s, &err);
-    txbox_ws_close(ws);
-    if (rc < 0)
-        return cli.json ? cli_fail_json(&err) : cli_fail(&err);
-    json_t *o = json_loads(s, 0, NULL);
-    if (cli.json)
-        printf("%s\n", s);
-    free(s);
+    json_t *o;
+    int rc, st = cli_ws_call(cli.dir, cli.json, call_undo, &uo, &o, &rc);
+    if (st)
+        return st;
     if (rc == 1) {
         rc = refused(o);
         json_decref(o);

@@ -36,6 +36,14 @@ int cmd_review(int argc, char **argv);
 void cli_time(char out[32], double t);
 void cli_print_clean(FILE *f, const char *s, size_t max);
 int cli_open_ws(const char *dir, unsigned flags, bool json, txbox_ws **ws);
+/* A call of the library that answers in JSON (undo, restore, gc): the
+ * workspace dir opened, fn(ws, opts, &json, &err) called (*api_rc: its
+ * return), the workspace closed; on an error, the error printed and the
+ * exit status returned; else 0, the answer printed on stdout under --json
+ * (json) and parsed into *out. fn: an adapter of the call's typed opts. */
+struct json_t;
+typedef int (*cli_ws_fn)(txbox_ws *ws, const void *opts, char **json, txbox_error *err);
+int cli_ws_call(const char *dir, bool json, cli_ws_fn fn, const void *opts, struct json_t **out, int *api_rc);
 /* Of undo and restore (cmd_undo.c): the entries of a list of paths
  * ({path, why, by}) as "path (tx N: why)", at most max; the tail of their
  * status line (counts, merged, replaced, skipped) and its newline. */
