@@ -55,6 +55,13 @@ for l in open(sys.argv[1]):
     if "tool_result" in d: print(json.dumps(d["tool_result"]))' "$LOG"
 }
 
+# logged_outcomes WORDS: txbox log's outcomes of $W, newest first, are WORDS
+logged_outcomes() {
+    run --separate-stderr txbox_bin log -C "$W" --json
+    [ "$(python3 -c 'import json,sys; print(" ".join(t["outcome"] for t in json.load(sys.stdin)))' <<<"$output")" = "$1" ] ||
+        fail "txbox log: $output"
+}
+
 # told_first ERE: the text of the first result the model read (the first
 # string in it, however the CLI wraps it) starts with a line matching ERE
 told_first() {
@@ -155,9 +162,7 @@ three_cases_mcp() {
     drive "$cli" "$re" 'echo partial > partial.txt && rm base.txt && false'
     [ ! -e "$W/partial.txt" ] && [ "$(cat "$W/base.txt")" = base ] || fail "$cli mcp: the failing command's changes stayed"
     [[ "$TOLD" == *rolled* ]] || fail "$cli mcp failing: $TOLD"
-    run --separate-stderr txbox_bin log -C "$W" --json
-    [ "$(python3 -c 'import json,sys; print(" ".join(t["outcome"] for t in json.load(sys.stdin)))' <<<"$output")" = \
-      "rolled_back blocked committed" ] || fail "txbox log: $output"
+    logged_outcomes "rolled_back blocked committed"
 }
 
 @test "claude-code 2.1 through MCP, claude -p right after txbox setup: commits, blocks, rolls back" {
@@ -313,9 +318,7 @@ PY
     drive gemini '^run_shell_command$' 'echo partial > partial.txt && rm base.txt && false'
     [ ! -e "$W/partial.txt" ] && [ "$(cat "$W/base.txt")" = base ] || fail "gemini hook: the failing command's changes stayed" "$TOLD"
     # the hook's denial is in the log too, as blocked
-    run --separate-stderr txbox_bin log -C "$W" --json
-    [ "$(python3 -c 'import json,sys; print(" ".join(t["outcome"] for t in json.load(sys.stdin)))' <<<"$output")" = \
-      "rolled_back blocked committed" ] || fail "txbox log: $output"
+    logged_outcomes "rolled_back blocked committed"
 }
 
 @test "qwen-code 0.15 through the PreToolUse hook: no shell command gets past txbox unjudged" {
