@@ -77,7 +77,7 @@ static int fail(int d, const char *step, const char **what)
     return -1;
 }
 
-int devfs_make(const int fds[DEVFS_NODES], int shm, const char **what)
+int devfs_make(const int fds[DEVFS_NODES], int shm, bool ro, const char **what)
 {
     static const char *const topts[] = {"mode", "0755", "size", "64k", NULL};
     int d = detached("tmpfs", topts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
@@ -108,5 +108,8 @@ int devfs_make(const int fds[DEVFS_NODES], int shm, const char **what)
     (void)symlinkat("/proc/self/fd/0", d, "stdin");
     (void)symlinkat("/proc/self/fd/1", d, "stdout");
     (void)symlinkat("/proc/self/fd/2", d, "stderr");
+    struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY};
+    if (ro && mount_setattr(d, "", AT_EMPTY_PATH, &a, sizeof a) < 0)
+        return fail(d, "cannot make /dev read-only", what);
     return d;
 }

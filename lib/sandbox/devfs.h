@@ -3,6 +3,8 @@
 #ifndef TXBOX_DEVFS_H
 #define TXBOX_DEVFS_H
 
+#include <stdbool.h>
+
 /* The host's device nodes a command gets: null, zero, full, random,
  * urandom, tty. */
 #define DEVFS_NODES 6
@@ -16,8 +18,11 @@ void devfs_close_nodes(int fds[DEVFS_NODES]);
  * the host's), a devpts instance of its own (/dev/ptmx, /dev/pts; none
  * where the kernel refuses one), /dev/shm (a clone of shm, a detached
  * mount, when shm >= 0; else an empty directory to mount on) and the
- * /dev/fd, stdin, stdout and stderr links. -1 with errno set and *what
- * saying which step failed. */
-int devfs_make(const int fds[DEVFS_NODES], int shm, const char **what);
+ * /dev/fd, stdin, stdout and stderr links. ro: the tmpfs itself read-only
+ * once made (a session's, which every command of it shares: no command
+ * replaces /dev/stdout or adds a name for the next; the nodes, /dev/pts
+ * and /dev/shm stay writable). -1 with errno set and *what saying which
+ * step failed. */
+int devfs_make(const int fds[DEVFS_NODES], int shm, bool ro, const char **what);
 
 #endif

@@ -201,7 +201,7 @@ __attribute__((noreturn)) static void keeper_main(int sock, int go, uint64_t tmp
     int nodes[DEVFS_NODES];
     const char *what;
     devfs_open_nodes(nodes);
-    fds[KP_DEV] = devfs_make(nodes, fds[KP_SHM], &what);
+    fds[KP_DEV] = devfs_make(nodes, fds[KP_SHM], true, &what);
     devfs_close_nodes(nodes);
     if (fds[KP_DEV] < 0)
         keeper_fail(sock, what);

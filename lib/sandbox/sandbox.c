@@ -320,7 +320,7 @@ static void mount_dev(const struct sb_spec *s, const int *host_dev_fds)
         return;
     }
     const char *what;
-    int d = devfs_make(host_dev_fds, s->session ? s->session->fd[KP_SHM] : -1, &what);
+    int d = devfs_make(host_dev_fds, s->session ? s->session->fd[KP_SHM] : -1, false, &what);
     if (d < 0)
         setup_die("%s", what);
     if (move_mount(d, "", AT_FDCWD, "/dev", MOVE_MOUNT_F_EMPTY_PATH) < 0)

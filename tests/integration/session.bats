@@ -241,21 +241,32 @@ no_process() {
     assert_status 0
     [ "$output" = "$(printf 'fd full null ptmx pts random shm stderr stdin stdout tty urandom zero \n3\n3')" ] ||
         fail "the session's /dev: $output"
-    # made once for the session: what one command leaves in it is there for the next
-    stx -c 'touch /dev/mark-$$ && echo made'
-    assert_status 0
-    stx -c 'ls /dev | grep -c "^mark-"'
-    [ "$output" = 1 ] || fail "a later command of the session has another /dev: $output"
     # a pseudo-terminal opened by a command of the session works
     stx -c 'python3 -c "import os, pty; m, s = pty.openpty(); os.write(s, b\"hi\\n\"); print(os.read(m, 8).decode().strip(), os.ttyname(s).startswith(\"/dev/pts/\"))"'
     assert_status 0
     [ "$output" = "hi True" ] || fail "a pty in the session: $output"
+    # made once for the session: a pty a background process of one command
+    # holds is there for the next (a command's own /dev has none)
+    stx -c 'python3 -u -c "import os, pty, time; m, s = pty.openpty(); print(os.ttyname(s)); time.sleep(60)" >/tmp/pty.txt 2>&1 &
+for i in $(seq 50); do [ -s /tmp/pty.txt ] && break; sleep 0.1; done; cat /tmp/pty.txt'
+    assert_status 0
+    local pty="$output"
+    [[ "$pty" == /dev/pts/[0-9]* ]] || fail "no pty name: $pty"
+    stx -c "test -e $pty && echo there"
+    [ "$output" = there ] || fail "a later command of the session has another /dev: $pty is not there"
+    # shared, so read-only itself: no command replaces a link or adds a name
+    # for the next (its nodes, /dev/pts and /dev/shm stay writable)
+    stx -c 'rm -f /dev/stdout; ln -s /tmp/x /dev/stdout; touch /dev/mark; ls -l /dev/stdout; ls /dev | grep -c "^mark"'
+    [[ "$output" == *"/dev/stdout -> /proc/self/fd/1"* ]] || fail "a command replaced the session's /dev/stdout: $output"
+    [[ "$output" == *$'\n0' ]] || fail "a command added a name to the session's /dev: $output"
+    stx -c 'echo x >/dev/null && echo s >/dev/shm/s && cat /dev/shm/s'
+    assert_status 0
+    [ "$output" = s ] || fail "the session's /dev/shm: $output"
     sess_start
-    stx -c 'ls /dev | grep -c "^mark-"'
-    [ "$output" = 0 ] || fail "another session sees the first one's /dev: $output"
-    tx -c 'ls /dev | grep -c "^mark-"'
-    [ "$output" = 0 ] || fail "a command outside the session sees its /dev: $output"
-    [ -z "$(ls /dev | grep '^mark-')" ] || fail "the session's /dev is the host's"
+    stx -c "test -e $pty && echo there || echo absent"
+    [ "$output" = absent ] || fail "another session sees the first one's pty: $output"
+    tx -c "test -e $pty && echo there || echo absent"
+    [ "$output" = absent ] || fail "a command outside the session sees its pty: $output"
     SID="$a"
 }
 
