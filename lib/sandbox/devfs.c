@@ -31,8 +31,7 @@ void devfs_close_nodes(int fds[DEVFS_NODES])
         }
 }
 
-/* A new filesystem of type, detached; opts: key, value pairs. */
-static int detached(const char *type, const char *const *opts, unsigned attr)
+int devfs_detached(const char *type, const char *const *opts, unsigned attr)
 {
     int fs = fsopen(type, FSOPEN_CLOEXEC);
     if (fs < 0)
@@ -80,7 +79,7 @@ static int fail(int d, const char *step, const char **what)
 int devfs_make(const int fds[DEVFS_NODES], int shm, bool ro, const char **what)
 {
     static const char *const topts[] = {"mode", "0755", "size", "64k", NULL};
-    int d = detached("tmpfs", topts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+    int d = devfs_detached("tmpfs", topts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
     if (d < 0)
         return fail(d, "cannot mount /dev", what);
     for (int i = 0; i < DEVFS_NODES; i++) {
@@ -96,7 +95,7 @@ int devfs_make(const int fds[DEVFS_NODES], int shm, bool ro, const char **what)
     if (mkdirat(d, "pts", 0755) < 0 || mkdirat(d, "shm", 01777) < 0 || fchmodat(d, "shm", 01777, 0) < 0)
         return fail(d, "cannot make /dev/pts and /dev/shm", what);
     static const char *const popts[] = {"ptmxmode", "0666", "mode", "620", NULL};
-    int pts = detached("devpts", popts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+    int pts = devfs_detached("devpts", popts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
     if (pts >= 0) {
         if (move_mount(pts, "", d, "pts", MOVE_MOUNT_F_EMPTY_PATH) == 0)
             (void)symlinkat("pts/ptmx", d, "ptmx");

@@ -13,6 +13,11 @@
  * for one that is missing. fds[0] is /dev/null. */
 void devfs_open_nodes(int fds[DEVFS_NODES]);
 void devfs_close_nodes(int fds[DEVFS_NODES]);
+/* A new filesystem of type, as a detached mount (fsopen, fsmount) with the
+ * mount attributes attr (MOUNT_ATTR_*); opts: key, value pairs of its
+ * options, NULL-terminated (NULL: none). Its fd, or -1 with errno set.
+ * (The /dev below, and a session's /tmp and /proc: keeper.c.) */
+int devfs_detached(const char *type, const char *const *opts, unsigned attr);
 /* A /dev, as a detached mount (its fd; to move_mount or clone with its
  * mounts, AT_RECURSIVE): a small tmpfs holding the nodes of fds (clones of
  * the host's), a devpts instance of its own (/dev/ptmx, /dev/pts; none

@@ -77,26 +77,6 @@ __attribute__((noreturn)) static void keeper_fail(int sock, const char *what)
 const char *const kp_fd_names[KP_NFDS] = {"user", "net",    "ipc", "uts", "pid",
                                           "tmp",  "vartmp", "shm", "dev", "proc"};
 
-static int detached_fs(const char *type, const char *size)
-{
-    int fs = (int)syscall(SYS_fsopen, type, FSOPEN_CLOEXEC);
-    if (fs < 0)
-        return -1;
-    if (size && syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "size", size, 0) < 0)
-        goto fail;
-    if (!strcmp(type, "tmpfs") && syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "mode", "1777", 0) < 0)
-        goto fail;
-    if (syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-        goto fail;
-    unsigned attr = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (!strcmp(type, "proc") ? MOUNT_ATTR_NOEXEC : 0);
-    int m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, attr);
-    close(fs);
-    return m;
-fail:
-    close(fs);
-    return -1;
-}
-
 static void keeper_loopback(int sock)
 {
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -194,8 +174,9 @@ __attribute__((noreturn)) static void keeper_main(int sock, int go, uint64_t tmp
         if ((fds[i] = open(p, O_RDONLY | O_CLOEXEC)) < 0)
             keeper_fail(sock, "cannot open the session's namespaces");
     }
+    const char *tmp_opts[] = {"mode", "1777", tmp_bytes ? "size" : NULL, size, NULL};
     for (int i = KP_TMP; i <= KP_SHM; i++)
-        if ((fds[i] = detached_fs("tmpfs", tmp_bytes ? size : NULL)) < 0)
+        if ((fds[i] = devfs_detached("tmpfs", tmp_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)) < 0)
             keeper_fail(sock, "cannot make the session's /tmp (tmpfs)");
     /* /dev, made once here for every command (each clones it) */
     int nodes[DEVFS_NODES];
@@ -205,7 +186,8 @@ __attribute__((noreturn)) static void keeper_main(int sock, int go, uint64_t tmp
     devfs_close_nodes(nodes);
     if (fds[KP_DEV] < 0)
         keeper_fail(sock, what);
-    if ((fds[KP_PROC] = detached_fs("proc", NULL)) < 0)
+    if ((fds[KP_PROC] =
+             devfs_detached("proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)) < 0)
         keeper_fail(sock, "cannot make the session's /proc");
     struct kp_hello h = {0};
     if (fd_send(sock, &h, sizeof h, fds, KP_NFDS) < 0)
