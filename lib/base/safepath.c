@@ -5,9 +5,44 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
-static int openat2_state; /* 0 unknown, 1 works, -1 unavailable */
+#include <sys/xattr.h>
 
-void safepath_force_fallback(bool on) { openat2_state = on ? -1 : 1; }
+#if !defined(__NR_listxattrat) && !defined(__alpha__)
+#define __NR_listxattrat 465 /* one number on every architecture since 5.1 but alpha */
+#endif
+
+static int openat2_state; /* 0 unknown, 1 works, -1 unavailable */
+#ifdef __NR_listxattrat
+static int listxattrat_ok = 1; /* 0: ENOSYS seen, or the fallback forced */
+#else
+static int listxattrat_ok;
+#endif
+
+void safepath_force_fallback(bool on)
+{
+    openat2_state = on ? -1 : 1;
+#ifdef __NR_listxattrat
+    listxattrat_ok = !on;
+#endif
+}
+
+ssize_t xattr_list_at(int dirfd, const char *name, char *buf, size_t n)
+{
+#ifdef __NR_listxattrat
+    if (listxattrat_ok) {
+        long r = syscall(__NR_listxattrat, dirfd, name, AT_SYMLINK_NOFOLLOW, buf, n);
+        if (r >= 0 || errno != ENOSYS)
+            return (ssize_t)r;
+        listxattrat_ok = 0;
+    }
+#endif
+    char p[PATH_MAX];
+    if ((size_t)snprintf(p, sizeof p, "/proc/self/fd/%d/%s", dirfd, name) >= sizeof p) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return llistxattr(p, buf, n);
+}
 
 bool safe_relpath_ok(const char *rel)
 {

@@ -6,6 +6,8 @@
 
 #include "tree.h"
 
+#include "safepath.h"
+
 #define MAX_DEPTH 4096
 
 static int remove_rec(int at, const char *name, unsigned depth, const atomic_bool *stop)
@@ -90,7 +92,7 @@ void tree_copy_xattrs(int sdir, const char *sname, int ddir, const char *dname)
     char sp[PATH_MAX], dp[PATH_MAX], list[65536], val[65536];
     snprintf(sp, sizeof sp, "/proc/self/fd/%d/%s", sdir, sname);
     snprintf(dp, sizeof dp, "/proc/self/fd/%d/%s", ddir, dname);
-    ssize_t n = llistxattr(sp, list, sizeof list);
+    ssize_t n = xattr_list_at(sdir, sname, list, sizeof list);
     for (char *k = list; n > 0 && k < list + n; k += strlen(k) + 1) {
         ssize_t vl = lgetxattr(sp, k, val, sizeof val);
         if (vl >= 0)

@@ -649,7 +649,7 @@ static void xattrs_of(int dirfd, const char *name, dbuf *out)
 {
     char p[PATH_MAX], list[65536], val[65536];
     snprintf(p, sizeof p, "/proc/self/fd/%d/%s", dirfd, name);
-    ssize_t n = llistxattr(p, list, sizeof list);
+    ssize_t n = xattr_list_at(dirfd, name, list, sizeof list);
     for (char *k = list; n > 0 && k < list + n; k += strlen(k) + 1) {
         ssize_t vl = lgetxattr(p, k, val, sizeof val);
         dbuf_add(out, k, strlen(k) + 1);

@@ -69,14 +69,6 @@ static mode_t committed_mode(const struct stat *st)
     return S_ISREG(st->st_mode) ? m & ~(mode_t)(S_ISUID | S_ISGID) : m;
 }
 
-/* The xattr names of dirfd/name (not following a final symlink). */
-static ssize_t list_xattrs(int dirfd, const char *name, char *buf, size_t n)
-{
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "/proc/self/fd/%d/%s", dirfd, name);
-    return llistxattr(p, buf, n);
-}
-
 static ssize_t get_xattr(int dirfd, const char *name, const char *key, char *buf, size_t n)
 {
     char p[PATH_MAX];
@@ -140,7 +132,7 @@ static int ovl_attrs(struct scan *s, int dirfd, const char *name, const char *pa
 {
     memset(a, 0, sizeof *a);
     char list[XATTR_LIST_MAX_BYTES];
-    ssize_t n = list_xattrs(dirfd, name, list, sizeof list);
+    ssize_t n = xattr_list_at(dirfd, name, list, sizeof list);
     if (n < 0) {
         if (errno == ENOTSUP || errno == EOPNOTSUPP)
             return 0;

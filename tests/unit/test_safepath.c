@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 
 #include "safepath.h"
 #include "tx.h"
@@ -26,7 +27,11 @@ static int setup(void **state)
     mkdirat(rootfd, "a/b", 0755);
     close(openat(rootfd, "a/b/file", O_CREAT | O_WRONLY, 0644));
     if (symlinkat("/etc", rootfd, "etc") < 0 || symlinkat("..", rootfd, "a/up") < 0 ||
-        symlinkat("b", rootfd, "a/lb") < 0)
+        symlinkat("b", rootfd, "a/lb") < 0 || symlinkat("b/file", rootfd, "a/lf") < 0)
+        return -1;
+    char f[128];
+    snprintf(f, sizeof f, "%s/a/b/file", root);
+    if (setxattr(f, "user.txbox.a", "1", 1, 0) < 0 || setxattr(f, "user.txbox.b", "2", 1, 0) < 0)
         return -1;
     return 0;
 }
@@ -111,6 +116,46 @@ static void with_fallback_walk(void **state)
     safepath_force_fallback(false);
 }
 
+/* The names of file's attributes, and none of them through a link to it
+ * (the link itself is listed, not followed), by either way of listing. */
+static void xattr_names(bool fallback)
+{
+    safepath_force_fallback(fallback);
+    _cleanup_close_ int d = openat(rootfd, "a", O_RDONLY | O_DIRECTORY);
+    assert_true(d >= 0);
+    char buf[4096];
+    ssize_t n = xattr_list_at(d, "b/file", buf, sizeof buf);
+    assert_true(n > 0);
+    bool a = false, b = false;
+    for (char *k = buf; k < buf + n; k += strlen(k) + 1) {
+        a |= !strcmp(k, "user.txbox.a");
+        b |= !strcmp(k, "user.txbox.b");
+    }
+    assert_true(a && b);
+    n = xattr_list_at(d, "lf", buf, sizeof buf);
+    assert_true(n >= 0);
+    for (char *k = buf; k < buf + n; k += strlen(k) + 1)
+        assert_true(strncmp(k, "user.txbox.", 11));
+    errno = 0;
+    assert_int_equal(xattr_list_at(d, "missing", buf, sizeof buf), -1);
+    assert_int_equal(errno, ENOENT);
+    assert_int_equal(xattr_list_at(d, "b/file", buf, 4), -1); /* too small */
+    assert_int_equal(errno, ERANGE);
+    safepath_force_fallback(false);
+}
+
+static void xattr_list_by_syscall(void **state)
+{
+    (void)state;
+    xattr_names(false);
+}
+
+static void xattr_list_by_proc(void **state)
+{
+    (void)state;
+    xattr_names(true);
+}
+
 static void relpath_rules(void **state)
 {
     (void)state;
@@ -126,10 +171,9 @@ static void relpath_rules(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(with_openat2),
-        cmocka_unit_test(with_fallback_walk),
-        cmocka_unit_test(relpath_rules),
-        cmocka_unit_test(exists_is_three_valued),
+        cmocka_unit_test(with_openat2),       cmocka_unit_test(with_fallback_walk),
+        cmocka_unit_test(relpath_rules),      cmocka_unit_test(xattr_list_by_syscall),
+        cmocka_unit_test(xattr_list_by_proc), cmocka_unit_test(exists_is_three_valued),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
