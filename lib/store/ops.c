@@ -13,7 +13,20 @@ void ops_free(struct tx_ops *ops)
     for (size_t i = 0; i < ops->n_split; i++)
         free(ops->split_links[i]);
     free(ops->split_links);
+    for (size_t i = 0; i < ops->n_news; i++)
+        free(ops->news[i].path);
+    free(ops->news);
     memset(ops, 0, sizeof *ops);
+}
+
+const struct tx_new *ops_news(const struct tx_ops *ops, const struct tx_op *o, size_t *n)
+{
+    *n = 0;
+    if (o->kind != OP_REPLACE || !o->news_n || (size_t)o->news_first + o->news_n > ops->n_news ||
+        strcmp(ops->news[o->news_first].path, o->path))
+        return NULL;
+    *n = o->news_n;
+    return &ops->news[o->news_first];
 }
 
 struct tx_op *op_add(struct tx_ops *ops, uint8_t kind, const char *path)

@@ -55,7 +55,35 @@ struct scan {
      * fs_sync_by_syncfs). A failure stops the commit before its commit
      * point. */
     struct fs_syncset sync;
+    bool news_full; /* ops->news reached TX_NEWS_MAX */
 };
+
+/* Notes an entry of a new tree in ops->news (tx.h); its index, or -1 past
+ * TX_NEWS_MAX (then none more is noted, and the trees being noted are
+ * left without: news_full). */
+static long news_add(struct scan *s, const char *path, const struct stat *st)
+{
+    struct tx_ops *o = s->ops;
+    if (s->news_full)
+        return -1;
+    if (o->n_news >= TX_NEWS_MAX) {
+        s->news_full = true;
+        return -1;
+    }
+    if (o->n_news == o->cap_news) {
+        o->cap_news = o->cap_news ? o->cap_news * 2 : 256;
+        o->news = xrealloc(o->news, o->cap_news * sizeof *o->news);
+    }
+    o->news[o->n_news] = (struct tx_new){.path = xstrdup(path), .st = *st};
+    return (long)o->n_news++;
+}
+
+/* The committed mode of news entry i, set once the scan has set it. */
+static void news_mode(struct scan *s, long i, mode_t m)
+{
+    if (i >= 0 && !s->news_full)
+        s->ops->news[i].st.st_mode = (s->ops->news[i].st.st_mode & S_IFMT) | m;
+}
 
 static char *join(const char *dir, const char *name)
 {
@@ -200,6 +228,7 @@ static int prepare_subtree(struct scan *s, int dirfd, const char *name, const ch
         meta_entry(&st, top);
         top->mode = (st.st_mode & S_IFMT) | want;
     }
+    long ni = news_add(s, path, &st);
     /* A directory is read, searched and written (stray whiteouts). */
     if (S_ISDIR(st.st_mode) && grant(s, dirfd, name, &st, S_IRWXU, path) < 0)
         return -1;
@@ -212,6 +241,7 @@ static int prepare_subtree(struct scan *s, int dirfd, const char *name, const ch
          * regular file, as just stat'ed: the command is gone). */
         if ((st.st_mode & 07777) != want && fchmodat(dirfd, name, want, 0) < 0)
             return tx_errno(s->err, errno, "cannot set the mode of %s in the upper", path);
+        news_mode(s, ni, want);
         return 0;
     }
     if (S_ISREG(st.st_mode)) {
@@ -226,6 +256,7 @@ static int prepare_subtree(struct scan *s, int dirfd, const char *name, const ch
             return tx_errno(s->err, errno, "cannot open %s in the upper", path);
         if ((st.st_mode & 07777) != want && fchmod(fd, want) < 0)
             return tx_errno(s->err, errno, "cannot set the mode of %s in the upper", path);
+        news_mode(s, ni, want);
         fs_syncset_add(&s->sync, fd);
         return 0;
     }
@@ -268,6 +299,7 @@ static int prepare_subtree(struct scan *s, int dirfd, const char *name, const ch
     s->depth--;
     if ((st.st_mode & 07777) != want && fchmod(dfd, want) < 0)
         return tx_errno(s->err, errno, "cannot set the mode of %s in the upper", path);
+    news_mode(s, ni, want);
     fs_syncset_add(&s->sync, dfd);
     return 0;
 }
@@ -411,9 +443,14 @@ static int scan_dir(struct scan *s, int ufd, int wfd, const char *path, mode_t u
         if (S_ISCHR(ust.st_mode) || S_ISBLK(ust.st_mode))
             return tx_err(s->err, EPERM, "the command created a device node %s; commit refused", p);
         struct tx_meta nw;
+        size_t first = s->ops->n_news;
         if (prepare_subtree(s, ufd, name, p, &ust, &nw, NULL) < 0)
             return -1;
         struct tx_op *o = op_add(s->ops, OP_REPLACE, p);
+        if (!s->news_full && s->ops->n_news > first) {
+            o->news_first = (uint32_t)first;
+            o->news_n = (uint32_t)(s->ops->n_news - first);
+        }
         o->had_old = lower;
         o->old_dir = lower && S_ISDIR(lst.st_mode);
         o->new_dir = S_ISDIR(ust.st_mode);
@@ -568,7 +605,11 @@ json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
         } else {
             if (o->had_old && wp >= 0)
                 chg_tree(&c, c.deleted, wp, base, o->path, 0, DT_UNKNOWN);
-            if (up >= 0)
+            size_t nn;
+            const struct tx_new *news = ops_news(ops, o, &nn);
+            for (size_t k = 0; news && k < nn; k++) /* the tree as the scan found it */
+                chg_add(&c, c.added, news[k].path, S_ISDIR(news[k].st.st_mode));
+            if (!news && up >= 0)
                 chg_tree(&c, c.added, up, base, o->path, 0, DT_UNKNOWN);
         }
     }

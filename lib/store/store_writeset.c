@@ -273,37 +273,44 @@ static void describe(int dirfd, const char *name, const struct stat *st, struct 
 
 static char *join_sub(const char *a, const char *b) { return *a ? xasprintf("%s/%s", a, b) : xstrdup(b); }
 
+/* One entry of a tree into e, sub its path in the tree, st its stat; at,
+ * name: where it lies (a link's target is read there; -1: nowhere). */
+static void ent_add(struct ents *e, const char *sub, const struct stat *st, int at, const char *name)
+{
+    if (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode))
+        e->bytes += (uint64_t)st->st_size;
+    if (e->n >= ROWS_CAP) {
+        e->truncated = true;
+        return;
+    }
+    if (e->n == e->cap) {
+        e->cap = e->cap ? e->cap * 2 : 16;
+        e->v = xrealloc(e->v, e->cap * sizeof *e->v);
+    }
+    struct ent *x = &e->v[e->n++];
+    x->sub = xstrdup(sub);
+    char hex[65];
+    /* an empty file's hash is known without opening it */
+    bool noted = S_ISREG(st->st_mode) &&
+                 (st->st_size == 0 ? (hash_bytes_hex("", 0, hex), true) : hash_noted(e->noted, st, hex));
+    /* a file's hash is left for later where its path can be opened
+     * again from the tree's root (hash_deferred) */
+    x->deferred =
+        !noted && S_ISREG(st->st_mode) && e->root >= 0 && strlen(e->base) + strlen(sub) + 2 < PATH_MAX;
+    describe(at, name, st, &x->s, x->deferred || noted || at < 0);
+    if (noted) {
+        x->s.hashed = true;
+        memcpy(x->s.hash, hex, sizeof hex);
+    }
+}
+
 /* Every entry of the tree dirfd/name into e (sub paths relative to it). */
 static void walk(int at, const char *name, const char *sub, struct ents *e, unsigned depth)
 {
     struct stat st;
     if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return;
-    if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
-        e->bytes += (uint64_t)st.st_size;
-    if (e->n >= ROWS_CAP) {
-        e->truncated = true;
-    } else {
-        if (e->n == e->cap) {
-            e->cap = e->cap ? e->cap * 2 : 16;
-            e->v = xrealloc(e->v, e->cap * sizeof *e->v);
-        }
-        struct ent *x = &e->v[e->n++];
-        x->sub = xstrdup(sub);
-        char hex[65];
-        /* an empty file's hash is known without opening it */
-        bool noted = S_ISREG(st.st_mode) &&
-                     (st.st_size == 0 ? (hash_bytes_hex("", 0, hex), true) : hash_noted(e->noted, &st, hex));
-        /* a file's hash is left for later where its path can be opened
-         * again from the tree's root (hash_deferred) */
-        x->deferred =
-            !noted && S_ISREG(st.st_mode) && e->root >= 0 && strlen(e->base) + strlen(sub) + 2 < PATH_MAX;
-        describe(at, name, &st, &x->s, x->deferred || noted);
-        if (noted) {
-            x->s.hashed = true;
-            memcpy(x->s.hash, hex, sizeof hex);
-        }
-    }
+    ent_add(e, sub, &st, at, name);
     if (!S_ISDIR(st.st_mode) || depth > 4096)
         return;
     _cleanup_dir_ DIR *d = opendir_at(at, name);
@@ -403,6 +410,23 @@ static void merge(struct rows *r, const char *path, size_t op, struct ents *o, s
     }
     if (o->truncated || n->truncated)
         r->dropped++;
+}
+
+/* An operation's new tree from the scan's record of it (tx.h: ops->news),
+ * as walk would find it in the upper (root) without a stat each: only a
+ * link is read, under its parent. */
+static void walk_news(int root, const char *path, const struct tx_new *news, size_t n, struct ents *e)
+{
+    e->root = root;
+    e->base = path;
+    size_t pl = strlen(path);
+    for (size_t i = 0; i < n; i++) {
+        const char *sub = news[i].path[pl] == '/' ? news[i].path + pl + 1 : "";
+        const char *base = "";
+        _cleanup_close_ int pfd =
+            S_ISLNK(news[i].st.st_mode) ? safe_open_parent(root, news[i].path, &base) : -1;
+        ent_add(e, sub, &news[i].st, pfd, base);
+    }
 }
 
 /* Every entry of the tree at path (beneath root) into e. */
@@ -505,7 +529,11 @@ static void collect_rows(const struct tx_ops *ops, int wsfd, int undofd, bool ah
             walk_path(wsfd, o->path, old);
         }
         nw->noted = ahead ? noted : NULL; /* the upper's files */
-        if (o->kind == OP_REPLACE)
+        size_t nn;
+        const struct tx_new *news = ahead ? ops_news(ops, o, &nn) : NULL;
+        if (news)
+            walk_news(newfd, o->path, news, nn, nw);
+        else if (o->kind == OP_REPLACE)
             walk_path(newfd, o->path, nw);
     }
     hash_deferred(trees, 2 * ops->n);

@@ -148,6 +148,8 @@ struct tx_op {
     uint8_t quiet;          /* REPLACE of a file, not journaled: a rewrite that changed
                          nothing anyone reads (git's index with only its stat cache
                          refreshed, lib/tx/losses.c): ops_changes leaves it out */
+    uint32_t news_first;    /* REPLACE, from the scan (not journaled): its new */
+    uint32_t news_n;        /* entries in ops->news (0: none recorded) */
     char *path;             /* relative to the workspace root; "" = the root */
     struct tx_meta nw, old; /* META: new and old metadata of the directory.
                                REPLACE: the new entry and the old one (if
@@ -163,7 +165,26 @@ struct tx_ops {
      * name outside the workspace): links.c */
     char **split_links;
     size_t n_split;
+    /* Every entry of the new entries' trees, as the scan left them in the
+     * upper (their committed modes set), in the scan's order (a tree's
+     * root first, each directory before what it holds): what the effect
+     * rules and the audit row's hashes read instead of walking the upper
+     * again. In memory only, for at most TX_NEWS_MAX entries; an
+     * operation without them (news_n 0: a journal's, a big change's) is
+     * walked as before. */
+    struct tx_new *news;
+    size_t n_news, cap_news;
 };
+
+struct tx_new {
+    char *path; /* relative to the workspace root */
+    struct stat st;
+};
+#define TX_NEWS_MAX 200000
+
+/* o's entries in ops->news (*n of them; the first is o's own path), or
+ * NULL when the scan recorded none for it. */
+const struct tx_new *ops_news(const struct tx_ops *ops, const struct tx_op *o, size_t *n);
 
 void ops_free(struct tx_ops *ops);
 /* Appends an operation of kind on path (copied); every other field zero. */

@@ -14,6 +14,10 @@ setup() {
     POL="$BATS_TEST_TMPDIR/policy.yaml"
 }
 
+teardown() {
+    chmod -R u+rwX "$BATS_TEST_TMPDIR" 2>/dev/null || true # a directory a test left mode 000
+}
+
 # txc SUBCOMMAND ARGS...: txbox SUBCOMMAND -C $WS ARGS...
 txc() {
     local sub="$1"
@@ -133,6 +137,26 @@ assert_rejected() {
     assert_status 121
     assert_outcome held
     assert_json_field effect_rule secret-written
+}
+
+@test "rules read every file of a new tree: a key deep in new directories, one under a directory left unreadable" {
+    # The scan records a new tree once; the rules read its files from that
+    # record (or walk it, where its owner could not search a directory).
+    txj -c 'mkdir -p n/a/b && : >n/a/empty && printf "aws_access_key_id = AKIAIOSFODNN7EXAMPLE\n" >n/a/b/k.ini'
+    assert_status 121
+    assert_outcome held
+    assert_json_field effect_rule secret-written
+    jget changes.added | grep -qx 'n/a/b/k.ini' || fail "n/a/b/k.ini not in added: $(jget changes.added)"
+    [ "$(jget changes.added | tr '\n' ' ')" = "n/ n/a/ n/a/b/ n/a/b/k.ini n/a/empty " ] ||
+        [ "$(jget changes.added | tr '\n' ' ')" = "n/ n/a/ n/a/empty n/a/b/ n/a/b/k.ini " ] ||
+        fail "added: $(jget changes.added)"
+    txj -c 'mkdir -p m/a && printf "aws_access_key_id = AKIAIOSFODNN7EXAMPLE\n" >m/a/k.ini && chmod 000 m/a'
+    assert_status 121
+    assert_outcome held
+    assert_json_field effect_rule secret-written
+    txj -c 'mkdir -p q/a && printf "nothing secret\n" >q/a/k.ini && chmod 000 q/a'
+    assert_status 0
+    assert_outcome committed
 }
 
 @test "content rules in a modified file judge only its changed lines, and find every new match there" {

@@ -553,14 +553,16 @@ printf "\000\001\002" >bin.dat; setfattr -n user.new -v v xattr.txt; rm fifo'
 }
 
 @test "the audit row's hashes are sha256sum's: an empty file, a small one, a link" {
-    txj -c ': >empty; printf x >small; ln -s small link; mkdir -p d && : >d/empty2'
+    txj -c ': >empty; printf x >small; ln -s small link; mkdir -p d/e && : >d/empty2 && printf abc >d/e/f && ln -s e/f d/l2'
     assert_status 0
     local id
     id="$(jget tx)"
     h show "$id" --json
     assert_status 0
     local f want got
-    for f in empty small d/empty2; do
+    want="$(printf e/f | sha256sum | cut -d' ' -f1)"
+    [ "$(pj "[w['hash_after'] for w in d['write_set'] if w['path'] == 'd/l2'][0]")" = "$want" ] || fail "d/l2: $output"
+    for f in empty small d/empty2 d/e/f; do
         want="$(sha256sum <"$WS/$f" | cut -d' ' -f1)"
         got="$(pj "[w['hash_after'] for w in d['write_set'] if w['path'] == '$f'][0]")"
         [ "$got" = "$want" ] || fail "$f: $got, sha256sum says $want"
