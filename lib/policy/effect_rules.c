@@ -107,10 +107,28 @@ static bool run_byte(const char *q, bool fold)
     return !fold || (c < 0x80 && !strchr("iksIKS", c));
 }
 
+static unsigned char lower_ascii(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? (unsigned char)(c + 32) : c;
+}
+
+/* The bytes of p (n of them) in ASCII lower case, mod 128, as a set: a
+ * run with a byte outside it is missing from p, which one AND tells
+ * (most globs of most paths: a commit of 10,000 files called run_missing
+ * a million times). */
+static void byte_set(const char *p, size_t n, uint64_t m[2])
+{
+    m[0] = m[1] = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = lower_ascii((unsigned char)p[i]) & 127;
+        m[c >> 6] |= 1ull << (c & 63);
+    }
+}
+
 static struct effect_run glob_run(const char *g)
 {
     bool fold = !strncmp(g, "(?i)", 4);
-    struct effect_run best = {0, 0, fold};
+    struct effect_run best = {.fold = fold};
     for (const char *q = fold ? g + 4 : g; *q;) {
         if (*q == '[') { /* a bracket expression, to its end (none: to the glob's) */
             q++;
@@ -133,20 +151,19 @@ static struct effect_run glob_run(const char *g)
             best.len = (unsigned short)(q - r);
         }
     }
+    byte_set(g + best.off, best.len, best.mask);
     return best;
 }
 
-static unsigned char lower_ascii(unsigned char c)
-{
-    return c >= 'A' && c <= 'Z' ? (unsigned char)(c + 32) : c;
-}
-
-/* Is the run missing from path (n bytes)? Paths are short: a plain search
- * (memmem's set-up cost more than its search here). */
-static bool run_missing(const char *g, struct effect_run run, const char *path, size_t n)
+/* Is the run missing from path (n bytes; pm: its byte_set, or NULL)?
+ * Paths are short: a plain search (memmem's set-up cost more than its
+ * search here). */
+static bool run_missing(const char *g, struct effect_run run, const char *path, size_t n, const uint64_t *pm)
 {
     if (!run.len)
         return false;
+    if (pm && ((run.mask[0] & ~pm[0]) | (run.mask[1] & ~pm[1])))
+        return true;
     const char *r = g + run.off;
     if (run.fold) {
         for (size_t at = 0; at + run.len <= n; at++) {
@@ -201,7 +218,7 @@ static bool glob_anchored(const char *glob, const char *path)
 bool effect_glob(const char *glob, const char *path)
 {
     const char *p = *path ? path : ".";
-    if (run_missing(glob, glob_run(glob), p, strlen(p)))
+    if (run_missing(glob, glob_run(glob), p, strlen(p), NULL))
         return false;
     return glob_parts_of(glob, path);
 }
@@ -332,13 +349,16 @@ static void search_range(const effect_rule *r, const struct effect_entry *e, siz
     *to = w ? e->to : e->len;
 }
 
-/* Does path (n bytes) match a glob of l (runs: their runs, or NULL)? */
-static bool any_glob(const strlist *l, const struct effect_run *runs, const char *path, size_t n)
+/* Does path (n bytes; pm: its byte_set) match a glob of l (runs: their
+ * runs, or NULL)? */
+static bool any_glob(const strlist *l, const struct effect_run *runs, const char *path, size_t n,
+                     const uint64_t *pm)
 {
     const char *p = *path ? path : ".";
     size_t pn = *path ? n : 1;
     for (size_t i = 0; i < l->n; i++)
-        if (!run_missing(l->v[i], runs ? runs[i] : glob_run(l->v[i]), p, pn) && glob_parts_of(l->v[i], path))
+        if (!run_missing(l->v[i], runs ? runs[i] : glob_run(l->v[i]), p, pn, *path ? pm : NULL) &&
+            glob_parts_of(l->v[i], path))
             return true;
     return false;
 }
@@ -444,21 +464,20 @@ static bool any_anchored(const strlist *l, const char *path)
 
 /* Does e count for r? why: what a reader found (set when it counts). */
 static bool entry_passes(const struct effect_judge *j, const effect_rule *r, const struct effect_entry *e,
-                         char *why, size_t whylen)
+                         size_t n, const uint64_t pm[2], char *why, size_t whylen)
 {
-    size_t n = strlen(e->path);
     *why = 0;
     if (r->files_only && e->dir)
         return false;
-    if (r->paths_any.n && !any_glob(&r->paths_any, r->runs[0], e->path, n))
+    if (r->paths_any.n && !any_glob(&r->paths_any, r->runs[0], e->path, n, pm))
         return false;
     if (r->paths_written.n &&
-        (e->kind == EFF_DELETED || !any_glob(&r->paths_written, r->runs[1], e->path, n)))
+        (e->kind == EFF_DELETED || !any_glob(&r->paths_written, r->runs[1], e->path, n, pm)))
         return false;
     if (r->paths_deleted.n &&
-        (e->kind != EFF_DELETED || !any_glob(&r->paths_deleted, r->runs[2], e->path, n)))
+        (e->kind != EFF_DELETED || !any_glob(&r->paths_deleted, r->runs[2], e->path, n, pm)))
         return false;
-    if (r->paths_none.n && any_glob(&r->paths_none, r->runs[3], e->path, n))
+    if (r->paths_none.n && any_glob(&r->paths_none, r->runs[3], e->path, n, pm))
         return false;
     if (r->home_written.n) {
         char buf[4096];
@@ -498,12 +517,15 @@ static bool entry_passes(const struct effect_judge *j, const effect_rule *r, con
 
 void effect_judge_feed(struct effect_judge *j, const struct effect_entry *e)
 {
+    size_t n = strlen(e->path);
+    uint64_t pm[2];
+    byte_set(e->path, n, pm);
     for (size_t i = 0; i < j->p->neffects; i++) {
         const effect_rule *r = &j->p->effects[i];
         struct effect_acc *a = &j->acc[i];
         char why[300];
         if (r->action == EFF_OFF || r->git || r->losses || (e->alias && has_limits(r)) ||
-            !entry_passes(j, r, e, why, sizeof why))
+            !entry_passes(j, r, e, n, pm, why, sizeof why))
             continue;
         if (*why && !a->detail)
             a->detail = xasprintf("%s: %s", *e->path ? e->path : ".", why);
@@ -539,6 +561,8 @@ void effect_judge_loss(struct effect_judge *j, const struct effect_loss *l)
     if (l->kind < 0 || l->kind >= EFF_LOSS_KINDS)
         return;
     size_t n = strlen(l->path);
+    uint64_t pm[2];
+    byte_set(l->path, n, pm);
     for (size_t i = 0; i < j->p->neffects; i++) {
         const effect_rule *r = &j->p->effects[i];
         struct effect_acc *a = &j->acc[i];
@@ -546,9 +570,9 @@ void effect_judge_loss(struct effect_judge *j, const struct effect_loss *l)
             continue;
         if (l->own && r->losses_grace > 0 && l->age_s < (double)r->losses_grace)
             continue; /* the agent's own recent work: reported, not counted */
-        if (r->paths_any.n && !any_glob(&r->paths_any, r->runs[0], l->path, n))
+        if (r->paths_any.n && !any_glob(&r->paths_any, r->runs[0], l->path, n, pm))
             continue;
-        if (r->paths_none.n && any_glob(&r->paths_none, r->runs[3], l->path, n))
+        if (r->paths_none.n && any_glob(&r->paths_none, r->runs[3], l->path, n, pm))
             continue;
         a->hit = true;
         a->lost_kinds |= 1u << l->kind;

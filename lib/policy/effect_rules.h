@@ -122,7 +122,8 @@ typedef struct effect_rule {
      * literal filter (effects_compile); NULL: found at each match */
     struct effect_run {
         unsigned short off, len;
-        bool fold; /* compared ignoring ASCII case (a (?i) glob) */
+        bool fold;        /* compared ignoring ASCII case (a (?i) glob) */
+        uint64_t mask[2]; /* its bytes, in ASCII lower case, mod 128 */
     } * runs[4];
     /* limits over the entries that count (-1: none) */
     int64_t max_files_deleted, max_bytes_written, max_binary_added, max_made_executable;
