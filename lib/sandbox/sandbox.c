@@ -1908,11 +1908,28 @@ static void session_kill_rest(struct pump *p)
 /* What to wait for: pf[i] is source map[i] (0 init's reports, 1 and 2
  * the command's stdout and stderr, 3 init's pidfd, 4 the stdin relay, 5
  * the terminal). Returns how many. */
+/* Test builds only: TXBOX_TEST_PUMP_HOLD=1 leaves the command's output in
+ * its pipes until init's last report, so that tests see what the end of
+ * the pump reads then (pump_quiet_end); fine for output that fits in the
+ * pipes, which the command would otherwise wait on forever. */
+static bool pump_hold_output(const struct pump *p)
+{
+#ifdef TXBOX_TEST_HOOKS
+    static int hold = -1;
+    if (hold < 0)
+        hold = getenv("TXBOX_TEST_PUMP_HOLD") && !strcmp(getenv("TXBOX_TEST_PUMP_HOLD"), "1");
+    return hold && !p->st->discarded.known;
+#else
+    (void)p;
+    return false;
+#endif
+}
+
 static int pump_pollset(const struct pump *p, struct pollfd pf[6], int map[6])
 {
     int n = 0;
     for (int i = 0; i < 3; i++)
-        if (p->fds[i] >= 0) {
+        if (p->fds[i] >= 0 && !(i && pump_hold_output(p))) {
             pf[n] = (struct pollfd){.fd = p->fds[i], .events = POLLIN};
             map[n++] = i;
         }
@@ -2031,6 +2048,34 @@ static void pump_discard(struct pump *p, const struct sb_msg *msg)
     d->count = msg->val > 0 ? (size_t)msg->val : 0;
 }
 
+/* An init left ending (sb_spec.reap_later), awaited by a thread; its
+ * cgroup, removed by sb_reap after the wait. */
+struct sb_reaper {
+    pthread_t th;
+    pid_t pid;
+    struct cgroup cg;
+};
+
+static void *reaper_main(void *arg)
+{
+    struct sb_reaper *r = arg;
+    int ws;
+    while (waitpid(r->pid, &ws, 0) < 0 && errno == EINTR)
+        ;
+    return NULL;
+}
+
+void sb_reap(struct sb_status *st)
+{
+    struct sb_reaper *r = st->reaper;
+    if (!r)
+        return;
+    pthread_join(r->th, NULL);
+    cg_destroy(&r->cg);
+    free(r);
+    st->reaper = NULL;
+}
+
 void sb_status_init(struct sb_status *st)
 {
     memset(st, 0, sizeof *st);
@@ -2039,6 +2084,7 @@ void sb_status_init(struct sb_status *st)
 
 void sb_status_free(struct sb_status *st)
 {
+    sb_reap(st);
     free(st->cwd_after);
     st->cwd_after = NULL;
     for (size_t i = 0; i < st->discarded.n; i++)
@@ -2144,11 +2190,48 @@ static void pump_leave_outputs(struct pump *p)
     }
 }
 
-/* Pump output and messages until init is gone. */
+/* May pump_run end before init does (spec.reap_later)? Once init has
+ * killed and reaped every other process and said so (MSG_DISCARDS, its
+ * last report, after report_discarded), nothing of the sandbox writes any
+ * more; what is left of init's end is the kernel's teardown of its
+ * namespaces, which even closes init's descriptors last (the unmount and
+ * the final close are both deferred work of the exit, run in reverse). */
+static bool pump_init_quiet(const struct pump *p)
+{
+    return p->s->reap_later && p->s->report_after && !p->s->session && p->st->discarded.known &&
+           p->io->ptm < 0 && !p->killed;
+}
+
+/* The end of the pump once init is quiet: its reports end, and the
+ * output the command's processes left in the pipes is read (the pipes'
+ * write ends that init still holds would end only with it). */
+static void pump_quiet_end(struct pump *p)
+{
+    if (p->fds[0] >= 0)
+        close(p->fds[0]);
+    p->fds[0] = -1;
+    for (int k = 1; k <= 2; k++) {
+        if (p->fds[k] < 0)
+            continue;
+        fcntl(p->fds[k], F_SETFL, fcntl(p->fds[k], F_GETFL) | O_NONBLOCK);
+        struct pollfd pf = {.fd = p->fds[k], .events = POLLIN};
+        while (p->fds[k] >= 0 && poll(&pf, 1, 0) > 0)
+            pump_output(p, k); /* ends the pipe at end of file or EAGAIN */
+        if (p->fds[k] >= 0 && p->io->relay_out[k])
+            close(p->fds[k]);
+        p->fds[k] = -1;
+    }
+}
+
+/* Pump output and messages until init is gone (or quiet, pump_init_quiet). */
 static void pump_run(struct pump *p)
 {
     struct sb_io *io = p->io;
     while (p->fds[0] >= 0 || p->fds[1] >= 0 || p->fds[2] >= 0 || !p->init_done || io->ptm >= 0) {
+        if (!p->init_done && pump_init_quiet(p)) {
+            pump_quiet_end(p);
+            break;
+        }
         if (p->init_done && p->fds[0] < 0 && p->st->survivors && p->s->session_keep) {
             pump_leave_outputs(p);
             if (io->ptm < 0)
@@ -2362,8 +2445,17 @@ static int run_once(const struct sb_spec *s, int out_pipe, int err_pipe, sb_outp
     if (io.tty_raw)
         (void)tcsetattr(0, TCSANOW, &io.tty_saved);
     free(p.inbuf);
+    bool later = !p.init_done && pump_init_quiet(&p);
+    struct sb_reaper *reaper = later ? xcalloc(1, sizeof *reaper) : NULL;
+    if (reaper) {
+        reaper->pid = pid;
+        if (thread_start(&reaper->th, reaper_main, reaper) != 0) {
+            free(reaper);
+            reaper = NULL;
+        }
+    }
     int ws;
-    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+    while (!reaper && waitpid(pid, &ws, 0) < 0 && errno == EINTR)
         ;
     close_ours(ours, &n_ours);
     if (s->session && p.killed && st->userns)
@@ -2385,7 +2477,12 @@ static int run_once(const struct sb_spec *s, int out_pipe, int err_pipe, sb_outp
     st->t_reaped = now_ns();
     st->oom = cg_oom(&cg);
     st->pids_limit = cg_pids_hit(&cg);
-    cg_destroy(&cg);
+    if (reaper) {
+        reaper->cg = cg; /* removed once init has left it (sb_reap) */
+        st->reaper = reaper;
+    } else {
+        cg_destroy(&cg);
+    }
     /* The write budget once more, now that everything has ended: a command
      * that wrote past it between two looks above is stopped all the same
      * (run.c never commits it). */

@@ -73,6 +73,12 @@ struct sb_spec {
      * wait for it (NULL: none): idle time for the caller's own chores */
     void (*started)(void *arg);
     void *started_arg;
+    /* with report_after, outside a session: once init has said that
+     * every other process of the sandbox is gone, sb_run returns without
+     * waiting for init's own end, which unmounts the overlay (2 ms for
+     * each thousand entries it holds in its caches): a thread waits for
+     * it and removes the cgroup, joined by sb_reap or sb_status_free */
+    bool reap_later;
     /* init started ahead by sb_prestart (NULL: sb_run starts it); sb_run
      * takes it, whatever happens */
     struct sb_early *early;
@@ -122,13 +128,17 @@ struct sb_status {
                            processes left still hold (read ends; -1: none) */
     uint64_t guard_mounts[CONNGUARD_MAX_MOUNTS];
     size_t n_guard_mounts;
+    struct sb_reaper *reaper; /* spec.reap_later: init's end, still awaited */
 };
 
 /* An sb_status that holds nothing (sb_run makes its own so). */
 void sb_status_init(struct sb_status *st);
-/* Frees what sb_run left in st besides protections and network; st holds
- * nothing afterwards. */
+/* Frees what sb_run left in st besides protections and network (after
+ * sb_reap); st holds nothing afterwards. */
 void sb_status_free(struct sb_status *st);
+/* Waits for the end of the init sb_run left ending (spec.reap_later) and
+ * removes its cgroup; at once when there is none. */
+void sb_reap(struct sb_status *st);
 
 /* Output pump: called with data read from the command's captured stdout (1)
  * or stderr (2). */

@@ -990,6 +990,7 @@ static int run_sandbox(struct run *c, txbox_error *err)
         .allow_degraded = opts->allow_degraded,
         .name = r->txs,
         .report_after = true,
+        .reap_later = true, /* init's end overlaps the scan; awaited in run_finish */
         .session = opts->session ? &c->link.fds : NULL,
         /* the copy backend's copy and a multi-command transaction's layers
          * are no upper that a process could keep writing */
@@ -1362,6 +1363,8 @@ static void run_finish(struct run *c)
     txbox_ws *ws = c->ws;
     txbox_result *r = c->r;
     tx_mark("decided");
+    sb_reap(&c->st); /* init's end (spec.reap_later), before its upper goes */
+    tx_mark("reaped");
     if (ws->stateless) { /* read-only: no scratch, no record */
         if (!r->changes)
             r->changes = json_pack("{s:[],s:[],s:[],s:b}", "added", "modified", "deleted", "truncated", 0);

@@ -81,6 +81,22 @@ setup() {
     [ "$n" -lt 5000000 ] && [ "$n" -gt 0 ] || fail "captured stdout has $n bytes"
     txbox_bin run -C "$WS" -c 'head -c 5000000 /dev/zero | tr "\0" a' >"$BATS_TEST_TMPDIR/out" 2>/dev/null
     [ "$(wc -c <"$BATS_TEST_TMPDIR/out")" = 5000000 ] || fail "streamed output is not whole"
+    # what is still in the pipes when the sandbox's init reports its end
+    # (txbox stops waiting for init then) is read whole, on both streams
+    txbox_bin run -C "$WS" -c 'head -c 3000000 /dev/zero | tr "\0" a & head -c 3000000 /dev/zero | tr "\0" b >&2; wait; echo END' \
+        >"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/err"
+    [ "$(wc -c <"$BATS_TEST_TMPDIR/out")" = 3000004 ] || fail "stdout: $(wc -c <"$BATS_TEST_TMPDIR/out") bytes"
+    [ "$(tail -c 4 "$BATS_TEST_TMPDIR/out")" = END ] || fail "stdout does not end with END"
+    # what is left in the pipes at that moment exactly (a test build's hook
+    # leaves it all there until then)
+    TXBOX_TEST_PUMP_HOLD=1 txbox_bin run -C "$WS" -c 'head -c 30000 /dev/zero | tr "\0" a; echo END; echo ERR >&2' \
+        >"$BATS_TEST_TMPDIR/out2" 2>"$BATS_TEST_TMPDIR/err2"
+    [ "$(wc -c <"$BATS_TEST_TMPDIR/out2")" = 30004 ] || fail "held stdout: $(wc -c <"$BATS_TEST_TMPDIR/out2") bytes"
+    grep -qx ERR "$BATS_TEST_TMPDIR/err2" || fail "held stderr: $(head -c 300 "$BATS_TEST_TMPDIR/err2")"
+    # the command's stderr, then txbox's own line
+    [ "$(head -c 3000000 "$BATS_TEST_TMPDIR/err" | tr -d b | wc -c)" = 0 ] &&
+        [ "$(head -c 3000001 "$BATS_TEST_TMPDIR/err" | tail -c 1)" != b ] ||
+        fail "stderr: $(tr -cd b <"$BATS_TEST_TMPDIR/err" | wc -c) b's, not 3000000 first"
 }
 
 @test "argv after -- is executed as is, never re-joined into a shell string" {

@@ -159,3 +159,25 @@ echo now >now.txt; exit $code"
     assert_status 0
     assert_tree pre "$WS" --mtime
 }
+
+@test "the sandbox ends whole before txbox exits: its init, every process and its control group" {
+    # txbox no longer waits for the sandbox's init to end before the commit
+    # (the overlay's unmount overlaps it), but it has ended, with its
+    # cgroup, when txbox exits: committed and rolled back alike.
+    local c d before after
+    for c in 'mkdir -p t && for i in $(seq 1 500); do : >t/f$i; done; sleep 1017 & echo bg' 'sleep 1017 & exit 3'; do
+        before="$(ls /sys/fs/cgroup/txbox /sys/fs/cgroup/pids /sys/fs/cgroup/memory 2>/dev/null | grep '^txbox-' | sort)"
+        run txbox_bin run -C "$WS" -c "$c"
+        ! pgrep -x sleep -a | grep -q ' 1017$' || fail "[$c] a process of the sandbox outlived txbox: $(pgrep -x sleep -a)"
+        # root's transactions have a control group (root's tests run one at
+        # a time; the user's run beside them and have none)
+        is_root || continue
+        after="$(ls /sys/fs/cgroup/txbox /sys/fs/cgroup/pids /sys/fs/cgroup/memory 2>/dev/null | grep '^txbox-' | sort)"
+        [ "$after" = "$before" ] || fail "[$c] control groups left: $(comm -13 <(echo "$before") <(echo "$after"))"
+    done
+    [ -d "$WS/t" ] || fail "the first command did not commit"
+    if is_root; then
+        run txbox_bin run -C "$WS" --json -c 'echo x >y'
+        pj 'd["protections"]["limits"]["via"]' | grep -q cgroup || fail "no cgroup to check: $output"
+    fi
+}
