@@ -188,7 +188,7 @@ int cmd_session(int argc, char **argv)
         return cli_usage(argc, argv, "session: start, end, status or list, not '%s'", what);
     cli_opts cli = {.name = "session",
                     .usage = usage,
-                    .shorts = "+C:h",
+                    .shorts = "C:h", /* options anywhere: `session end ID -C DIR` */
                     .longs = opts,
                     .argc = argc - 1,
                     .argv = argv + 1};

@@ -63,7 +63,8 @@ static int parse(int argc, char **argv, const char *cmd, struct txargs *a)
         {0},
     };
     memset(a, 0, sizeof *a);
-    cli_opts cli = {.name = cmd, .help = usage, .shorts = "+C:h", .longs = opts, .argc = argc, .argv = argv};
+    /* options anywhere, as undo's and show's: `txbox commit ID --json` */
+    cli_opts cli = {.name = cmd, .help = usage, .shorts = "C:h", .longs = opts, .argc = argc, .argv = argv};
     int c;
     bool is_begin = !strcmp(cmd, "begin"), is_commit = !strcmp(cmd, "commit");
     while ((c = cli_opt_next(&cli)) >= 0) {

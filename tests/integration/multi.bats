@@ -60,7 +60,8 @@ txc() {
     assert_outcome staged
     # nothing of it is in the workspace yet
     assert_tree pre "$WS" --mtime
-    txc commit --json "$TID"
+    # options after the id, as undo's and show's (`commit ID --json`)
+    run --separate-stderr txbox_bin commit "$TID" -C "$WS" --json
     assert_status 0
     assert_json_field outcome committed
     assert_json_field commands 2

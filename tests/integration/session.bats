@@ -171,8 +171,12 @@ no_process() {
     run --separate-stderr txbox_bin session status -C "$WS" "$a"
     assert_status 0
     [ "$(pj 'd["running"]')" = True ] || fail "status: $output"
+    # options after the id, as other subcommands take them
+    run --separate-stderr txbox_bin session status "$a" -C "$WS" --json
+    assert_status 0
+    [ "$(pj 'd["running"]')" = True ] || fail "status ID -C DIR: $output $stderr"
     # ended: no longer running, its processes and /tmp gone
-    run --separate-stderr txbox_bin session end -C "$WS" "$a"
+    run --separate-stderr txbox_bin session end "$a" -C "$WS"
     assert_status 0
     [[ "$stderr" == *"1 background process killed"* ]] || fail "end: $stderr"
     no_process "$mark"
