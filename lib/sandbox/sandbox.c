@@ -1905,9 +1905,6 @@ static void session_kill_rest(struct pump *p)
     }
 }
 
-/* What to wait for: pf[i] is source map[i] (0 init's reports, 1 and 2
- * the command's stdout and stderr, 3 init's pidfd, 4 the stdin relay, 5
- * the terminal). Returns how many. */
 /* Test builds only: TXBOX_TEST_PUMP_HOLD=1 leaves the command's output in
  * its pipes until init's last report, so that tests see what the end of
  * the pump reads then (pump_quiet_end); fine for output that fits in the
@@ -1925,6 +1922,9 @@ static bool pump_hold_output(const struct pump *p)
 #endif
 }
 
+/* What to wait for: pf[i] is source map[i] (0 init's reports, 1 and 2
+ * the command's stdout and stderr, 3 init's pidfd, 4 the stdin relay, 5
+ * the terminal). Returns how many. */
 static int pump_pollset(const struct pump *p, struct pollfd pf[6], int map[6])
 {
     int n = 0;

@@ -56,15 +56,20 @@ struct scan {
      * point. */
     struct fs_syncset sync;
     bool news_full; /* ops->news reached TX_NEWS_MAX */
+    bool news_skip; /* the tree being noted has a path its readers could not open */
 };
 
 /* Notes an entry of a new tree in ops->news (tx.h); its index, or -1 past
  * TX_NEWS_MAX (then none more is noted, and the trees being noted are
- * left without: news_full). */
+ * left without: news_full), or for a path of PATH_MAX bytes or more,
+ * which its readers could not open by name (its tree is left without:
+ * news_skip; they walk it by directory descriptors, as the scan does). */
 static long news_add(struct scan *s, const char *path, const struct stat *st)
 {
     struct tx_ops *o = s->ops;
-    if (s->news_full)
+    if (strlen(path) >= PATH_MAX)
+        s->news_skip = true;
+    if (s->news_full || s->news_skip)
         return -1;
     if (o->n_news >= TX_NEWS_MAX) {
         s->news_full = true;
@@ -81,7 +86,7 @@ static long news_add(struct scan *s, const char *path, const struct stat *st)
 /* The committed mode of news entry i, set once the scan has set it. */
 static void news_mode(struct scan *s, long i, mode_t m)
 {
-    if (i >= 0 && !s->news_full)
+    if (i >= 0)
         s->ops->news[i].st.st_mode = (s->ops->news[i].st.st_mode & S_IFMT) | m;
 }
 
@@ -444,10 +449,11 @@ static int scan_dir(struct scan *s, int ufd, int wfd, const char *path, mode_t u
             return tx_err(s->err, EPERM, "the command created a device node %s; commit refused", p);
         struct tx_meta nw;
         size_t first = s->ops->n_news;
+        s->news_skip = false;
         if (prepare_subtree(s, ufd, name, p, &ust, &nw, NULL) < 0)
             return -1;
         struct tx_op *o = op_add(s->ops, OP_REPLACE, p);
-        if (!s->news_full && s->ops->n_news > first) {
+        if (!s->news_full && !s->news_skip && s->ops->n_news > first) {
             o->news_first = (uint32_t)first;
             o->news_n = (uint32_t)(s->ops->n_news - first);
         }
@@ -579,12 +585,20 @@ static void chg_tree(struct chg *c, json_t *arr, int at, const char *name, const
     }
 }
 
+/* chg_tree of the tree at path beneath root (none there: nothing). */
+static void chg_path(struct chg *c, json_t *arr, int root, const char *path)
+{
+    const char *base;
+    _cleanup_close_ int parent = safe_open_parent(root, path, &base);
+    if (parent >= 0)
+        chg_tree(c, arr, parent, base, path, 0, DT_UNKNOWN);
+}
+
 json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
 {
     struct chg c = {json_array(), json_array(), json_array(), 0, cap, false, {0}};
     for (size_t i = 0; i < ops->n; i++) {
         const struct tx_op *o = &ops->v[i];
-        const char *base;
         if (o->quiet)
             continue;
         if (o->kind == OP_META) {
@@ -593,25 +607,22 @@ json_t *ops_changes(int upperfd, int wsfd, const struct tx_ops *ops, size_t cap)
                 chg_add(&c, c.modified, *o->path ? o->path : ".", *o->path != 0);
             continue;
         }
-        _cleanup_close_ int wp = safe_open_parent(wsfd, o->path, &base);
         if (o->kind == OP_DELETE) {
-            if (wp >= 0)
-                chg_tree(&c, c.deleted, wp, base, o->path, 0, DT_UNKNOWN);
+            chg_path(&c, c.deleted, wsfd, o->path);
             continue;
         }
-        _cleanup_close_ int up = safe_open_parent(upperfd, o->path, &base);
         if (o->had_old && !o->old_dir && !o->new_dir) {
             chg_add(&c, c.modified, o->path, false);
-        } else {
-            if (o->had_old && wp >= 0)
-                chg_tree(&c, c.deleted, wp, base, o->path, 0, DT_UNKNOWN);
-            size_t nn;
-            const struct tx_new *news = ops_news(ops, o, &nn);
-            for (size_t k = 0; news && k < nn; k++) /* the tree as the scan found it */
-                chg_add(&c, c.added, news[k].path, S_ISDIR(news[k].st.st_mode));
-            if (!news && up >= 0)
-                chg_tree(&c, c.added, up, base, o->path, 0, DT_UNKNOWN);
+            continue;
         }
+        if (o->had_old)
+            chg_path(&c, c.deleted, wsfd, o->path);
+        size_t nn;
+        const struct tx_new *news = ops_news(ops, o, &nn);
+        for (size_t k = 0; news && k < nn; k++) /* the tree as the scan found it */
+            chg_add(&c, c.added, news[k].path, S_ISDIR(news[k].st.st_mode));
+        if (!news)
+            chg_path(&c, c.added, upperfd, o->path);
     }
     json_t *r =
         json_pack("{s:o,s:o,s:o,s:b,s:{s:I,s:I,s:I}}", "added", c.added, "modified", c.modified, "deleted",

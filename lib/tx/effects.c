@@ -419,9 +419,9 @@ static int walk_ops(struct walk *w, const struct tx_ops *ops)
             continue;
         }
         const char *base;
-        _cleanup_close_ int wp = safe_open_parent(w->wsfd, o->path, &base);
         if (o->kind == OP_DELETE || (o->had_old && (o->old_dir || o->new_dir))) {
             /* the old entry goes, with everything in it */
+            _cleanup_close_ int wp = safe_open_parent(w->wsfd, o->path, &base);
             if (wp >= 0)
                 feed_tree(w, wp, base, o->path, EFF_DELETED, 0);
             if (o->kind == OP_DELETE)

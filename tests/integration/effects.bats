@@ -157,6 +157,13 @@ assert_rejected() {
     txj -c 'mkdir -p q/a && printf "nothing secret\n" >q/a/k.ini && chmod 000 q/a'
     assert_status 0
     assert_outcome committed
+    # a tree deeper than a path can name (PATH_MAX): walked by descriptors
+    local d=dddddddddddddddddddddddddddddddddddddddddddddddddd
+    txj -c "mkdir long && cd long && for i in \$(seq 1 90); do mkdir $d && cd $d; done &&
+            printf 'aws_access_key_id = AKIAIOSFODNN7EXAMPLE\n' >k.ini"
+    assert_status 121
+    assert_outcome held
+    assert_json_field effect_rule secret-written
 }
 
 @test "content rules in a modified file judge only its changed lines, and find every new match there" {
