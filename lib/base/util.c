@@ -190,8 +190,8 @@ static struct {
     int on; /* 0 unknown, 1 on, -1 off */
     unsigned n;
     uint64_t start;
-    const char *name[32];
-    uint64_t at[32];
+    const char *name[64];
+    uint64_t at[64];
 } marks;
 
 void tx_marks_begin(uint64_t t)
@@ -210,7 +210,7 @@ void tx_mark_at(const char *phase, uint64_t t)
         return;
     if (!marks.start)
         marks.start = t;
-    if (marks.n < 32) {
+    if (marks.n < ARRAY_SIZE(marks.at)) {
         marks.name[marks.n] = phase;
         marks.at[marks.n++] = t;
     }

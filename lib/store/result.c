@@ -141,7 +141,7 @@ static json_t *text(dbuf *b) { return json_text(dbuf_str(b), b->len, false); }
 
 static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
 
-char *txbox_result_json(const txbox_result *rc)
+json_t *result_obj(const txbox_result *rc)
 {
     txbox_result *r = (txbox_result *)rc;
     json_t *o = json_object();
@@ -223,6 +223,12 @@ char *txbox_result_json(const txbox_result *rc)
     json_object_set_new(o, "duration_ms", json_real(round3(r->duration_ms)));
     json_object_set_new(o, "command_ms", json_real(round3(r->cmd_ms)));
     json_object_set_new(o, "overhead_ms", json_real(round3(r->overhead_ms)));
+    return o;
+}
+
+char *txbox_result_json(const txbox_result *r)
+{
+    json_t *o = result_obj(r);
     char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(12));
     json_decref(o);
     return s;

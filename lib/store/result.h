@@ -58,6 +58,9 @@ struct txbox_result {
     json_t *background; /* in a session: the processes the command left running, or NULL */
 };
 
+/* The result as the JSON object txbox_result_json prints (a new reference). */
+json_t *result_obj(const txbox_result *r);
+
 txbox_result *result_new(void);
 /* A JSON string of n bytes: valid UTF-8 is kept; any other byte becomes
  * U+FFFD, or with hex the four characters \xNN (for file names; a backslash

@@ -361,20 +361,16 @@ char *store_context(const txbox_ws *ws, const txbox_run_opts *o, const char *cwd
     return s;
 }
 
+/* One object, dumped once: its change list may hold 10,000 paths (a dump
+ * and a parse of those cost about 3 ms each). */
 char *store_info(const txbox_result *r, const char *ctx)
 {
-    char *s = txbox_result_json(r);
     json_t *c = ctx ? json_loads(ctx, 0, NULL) : NULL;
     if (!c)
-        return s;
-    json_t *o = json_loads(s, 0, NULL);
-    free(s);
-    if (!o) {
-        json_decref(c);
-        return NULL;
-    }
+        return txbox_result_json(r);
+    json_t *o = result_obj(r);
     json_object_update_missing(o, c);
-    s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(o);
     json_decref(c);
     return s;
@@ -393,24 +389,40 @@ void store_import_pending(txbox_ws *ws)
     }
 }
 
+/* A transaction's info as an object: {} when it cannot be read, and
+ * without info (a row recovery writes), why there is none. */
+static json_t *info_obj(const char *info)
+{
+    json_t *in = info ? json_loads(info, 0, NULL) : NULL;
+    if (json_is_object(in))
+        return in;
+    json_decref(in);
+    in = json_object();
+    if (!info)
+        json_object_set_new(in, "reason",
+                            json_string("its process died before the commit "
+                                        "point; discarded by recovery"));
+    return in;
+}
+
 static int log_row(txbox_ws *ws, uint64_t id, const char *outcome, const char *info, const struct tx_ops *ops,
                    int txfd, struct fs_syncset *sync, struct store_prep *prep, txbox_error *err)
 {
     bool committed = ops && !strcmp(outcome, "committed");
     /* Owned by a live process (us), or finished by recovery? */
     bool recovered = ws_tx_owner_dead(ws, id);
-    json_t *in = info ? json_loads(info, 0, NULL) : NULL;
-    if (!in) {
-        in = json_object();
-        if (!info)
-            json_object_set_new(in, "reason",
-                                json_string("its process died before the commit "
-                                            "point; discarded by recovery"));
-    }
+    /* A commit's own info (prep: this process's commit, whose info is the
+     * dump journal_commit was given) goes into a pending line as the text
+     * it is; any other is parsed (and read as {} when it cannot be), as is
+     * every row written into the log itself. */
+    const char *text = prep && info && pending_info_ok(info) ? info : NULL;
+    json_t *in = NULL;
+    if (!text)
+        in = info_obj(info);
     /* A row that needs no fsync, when this process has no connection
      * open: appended to the pending file instead (pending_add). */
     if (!ws->db && info && strcmp(outcome, "committed") &&
-        store_pending_add(ws, id, outcome, in, recovered, NULL, -1, NULL, NULL) == 0) {
+        store_pending_add(ws, id, outcome, text, in, recovered, NULL, -1, NULL, NULL) == 0) {
         json_decref(in);
         return 0;
     }
@@ -421,12 +433,14 @@ static int log_row(txbox_ws *ws, uint64_t id, const char *outcome, const char *i
      * the pending file, which joins the commit's sync set. */
     sqlite3_int64 gen = 0;
     if (committed && sync && !ws->db && info &&
-        store_pending_add(ws, id, outcome, in, recovered, &rows, txfd, sync, &gen) == 0) {
+        store_pending_add(ws, id, outcome, text, in, recovered, &rows, txfd, sync, &gen) == 0) {
         store_retained_add(ws, gen, rows.retained);
         store_rows_free(&rows);
         json_decref(in);
         return 0;
     }
+    if (!in)
+        in = info_obj(info);
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     int rc = -1;

@@ -86,8 +86,14 @@ int store_bind_tx(sqlite3_stmt *st, txbox_ws *ws, uint64_t id, const char *outco
 int store_write_rows(sqlite3 *db, uint64_t id, const struct rows *rows, txbox_error *err);
 
 /* store_pending.c */
-int store_pending_add(txbox_ws *ws, uint64_t id, const char *outcome, json_t *in, bool recovered,
-                      const struct rows *rows, int txfd, struct fs_syncset *sync, sqlite3_int64 *gen);
+/* The row's info: text, taken as it is (a commit's own: the dump of an
+ * object this process made, on one line, pending_info_ok), or else in. */
+int store_pending_add(txbox_ws *ws, uint64_t id, const char *outcome, const char *text, json_t *in,
+                      bool recovered, const struct rows *rows, int txfd, struct fs_syncset *sync,
+                      sqlite3_int64 *gen);
+/* Has text the shape a pending line's info needs (one line, braces)? Its
+ * syntax is not checked: only a dump of this process's goes in as text. */
+bool pending_info_ok(const char *text);
 void store_pending_import(txbox_ws *ws, sqlite3 *db, bool reader);
 
 #endif

@@ -193,11 +193,20 @@ static int pending_append(txbox_ws *ws, const char *line, size_t len, struct fs_
  * tx/ID/log.row (txfd), in the same sync set, and its line in log.pending
  * only points at it: a commit's row never needs the log itself after its
  * commit point, where a damaged log could no longer refuse it. */
-int store_pending_add(txbox_ws *ws, uint64_t id, const char *outcome, json_t *in, bool recovered,
-                      const struct rows *rows, int txfd, struct fs_syncset *sync, sqlite3_int64 *gen)
+bool pending_info_ok(const char *text)
 {
-    json_t *rec = json_pack("{s:I,s:s,s:b,s:f,s:O}", "id", (json_int_t)id, "outcome", outcome, "recovered",
-                            recovered, "finished", wall_time(), "info", in);
+    size_t n = strlen(text);
+    return n >= 2 && text[0] == '{' && text[n - 1] == '}' && !memchr(text, '\n', n);
+}
+
+int store_pending_add(txbox_ws *ws, uint64_t id, const char *outcome, const char *text, json_t *in,
+                      bool recovered, const struct rows *rows, int txfd, struct fs_syncset *sync,
+                      sqlite3_int64 *gen)
+{
+    json_t *rec = json_pack("{s:I,s:s,s:b,s:f}", "id", (json_int_t)id, "outcome", outcome, "recovered",
+                            recovered, "finished", wall_time());
+    if (rec && !text)
+        json_object_set(rec, "info", in);
     if (rec && rows) {
         *gen = store_find_gen(ws, id);
         json_object_set_new(rec, "gen", json_integer(*gen > 0 ? *gen : 0));
@@ -208,16 +217,21 @@ int store_pending_add(txbox_ws *ws, uint64_t id, const char *outcome, json_t *in
     json_decref(rec);
     if (!head)
         return -1;
-    /* the record, with "rows" as its last member when it has them */
+    /* the record, then "info" (text, as it is: a 10,000-path change list
+     * is not parsed and dumped again) and "rows" when it has them */
     dbuf lb;
     dbuf_init(&lb, 0);
     size_t hl = strlen(head);
-    dbuf_add(&lb, head, rows ? hl - 1 : hl); /* rows: without its closing brace */
+    dbuf_add(&lb, head, hl - 1); /* without its closing brace */
+    if (text) {
+        dbuf_addstr(&lb, ",\"info\":");
+        dbuf_addstr(&lb, text);
+    }
     if (rows) {
         dbuf_addstr(&lb, ",\"rows\":");
         rows_text(&lb, rows);
-        dbuf_add(&lb, "}", 1);
     }
+    dbuf_add(&lb, "}", 1);
     dbuf_add(&lb, "\n", 1);
     size_t n = lb.len;
     _cleanup_free_ char *line = lb.p; /* the buffer's bytes, freed with it */

@@ -1668,8 +1668,10 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
         c.r->session = xstrdup(txbox_session_id(opts->session));
         c.r->late = c.link.late;
         c.link.late = NULL;
+        tx_mark("attach");
     }
     int j = run_judge(&c, err);
+    tx_mark("judge");
     if (j == 0 && ws->stateless && !c.read_only)
         j = tx_err(err, EROFS,
                    "the workspace %s takes no writes (its state directory %s cannot be made or written "
@@ -1683,9 +1685,12 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
         return -1;
     }
     run_prestart(&c);
+    tx_mark("prestart");
     run_environment(&c);
+    tx_mark("environment");
     if (run_new_tx(&c, err) < 0)
         return run_fail(&c, err);
+    tx_mark("new-tx");
     if (opts->session)
         run_tmpsync(&c);
     for (;;) {

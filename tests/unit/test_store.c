@@ -452,10 +452,20 @@ static void pending_rows(void **state)
     close(fd);
     /* and a row appended after it starts a line of its own */
     assert_int_equal(store_log(ws, 8, "blocked", "{\"command\":\"rm -rf /\"}", NULL, -1, &e), 0);
+    /* an info that is not a commit's own is parsed, never copied into the
+     * line as it is: on two lines, or not JSON at all (read as {}) */
+    assert_int_equal(store_log(ws, 10, "rolled_back", "{\"command\":\n\"two lines\"}", NULL, -1, &e), 0);
+    assert_int_equal(store_log(ws, 11, "rolled_back", "{not json}", NULL, -1, &e), 0);
     assert_null(ws->db);
     /* any open of the log moves them in */
     assert_int_equal(store_check(ws, 100000, &e), 0);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM tx"), 2);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM tx WHERE id=10 AND CAST(command AS TEXT)='two lines'"),
+                     1);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM tx WHERE id=11 AND outcome='rolled_back' AND "
+                               "coalesce(CAST(command AS TEXT), '')=''"),
+                     1);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM tx WHERE id IN (10, 11)"), 2);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM tx"), 4);
     assert_int_equal(q_int(db, "SELECT count(*) FROM tx WHERE id=8 AND outcome='blocked'"), 1);
     char *s = q_text(db, "SELECT outcome || ' ' || command || ' ' || exit_code FROM tx WHERE id=7");
     assert_string_equal(s, "rolled_back false 1");
