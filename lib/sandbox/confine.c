@@ -90,15 +90,27 @@ static uint64_t write_rights(int abi)
 
 /* A domain that only scopes abstract unix sockets (ABI 6): the sandbox's
  * init, which connects on the command's behalf (connguard.h), reaches no
- * abstract socket made outside the sandbox either. */
+ * abstract socket made outside the sandbox either.
+ *
+ * Every Landlock domain denies moving a file to another directory (a
+ * rename or link: EXDEV) unless it allows LANDLOCK_ACCESS_FS_REFER there,
+ * even one that handles no other access: so this one allows it everywhere,
+ * and the command's own domain (confine_landlock) says where. Without
+ * that rule, git mv, git branch -m and every rename(2) across two
+ * directories of the workspace failed in the command. */
 int confine_landlock_scope_abstract(int abi, txbox_error *err)
 {
     if (!confine_landlock_scopes_abstract(abi))
         return tx_err(err, ENOTSUP, "Landlock: no scope for abstract unix sockets before ABI 6");
-    struct ruleset_attr_v6 attr = {.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET};
+    struct ruleset_attr_v6 attr = {.handled_access_fs = LANDLOCK_ACCESS_FS_REFER,
+                                   .scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET};
     _cleanup_close_ int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
     if (rs < 0)
         return tx_errno(err, errno, "Landlock: cannot create the scope");
+    _cleanup_close_ int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct landlock_path_beneath_attr pb = {.allowed_access = LANDLOCK_ACCESS_FS_REFER, .parent_fd = root};
+    if (root < 0 || syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
+        return tx_errno(err, errno, "Landlock: cannot allow moves between directories in the scope");
     if (syscall(SYS_landlock_restrict_self, rs, 0) < 0)
         return tx_errno(err, errno, "Landlock: cannot scope the sandbox's init");
     return 0;

@@ -1067,11 +1067,23 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
             setup_die("cannot open the session's /proc");
     }
 
+    /* Nothing in /proc can be written from now on (sysctls, sysrq-trigger),
+     * whatever the command's uid: before init's Landlock domain (below),
+     * which allows no change to its mounts. init keeps a clone of the
+     * mount, which only it holds, for the command's id maps and OOM score
+     * (a file open for writing on /proc itself would forbid the remount). */
+    int procw = open_tree(AT_FDCWD, "/proc", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (procw < 0)
+        setup_die("cannot clone /proc's mount");
+    if (mount(NULL, "/proc", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              NULL) < 0)
+        setup_die("cannot make /proc read-only");
+
     /* The connection guard (connguard.h): sockets on the mounts made for
      * the command may be reached, no other. init is scoped like the
      * command for abstract sockets, before the command is made so that the
      * command's domain nests in its own (and init reaches the command's
-     * abstract sockets); a scope alone leaves init's mounts alone. */
+     * abstract sockets). */
     struct connguard guard;
     if (connguard_init(&guard) < 0)
         setup_die("the kernel cannot supervise the command's connections (seccomp user notification)");
@@ -1144,30 +1156,20 @@ __attribute__((noreturn)) static void init_main(const struct sb_spec *s, bool us
             errno = EINVAL;
             setup_die("cannot read the sandbox's id maps");
         }
-        if (write_id_maps_at(cp.procfd, cp.pid, umap, gmap, false) < 0)
+        if (write_id_maps_at(procw, cp.pid, umap, gmap, false) < 0)
             setup_die("cannot map ids in the command's namespace");
     } else {
         snprintf(map, sizeof map, "0 0 4294967295\n");
-        if (write_id_maps_at(cp.procfd, cp.pid, map, map, false) < 0)
+        if (write_id_maps_at(procw, cp.pid, map, map, false) < 0)
             setup_die("cannot map ids in the command's namespace");
     }
-    /* The command's OOM score, written after its execve (below), through a
-     * clone of /proc's mount that only init holds: /proc itself becomes
-     * read-only now, and a file open for writing on it would forbid that. */
-    int oomfd = -1;
-    {
-        int procw = open_tree(AT_FDCWD, "/proc", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-        char p[32];
-        snprintf(p, sizeof p, "%d/oom_score_adj", (int)cp.pid);
-        if (procw < 0 || (oomfd = openat(procw, p, O_WRONLY | O_CLOEXEC)) < 0)
-            setup_die("cannot reach the command's OOM score");
-        close(procw);
-    }
-    /* Nothing in /proc can be written from now on (sysctls, sysrq-trigger),
-     * whatever the command's uid. */
-    if (mount(NULL, "/proc", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-              NULL) < 0)
-        setup_die("cannot make /proc read-only");
+    /* The command's OOM score, written after its execve (below). */
+    char oomp[32];
+    snprintf(oomp, sizeof oomp, "%d/oom_score_adj", (int)cp.pid);
+    int oomfd = openat(procw, oomp, O_WRONLY | O_CLOEXEC);
+    if (oomfd < 0)
+        setup_die("cannot reach the command's OOM score");
+    close(procw);
     char uns[32] = "";
     if (s->session)
         snprintf(uns, sizeof uns, "%llu", (unsigned long long)cp.userns);

@@ -104,6 +104,37 @@ git checkout -q main && git merge -q --no-edit topic && git log --format=%s && g
     [ "$EV_OUT" = 3 ] || fail "git log inside: $EV_OUT"
 }
 
+# rename(2) to another directory, which programs do not retry as a copy
+# (mv does): git mv, git branch -m (its reflog), os.rename of a file and of
+# a directory. A Landlock domain of init's that allowed no such move made
+# every one fail with EXDEV.
+@test "moves between directories: git mv, git branch -m, rename(2) of a file and a directory, in a session too" {
+    git init -q -b main .
+    git config user.email t@example.invalid
+    git config user.name T
+    mkdir -p src old
+    echo one >src/f.txt
+    echo two >old/g.txt
+    git add -A
+    git commit -q -m first
+    git branch topic
+    # (a directory the command made: one of the workspace's moves by a
+    # copy, as mv does on EXDEV: overlayfs moves no directory of its lower)
+    printf 'import os\nos.makedirs("b/n", exist_ok=True)\nos.rename("a/x.txt", "b/x.txt")\nos.rename("a/d", "b/n/d")\nos.rename("src/f.txt", "b/f.txt")\nprint("renamed")\n' >mv.py
+    ev -c 'git mv old/g.txt g.txt && git branch -m topic feature && mkdir -p a/d && echo x >a/x.txt && echo y >a/d/y.txt && python3 mv.py && mv src b/src'
+    [ "$EV_OUT" = renamed ] || fail "inside: $EV_OUT"
+    [ -f g.txt ] && [ ! -e old/g.txt ] || fail "git mv: $(ls -R)"
+    [ "$(git branch --format='%(refname:short)' | tr '\n' ' ')" = "feature main " ] || fail "branches: $(git branch)"
+    [ "$(cat b/x.txt)" = x ] && [ "$(cat b/n/d/y.txt)" = y ] && [ "$(cat b/f.txt)" = one ] && [ -d b/src ] &&
+        [ ! -e a/x.txt ] && [ ! -e src ] || fail "renames: $(ls -R)"
+    local sid
+    sid="$("$TXBOX" session start -C "$WS")"
+    ev --session "$sid" -c 'git mv g.txt b/g.txt && git branch -m feature topic && python3 -c "import os; os.rename(\"b/x.txt\", \"x.txt\")"'
+    "$TXBOX" session end -C "$WS" "$sid" >/dev/null
+    [ -f b/g.txt ] && [ -f x.txt ] && [ ! -e b/x.txt ] || fail "in the session: $(ls -R)"
+    [ "$(git branch --format='%(refname:short)' | tr '\n' ' ')" = "main topic " ] || fail "branches: $(git branch)"
+}
+
 @test "python3: scripts, modules, sqlite and a venv" {
     printf 'import json, sys\njson.dump({"argv": sys.argv[1:]}, open("out.json", "w"))\nprint("py ok")\n' >s.py
     ev -c 'python3 s.py a b && python3 -c "import sqlite3; c = sqlite3.connect(\"db.sqlite\"); c.execute(\"create table t(x)\"); c.execute(\"insert into t values (42)\"); c.commit()" &&
