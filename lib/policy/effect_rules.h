@@ -37,7 +37,7 @@ enum {
     EFF_LOSS_STAGED,      /* staged changes dropped from the index */
     EFF_LOSS_STASH,       /* stash entries dropped */
     EFF_LOSS_HISTORY,     /* commits no ref, reflog or stash reaches any more */
-    EFF_LOSS_BRANCH,      /* a branch deleted with commits no other ref has */
+    EFF_LOSS_BRANCH,      /* a branch deleted or moved off commits no other ref has */
     EFF_LOSS_REPOSITORY,  /* a repository's .git removed */
     EFF_LOSS_DATABASE,    /* a database file rewritten or shrunk */
     EFF_LOSS_KINDS

@@ -262,8 +262,7 @@ void result_losses_phrase(const json_t *losses, dbuf *o)
         {"staged", "dropped staged changes to", "file", "files"},
         {"stash", "dropped", "stash entry", "stash entries"},
         {"history", "made", "commit unreachable", "commits unreachable"},
-        {"branch", "deleted", "branch with commits no other ref has",
-         "branches with commits no other ref has"},
+        {"branch", "dropped commits no other branch or tag has from", "branch", "branches"},
         {"repository", "removed", "repository", "repositories"},
         {"database", "destroyed", "database", "databases"},
     };

@@ -208,6 +208,7 @@ struct tips {
     struct oidset set; /* every commit a ref, reflog or stash entry names */
     git_oid *list;     /* the same, in order */
     size_t n, cap;
+    size_t nrefs;      /* list[0, nrefs): HEAD's and the refs', before the reflogs' */
     struct branch *br; /* refs/heads/ */
     size_t nbr;
     git_oid *stash; /* stash@{0}, {1} ... */
@@ -326,6 +327,7 @@ static void read_tips(git_repository *repo, struct tips *t)
         }
         G(git_reference_iterator_free)(it);
     }
+    t->nrefs = t->n;
     reflog_tips(repo, "HEAD", t, false);
     for (size_t i = 0; i < names.n && !t->overflow; i++)
         if (strcmp(names.v[i], "refs/stash"))
@@ -729,10 +731,11 @@ static void check_stash(struct gctx *g)
     oidset_free(&after);
 }
 
-/* Commits from push[0..n) that no tip of the after state reaches: into
- * *lost (when not NULL), counted, their objects' bytes, the newest. */
-static int walk_lost(struct gctx *g, const git_oid *push, size_t n, struct oidset *lost, size_t *count,
-                     uint64_t *bytes, git_oid *newest, bool *capped)
+/* Commits from push[0..n) that none of the after state's first nhide tips
+ * reaches (g->ta.n: no ref, reflog or stash entry; g->ta.nrefs: no ref):
+ * into *lost (when not NULL), counted, their objects' bytes, the newest. */
+static int walk_lost(struct gctx *g, const git_oid *push, size_t n, size_t nhide, struct oidset *lost,
+                     size_t *count, uint64_t *bytes, git_oid *newest, bool *capped)
 {
     *count = 0;
     *bytes = 0;
@@ -744,7 +747,7 @@ static int walk_lost(struct gctx *g, const git_oid *push, size_t n, struct oidse
     size_t pushed = 0;
     for (size_t i = 0; i < n; i++)
         pushed += G(git_revwalk_push)(w, &push[i]) == 0;
-    for (size_t i = 0; i < g->ta.n; i++)
+    for (size_t i = 0; i < nhide && i < g->ta.n; i++)
         (void)G(git_revwalk_hide)(w, &g->ta.list[i]);
     git_oid o;
     while (pushed && G(git_revwalk_next)(&o, w) == 0) {
@@ -789,7 +792,7 @@ static void check_history(struct gctx *g)
     uint64_t bytes;
     git_oid newest;
     bool capped;
-    if (walk_lost(g, removed, nr, &lost, &count, &bytes, &newest, &capped) < 0 || capped) {
+    if (walk_lost(g, removed, nr, g->ta.n, &lost, &count, &bytes, &newest, &capped) < 0 || capped) {
         add_item(g, EFF_LOSS_HISTORY, gd, bytes,
                  "not verified: the commits refs and reflogs no longer name could not be walked within "
                  "txbox's caps",
@@ -812,7 +815,7 @@ static void check_history(struct gctx *g)
         git_oid bn;
         bool bcap;
         struct oidset mine = {0};
-        if (walk_lost(g, &b->oid, 1, &mine, &bc, &bb, &bn, &bcap) == 0 && bc) {
+        if (walk_lost(g, &b->oid, 1, g->ta.n, &mine, &bc, &bb, &bn, &bcap) == 0 && bc) {
             for (size_t k = 0; k < mine.cap; k++)
                 if (mine.used[k] && oidset_add(&told, &mine.v[k]))
                     branch_commits++;
@@ -843,6 +846,59 @@ out:
     oidset_free(&told);
     oidset_free(&stash);
     free(removed);
+}
+
+/* Did the repository have commit o before the transaction? */
+static bool existed_before(struct gctx *g, const git_oid *o)
+{
+    git_odb *odb = NULL;
+    if (G(git_repository_odb)(&odb, g->rb) < 0)
+        return true; /* unknown: as if it had, which reports more, never less */
+    size_t len;
+    git_object_t type;
+    bool had = G(git_odb_read_header)(&len, &type, odb, o) == 0;
+    G(git_odb_free)(odb);
+    return had;
+}
+
+/* A branch deleted, or moved to a commit it did not make (git reset
+ * --hard HEAD~2, git branch -f, git update-ref), with commits that no
+ * branch, tag or other ref has any more while a reflog still names them
+ * (HEAD's, when the branch was checked out): git's own "not fully merged".
+ * Lost for those who would have to dig them out of a reflog that expires;
+ * those no reflog names either are check_history's. A branch moved to a
+ * commit the transaction made (commit --amend, rebase) is a rewrite. */
+static void check_branches(struct gctx *g)
+{
+    need_tips(g);
+    if (g->tb.overflow || g->ta.overflow)
+        return; /* check_history says: not verified */
+    for (size_t i = 0; i < g->tb.nbr; i++) {
+        const struct branch *b = &g->tb.br[i];
+        const struct branch *a = NULL;
+        for (size_t k = 0; k < g->ta.nbr && !a; k++)
+            if (!strcmp(g->ta.br[k].name, b->name))
+                a = &g->ta.br[k];
+        if (a && (!memcmp(a->oid.id, b->oid.id, 20) || !existed_before(g, &a->oid)))
+            continue;
+        size_t n;
+        uint64_t bytes;
+        git_oid newest;
+        bool capped;
+        if (walk_lost(g, &b->oid, 1, g->ta.n, NULL, &n, &bytes, &newest, &capped) < 0 || n > 0 ||
+            walk_lost(g, &b->oid, 1, g->ta.nrefs, NULL, &n, &bytes, &newest, &capped) < 0 || !n)
+            continue;
+        char nc[96];
+        describe_commit(g, &newest, nc, sizeof nc);
+        _cleanup_free_ char *d =
+            xasprintf("branch %s %s %s%zu commit%s no other branch or tag has (newest: %s); only a reflog "
+                      "still names %s",
+                      b->name + 11, a ? "moved off" : "deleted with", capped ? "at least " : "", n,
+                      n == 1 ? "" : "s", nc, n == 1 ? "it" : "them");
+        json_t *o = add_item(g, EFF_LOSS_BRANCH, b->name, bytes, d, false);
+        if (o)
+            json_object_set_new(o, "commits", json_integer((json_int_t)n));
+    }
 }
 
 static void gctx_free(struct gctx *g)
@@ -911,6 +967,7 @@ static json_t *check_repo(struct lctx *c, size_t ri, double deadline)
         need_tips(&g);
         check_stash(&g);
         check_history(&g);
+        check_branches(&g);
     }
     gctx_free(&g);
     return out;

@@ -124,6 +124,59 @@ setup() {
     [ "$(g rev-parse feature)" = "$c" ]
 }
 
+# The usual way to lose a branch: made, checked out, committed on, left,
+# deleted. Its commits stay in HEAD's reflog, which expires and which
+# nobody reads: git itself calls the branch "not fully merged".
+@test "branch: git branch -D of a branch once checked out (its commits only in HEAD's reflog); -m and merged ones are none" {
+    g checkout -q -b feature
+    printf 'feature work\n' >"$WS/f.txt"
+    g add f.txt
+    g commit -qm 'feature work'
+    local c
+    c="$(g rev-parse HEAD)"
+    g checkout -q -
+    g branch merged HEAD
+    txj -c 'git branch -q -m merged renamed && git branch -q -D renamed'
+    assert_no_loss
+    snap pre "$WS"
+    txj -c 'git branch -q -D feature'
+    assert_status 0
+    assert_lost branch refs/heads/feature
+    [[ "$(jget losses.items.0.detail)" == "branch feature deleted with 1 commit no other branch or tag has"*"only a reflog still names it" ]] ||
+        fail "$(jget losses.items.0.detail)"
+    [ "$(jget losses.items.0.commits)" = 1 ] || fail "$(clip "$output")"
+    undo_latest
+    [ "$(g rev-parse feature)" = "$c" ]
+}
+
+@test "branch: a branch moved back past commits no other branch has (reset --hard HEAD~1, branch -f); commit --amend is none" {
+    local tip
+    tip="$(g rev-parse HEAD)"
+    txj -c 'git commit -q --amend -m "second, reworded"'
+    assert_no_loss
+    txj -c 'git reset -q --hard HEAD~1 && git branch -q keep "HEAD@{1}" && git reset -q --hard keep && git branch -q -D keep'
+    assert_no_loss
+    snap pre "$WS"
+    txj -c 'git reset -q --hard HEAD~1'
+    assert_status 0
+    local br
+    br="$(g symbolic-ref HEAD)"
+    assert_lost branch "$br"
+    [[ "$(jget losses.items.0.detail)" == "branch ${br#refs/heads/} moved off 1 commit no other branch or tag has"* ]] ||
+        fail "$(jget losses.items.0.detail)"
+    undo_latest
+    [ "$(g log -1 --format=%s)" = "second, reworded" ]
+    [ "$(g rev-parse HEAD)" != "$tip" ] || fail "the amend was not kept"
+    g branch side HEAD~1
+    txj -c 'git branch -q -f side HEAD'
+    assert_no_loss # a fast-forward
+    local c
+    c="$(printf 'side work\n' | g commit-tree "$(g rev-parse 'HEAD^{tree}')" -p HEAD)"
+    g update-ref -m 'side work' refs/heads/side "$c"
+    txj -c 'git branch -q -f side HEAD~1'
+    assert_lost branch refs/heads/side
+}
+
 @test "repository: rm -rf .git is a loss of the repository" {
     snap pre "$WS"
     txj -c 'rm -rf .git'
