@@ -810,8 +810,17 @@ static void add_words(const char *s, size_t n, strlist *out)
             i++;
         const char *w = s + b;
         size_t wl = i - b;
-        if (wl >= 19 && !strncmp(w, "${workspaceFolder}/", 19))
-            w += 19, wl -= 19;
+        /* the project's directory, as a runner or an agent CLI names it */
+        static const char *const roots[] = {"${workspaceFolder}/", "$CLAUDE_PROJECT_DIR/",
+                                            "${CLAUDE_PROJECT_DIR}/", "$GEMINI_PROJECT_DIR/",
+                                            "${GEMINI_PROJECT_DIR}/"};
+        for (size_t k = 0; k < ARRAY_SIZE(roots); k++) {
+            size_t rl = strlen(roots[k]);
+            if (wl > rl && !strncmp(w, roots[k], rl)) {
+                w += rl, wl -= rl;
+                break;
+            }
+        }
         while (wl >= 2 && w[0] == '.' && w[1] == '/')
             w += 2, wl -= 2;
         if (!wl || wl > KEY_CAP || w[0] == '-' || w[0] == '$' || w[0] == '/' || w[0] == '~' ||
@@ -882,22 +891,53 @@ static void yaml_collect(yaml_document_t *doc, yaml_node_t *nd, bool take, unsig
     }
 }
 
-/* The commands of a JSON document (VS Code's tasks: command, args). */
-static void json_collect(json_t *v, bool take, unsigned depth, strlist *out)
+/* A command's words with the quotes around a project directory's
+ * variable dropped ("$CLAUDE_PROJECT_DIR"/x.sh: one word, as the shell
+ * reads it), into out. */
+static void command_words(const char *s, size_t n, strlist *out)
+{
+    char *c = xmalloc(n + 1);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((s[i] == '"' || s[i] == '\'') && i + 1 < n && s[i + 1] == '$') {
+            size_t e = i + 2;
+            while (e < n && s[e] != s[i] && s[e] != ' ')
+                e++;
+            if (e < n && s[e] == s[i]) { /* "$VAR" or "${VAR}": unquoted */
+                memcpy(c + m, s + i + 1, e - i - 1);
+                m += e - i - 1;
+                i = e;
+                continue;
+            }
+        }
+        c[m++] = s[i];
+    }
+    add_words(c, m, out);
+    free(c);
+}
+
+/* The commands of a JSON document (keys: those whose strings are
+ * commands or their arguments). */
+static void json_collect(json_t *v, bool take, const char *const *keys, unsigned depth, strlist *out)
 {
     if (depth > DEPTH_CAP)
         return;
     if (json_is_string(v) && take) {
-        add_words(json_string_value(v), json_string_length(v), out);
+        command_words(json_string_value(v), json_string_length(v), out);
     } else if (json_is_array(v)) {
         size_t i;
         json_t *x;
-        json_array_foreach(v, i, x) json_collect(x, take, depth + 1, out);
+        json_array_foreach(v, i, x) json_collect(x, take, keys, depth + 1, out);
     } else if (json_is_object(v)) {
         const char *k;
         json_t *x;
         json_object_foreach(v, k, x)
-            json_collect(x, !strcmp(k, "command") || !strcmp(k, "args"), depth + 1, out);
+        {
+            bool t = false;
+            for (size_t i = 0; keys[i] && !t; i++)
+                t = !strcmp(k, keys[i]);
+            json_collect(x, t, keys, depth + 1, out);
+        }
     }
 }
 
@@ -916,9 +956,20 @@ void effect_runner_paths(int kind, const char *d, size_t n, strlist *out)
                 add_words(l + skip, ln - skip, out);
         }
     } else if (kind == EFF_RUNNER_TASKS) {
+        static const char *const keys[] = {"command", "args", NULL};
         json_t *doc = effect_jsonc_load(d, n);
         if (doc && has_folder_open(doc, 0))
-            json_collect(doc, false, 0, out);
+            json_collect(doc, false, keys, 0, out);
+        json_decref(doc);
+    } else if (kind == EFF_RUNNER_AGENT) {
+        /* an agent CLI's hooks, status line, credential helpers and MCP
+         * servers: every one a program the CLI runs on the host */
+        static const char *const keys[] = {
+            "command",           "args", "apiKeyHelper", "awsAuthRefresh", "awsCredentialExport",
+            "otelHeadersHelper", NULL};
+        json_t *doc = effect_jsonc_load(d, n);
+        if (doc)
+            json_collect(doc, false, keys, 0, out);
         json_decref(doc);
     } else if (kind == EFF_RUNNER_YAML) {
         yaml_parser_t parser;

@@ -508,7 +508,7 @@ static bool entry_passes(const struct effect_judge *j, const effect_rule *r, con
             named = !strcmp(j->scripts->v[i], e->path);
         if (!named || e->kind == EFF_DELETED)
             return false;
-        snprintf(why, whylen, "a hook runner of the workspace runs it");
+        snprintf(why, whylen, "a hook runner, a task or an agent CLI of the workspace runs it");
     }
     if (r->reader && !effect_read_judge(r->reader, &r->keys, e, j->ws_path, why, whylen))
         return false;

@@ -252,14 +252,18 @@ int effect_reader_id(const char *name);
 bool effect_read_judge(int reader, const strlist *keys, const struct effect_entry *e, const char *ws,
                        char *why, size_t whylen);
 /* what a runner's configuration is (effect_runner_paths) */
-enum { EFF_RUNNER_YAML = 1, EFF_RUNNER_SHELL, EFF_RUNNER_TASKS };
+enum { EFF_RUNNER_YAML = 1, EFF_RUNNER_SHELL, EFF_RUNNER_TASKS, EFF_RUNNER_AGENT };
 /* The workspace files that a hook runner's configuration (d, n bytes)
  * names as programs to run, relative to the workspace root, added to out
  * (capped): words of its commands that are paths (with a '/' or a
  * script's extension). EFF_RUNNER_YAML: pre-commit's and lefthook's
  * configuration (entry, args, run, command, script); EFF_RUNNER_SHELL: a
  * script (husky's hooks); EFF_RUNNER_TASKS: VS Code's tasks.json, when a
- * task runs at folder open (every task's command and args). */
+ * task runs at folder open (every task's command and args);
+ * EFF_RUNNER_AGENT: an agent CLI's settings or MCP configuration (JSON:
+ * every command and args, the credential helpers). A word that starts
+ * with the project's directory (${workspaceFolder}, $CLAUDE_PROJECT_DIR,
+ * $GEMINI_PROJECT_DIR) is the path after it. */
 void effect_runner_paths(int kind, const char *d, size_t n, strlist *out);
 /* JSON with comments (VS Code's JSONC: line and block comments, trailing
  * commas) into jansson; NULL when it is not that. Whitespace alone is {}. */

@@ -496,12 +496,35 @@ static size_t read_runner_file(int wsfd, const char *rel, char **out)
     return (size_t)n;
 }
 
-/* The files the workspace's git hook runners and VS Code's folder-open
- * tasks name as programs, as they stand before the transaction (a change
- * of the configurations themselves is held by path): the pre-commit
- * framework's and lefthook's configuration, husky's hook scripts, the
- * tasks file. */
-static void runner_scripts(int wsfd, strlist *out)
+/* d (n bytes) with each "WS/" (the workspace's absolute path) as "./":
+ * a runner's path to a file in the workspace, however it is written. */
+static void ws_relative(char *d, size_t *n, const char *ws)
+{
+    size_t wl = ws ? strlen(ws) : 0;
+    if (wl < 2 || !d)
+        return;
+    size_t m = 0;
+    for (size_t i = 0; i < *n;) {
+        if (i + wl < *n && !memcmp(d + i, ws, wl) && d[i + wl] == '/') {
+            d[m++] = '.';
+            i += wl;
+            continue;
+        }
+        d[m++] = d[i++];
+    }
+    d[m] = 0;
+    *n = m;
+}
+
+/* The files the workspace's git hook runners, VS Code's folder-open
+ * tasks and the agent CLIs' settings name as programs, as they stand
+ * before the transaction (a change of the configurations themselves is
+ * held by path): the pre-commit framework's and lefthook's configuration,
+ * husky's hook scripts, the tasks file, each agent CLI's hooks, status
+ * line, credential helpers and MCP servers (run on the host, outside
+ * txbox, at the CLI's next tool call or start). ws: the workspace's
+ * absolute path (NULL: unknown). */
+static void runner_scripts(int wsfd, const char *ws, strlist *out)
 {
     static const struct {
         const char *path;
@@ -516,10 +539,23 @@ static void runner_scripts(int wsfd, strlist *out)
         {"lefthook-local.yml", EFF_RUNNER_YAML},
         {".lefthook-local.yml", EFF_RUNNER_YAML},
         {".vscode/tasks.json", EFF_RUNNER_TASKS},
+        {".claude/settings.json", EFF_RUNNER_AGENT},
+        {".claude/settings.local.json", EFF_RUNNER_AGENT},
+        {".mcp.json", EFF_RUNNER_AGENT},
+        {".gemini/settings.json", EFF_RUNNER_AGENT},
+        {".qwen/settings.json", EFF_RUNNER_AGENT},
+        {".cursor/hooks.json", EFF_RUNNER_AGENT},
+        {".cursor/mcp.json", EFF_RUNNER_AGENT},
+        {".windsurf/hooks.json", EFF_RUNNER_AGENT},
+        {".vscode/mcp.json", EFF_RUNNER_AGENT},
+        {".roo/mcp.json", EFF_RUNNER_AGENT},
+        {"opencode.json", EFF_RUNNER_AGENT},
+        {"opencode.jsonc", EFF_RUNNER_AGENT},
     };
     for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
         _cleanup_free_ char *d = NULL;
         size_t n = read_runner_file(wsfd, files[i].path, &d);
+        ws_relative(d, &n, ws);
         if (n)
             effect_runner_paths(files[i].kind, d, n, out);
     }
@@ -534,6 +570,7 @@ static void runner_scripts(int wsfd, strlist *out)
         k++;
         _cleanup_free_ char *rel = xasprintf(".husky/%s", de->d_name), *d = NULL;
         size_t n = read_runner_file(wsfd, rel, &d);
+        ws_relative(d, &n, ws);
         if (n)
             effect_runner_paths(EFF_RUNNER_SHELL, d, n, out);
     }
@@ -590,7 +627,7 @@ static int judge(txbox_ws *ws, const txbox_policy *p, int upperfd, int wsfd, con
     find_aliases(&w, where ? txbox_ws_path(where) : NULL);
     strlist scripts = {0};
     if (runners) {
-        runner_scripts(wsfd, &scripts);
+        runner_scripts(wsfd, where ? txbox_ws_path(where) : NULL, &scripts);
         j.scripts = &scripts;
     }
     int rc = walk_ops(&w, ops);

@@ -73,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* what a runner's configuration names: relative paths, never above
      * the root, capped */
     strlist named = {0};
-    effect_runner_paths(EFF_RUNNER_YAML + (int)(data[0] % 3), nw, nl, &named);
+    effect_runner_paths(EFF_RUNNER_YAML + (int)(data[0] % 4), nw, nl, &named);
     if (named.n > 256)
         abort();
     for (size_t i = 0; i < named.n; i++) {

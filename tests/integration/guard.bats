@@ -160,6 +160,25 @@ EOF
     committed 'rm scripts/check.sh'
 }
 
+# An agent CLI runs its hooks, status line, credential helper and MCP
+# servers on the host, outside txbox: the scripts its project settings
+# name are as much the guard as the settings themselves.
+@test "runner scripts: what an agent CLI's hooks, status line, key helper and MCP servers run is held" {
+    mkdir -p "$WS/scripts" "$WS/.claude" "$WS/.gemini" "$WS/.cursor" "$WS/mcp"
+    local f
+    for f in fmt status key gem cur other; do printf '#!/bin/sh\nexit 0\n' >"$WS/scripts/$f.sh"; done
+    printf 'x\n' >"$WS/mcp/server.js"
+    printf '{"hooks": {"PostToolUse": [{"matcher": "Edit", "hooks": [{"type": "command", "command": "\\"$CLAUDE_PROJECT_DIR\\"/scripts/fmt.sh --fix"}]}]},\n "statusLine": {"type": "command", "command": "bash scripts/status.sh"},\n "apiKeyHelper": "%s/scripts/key.sh"}\n' "$WS" >"$WS/.claude/settings.json"
+    printf '{"mcpServers": {"x": {"command": "node", "args": ["mcp/server.js"]}}}\n' >"$WS/.mcp.json"
+    printf '{\n  // hooks\n  "hooks": {"BeforeTool": [{"hooks": [{"type": "command", "command": "${GEMINI_PROJECT_DIR}/scripts/gem.sh"}]}]},\n}\n' >"$WS/.gemini/settings.json"
+    printf '{"version": 1, "hooks": {"beforeShellExecution": [{"command": "./scripts/cur.sh"}]}}\n' >"$WS/.cursor/hooks.json"
+    for f in scripts/fmt.sh scripts/status.sh scripts/key.sh scripts/gem.sh scripts/cur.sh mcp/server.js; do
+        held_run runner-scripts "echo 'touch $MARK' >>$f"
+    done
+    committed "echo 'echo hi' >>scripts/other.sh"
+    committed 'mkdir -p tools && echo x >tools/status.sh'
+}
+
 @test "VS Code: settings that name programs, however written, and folderOpen tasks are held; others commit" {
     mkdir -p "$WS/.vscode"
     held_run editor-autorun "printf '{\"go.alternateTools\": {\"go\": \"$MARK\"}}' >.vscode/settings.json"

@@ -723,12 +723,50 @@ static void literal_one_pass(void **state)
     effect_rule_free(&r);
 }
 
+/* An agent CLI's settings: the words of every command, args and key
+ * helper that are workspace paths, however the project directory is
+ * written; nothing else. */
+static void agent_runner_paths(void **state)
+{
+    (void)state;
+    const char *d =
+        "{\n // JSONC\n \"hooks\": {\"PostToolUse\": [{\"matcher\": \"Edit|Write\", \"hooks\": [\n"
+        "  {\"type\": \"command\", \"command\": \"\\\"$CLAUDE_PROJECT_DIR\\\"/scripts/a.sh --fix\"},\n"
+        "  {\"type\": \"command\", \"command\": \"${CLAUDE_PROJECT_DIR}/b/c.py\"},\n"
+        "  {\"type\": \"command\", \"command\": \"'$GEMINI_PROJECT_DIR'/g.sh && ./h/i x.txt\"}]}]},\n"
+        " \"statusLine\": {\"type\": \"command\", \"command\": \"bash tools/status.sh\"},\n"
+        " \"apiKeyHelper\": \"node key.js\",\n"
+        " \"mcpServers\": {\"s\": {\"command\": \"python3\", \"args\": [\"-m\", \"srv/main.py\"]}},\n"
+        " \"permissions\": {\"allow\": [\"Bash(scripts/never.sh)\"]},\n"
+        " \"model\": \"not/a-path.sh\",\n}\n";
+    strlist out = {0};
+    effect_runner_paths(EFF_RUNNER_AGENT, d, strlen(d), &out);
+    const char *want[] = {"scripts/a.sh",    "b/c.py", "g.sh",       "h/i",
+                          "tools/status.sh", "key.js", "srv/main.py"};
+    for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+        bool found = false;
+        for (size_t k = 0; k < out.n && !found; k++)
+            found = !strcmp(out.v[k], want[i]);
+        if (!found)
+            fail_msg("%s not among the %zu paths", want[i], out.n);
+    }
+    for (size_t k = 0; k < out.n; k++)
+        if (strstr(out.v[k], "never") || strstr(out.v[k], "a-path") || strstr(out.v[k], "CLAUDE"))
+            fail_msg("not a program's path: %s", out.v[k]);
+    strlist_free(&out);
+    /* not JSON: nothing */
+    effect_runner_paths(EFF_RUNNER_AGENT, "{\"command\": \"a.sh\"", 18, &out);
+    assert_int_equal(out.n, 0);
+    strlist_free(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(globs),         cmocka_unit_test(git_keys),       cmocka_unit_test(judge),
-        cmocka_unit_test(content_sets),  cmocka_unit_test(literal_filter), cmocka_unit_test(literal_one_pass),
-        cmocka_unit_test(big_write_set),
+        cmocka_unit_test(globs),          cmocka_unit_test(git_keys),
+        cmocka_unit_test(judge),          cmocka_unit_test(content_sets),
+        cmocka_unit_test(literal_filter), cmocka_unit_test(literal_one_pass),
+        cmocka_unit_test(big_write_set),  cmocka_unit_test(agent_runner_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
