@@ -89,6 +89,20 @@ TXBOX_API TXBOX_MUST_CHECK int txbox_policy_check(const txbox_policy *p, const c
 /* Classifies an argv executed directly (no shell); argv is NULL-terminated. */
 TXBOX_API TXBOX_MUST_CHECK int txbox_policy_check_argv(const txbox_policy *p, char *const *argv,
                                                        txbox_verdict *out, txbox_error *err);
+/* An agent CLI's own file tool (Claude Code's Write or Edit, Gemini CLI's
+ * write_file...) about to write path (absolute, resolved by the caller)
+ * on the host, outside any transaction: would a rule on effects that
+ * holds or rolls back a change (the agent's settings, the scripts they
+ * and the workspace's hook runners run, files programs on the host run
+ * without a person asking) take it, as if a transaction wrote it? The
+ * path is read relative to the workspace ws (absolute), or to the home
+ * directory when it lies there instead; elsewhere, never. content (len
+ * bytes) is the whole new content, or NULL when only part of it is known
+ * (a rule that reads content then takes it: fail closed). 1 and *out
+ * (verdict unsafe, the rule, its reason and suggestion) when one would,
+ * else 0. */
+TXBOX_API int txbox_policy_check_file_write(const txbox_policy *p, const char *ws, const char *path,
+                                            const char *content, size_t len, txbox_verdict *out);
 /* The i-th path of the policy's `hide:` list (absolute, or ~/ for every
  * home the command sees), hidden from every command and a secret to the
  * policy; with p NULL, the built-in policy's list. NULL past the end. The

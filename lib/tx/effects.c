@@ -590,6 +590,72 @@ static char *home_dir(void)
     return h ? realpath(h, NULL) : NULL;
 }
 
+/* path under base (both absolute, resolved), relative ("" for base
+ * itself), or NULL when it is not under base. */
+static const char *under(const char *path, const char *base)
+{
+    size_t bl = base ? strlen(base) : 0;
+    if (!bl || strncmp(path, base, bl))
+        return NULL;
+    if (path[bl] == 0)
+        return "";
+    if (bl == 1)
+        return path + 1; /* base "/" */
+    return path[bl] == '/' ? path + bl + 1 : NULL;
+}
+
+int txbox_policy_check_file_write(const txbox_policy *p, const char *ws, const char *path,
+                                  const char *content, size_t len, txbox_verdict *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!p || !p->neffects || !path || *path != '/')
+        return 0;
+    _cleanup_free_ char *home = home_dir();
+    const char *base = ws, *rel = ws ? under(path, ws) : NULL;
+    if (!rel || !*rel) {
+        base = home;
+        rel = home ? under(path, home) : NULL;
+    }
+    if (!rel || !*rel)
+        return 0;
+    effects_compile(p);
+    struct effect_judge j;
+    effect_judge_init(&j, p);
+    effect_judge_places(&j, base, home);
+    strlist scripts = {0};
+    _cleanup_close_ int bfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (bfd >= 0) {
+        runner_scripts(bfd, base, &scripts);
+        j.scripts = &scripts;
+    }
+    struct stat st;
+    bool exists = lstat(path, &st) == 0;
+    struct effect_entry e = {.path = rel,
+                             .kind = exists ? EFF_MODIFIED : EFF_ADDED,
+                             .reg = true,
+                             .bytes = content ? len : 0,
+                             .data = content,
+                             .len = content ? len : 0,
+                             .binary = content && !exists && memchr(content, 0, len) != NULL};
+    effect_judge_feed(&j, &e);
+    json_t *v = effect_judge_end(&j);
+    json_decref(j.attention);
+    strlist_free(&scripts);
+    const char *action = json_string_value(json_object_get(v, "action"));
+    int held = v && action && strcmp(action, "attention") ? 1 : 0;
+    if (held) {
+        out->verdict = TXBOX_VERDICT_UNSAFE;
+        snprintf(out->rule, sizeof out->rule, "%s",
+                 json_string_value(json_object_get(v, "effect_rule")) ?: "?");
+        snprintf(out->reason, sizeof out->reason, "%s",
+                 json_string_value(json_object_get(v, "reason")) ?: "a rule on effects holds it");
+        snprintf(out->suggestion, sizeof out->suggestion, "%s",
+                 json_string_value(json_object_get(v, "suggestion")) ?: "");
+    }
+    json_decref(v);
+    return held;
+}
+
 /* effects_judge; ws: where the walk notes the hashes of the new files it
  * reads whole (store_hash_note; NULL: nowhere). */
 static int judge(txbox_ws *ws, const txbox_policy *p, int upperfd, int wsfd, const struct tx_ops *ops,

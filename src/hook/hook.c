@@ -347,6 +347,88 @@ static int session_end_event(agent a, const hook_opts *ho, json_t *in)
     return a == AGENT_GEMINI ? emit(json_object()) : 0;
 }
 
+/* The policy for the workspace ws (and --policy, resolved into *path,
+ * NULL without it), into *pol: 0, or the hook's denial of every WHAT when
+ * it cannot be loaded. */
+static int load_policy(const hook_opts *ho, const char *ws, const char *what, txbox_policy **pol, char **path)
+{
+    *path = NULL;
+    if (ho->policy && !(*path = realpath(ho->policy, NULL)))
+        return block("policy '%.200s': %s", ho->policy, strerror(errno));
+    txbox_error err = {0};
+    if (txbox_policy_load(*path, ws, pol, &err) < 0)
+        return block("cannot load the policy, so every %s is denied: %s", what, err.msg);
+    return 0;
+}
+
+/* The CLIs' own tools that write a file on the host, outside txbox: the
+ * key of its path, and of its whole new content when the tool gives it. */
+static const struct {
+    const char *tool, *path, *content;
+} file_tools[] = {
+    {"Write", "file_path", "content"},
+    {"Edit", "file_path", NULL},
+    {"MultiEdit", "file_path", NULL},
+    {"NotebookEdit", "notebook_path", NULL},
+    {"write_file", "file_path", "content"},
+    {"replace", "file_path", NULL},
+    {"edit", "file_path", NULL},
+};
+
+/* A file tool's write of a file that a rule on effects would hold in a
+ * transaction (the agent's settings, the scripts they run...): denied,
+ * and in the audit log; 0 when it may go on. Its path as the tool names
+ * it (relative: to the input's cwd), and, when it is a link, its target
+ * too. */
+static int file_write(agent a, const hook_opts *ho, json_t *in, json_t *tinput, const char *tname)
+{
+    const struct agent_info *ai = &agents[a];
+    size_t t = 0;
+    while (t < ARRAY_SIZE(file_tools) && strcmp(file_tools[t].tool, tname))
+        t++;
+    if (t == ARRAY_SIZE(file_tools))
+        return 0;
+    const char *path = json_string_value(json_object_get(tinput, file_tools[t].path));
+    if (!path || !*path)
+        return 0; /* the tool itself refuses it */
+    json_t *jc = file_tools[t].content ? json_object_get(tinput, file_tools[t].content) : NULL;
+    _cleanup_free_ char *ws = workspace(ai, ho, in);
+    if (!ws)
+        return block("workspace: %s", strerror(errno));
+    const char *cwd = json_string_value(json_object_get(in, "cwd"));
+    _cleanup_free_ char *abs =
+        *path == '/' ? xstrdup(path) : xasprintf("%s/%s", cwd && *cwd == '/' ? cwd : ws, path);
+    /* its directory resolved, its own name kept (a link there is itself) */
+    char *slash = strrchr(abs, '/');
+    *slash = 0;
+    _cleanup_free_ char *dir = realpath(*abs ? abs : "/", NULL);
+    _cleanup_free_ char *named = dir ? xasprintf("%s/%s", strcmp(dir, "/") ? dir : "", slash + 1) : NULL;
+    *slash = '/';
+    _cleanup_free_ char *target = realpath(abs, NULL);
+    txbox_policy *pol = NULL;
+    _cleanup_free_ char *pol_path = NULL;
+    int lr = load_policy(ho, ws, "write", &pol, &pol_path);
+    if (lr)
+        return lr;
+    txbox_verdict v;
+    const char *content = json_string_value(jc);
+    size_t clen = json_string_length(jc);
+    const char *which = named ? named : abs;
+    int held = txbox_policy_check_file_write(pol, ws, which, content, clen, &v);
+    if (!held && target && (!named || strcmp(target, named))) {
+        which = target;
+        held = txbox_policy_check_file_write(pol, ws, which, content, clen, &v);
+    }
+    txbox_policy_free(pol);
+    if (!held)
+        return 0;
+    char why[700];
+    snprintf(why, sizeof why, "%s writes %s: %s", tname, which, v.reason);
+    audit_block(ai, ho, in, tinput, path, "unsafe", v.rule, why);
+    return block("%s would write %s, which rule %s holds: %s; %s", tname, which, v.rule, v.reason,
+                 *v.suggestion ? v.suggestion : "ask the user");
+}
+
 /* The decision for one parsed hook input. */
 static int handle(agent a, json_t *in, const hook_opts *ho)
 {
@@ -388,6 +470,9 @@ static int handle(agent a, json_t *in, const hook_opts *ho)
                          "'txbox hook %s --pass-tool %.64s')",
                          tname, key, ai->name, tname);
         }
+        int fw = file_write(a, ho, in, tinput, tname);
+        if (fw)
+            return fw;
         /* not a shell command: no decision, the CLI's own rules apply */
         return gemini ? emit(json_object()) : 0;
     }
@@ -408,13 +493,12 @@ static int handle(agent a, json_t *in, const hook_opts *ho)
     _cleanup_free_ char *cdir = command_dir(in, tinput, ws, why, sizeof why);
     if (!cdir)
         return block("%s; denied", why);
-    _cleanup_free_ char *pol_path = NULL;
-    if (ho->policy && !(pol_path = realpath(ho->policy, NULL)))
-        return block("policy '%.200s': %s", ho->policy, strerror(errno));
     txbox_policy *pol = NULL;
+    _cleanup_free_ char *pol_path = NULL;
+    int lr = load_policy(ho, ws, "command", &pol, &pol_path);
+    if (lr)
+        return lr;
     txbox_error err = {0};
-    if (txbox_policy_load(pol_path, ws, &pol, &err) < 0)
-        return block("cannot load the policy, so every command is denied: %s", err.msg);
     cli_policy_notes(pol);
     txbox_verdict v;
     int crc = txbox_policy_check(pol, cmd, cmdlen, &v, &err);

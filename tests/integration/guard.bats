@@ -113,6 +113,64 @@ EOF
 
 }
 
+# The agent's own file tools write on the host, outside txbox: the hook
+# sees them (matcher "*") and denies a write that a transaction would have
+# held, in the project or in the home directory; the audit log has it.
+# file_tool AGENT TOOL PATH [CONTENT]: the hook's answer to TOOL writing
+# PATH; status in $status, the reason in $stderr.
+file_tool() {
+    local event=PreToolUse input
+    [ "$1" = gemini-cli ] && event=BeforeTool
+    input="$(python3 -c 'import json, sys
+ti = {"file_path": sys.argv[3]}
+if len(sys.argv) > 4: ti["content"] = sys.argv[4]
+else: ti.update(old_string="x", new_string="y")
+print(json.dumps({"cwd": sys.argv[1], "hook_event_name": sys.argv[5], "tool_name": sys.argv[2], "tool_input": ti}))' \
+        "$WS" "$2" "$3" "${4:-}" "$event")"
+    [ $# -ge 4 ] || input="$(python3 -c 'import json, sys; d = json.loads(sys.argv[1]); d["tool_input"].pop("content", None); d["tool_input"].update(old_string="x", new_string="y"); print(json.dumps(d))' "$input")"
+    run --separate-stderr "$TXBOX" hook "$1" -C "$WS" <<<"$input"
+}
+
+@test "the agent's own file tools: its settings, a hook's script, a .pth, the home's settings are denied; other files pass" {
+    export HOME="$BATS_TEST_TMPDIR/home"
+    mkdir -p "$HOME/.claude" "$WS/.claude" "$WS/scripts" "$WS/src"
+    printf '{"hooks": {"PostToolUse": [{"hooks": [{"type": "command", "command": "./scripts/fmt.sh"}]}]}}\n' >"$WS/.claude/settings.json"
+    printf 'x\n' >"$WS/scripts/fmt.sh"
+    snap pre "$WS"
+    file_tool claude-code Write "$WS/.claude/settings.local.json" '{"disableAllHooks": true}'
+    [ "$status" = 2 ] && [[ "$stderr" == *"rule agent-settings"* ]] || fail "Write settings: $status $stderr"
+    file_tool claude-code Edit .claude/settings.json
+    [ "$status" = 2 ] && [[ "$stderr" == *"rule agent-settings"* ]] || fail "Edit settings: $status $stderr"
+    file_tool claude-code Edit "$WS/scripts/fmt.sh"
+    [ "$status" = 2 ] && [[ "$stderr" == *"rule runner-scripts"* ]] || fail "Edit hook script: $status $stderr"
+    file_tool claude-code Write "$WS/.venv/lib/python3.11/site-packages/x.pth" 'import os'
+    [ "$status" = 2 ] && [[ "$stderr" == *"rule python-pth"* ]] || fail "Write .pth: $status $stderr"
+    file_tool claude-code Write "$HOME/.claude/settings.json" '{}'
+    [ "$status" = 2 ] && [[ "$stderr" == *"rule agent-settings"* ]] || fail "Write home settings: $status $stderr"
+    file_tool gemini-cli write_file "$WS/.gemini/settings.json" '{}'
+    [ "$status" = 2 ] && [[ "$stderr" == *"rule agent-settings"* ]] || fail "Gemini write_file: $status $stderr"
+    # a link made at the name, to where the tool would write
+    ln -s ../src/cfg.json "$WS/.claude/settings.local.json"
+    file_tool claude-code Write "$WS/src/cfg.json" '{"disableAllHooks": true}'
+    [ "$status" = 0 ] || fail "a file a link names is not itself the settings: $status $stderr"
+    file_tool claude-code Write "$WS/.claude/settings.local.json" '{"disableAllHooks": true}'
+    [ "$status" = 2 ] || fail "Write through the link: $status $stderr"
+    rm "$WS/.claude/settings.local.json"
+    # ordinary files, in the project and elsewhere, pass without a decision
+    file_tool claude-code Write "$WS/src/main.py" 'print(1)'
+    [ "$status" = 0 ] && [ -z "$output" ] || fail "Write src: $status $output $stderr"
+    file_tool claude-code Edit src/main.py
+    [ "$status" = 0 ] || fail "Edit src: $status $stderr"
+    file_tool claude-code Write /tmp/helper.py 'print(1)'
+    [ "$status" = 0 ] || fail "Write /tmp: $status $stderr"
+    assert_tree pre "$WS"
+    # the denials are in the audit log
+    run --separate-stderr "$TXBOX" log -C "$WS" --json
+    assert_status 0
+    [ "$(printf '%s' "$output" | python3 -c 'import json, sys; print(sum(1 for r in json.load(sys.stdin) if r.get("outcome") == "blocked" and r.get("rule") in ("agent-settings", "runner-scripts", "python-pth")))')" -ge 5 ] ||
+        fail "audit log: $(clip "$output")"
+}
+
 # ---- 2. nothing planted runs later without a person asking ----
 
 @test "python: a .pth import line, sitecustomize, usercustomize, a replaced venv interpreter or home are held" {
