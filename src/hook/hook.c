@@ -28,6 +28,7 @@
  * the rewritten command runs in, and Claude Code's shell follows its cd.
  * Formats and sources: docs/mcp.md, section "Hooks". */
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -36,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -375,6 +377,86 @@ static const struct {
     {"edit", "file_path", NULL},
 };
 
+#define EDIT_FILE_CAP (1u << 20) /* bytes of a file an edit is applied to */
+
+/* s with its first occurrence of from (every one, with all) replaced by
+ * to, into a new buffer (*n: its length); NULL when from is not there. */
+static char *replace_in(const char *s, size_t n, const char *from, size_t fl, const char *to, size_t tl,
+                        bool all, size_t *out_n)
+{
+    if (!fl)
+        return NULL;
+    dbuf b;
+    dbuf_init(&b, 0);
+    size_t at = 0, hits = 0;
+    for (const char *h; at <= n && (h = memmem(s + at, n - at, from, fl));) {
+        dbuf_add(&b, s + at, (size_t)(h - s) - at);
+        dbuf_add(&b, to, tl);
+        at = (size_t)(h - s) + fl;
+        hits++;
+        if (!all)
+            break;
+    }
+    if (!hits) {
+        dbuf_free(&b);
+        return NULL;
+    }
+    dbuf_add(&b, s + at, n - at);
+    *out_n = b.len;
+    char *r = xmalloc(b.len + 1);
+    memcpy(r, b.p, b.len);
+    r[b.len] = 0;
+    dbuf_free(&b);
+    return r;
+}
+
+/* The whole new content an edit tool (old_string, new_string,
+ * replace_all or Gemini CLI's expected_replacements; MultiEdit: edits,
+ * each of those, in order) would leave in
+ * path, as it stands now; NULL when that is not known (the file cannot be
+ * read whole, a string is not there), which the rules read as content
+ * they cannot see. */
+static char *edited_content(const char *path, json_t *tinput, size_t *len)
+{
+    json_t *edits = json_object_get(tinput, "edits");
+    if (!json_is_array(edits)) {
+        if (!json_is_string(json_object_get(tinput, "old_string")))
+            return NULL;
+        edits = NULL;
+    }
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > EDIT_FILE_CAP) {
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    char *cur = xmalloc((size_t)st.st_size + 1);
+    ssize_t n = read_all(fd, cur, (size_t)st.st_size);
+    close(fd);
+    if (n < 0) {
+        free(cur);
+        return NULL;
+    }
+    size_t cl = (size_t)n;
+    size_t ne = edits ? json_array_size(edits) : 1;
+    for (size_t i = 0; i < ne && cur; i++) {
+        json_t *e = edits ? json_array_get(edits, i) : tinput;
+        json_t *from = json_object_get(e, "old_string"), *to = json_object_get(e, "new_string");
+        char *next = NULL;
+        if (json_is_string(from) && json_is_string(to))
+            next = replace_in(cur, cl, json_string_value(from), json_string_length(from),
+                              json_string_value(to), json_string_length(to),
+                              json_is_true(json_object_get(e, "replace_all")) ||
+                                  json_integer_value(json_object_get(e, "expected_replacements")) > 1,
+                              &cl);
+        free(cur);
+        cur = next;
+    }
+    *len = cl;
+    return cur;
+}
+
 /* A file tool's write of a file that a rule on effects would hold in a
  * transaction (the agent's settings, the scripts they run...): denied,
  * and in the audit log; 0 when it may go on. Its path as the tool names
@@ -411,8 +493,9 @@ static int file_write(agent a, const hook_opts *ho, json_t *in, json_t *tinput, 
     if (lr)
         return lr;
     txbox_verdict v;
-    const char *content = json_string_value(jc);
     size_t clen = json_string_length(jc);
+    _cleanup_free_ char *edited = jc ? NULL : edited_content(target ? target : abs, tinput, &clen);
+    const char *content = jc ? json_string_value(jc) : edited;
     const char *which = named ? named : abs;
     int held = txbox_policy_check_file_write(pol, ws, which, content, clen, &v);
     if (!held && target && (!named || strcmp(target, named))) {

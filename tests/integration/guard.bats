@@ -131,6 +131,16 @@ print(json.dumps({"cwd": sys.argv[1], "hook_event_name": sys.argv[5], "tool_name
     run --separate-stderr "$TXBOX" hook "$1" -C "$WS" <<<"$input"
 }
 
+# edit_tool PATH OLD NEW: the hook's answer to Claude Code's Edit.
+edit_tool() {
+    local input
+    input="$(python3 -c 'import json, sys
+print(json.dumps({"cwd": sys.argv[1], "hook_event_name": "PreToolUse", "tool_name": "Edit",
+                  "tool_input": {"file_path": sys.argv[2], "old_string": sys.argv[3], "new_string": sys.argv[4]}}))' \
+        "$WS" "$1" "$2" "$3")"
+    run --separate-stderr "$TXBOX" hook claude-code -C "$WS" <<<"$input"
+}
+
 @test "the agent's own file tools: its settings, a hook's script, a .pth, the home's settings are denied; other files pass" {
     export HOME="$BATS_TEST_TMPDIR/home"
     mkdir -p "$HOME/.claude" "$WS/.claude" "$WS/scripts" "$WS/src"
@@ -156,6 +166,17 @@ print(json.dumps({"cwd": sys.argv[1], "hook_event_name": sys.argv[5], "tool_name
     file_tool claude-code Write "$WS/.claude/settings.local.json" '{"disableAllHooks": true}'
     [ "$status" = 2 ] || fail "Write through the link: $status $stderr"
     rm "$WS/.claude/settings.local.json"
+    # an edit is judged by the content it leaves: a setting that names a
+    # program is denied, another passes
+    mkdir -p "$WS/.vscode"
+    printf '{\n  "editor.tabSize": 2\n}\n' >"$WS/.vscode/settings.json"
+    snap pre "$WS"
+    edit_tool "$WS/.vscode/settings.json" '"editor.tabSize": 2' '"editor.tabSize": 4'
+    [ "$status" = 0 ] || fail "Edit tabSize: $status $stderr"
+    edit_tool "$WS/.vscode/settings.json" '"editor.tabSize": 2' '"go.alternateTools": {"go": "/tmp/x"}'
+    [ "$status" = 2 ] && [[ "$stderr" == *"rule editor-autorun"* ]] || fail "Edit go.alternateTools: $status $stderr"
+    edit_tool "$WS/.vscode/settings.json" 'not in the file' 'x'
+    [ "$status" = 2 ] || fail "an edit whose content is unknown: $status $stderr"
     # ordinary files, in the project and elsewhere, pass without a decision
     file_tool claude-code Write "$WS/src/main.py" 'print(1)'
     [ "$status" = 0 ] && [ -z "$output" ] || fail "Write src: $status $output $stderr"
