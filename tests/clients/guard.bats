@@ -3,7 +3,8 @@
 # offline against the fake model server (tests/clients/fakemodel.py), wired
 # by `txbox setup` as a user would: a command that plants
 # {"disableAllHooks": true} is held and the hook keeps judging the next
-# command; with txbox's binary gone (make uninstall, a moved binary) each
+# command; Claude Code's own Write tool cannot plant it either, nor
+# replace a script its hooks run; with txbox's binary gone (make uninstall, a moved binary) each
 # CLI's hook denies the shell command instead of running it unjudged.
 # Run by tests/clients/run (make check-clients), beside clients.bats.
 
@@ -95,6 +96,31 @@ g_setup() {
     g_drive claude '^Bash$' 'rm -rf ~'
     [ "$(cat "$HOME/keep/canary")" = canary ] || fail "the hook no longer judged: ~ is gone"
     [[ "$TOLD" == *"txbox blocked this command"* ]] || fail "$TOLD"
+}
+
+@test "claude-code: its own Write tool cannot plant disableAllHooks or a hook's script; the hook leaves other files to Claude" {
+    g_setup claude-code --project "$W"
+    mkdir -p "$W/.claude" "$W/scripts"
+    printf '#!/bin/sh\nexit 0\n' >"$W/scripts/fmt.sh"
+    python3 - "$W/.claude/settings.json" <<'EOF'
+import json, sys
+p = sys.argv[1]
+s = json.load(open(p))
+s["hooks"].setdefault("PostToolUse", []).append({"matcher": "Edit", "hooks": [{"type": "command", "command": "./scripts/fmt.sh"}]})
+json.dump(s, open(p, "w"))
+EOF
+    local steps
+    steps=$(python3 -c 'import json, sys; w = sys.argv[1]; print(json.dumps([
+        {"tool": "^Write$", "file_path": w + "/.claude/settings.local.json", "content": "{\"disableAllHooks\": true}\n"},
+        {"tool": "^Write$", "file_path": w + "/scripts/fmt.sh", "content": "#!/bin/sh\ntouch /tmp/planted\n"},
+        {"tool": "^Write$", "file_path": w + "/notes.md", "content": "plain notes\n"}]))' "$W")
+    g_drive claude '^Write$' "$steps"
+    ! grep -qs disableAllHooks "$W/.claude/settings.local.json" || fail "planted" "$TOLD"
+    [ "$(cat "$W/scripts/fmt.sh")" = "$(printf '#!/bin/sh\nexit 0')" ] || fail "the hook's script was replaced" "$TOLD"
+    [[ "$TOLD" == *"settings.local.json, which rule agent-settings holds"* &&
+        "$TOLD" == *"fmt.sh, which rule runner-scripts holds"* ]] || fail "the model was not told why: $TOLD"
+    # notes.md: no decision of txbox's (Claude's own permissions answer)
+    [[ "$TOLD" != *"notes.md, which rule"* && "$TOLD" == *notes.md* ]] || fail "$TOLD"
 }
 
 @test "a missing txbox binary fails closed in each CLI's hook: claude-code, gemini-cli, qwen-code" {
