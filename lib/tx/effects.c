@@ -496,8 +496,10 @@ static size_t read_runner_file(int wsfd, const char *rel, char **out)
     return (size_t)n;
 }
 
-/* d (n bytes) with each "WS/" (the workspace's absolute path) as "./":
- * a runner's path to a file in the workspace, however it is written. */
+/* d (n bytes) with each "WS/" (the workspace's absolute path) that starts
+ * a word as "./": a runner's path to a file in the workspace, however it
+ * is written (not the middle of another path: tools/w/x.sh with the
+ * workspace /w stays itself). */
 static void ws_relative(char *d, size_t *n, const char *ws)
 {
     size_t wl = ws ? strlen(ws) : 0;
@@ -505,7 +507,8 @@ static void ws_relative(char *d, size_t *n, const char *ws)
         return;
     size_t m = 0;
     for (size_t i = 0; i < *n;) {
-        if (i + wl < *n && !memcmp(d + i, ws, wl) && d[i + wl] == '/') {
+        bool starts = i == 0 || strchr(" \t\r\n;|&()<>`'\"=:,[{", d[i - 1]);
+        if (starts && i + wl < *n && !memcmp(d + i, ws, wl) && d[i + wl] == '/') {
             d[m++] = '.';
             i += wl;
             continue;

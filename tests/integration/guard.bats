@@ -250,8 +250,11 @@ print(json.dumps({"cwd": sys.argv[1], "hook_event_name": "PreToolUse", "tool_nam
     printf '{"hooks": {"PostToolUse": [{"matcher": "Edit", "hooks": [{"type": "command", "command": "\\"$CLAUDE_PROJECT_DIR\\"/scripts/fmt.sh --fix"}]}]},\n "statusLine": {"type": "command", "command": "bash scripts/status.sh"},\n "apiKeyHelper": "%s/scripts/key.sh"}\n' "$WS" >"$WS/.claude/settings.json"
     printf '{"mcpServers": {"x": {"command": "node", "args": ["mcp/server.js"]}}}\n' >"$WS/.mcp.json"
     printf '{\n  // hooks\n  "hooks": {"BeforeTool": [{"hooks": [{"type": "command", "command": "${GEMINI_PROJECT_DIR}/scripts/gem.sh"}]}]},\n}\n' >"$WS/.gemini/settings.json"
-    printf '{"version": 1, "hooks": {"beforeShellExecution": [{"command": "./scripts/cur.sh"}]}}\n' >"$WS/.cursor/hooks.json"
-    for f in scripts/fmt.sh scripts/status.sh scripts/key.sh scripts/gem.sh scripts/cur.sh mcp/server.js; do
+    # (a relative path with the workspace's own path inside it is itself)
+    mkdir -p "$WS/tools$WS"
+    printf 'x\n' >"$WS/tools$WS/in.sh"
+    printf '{"version": 1, "hooks": {"beforeShellExecution": [{"command": "./scripts/cur.sh"}, {"command": "sh tools%s/in.sh"}]}}\n' "$WS" >"$WS/.cursor/hooks.json"
+    for f in scripts/fmt.sh scripts/status.sh scripts/key.sh scripts/gem.sh scripts/cur.sh mcp/server.js "tools$WS/in.sh"; do
         held_run runner-scripts "echo 'touch $MARK' >>$f"
     done
     committed "echo 'echo hi' >>scripts/other.sh"
