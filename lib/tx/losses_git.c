@@ -209,6 +209,7 @@ struct tips {
     git_oid *list;     /* the same, in order */
     size_t n, cap;
     size_t nrefs;      /* list[0, nrefs): HEAD's and the refs', before the reflogs' */
+    bool head;         /* list[0] is HEAD's commit */
     struct branch *br; /* refs/heads/ */
     size_t nbr;
     git_oid *stash; /* stash@{0}, {1} ... */
@@ -303,8 +304,10 @@ static void walk_logs(git_repository *repo, int dfd, const char *name, struct ln
 static void read_tips(git_repository *repo, struct tips *t)
 {
     git_oid o;
-    if (G(git_reference_name_to_id)(&o, repo, "HEAD") == 0)
+    if (G(git_reference_name_to_id)(&o, repo, "HEAD") == 0) {
         tips_add(t, &o);
+        t->head = t->n == 1;
+    }
     git_reference_iterator *it = NULL;
     struct lnames names = {0};
     if (G(git_reference_iterator_new)(&it, repo) == 0) {
@@ -732,10 +735,11 @@ static void check_stash(struct gctx *g)
 }
 
 /* Commits from push[0..n) that none of the after state's first nhide tips
- * reaches (g->ta.n: no ref, reflog or stash entry; g->ta.nrefs: no ref):
- * into *lost (when not NULL), counted, their objects' bytes, the newest. */
-static int walk_lost(struct gctx *g, const git_oid *push, size_t n, size_t nhide, struct oidset *lost,
-                     size_t *count, uint64_t *bytes, git_oid *newest, bool *capped)
+ * reaches (g->ta.n: no ref, reflog or stash entry; g->ta.nrefs: no ref),
+ * nor, with branches, a branch before: into *lost (when not NULL),
+ * counted, their objects' bytes, the newest. */
+static int walk_lost(struct gctx *g, const git_oid *push, size_t n, size_t nhide, bool branches,
+                     struct oidset *lost, size_t *count, uint64_t *bytes, git_oid *newest, bool *capped)
 {
     *count = 0;
     *bytes = 0;
@@ -749,6 +753,8 @@ static int walk_lost(struct gctx *g, const git_oid *push, size_t n, size_t nhide
         pushed += G(git_revwalk_push)(w, &push[i]) == 0;
     for (size_t i = 0; i < nhide && i < g->ta.n; i++)
         (void)G(git_revwalk_hide)(w, &g->ta.list[i]);
+    for (size_t i = 0; branches && i < g->tb.nbr; i++)
+        (void)G(git_revwalk_hide)(w, &g->tb.br[i].oid);
     git_oid o;
     while (pushed && G(git_revwalk_next)(&o, w) == 0) {
         if (!*count)
@@ -792,7 +798,7 @@ static void check_history(struct gctx *g)
     uint64_t bytes;
     git_oid newest;
     bool capped;
-    if (walk_lost(g, removed, nr, g->ta.n, &lost, &count, &bytes, &newest, &capped) < 0 || capped) {
+    if (walk_lost(g, removed, nr, g->ta.n, false, &lost, &count, &bytes, &newest, &capped) < 0 || capped) {
         add_item(g, EFF_LOSS_HISTORY, gd, bytes,
                  "not verified: the commits refs and reflogs no longer name could not be walked within "
                  "txbox's caps",
@@ -815,7 +821,7 @@ static void check_history(struct gctx *g)
         git_oid bn;
         bool bcap;
         struct oidset mine = {0};
-        if (walk_lost(g, &b->oid, 1, g->ta.n, &mine, &bc, &bb, &bn, &bcap) == 0 && bc) {
+        if (walk_lost(g, &b->oid, 1, g->ta.n, false, &mine, &bc, &bb, &bn, &bcap) == 0 && bc) {
             for (size_t k = 0; k < mine.cap; k++)
                 if (mine.used[k] && oidset_add(&told, &mine.v[k]))
                     branch_commits++;
@@ -861,13 +867,37 @@ static bool existed_before(struct gctx *g, const git_oid *o)
     return had;
 }
 
+/* A loss of commits that only a reflog names now (check_branches): those
+ * from tip that no ref after has (nor, with branches, a branch before),
+ * when every one of them is still in a reflog; what, for the detail
+ * ("branch feature deleted with", ...), and the item's path. */
+static void reflog_only(struct gctx *g, const git_oid *tip, bool branches, const char *what, const char *path)
+{
+    size_t n;
+    uint64_t bytes;
+    git_oid newest;
+    bool capped;
+    if (walk_lost(g, tip, 1, g->ta.n, branches, NULL, &n, &bytes, &newest, &capped) < 0 || n > 0 ||
+        walk_lost(g, tip, 1, g->ta.nrefs, branches, NULL, &n, &bytes, &newest, &capped) < 0 || !n)
+        return; /* none, or some in no reflog either: check_history's */
+    char nc[96];
+    describe_commit(g, &newest, nc, sizeof nc);
+    _cleanup_free_ char *d =
+        xasprintf("%s %s%zu commit%s no other branch or tag has (newest: %s); only a reflog still names %s",
+                  what, capped ? "at least " : "", n, n == 1 ? "" : "s", nc, n == 1 ? "it" : "them");
+    json_t *o = add_item(g, EFF_LOSS_BRANCH, path, bytes, d, false);
+    if (o)
+        json_object_set_new(o, "commits", json_integer((json_int_t)n));
+}
+
 /* A branch deleted, or moved to a commit it did not make (git reset
  * --hard HEAD~2, git branch -f, git update-ref), with commits that no
  * branch, tag or other ref has any more while a reflog still names them
- * (HEAD's, when the branch was checked out): git's own "not fully merged".
- * Lost for those who would have to dig them out of a reflog that expires;
- * those no reflog names either are check_history's. A branch moved to a
- * commit the transaction made (commit --amend, rebase) is a rewrite. */
+ * (HEAD's, when the branch was checked out): git's own "not fully merged";
+ * and a detached HEAD moved off commits no branch had ("leaving N commits
+ * behind"). Lost for those who would have to dig them out of a reflog
+ * that expires; those no reflog names either are check_history's. A move
+ * to a commit the transaction made (commit --amend, rebase) is a rewrite. */
 static void check_branches(struct gctx *g)
 {
     need_tips(g);
@@ -881,24 +911,14 @@ static void check_branches(struct gctx *g)
                 a = &g->ta.br[k];
         if (a && (!memcmp(a->oid.id, b->oid.id, 20) || !existed_before(g, &a->oid)))
             continue;
-        size_t n;
-        uint64_t bytes;
-        git_oid newest;
-        bool capped;
-        if (walk_lost(g, &b->oid, 1, g->ta.n, NULL, &n, &bytes, &newest, &capped) < 0 || n > 0 ||
-            walk_lost(g, &b->oid, 1, g->ta.nrefs, NULL, &n, &bytes, &newest, &capped) < 0 || !n)
-            continue;
-        char nc[96];
-        describe_commit(g, &newest, nc, sizeof nc);
-        _cleanup_free_ char *d =
-            xasprintf("branch %s %s %s%zu commit%s no other branch or tag has (newest: %s); only a reflog "
-                      "still names %s",
-                      b->name + 11, a ? "moved off" : "deleted with", capped ? "at least " : "", n,
-                      n == 1 ? "" : "s", nc, n == 1 ? "it" : "them");
-        json_t *o = add_item(g, EFF_LOSS_BRANCH, b->name, bytes, d, false);
-        if (o)
-            json_object_set_new(o, "commits", json_integer((json_int_t)n));
+        _cleanup_free_ char *what = xasprintf("branch %s %s", b->name + 11, a ? "moved off" : "deleted with");
+        reflog_only(g, &b->oid, false, what, b->name);
     }
+    /* HEAD detached on commits no branch had, moved off them to a commit
+     * that existed before (git: "you are leaving N commits behind") */
+    if (g->tb.head && g->ta.head && memcmp(g->tb.list[0].id, g->ta.list[0].id, 20) &&
+        existed_before(g, &g->ta.list[0]))
+        reflog_only(g, &g->tb.list[0], true, "HEAD, detached, left", "HEAD");
 }
 
 static void gctx_free(struct gctx *g)

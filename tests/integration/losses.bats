@@ -177,6 +177,32 @@ setup() {
     assert_lost branch refs/heads/side
 }
 
+# Work done on a detached HEAD, then left: git says "you are leaving 1
+# commit behind, not connected to any of your branches".
+@test "branch: a detached HEAD moved off commits no branch has is a loss; a checkout from a branch is none" {
+    local br c
+    br="$(g symbolic-ref --short HEAD)"
+    g branch other HEAD~1
+    txj -c 'git checkout -q other && git checkout -q -'
+    assert_no_loss
+    g checkout -q --detach
+    printf 'detached work\n' >"$WS/d.txt"
+    g add d.txt
+    g commit -qm 'detached work'
+    c="$(g rev-parse HEAD)"
+    snap pre "$WS"
+    txj -c "git checkout -q $br"
+    assert_status 0
+    assert_lost branch HEAD
+    [[ "$(jget losses.items.0.detail)" == "HEAD, detached, left 1 commit no other branch or tag has"* ]] ||
+        fail "$(jget losses.items.0.detail)"
+    undo_latest
+    [ "$(g rev-parse HEAD)" = "$c" ]
+    # left for a commit the transaction made: a rewrite
+    txj -c 'git commit -q --amend -m "detached work, reworded"'
+    assert_no_loss
+}
+
 @test "repository: rm -rf .git is a loss of the repository" {
     snap pre "$WS"
     txj -c 'rm -rf .git'
