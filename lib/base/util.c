@@ -358,6 +358,16 @@ int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *le
     return 0;
 }
 
+const char *path_below(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    if (n == 1 && dir[0] == '/')
+        return path[0] == '/' ? path + 1 : NULL;
+    if (strncmp(path, dir, n))
+        return NULL;
+    return path[n] == 0 ? path + n : path[n] == '/' ? path + n + 1 : NULL;
+}
+
 bool parse_u64(const char *s, uint64_t *out)
 {
     if (!s || !*s)

@@ -150,6 +150,10 @@ MUST_CHECK int read_file_at(int dirfd, const char *name, size_t max, char **out,
 
 /* Is `s` a non-empty decimal u64 that fits? */
 bool parse_u64(const char *s, uint64_t *out);
+/* path's part below dir (both absolute, resolved, dir without a trailing
+ * slash but "/" itself): "" for dir itself, NULL when path is not there. */
+const char *path_below(const char *path, const char *dir);
+static inline bool path_under(const char *path, const char *dir) { return path_below(path, dir) != NULL; }
 /* A size: a whole number with an optional K, M, G or T (powers of 1024);
  * 0 only when zero_ok. */
 bool tx_parse_size(const char *s, bool zero_ok, uint64_t *out);

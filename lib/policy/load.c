@@ -132,15 +132,6 @@ static char *config_path(void)
     return NULL;
 }
 
-/* Is path under dir (both absolute, without trailing slash)? */
-static bool path_under(const char *path, const char *dir)
-{
-    size_t l = strlen(dir);
-    if (l == 1)
-        return true;
-    return !strncmp(path, dir, l) && (path[l] == '/' || !path[l]);
-}
-
 /* Does the entry e of trusted_workspaces name ws (a real path)? */
 static bool names_workspace(const char *e, const char *ws)
 {

@@ -260,12 +260,6 @@ static void attach_clone_tree(int detached, const char *path, const char *what)
     attach_clone_flags(detached, path, what, AT_RECURSIVE);
 }
 
-static bool path_under(const char *p, const char *dir)
-{
-    size_t n = strlen(dir);
-    return !strncmp(p, dir, n) && (p[n] == 0 || p[n] == '/' || (n == 1 && dir[0] == '/'));
-}
-
 /* Every mount of this (private) namespace read-only, in one call: a
  * recursive mount_setattr only adds the flag, so it is allowed on mounts a
  * user namespace may not otherwise change. /proc, /dev and /tmp are covered

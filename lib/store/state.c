@@ -33,12 +33,6 @@
 #define WALK_MAX_DEPTH 128
 #define MOUNTINFO_LINE 16384
 
-static bool under(const char *p, const char *dir)
-{
-    size_t n = strlen(dir);
-    return !strncmp(p, dir, n) && (p[n] == 0 || p[n] == '/' || (n == 1 && dir[0] == '/'));
-}
-
 /* a/b, with a possibly "/" or "" and b possibly "" */
 static char *pjoin(const char *a, const char *b)
 {
@@ -247,7 +241,7 @@ static void alias_paths(const txbox_ws *ws, const struct mnt *m, const char *fs,
                         strvec *out)
 {
     _cleanup_free_ char *st = pjoin(fs, TXBOX_STATE_DIR);
-    if (under(fs, m->root)) { /* the workspace itself, at another path */
+    if (path_under(fs, m->root)) { /* the workspace itself, at another path */
         _cleanup_free_ char *alias = pjoin(m->point, rest_of(fs, m->root));
         if (strcmp(alias, ws->path) != 0)
             strvec_add(out, pjoin(alias, TXBOX_STATE_DIR));
@@ -257,18 +251,18 @@ static void alias_paths(const txbox_ws *ws, const struct mnt *m, const char *fs,
         }
         return;
     }
-    if (under(m->root, st)) { /* the state directory, or part of it */
+    if (path_under(m->root, st)) { /* the state directory, or part of it */
         strvec_add(out, xstrdup(m->point));
         return;
     }
-    if (!under(m->root, fs))
+    if (!path_under(m->root, fs))
         return;
     for (size_t i = 0; i < nested->n; i++) { /* a directory of the workspace */
         _cleanup_free_ char *full = pjoin(fs, nested->v[i]);
         _cleanup_free_ char *nst = pjoin(full, TXBOX_STATE_DIR);
-        if (under(m->root, nst)) {
+        if (path_under(m->root, nst)) {
             strvec_add(out, xstrdup(m->point));
-        } else if (under(full, m->root)) {
+        } else if (path_under(full, m->root)) {
             _cleanup_free_ char *at = pjoin(m->point, rest_of(full, m->root));
             strvec_add(out, pjoin(at, TXBOX_STATE_DIR));
         }
@@ -288,7 +282,7 @@ static void mount_aliases(const txbox_ws *ws, const strvec *nested, strvec *out)
     _cleanup_free_ char *fs = NULL;
     while (!fs && fgets(line, MOUNTINFO_LINE, f)) {
         struct mnt m;
-        if (parse_mnt(line, &m) && m.id == stx.stx_mnt_id && under(ws->path, m.point)) {
+        if (parse_mnt(line, &m) && m.id == stx.stx_mnt_id && path_under(ws->path, m.point)) {
             self = m;
             fs = pjoin(m.root, rest_of(ws->path, m.point));
         }

@@ -593,20 +593,6 @@ static char *home_dir(void)
     return h ? realpath(h, NULL) : NULL;
 }
 
-/* path under base (both absolute, resolved), relative ("" for base
- * itself), or NULL when it is not under base. */
-static const char *under(const char *path, const char *base)
-{
-    size_t bl = base ? strlen(base) : 0;
-    if (!bl || strncmp(path, base, bl))
-        return NULL;
-    if (path[bl] == 0)
-        return "";
-    if (bl == 1)
-        return path + 1; /* base "/" */
-    return path[bl] == '/' ? path + bl + 1 : NULL;
-}
-
 int txbox_policy_check_file_write(const txbox_policy *p, const char *ws, const char *path,
                                   const char *content, size_t len, txbox_verdict *out)
 {
@@ -614,10 +600,10 @@ int txbox_policy_check_file_write(const txbox_policy *p, const char *ws, const c
     if (!p || !p->neffects || !path || *path != '/')
         return 0;
     _cleanup_free_ char *home = home_dir();
-    const char *base = ws, *rel = ws ? under(path, ws) : NULL;
+    const char *base = ws, *rel = ws ? path_below(path, ws) : NULL;
     if (!rel || !*rel) {
         base = home;
-        rel = home ? under(path, home) : NULL;
+        rel = home ? path_below(path, home) : NULL;
     }
     if (!rel || !*rel)
         return 0;

@@ -189,12 +189,6 @@ static char *expand_home(const char *p, const char *home)
     return p[0] == '/' ? xstrdup(p) : NULL;
 }
 
-static bool under(const char *p, const char *dir)
-{
-    size_t n = strlen(dir);
-    return !strncmp(p, dir, n) && (p[n] == 0 || p[n] == '/' || (n == 1 && dir[0] == '/'));
-}
-
 /* The secrets under a home: each ~/ entry of the policy's `hide:` list
  * (policy/default.yaml's, which the policy reads as secrets too; without a
  * policy, the built-in one's). */
@@ -213,9 +207,9 @@ static void other_home(strvec *sv, const char *h, char *const *mine, const char 
                        const txbox_policy *pol)
 {
     for (size_t i = 0; mine[i]; i++)
-        if (under(mine[i], h))
+        if (path_under(mine[i], h))
             return; /* the caller's own, or one of theirs lies in it */
-    if (under(ws_path, h))
+    if (path_under(ws_path, h))
         push_home_secrets(sv, h, pol);
     else
         strvec_add(sv, xstrdup(h));
@@ -1045,8 +1039,8 @@ static void take_session_facts(struct run *c)
         r->discarded = json_pack("{s:I,s:o,s:b}", "count", (json_int_t)st->discarded.count, "paths", paths,
                                  "truncated", st->discarded.count > st->discarded.n);
     }
-    bool in_tmp = c->opts->session && under(st->cwd_after ? st->cwd_after : "", "/tmp");
-    if (st->cwd_after && (under(st->cwd_after, c->ws->path) || in_tmp) && !strstr(st->cwd_after, "\n"))
+    bool in_tmp = c->opts->session && path_under(st->cwd_after ? st->cwd_after : "", "/tmp");
+    if (st->cwd_after && (path_under(st->cwd_after, c->ws->path) || in_tmp) && !strstr(st->cwd_after, "\n"))
         r->cwd_after = xstrdup(st->cwd_after);
     if (c->opts->session) {
         json_object_set_new(r->protections, "session",

@@ -190,12 +190,6 @@ static char *read_stdin(size_t *len, int *err)
     return b.p;
 }
 
-static bool under(const char *path, const char *dir)
-{
-    size_t l = strlen(dir);
-    return !strcmp(dir, "/") || (!strncmp(path, dir, l) && (path[l] == 0 || path[l] == '/'));
-}
-
 /* The directory the command runs in: the tool input's dir_path (Gemini
  * CLI) or directory (qwen-code, older Gemini CLI), relative to the
  * workspace, else the input's cwd (Claude Code's shell), else the
@@ -226,7 +220,7 @@ static char *command_dir(json_t *in, json_t *tinput, const char *ws, char *why, 
         return NULL;
     }
     const char *rest = real + (strcmp(ws, "/") ? strlen(ws) : 0);
-    if (!under(real, ws) || (!strncmp(rest, "/.txbox", 7) && (rest[7] == 0 || rest[7] == '/'))) {
+    if (!path_under(real, ws) || (!strncmp(rest, "/.txbox", 7) && (rest[7] == 0 || rest[7] == '/'))) {
         snprintf(why, whylen, "the command's directory (%s) '%.200s' is not in the workspace %.200s", key,
                  real, ws);
         free(real);
@@ -403,11 +397,7 @@ static char *replace_in(const char *s, size_t n, const char *from, size_t fl, co
     }
     dbuf_add(&b, s + at, n - at);
     *out_n = b.len;
-    char *r = xmalloc(b.len + 1);
-    memcpy(r, b.p, b.len);
-    r[b.len] = 0;
-    dbuf_free(&b);
-    return r;
+    return b.p ? b.p : xstrdup(""); /* the buffer's bytes, NUL-terminated */
 }
 
 /* The whole new content an edit tool (old_string, new_string,
@@ -508,8 +498,11 @@ static int file_write(agent a, const hook_opts *ho, json_t *in, json_t *tinput, 
     char why[700];
     snprintf(why, sizeof why, "%s writes %s: %s", tname, which, v.reason);
     audit_block(ai, ho, in, tinput, path, "unsafe", v.rule, why);
-    return block("%s would write %s, which rule %s holds: %s; %s", tname, which, v.rule, v.reason,
-                 *v.suggestion ? v.suggestion : "ask the user");
+    /* the rule's own suggestion speaks of a held transaction (txbox
+     * approve), which a denied tool call is not */
+    return block("%s would write %s, which rule %s holds: %s. Not written: ask the user to make the change, "
+                 "or make it with a shell command, which txbox holds for the user to review",
+                 tname, which, v.rule, v.reason);
 }
 
 /* The decision for one parsed hook input. */

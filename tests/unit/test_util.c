@@ -84,13 +84,28 @@ static void json_text_round_trip(void **state)
     assert_null(json_text_bytes("a\0b", 3));
 }
 
+/* path_below: the part under dir, "" for dir itself, NULL beside it (a
+ * longer name that starts the same is not under it) */
+static void path_below_parts(void **state)
+{
+    (void)state;
+    assert_string_equal(path_below("/a/b/c", "/a/b"), "c");
+    assert_string_equal(path_below("/a/b", "/a/b"), "");
+    assert_null(path_below("/a/bc", "/a/b"));
+    assert_null(path_below("/a", "/a/b"));
+    assert_string_equal(path_below("/a/b", "/"), "a/b");
+    assert_string_equal(path_below("/", "/"), "");
+    assert_null(path_below("a/b", "/"));
+    assert_true(path_under("/w/x", "/w"));
+    assert_false(path_under("/wx", "/w"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(dbuf_caps_and_counts),
-        cmocka_unit_test(json_text_round_trip),
-        cmocka_unit_test(parse_u64_rejects_junk),
-        cmocka_unit_test(errors_are_one_line_with_context),
+        cmocka_unit_test(dbuf_caps_and_counts),   cmocka_unit_test(json_text_round_trip),
+        cmocka_unit_test(parse_u64_rejects_junk), cmocka_unit_test(errors_are_one_line_with_context),
+        cmocka_unit_test(path_below_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
