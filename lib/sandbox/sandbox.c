@@ -2400,12 +2400,13 @@ static int run_once(const struct sb_spec *s, int out_pipe, int err_pipe, sb_outp
     } else if (rc == 0 && cg.kind && cg_attach(&cg, pid) < 0) {
         rc = tx_errno(err, errno, "cannot place the sandbox in its cgroup");
     }
+    /* noted before init is let go: its own marks (started) come after */
+    st->t_go = now_ns();
     if (rc == 0 && write_all(sync[1], "g", 1) < 0)
         rc = tx_errno(err, errno, "cannot start the sandbox");
     if (rc < 0)
         kill(pid, SIGKILL);
     close(sync[1]);
-    st->t_go = now_ns();
     st->protections = protections(s, userns, pid, abi, &cg);
     if (rc == 0 && s->started)
         s->started(s->started_arg);
