@@ -262,7 +262,7 @@ void result_losses_phrase(const json_t *losses, dbuf *o)
         {"staged", "dropped staged changes to", "file", "files"},
         {"stash", "dropped", "stash entry", "stash entries"},
         {"history", "made", "commit unreachable", "commits unreachable"},
-        {"branch", "dropped commits no other branch or tag has from", "branch", "branches"},
+        {"branch", "dropped commits no other branch or tag has from", "branch or tag", "branches or tags"},
         {"repository", "removed", "repository", "repositories"},
         {"database", "destroyed", "database", "databases"},
     };

@@ -199,10 +199,32 @@ static bool oid_zero(const git_oid *o)
 
 /* ---- what a repository keeps: refs, reflogs, stash ---- */
 
+/* A branch or a tag: a name people keep commits by. */
 struct branch {
-    char *name;
+    char *name; /* refs/heads/NAME or refs/tags/NAME */
     git_oid oid;
 };
+
+static bool is_tag(const char *ref) { return !strncmp(ref, "refs/tags/", 10); }
+
+static int branch_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct branch *)a)->name, ((const struct branch *)b)->name);
+}
+
+/* The branch or tag of that name in br (sorted by name: read_tips), or
+ * NULL: a repository may have thousands of tags. */
+static const struct branch *branch_find(const struct branch *br, size_t n, const char *name)
+{
+    struct branch key = {.name = (char *)name};
+    return n ? bsearch(&key, br, n, sizeof *br, branch_cmp) : NULL;
+}
+
+/* "branch NAME" or "tag NAME" */
+static char *ref_words(const char *ref)
+{
+    return xasprintf("%s %s", is_tag(ref) ? "tag" : "branch", ref + (is_tag(ref) ? 10 : 11));
+}
 
 struct tips {
     struct oidset set; /* every commit a ref, reflog or stash entry names */
@@ -210,8 +232,8 @@ struct tips {
     size_t n, cap;
     size_t nrefs;      /* list[0, nrefs): HEAD's and the refs', before the reflogs' */
     bool head;         /* list[0] is HEAD's commit */
-    struct branch *br; /* refs/heads/ */
-    size_t nbr;
+    struct branch *br; /* refs/heads/ and refs/tags/, by name */
+    size_t nbr, cbr;
     git_oid *stash; /* stash@{0}, {1} ... */
     char **stash_msg;
     size_t nstash;
@@ -318,8 +340,11 @@ static void read_tips(git_repository *repo, struct tips *t)
             if (G(git_reference_peel)(&obj, ref, GIT_OBJECT_COMMIT) == 0) {
                 const git_oid *id = G(git_object_id)(obj);
                 tips_add(t, id);
-                if (!strncmp(name, "refs/heads/", 11)) {
-                    t->br = xrealloc(t->br, (t->nbr + 1) * sizeof *t->br);
+                if (!strncmp(name, "refs/heads/", 11) || is_tag(name)) {
+                    if (t->nbr == t->cbr) {
+                        t->cbr = t->cbr ? t->cbr * 2 : 16;
+                        t->br = xrealloc(t->br, t->cbr * sizeof *t->br);
+                    }
                     t->br[t->nbr++] = (struct branch){.name = xstrdup(name), .oid = *id};
                 }
                 G(git_object_free)(obj);
@@ -331,6 +356,8 @@ static void read_tips(git_repository *repo, struct tips *t)
         G(git_reference_iterator_free)(it);
     }
     t->nrefs = t->n;
+    if (t->nbr)
+        qsort(t->br, t->nbr, sizeof *t->br, branch_cmp);
     reflog_tips(repo, "HEAD", t, false);
     for (size_t i = 0; i < names.n && !t->overflow; i++)
         if (strcmp(names.v[i], "refs/stash"))
@@ -811,9 +838,7 @@ static void check_history(struct gctx *g)
     size_t branch_commits = 0;
     for (size_t i = 0; i < g->tb.nbr; i++) {
         const struct branch *b = &g->tb.br[i];
-        bool still = false;
-        for (size_t k = 0; k < g->ta.nbr && !still; k++)
-            still = !strcmp(g->ta.br[k].name, b->name);
+        bool still = branch_find(g->ta.br, g->ta.nbr, b->name) != NULL;
         if (still || !oidset_has(&lost, &b->oid) || oidset_has(&told, &b->oid))
             continue;
         size_t bc;
@@ -827,9 +852,10 @@ static void check_history(struct gctx *g)
                     branch_commits++;
             char nc[96];
             describe_commit(g, &bn, nc, sizeof nc);
-            _cleanup_free_ char *d = xasprintf(
-                "branch %s deleted with %zu commit%s no other ref, reflog or stash has (newest: %s)",
-                b->name + 11, bc, bc == 1 ? "" : "s", nc);
+            _cleanup_free_ char *bw = ref_words(b->name);
+            _cleanup_free_ char *d =
+                xasprintf("%s deleted with %zu commit%s no other ref, reflog or stash has (newest: %s)", bw,
+                          bc, bc == 1 ? "" : "s", nc);
             json_t *o = add_item(g, EFF_LOSS_BRANCH, b->name, bb, d, false);
             if (o)
                 json_object_set_new(o, "commits", json_integer((json_int_t)bc));
@@ -890,9 +916,9 @@ static void reflog_only(struct gctx *g, const git_oid *tip, bool branches, const
         json_object_set_new(o, "commits", json_integer((json_int_t)n));
 }
 
-/* A branch deleted, or moved to a commit it did not make (git reset
- * --hard HEAD~2, git branch -f, git update-ref), with commits that no
- * branch, tag or other ref has any more while a reflog still names them
+/* A branch or a tag deleted, or moved to a commit it did not make (git
+ * reset --hard HEAD~2, git branch -f, git tag -f, git update-ref), with
+ * commits that no branch, tag or other ref has any more while a reflog still names them
  * (HEAD's, when the branch was checked out): git's own "not fully merged";
  * and a detached HEAD moved off commits no branch had ("leaving N commits
  * behind"). Lost for those who would have to dig them out of a reflog
@@ -905,13 +931,11 @@ static void check_branches(struct gctx *g)
         return; /* check_history says: not verified */
     for (size_t i = 0; i < g->tb.nbr; i++) {
         const struct branch *b = &g->tb.br[i];
-        const struct branch *a = NULL;
-        for (size_t k = 0; k < g->ta.nbr && !a; k++)
-            if (!strcmp(g->ta.br[k].name, b->name))
-                a = &g->ta.br[k];
+        const struct branch *a = branch_find(g->ta.br, g->ta.nbr, b->name);
         if (a && (!memcmp(a->oid.id, b->oid.id, 20) || !existed_before(g, &a->oid)))
             continue;
-        _cleanup_free_ char *what = xasprintf("branch %s %s", b->name + 11, a ? "moved off" : "deleted with");
+        _cleanup_free_ char *bw = ref_words(b->name);
+        _cleanup_free_ char *what = xasprintf("%s %s", bw, a ? "moved off" : "deleted with");
         reflog_only(g, &b->oid, false, what, b->name);
     }
     /* HEAD detached on commits no branch had, moved off them to a commit

@@ -203,6 +203,36 @@ setup() {
     assert_no_loss
 }
 
+@test "branch: a tag deleted or moved that alone kept commits is a loss; a tag on a branch's commit is none" {
+    local br c
+    br="$(g symbolic-ref --short HEAD)"
+    g tag on-branch HEAD~1
+    txj -c 'git tag -d on-branch'
+    assert_no_loss
+    g checkout -q --detach
+    printf 'release fix\n' >"$WS/r.txt"
+    g add r.txt
+    g commit -qm 'release fix'
+    c="$(g rev-parse HEAD)"
+    g tag -a -m 'the release' v1.0.1
+    g checkout -q "$br"
+    snap pre "$WS"
+    txj -c 'git tag -d v1.0.1'
+    assert_status 0
+    assert_lost branch refs/tags/v1.0.1
+    [[ "$(jget losses.items.0.detail)" == "tag v1.0.1 deleted with 1 commit no other branch or tag has"* ]] ||
+        fail "$(jget losses.items.0.detail)"
+    undo_latest
+    [ "$(g rev-parse 'v1.0.1^{commit}')" = "$c" ]
+    tx -c 'git tag -d v1.0.1'
+    [[ "$stderr" == *"from 1 branch or tag"*"refs/tags/v1.0.1 (1 commit)"* ]] || fail "$stderr"
+    undo_latest
+    [ "$(g rev-parse 'v1.0.1^{commit}')" = "$c" ]
+    txj -c 'git tag -f -a -m moved v1.0.1 HEAD'
+    assert_lost branch refs/tags/v1.0.1
+    [[ "$(jget losses.items.0.detail)" == "tag v1.0.1 moved off 1 commit"* ]] || fail "$(jget losses.items.0.detail)"
+}
+
 @test "repository: rm -rf .git is a loss of the repository" {
     snap pre "$WS"
     txj -c 'rm -rf .git'
