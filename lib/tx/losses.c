@@ -7,8 +7,9 @@
  *   - nothing is lost when its old content is git's: the index's blob for
  *     that path (the stat data git cached, else the content's blob id),
  *     HEAD's, a commit this transaction made (a stash, a commit), or when
- *     git ignores it (a build product), or it is a cache a tool
- *     regenerates (node_modules, __pycache__ ...), or it moved (the same
+ *     git ignores it (a build product; not a file the policy's secrets:
+ *     name, such as .env, which no build makes again), or it is a cache a
+ *     tool regenerates (node_modules, __pycache__ ...), or it moved (the same
  *     content is written elsewhere by the same commit), or it is empty;
  *   - a replaced content is lost only when it was clobbered: reset to the
  *     index's or HEAD's version, emptied, or overwritten with little in
@@ -46,8 +47,24 @@
 /* ---- caches tools regenerate: never a loss ---- */
 
 static const char *const cache_dirs[] = {
-    "node_modules", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",   ".tox",    ".nox",
-    ".cache",       ".next",       ".nuxt",         ".turbo",      ".parcel-cache", ".gradle", ".venv",
+    "node_modules",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".tox",
+    ".nox",
+    ".cache",
+    ".next",
+    ".nuxt",
+    ".turbo",
+    ".parcel-cache",
+    ".gradle",
+    ".venv",
+    /* installed packages (a virtual environment of any name), providers */
+    "site-packages",
+    "dist-packages",
+    ".terraform",
 };
 
 static bool cache_dir_name(const char *n, size_t len)
@@ -734,8 +751,11 @@ static const char *kind_default_why(const struct lfile *f)
     if (f->what == LFR_DELETED)
         return f->repo < 0  ? "deleted; it is in no git repository"
                : f->tracked ? "deleted with changes that are in neither HEAD nor the index"
-                            : "deleted; git does not track it and does not ignore it";
-    return "overwritten";
+               : f->secret
+                   ? "deleted; git does not track it, and it holds secrets, which no build makes again"
+                   : "deleted; git does not track it and does not ignore it";
+    return f->secret && !f->tracked ? "overwritten; it holds secrets, which no build makes again"
+                                    : "overwritten";
 }
 
 /* The index of a repository, read once: before, and after when the
@@ -819,6 +839,8 @@ static void judge_file(struct lctx *c, struct lfile *f)
     if (r && r->ia_state == 0)
         ea = gix_find(&r->ia, ip, strlen(ip));
     f->tracked = eb != NULL;
+    /* a file that holds secrets is lost even where git ignores it */
+    f->secret = c->in->pol && policy_secret_text(c->in->pol, f->path);
     struct stat st;
     _cleanup_close_ int fd = open_file_in(&c->dws, wsfd, f->path);
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {

@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "policy/effect_rules.h"
+#include "policy/pol.h"
 #include "tx.h"
 
 /* One loss. */
@@ -57,6 +58,10 @@ struct losses_in {
     struct tx_ops *ops; /* an index file whose rewrite changed no entry (git status
                            refreshing its stat cache) is marked quiet: no change */
     double now;         /* wall time, for the age of the agent's own work */
+    /* the policy whose `secrets:` name files no build makes again (.env,
+     * keys, terraform state): lost even where git ignores them (NULL:
+     * none such) */
+    const txbox_policy *pol;
 };
 
 /* Measures what the commit of in->ops destroys into *out (zeroed first).

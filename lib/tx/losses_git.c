@@ -625,8 +625,8 @@ static void check_files(struct gctx *g)
             json_array_append_new(g->safe, json_integer((json_int_t)i));
             continue;
         }
-        if (f->tracked || f->db)
-            continue;
+        if (f->tracked || f->db || f->secret)
+            continue; /* a database, a file of secrets: never a build product */
         /* git's ignore rules: the deleted tree's root first (a build
          * directory: one question for all its files) */
         int ign = 0;

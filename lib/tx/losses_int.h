@@ -66,6 +66,7 @@ struct lfile {
     uint8_t state; /* LF_*; LF_EDITED: an ordinary edit, unless git says it was a reset */
     bool tracked;  /* in the index before */
     bool db;       /* a database file */
+    bool secret;   /* named by the policy's secrets: never a build product */
     bool folded;   /* counted in its removed repository's item */
     bool unverified;
     bool have_oid, have_noid, have_sha;

@@ -733,7 +733,8 @@ static int mc_judge(struct tx_commit *c, txbox_error *err)
                                                 .txs = m->ids,
                                                 .upperfd = c->upperfd,
                                                 .ops = &c->ops,
-                                                .now = wall_time()},
+                                                .now = wall_time(),
+                                                .pol = pol},
                             &ls, err);
     fs_fault_arm();
     if (rc == 0) {

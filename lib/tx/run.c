@@ -1189,7 +1189,8 @@ static int run_judge_effects(struct tx_commit *c, txbox_error *err)
                                                  .txs = rc->r->txs,
                                                  .upperfd = c->upperfd,
                                                  .ops = &c->ops,
-                                                 .now = wall_time()},
+                                                 .now = wall_time(),
+                                                 .pol = rc->pol},
                              rc->r, &ls, err);
     /* an index that was only refreshed (losses.c) is no change to report */
     if (e == 0 && commit_relist_changes(c)) {

@@ -63,6 +63,30 @@ setup() {
     undo_latest
 }
 
+@test "untracked: files of secrets git ignores (.env, a key) are losses; installed packages and .env.example are not" {
+    mkdir -p "$WS/config" "$WS/venv/lib/python3/site-packages/certifi"
+    printf '.env*\n*.key\nvenv/\n' >>"$WS/.gitignore"
+    g commit -qam 'ignore secrets'
+    printf 'API_KEY=mine\n' >"$WS/.env"
+    printf 'KEY=\n' >"$WS/.env.example"
+    printf 'private\n' >"$WS/config/master.key"
+    printf 'certs\n' >"$WS/venv/lib/python3/site-packages/certifi/cacert.pem"
+    printf 'obj\n' >"$WS/main.o"
+    snap pre "$WS"
+    txj -c 'git clean -fdX'
+    assert_status 0
+    [ ! -e "$WS/.env" ] && [ ! -e "$WS/venv" ] && [ ! -e "$WS/main.o" ]
+    assert_lost untracked .env
+    assert_lost untracked config/master.key
+    [ "$(jget losses.count)" = 2 ] || fail "only the two files of secrets: $(losses_of)"
+    [[ "$(jget losses.items.0.detail)" == *"holds secrets"* ]] || fail "$(jget losses.items.0.detail)"
+    undo_latest
+    [ "$(cat "$WS/.env")" = "API_KEY=mine" ]
+    # overwritten: the same
+    txj -c 'echo API_KEY= >.env'
+    assert_lost untracked .env
+}
+
 @test "staged: git reset --hard drops a staged change; undo gives the index back" {
     printf 'staged\n' >"$WS/new.txt"
     printf 'six\n' >>"$WS/a.txt"
