@@ -839,8 +839,10 @@ static void judge_file(struct lctx *c, struct lfile *f)
     if (r && r->ia_state == 0)
         ea = gix_find(&r->ia, ip, strlen(ip));
     f->tracked = eb != NULL;
-    /* a file that holds secrets is lost even where git ignores it */
-    f->secret = c->in->pol && policy_secret_text(c->in->pol, f->path);
+    /* a file that holds secrets is lost even where git ignores it (the
+     * only files git's ignore rules clear: untracked ones, in a
+     * repository; about 1 us a file) */
+    f->secret = r && !f->tracked && c->in->pol && policy_secret_text(c->in->pol, f->path);
     struct stat st;
     _cleanup_close_ int fd = open_file_in(&c->dws, wsfd, f->path);
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
