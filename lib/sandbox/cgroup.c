@@ -249,6 +249,22 @@ bool cg_pids_hit(const struct cgroup *cg)
     return k && (k == s || k[-1] == '\n') && strtoull(k + 4, NULL, 10) > 0;
 }
 
+void cg_paths(const struct cgroup *cg, char out[3][128])
+{
+    snprintf(out[0], 128, "%s", cg->v2);
+    snprintf(out[1], 128, "%s", cg->v1_pids);
+    snprintf(out[2], 128, "%s", cg->v1_mem);
+}
+
+void cg_remove(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    if (strncmp(path, "/sys/fs/cgroup/", 15) || strstr(path, "/..") || !base ||
+        strncmp(base + 1, "txbox-", 6))
+        return;
+    (void)rmdir(path);
+}
+
 void cg_destroy(struct cgroup *cg)
 {
     /* The pid namespace is gone when this runs, so the groups are empty. */

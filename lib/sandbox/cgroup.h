@@ -30,5 +30,13 @@ bool cg_oom(const struct cgroup *cg);
 /* Was a fork refused at the process limit? */
 bool cg_pids_hit(const struct cgroup *cg);
 void cg_destroy(struct cgroup *cg);
+/* The directories of cg's group, into out (a slot "" when none), for
+ * whoever outlives the maker: cg_remove takes them once the group's
+ * processes have ended. */
+void cg_paths(const struct cgroup *cg, char out[3][128]);
+/* Removes a group that cg_paths gave (an empty one: rmdir refuses a
+ * populated one, which the next maker's sweep takes once empty); a path
+ * that is no txbox group is left alone. */
+void cg_remove(const char *path);
 
 #endif

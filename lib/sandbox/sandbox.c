@@ -2465,6 +2465,8 @@ static int run_once(const struct sb_spec *s, int out_pipe, int err_pipe, sb_outp
         }
         close(hand[0]);
     }
+    if (st->survivors)
+        cg_paths(&cg, st->cgroups); /* still theirs: removed when they end */
     close(pidfd);
     st->network = np_stop(p.proxy);
     if (E->L.proxy_fd >= 0)

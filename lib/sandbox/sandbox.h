@@ -128,6 +128,10 @@ struct sb_status {
                            processes left still hold (read ends; -1: none) */
     uint64_t guard_mounts[CONNGUARD_MAX_MOUNTS];
     size_t n_guard_mounts;
+    /* ... and the command's control groups, which they still populate:
+     * whoever keeps them removes these once they have ended (cg_remove;
+     * "": none) */
+    char cgroups[3][128];
     struct sb_reaper *reaper; /* spec.reap_later: init's end, still awaited */
 };
 

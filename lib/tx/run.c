@@ -11,6 +11,7 @@
 #include <sys/xattr.h>
 
 #include "txbox_policy.h"
+#include "cgroup.h"
 #include "commit.h"
 #include "confine.h"
 #include "effects.h"
@@ -1096,10 +1097,14 @@ static int run_keep(struct run *c)
                          .err = st->output_rest[2],
                          .mounts = st->guard_mounts,
                          .n_mounts = st->n_guard_mounts,
-                         .command = c->opts->shell ? c->opts->shell : c->argv[0]};
+                         .command = c->opts->shell ? c->opts->shell : c->argv[0],
+                         .cgroups = (const char(*)[128])st->cgroups};
+    char cgroups[3][128];
+    memcpy(cgroups, st->cgroups, sizeof cgroups);
     size_t stopped = 0;
     txbox_error ke = {0};
     int rc = sl_group_begin(&c->link, &g, &stopped, &ke);
+    bool steward_has = rc == 0;
     sb_status_free(st); /* the steward has them now */
     bool has_upper = !c->read_only && !c->use_copy && c->upperfd >= 0;
     int commitfd = -1;
@@ -1124,9 +1129,12 @@ static int run_keep(struct run *c)
     if (rc < 0) {
         /* not kept: killed (the steward, or here if it never had them) */
         txbox_error ie = {0};
-        if (sl_group_keep(&c->link, r->id, false, false, 0, -1, &ie) < 0)
+        if (!steward_has || sl_group_keep(&c->link, r->id, false, false, 0, -1, &ie) < 0) {
             for (int i = 0; i < 1000 && kp_signal(c->link.fds.fd[KP_PROC], g.userns, SIGKILL); i++)
                 usleep(1000);
+            for (size_t i = 0; i < 3; i++)
+                cg_remove(cgroups[i]); /* the steward never had them */
+        }
         if (commitfd >= 0)
             close(commitfd);
         (void)tree_remove(c->txfd, "upper.commit");

@@ -58,6 +58,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include "cgroup.h"
 #include "connguard.h"
 #include "fdpass.h"
 #include "keeper.h"
@@ -91,7 +92,8 @@ struct group {
     bool ending; /* none of its processes was left at the last check */
     char why[160];
     char *command;
-    int client; /* the connection that stopped them: lost, they are killed */
+    int client;      /* the connection that stopped them: lost, they are killed */
+    char cg[3][128]; /* their command's control groups, removed once they end */
 };
 
 struct steward {
@@ -187,6 +189,9 @@ static void group_free(struct steward *st, struct group *g)
     close_fd(&g->activefd);
     free(g->stopped);
     free(g->command);
+    for (size_t k = 0; k < ARRAY_SIZE(g->cg); k++)
+        if (g->cg[k][0])
+            cg_remove(g->cg[k]); /* left populated (and to the next sweep) if one still runs */
     size_t i = (size_t)(g - st->g);
     st->g[i] = st->g[--st->ng];
 }
@@ -354,6 +359,10 @@ static void do_begin(struct steward *st, int sock, json_t *req, int *fds, int nf
                         .ok = true,
                         .client = sock,
                         .command = xstrdup(json_string_value(json_object_get(req, "command")) ?: "")};
+    json_t *cgs = json_object_get(req, "cgroups"), *cv;
+    size_t ci;
+    json_array_foreach(cgs, ci, cv) if (ci < ARRAY_SIZE(g->cg) && json_string_length(cv) < sizeof g->cg[0])
+        snprintf(g->cg[ci], sizeof g->cg[ci], "%s", json_string_value(cv) ?: "");
     for (int i = 0; i < nfds; i++) {
         const char *nm = json_string_value(json_array_get(has, (size_t)i)) ?: "";
         int *slot = !strcmp(nm, "root")       ? &g->rootfd

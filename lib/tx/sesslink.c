@@ -209,9 +209,13 @@ int sl_group_begin(struct sess_link *l, const struct sl_group *g, size_t *stoppe
             fds[n++] = f[i].fd;
             json_array_append_new(has, json_string(f[i].name));
         }
-    json_t *req = json_pack("{s:s,s:I,s:I,s:o,s:o,s:s}", "op", "begin", "tx", (json_int_t)g->tx, "userns",
+    json_t *cgs = json_array();
+    for (size_t i = 0; g->cgroups && i < 3; i++)
+        if (g->cgroups[i][0])
+            json_array_append_new(cgs, json_string(g->cgroups[i]));
+    json_t *req = json_pack("{s:s,s:I,s:I,s:o,s:o,s:s,s:o}", "op", "begin", "tx", (json_int_t)g->tx, "userns",
                             (json_int_t)g->userns, "mounts", mounts, "fds", has, "command",
-                            g->command ? g->command : "");
+                            g->command ? g->command : "", "cgroups", cgs);
     json_t *rep = NULL;
     int rc = sl_call(l->sock, req, fds, n, &rep, NULL, 0, NULL, err);
     json_decref(req);

@@ -65,6 +65,7 @@ struct sl_group {
     const uint64_t *mounts;
     size_t n_mounts;
     const char *command;
+    const char (*cgroups)[128]; /* [3]: their control groups (sb_status), NULL: none */
 };
 MUST_CHECK int sl_group_begin(struct sess_link *l, const struct sl_group *g, size_t *stopped,
                               txbox_error *err);

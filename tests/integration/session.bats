@@ -352,6 +352,55 @@ for i in $(seq 50); do [ -s /tmp/pty.txt ] && break; sleep 0.1; done; cat /tmp/p
     no_process "$mark"
 }
 
+# cgroup_of PID: the name of the txbox control group PID is in (as root;
+# empty for a user's commands, which have none).
+cgroup_of() {
+    sed -n 's|.*/\(txbox-[^/]*\)$|\1|p' "/proc/$1/cgroup" 2>/dev/null | head -n 1
+}
+
+# no_cgroup NAME: no control group of that name is left (v2's, or v1's
+# pids and memory hierarchies).
+no_cgroup() {
+    local d
+    for d in /sys/fs/cgroup/txbox /sys/fs/cgroup/pids /sys/fs/cgroup/memory; do
+        [ ! -e "$d/$1" ] || fail "control group $d/$1 is left on the host"
+    done
+}
+
+@test "session: a background command's control groups go when its processes end, or with the session" {
+    local mark short long_cg short_cg
+    mark="$(probe_name cg)"
+    short="$(probe_name cgshort)"
+    sess_start
+    stx -c "(exec -a $mark sleep 1000) >/dev/null 2>&1 &"
+    assert_status 0
+    stx -c "( (exec -a $short sleep 1); echo late >late.txt ) >/dev/null 2>&1 &"
+    assert_status 0
+    long_cg="$(cgroup_of "$(pgrep -f "$mark" | head -n 1)")"
+    short_cg="$(cgroup_of "$(pgrep -f "$short" | head -n 1)")"
+    if is_root; then
+        [ -n "$long_cg" ] && [ -n "$short_cg" ] && [ "$long_cg" != "$short_cg" ] ||
+            fail "the commands have no control groups of their own: '$long_cg' '$short_cg'"
+    fi
+    # the short one ends: its late write commits, its group goes
+    sleep 1.5
+    stx -c 'cat late.txt'
+    assert_status 0
+    [[ "$stderr" == *"background processes of tx"*"committed"* ]] || fail "$stderr"
+    if is_root; then
+        no_cgroup "$short_cg"
+        [ -d "/sys/fs/cgroup/txbox/$long_cg" ] || [ -d "/sys/fs/cgroup/pids/$long_cg" ] ||
+            fail "the running command's group went before its processes"
+    fi
+    run --separate-stderr txbox_bin session end -C "$WS" "$SID"
+    assert_status 0
+    SESSIONS=()
+    no_process "$mark"
+    if is_root; then
+        no_cgroup "$long_cg"
+    fi
+}
+
 @test "session: what a background process writes later is a transaction of its own" {
     sess_start
     # exits 0 of its own accord: committed, reported with the next result
