@@ -488,13 +488,17 @@ bad:
 /* The script run in the sandbox: for each git directory, a marker and
  * git's listing (or a marker for none, or for git's failure). GIT_DIR
  * names the repository: nothing is discovered, and a .git file
- * (gitdir: ...) is followed as git follows it. */
+ * (gitdir: ...) is followed as git follows it. GIT_WORK_TREE stands for
+ * the work tree, which listing the configuration never reads: git would
+ * otherwise enter core.worktree, and fail where it is gone (a submodule's
+ * directory removed or moved: its git directory stays, and so does what
+ * its configuration says). */
 static const char script[] =
     "g=$1; shift\n"
     "for d do\n"
     "  printf '\\036%s\\0' \"$d\"\n"
     "  if [ -f \"$d/HEAD\" ] || { [ -f \"$d\" ] && [ ! -d \"$d\" ]; }; then\n"
-    "    GIT_DIR=$d \"$g\" --no-pager config --list --null --includes --show-scope --show-origin"
+    "    GIT_DIR=$d GIT_WORK_TREE=/ \"$g\" --no-pager config --list --null --includes --show-scope --show-origin"
     " </dev/null || printf '\\037%s\\0' \"$?\"\n"
     "  else printf '\\035\\0'; fi\n"
     "done\n";

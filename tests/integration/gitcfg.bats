@@ -179,6 +179,28 @@ reject_and_use_git() {
     reject_and_use_git
 }
 
+@test "a submodule's directory removed or moved is not a configuration change; its settings still are" {
+    mkdir -p "$BATS_TEST_TMPDIR/subsrc"
+    gitrepo "$BATS_TEST_TMPDIR/subsrc"
+    hgit -c protocol.file.allow=always submodule add -q "$BATS_TEST_TMPDIR/subsrc" sub >/dev/null 2>&1 ||
+        fail "cannot add a submodule"
+    hgit commit -qm sub
+    # its core.worktree names sub/, which goes: git can still read the rest
+    txj -c 'rm -rf sub'
+    assert_outcome committed
+    [ ! -e "$WS/sub" ]
+    run --separate-stderr txbox_bin undo -C "$WS"
+    assert_status 0
+    [ -f "$WS/sub/README" ] || fail "undo did not bring sub back"
+    txj -c 'mv sub sub2'
+    assert_outcome committed
+    run --separate-stderr txbox_bin undo -C "$WS"
+    assert_status 0
+    # a dangerous setting in its configuration is still found, with sub gone
+    txj -c "rm -rf sub && git config --file .git/modules/sub/config core.fsmonitor $EVIL"
+    assert_held core.fsmonitor
+}
+
 @test "a nested repository's configuration is held" {
     gitrepo "$WS/vendor/lib"
     txj -c "git -C vendor/lib config core.pager $EVIL"
