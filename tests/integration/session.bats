@@ -359,9 +359,14 @@ cgroup_of() {
 }
 
 # no_cgroup NAME: no control group of that name is left (v2's, or v1's
-# pids and memory hierarchies).
+# pids and memory hierarchies), within 5 seconds.
 no_cgroup() {
-    local d
+    local d i
+    for i in $(seq 1 50); do
+        [ -e "/sys/fs/cgroup/txbox/$1" ] || [ -e "/sys/fs/cgroup/pids/$1" ] ||
+            [ -e "/sys/fs/cgroup/memory/$1" ] || return 0
+        sleep 0.1
+    done
     for d in /sys/fs/cgroup/txbox /sys/fs/cgroup/pids /sys/fs/cgroup/memory; do
         [ ! -e "$d/$1" ] || fail "control group $d/$1 is left on the host"
     done
@@ -383,10 +388,12 @@ no_cgroup() {
             fail "the commands have no control groups of their own: '$long_cg' '$short_cg'"
     fi
     # the short one ends: its late write commits, its group goes
-    sleep 1.5
-    stx -c 'cat late.txt'
-    assert_status 0
-    [[ "$stderr" == *"background processes of tx"*"committed"* ]] || fail "$stderr"
+    local i
+    for i in $(seq 1 100); do
+        [ -e "$WS/late.txt" ] && break
+        sleep 0.1
+    done
+    [ "$(cat "$WS/late.txt" 2>/dev/null)" = late ] || fail "the late write was not committed"
     if is_root; then
         no_cgroup "$short_cg"
         [ -d "/sys/fs/cgroup/txbox/$long_cg" ] || [ -d "/sys/fs/cgroup/pids/$long_cg" ] ||
