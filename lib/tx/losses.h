@@ -62,6 +62,12 @@ struct losses_in {
      * keys, terraform state): lost even where git ignores them (NULL:
      * none such) */
     const txbox_policy *pol;
+    /* Called (when set) before git's reading forks its child: ends the
+     * caller's other threads, so that none holds a lock the child's copy
+     * of the process would wait on forever (an allocator's: a fork in a
+     * threaded process copies only the forking thread). */
+    void (*quiesce)(void *ctx);
+    void *quiesce_ctx;
 };
 
 /* Measures what the commit of in->ops destroys into *out (zeroed first).

@@ -1338,6 +1338,8 @@ void losses_git(struct lctx *c)
     if (!any)
         return;
     tx_mark("losses:prepare");
+    if (c->in->quiesce)
+        c->in->quiesce(c->in->quiesce_ctx);
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0) {
         for (size_t i = 0; i < c->nr; i++)
@@ -1358,6 +1360,7 @@ void losses_git(struct lctx *c)
     dbuf b;
     dbuf_init(&b, LOSS_GIT_OUT_MAX);
     const char *why = NULL;
+    char late[160];
     if (pid < 0) {
         why = "git's reading could not start";
     } else {
@@ -1365,7 +1368,16 @@ void losses_git(struct lctx *c)
         for (;;) {
             double left = deadline - wall_time();
             if (left <= 0) {
-                why = "git's reading did not finish in time";
+                /* where it waits, for whoever reads why (a lock: "futex") */
+                char wp[64], wc[64] = "";
+                snprintf(wp, sizeof wp, "/proc/%d/wchan", (int)pid);
+                _cleanup_close_ int wfd = open(wp, O_RDONLY | O_CLOEXEC);
+                ssize_t wn = wfd >= 0 ? read(wfd, wc, sizeof wc - 1) : -1;
+                wc[wn > 0 ? wn : 0] = 0;
+                snprintf(late, sizeof late, "git's reading did not finish in time%s%s%s",
+                         wc[0] && strcmp(wc, "0") ? " (it waited in " : "",
+                         wc[0] && strcmp(wc, "0") ? wc : "", wc[0] && strcmp(wc, "0") ? ")" : "");
+                why = late;
                 break;
             }
             struct pollfd pf = {.fd = p[0], .events = POLLIN};

@@ -691,7 +691,8 @@ struct run {
     bool use_copy;
     struct cleaner cleaner;
     struct sb_status st;
-    bool ok; /* the command succeeded (take_status) */
+    struct fs_writeback *wb; /* the command's data on its way to the disk (run_commit) */
+    bool ok;                 /* the command succeeded (take_status) */
     int effd;
     /* in a session: the link for this run (sesslink.h); the command's
      * processes left running are kept (kept), and with them its upper,
@@ -1182,7 +1183,19 @@ struct run_commit {
     const char *hctx;
     const struct gitcfg_ctx *gc;
     bool interactive; /* a person can answer a hold (txbox_run_opts.interactive) */
+    struct run *run;  /* its threads, which losses_in.quiesce ends */
 };
+
+/* Before git's reading forks (losses_in.quiesce): init's end awaited
+ * (spec.reap_later) and the early writeback ended, so that the child is
+ * the copy of a process with one thread. */
+static void run_quiesce(void *arg)
+{
+    struct run *c = arg;
+    sb_reap(&c->st);
+    fs_writeback_end(c->wb);
+    c->wb = NULL;
+}
 
 /* The judge: what the commit would destroy that exists nowhere else
  * (losses.h), reported, then the rules on effects (those on losses too). */
@@ -1198,7 +1211,9 @@ static int run_judge_effects(struct tx_commit *c, txbox_error *err)
                                                  .upperfd = c->upperfd,
                                                  .ops = &c->ops,
                                                  .now = wall_time(),
-                                                 .pol = rc->pol},
+                                                 .pol = rc->pol,
+                                                 .quiesce = rc->run ? run_quiesce : NULL,
+                                                 .quiesce_ctx = rc->run},
                              rc->r, &ls, err);
     /* an index that was only refreshed (losses.c) is no change to report */
     if (e == 0 && commit_relist_changes(c)) {
@@ -1233,12 +1248,13 @@ struct overlay_in {
     int64_t min_free; /* run_min_free's */
     volatile int *cancel;
     bool interactive;
+    struct run *run; /* NULL: no threads of its own to end before a fork */
 };
 
 static int overlay_commit(const struct overlay_in *in, const struct gitcfg_ctx *gc, txbox_error *err)
 {
     txbox_result *r = in->r;
-    struct run_commit rc = {in->ws, r, in->pol, in->hctx, gc, in->interactive};
+    struct run_commit rc = {in->ws, r, in->pol, in->hctx, gc, in->interactive, in->run};
     const struct commit_hooks hooks = {.judge = run_judge_effects, .info = run_commit_info, .ctx = &rc};
     struct tx_commit cm = {.ws = in->ws,
                            .id = r->id,
@@ -1314,7 +1330,7 @@ static int run_decide(struct run *c, txbox_error *err)
     } else if (c->ok) {
         /* the command's data on its way to the disk while the scan and
          * the rules work out what to commit (fsops.h) */
-        struct fs_writeback *wb = fs_writeback_start(c->upperfd);
+        c->wb = fs_writeback_start(c->upperfd);
         struct gitcfg_ctx gc = {.ws = ws,
                                 .txfd = c->txfd,
                                 .txs = r->txs,
@@ -1330,9 +1346,11 @@ static int run_decide(struct run *c, txbox_error *err)
                                 .file_limit = c->max_write,
                                 .min_free = run_min_free(c->opts),
                                 .cancel = c->opts->cancel,
-                                .interactive = c->opts->interactive != 0};
+                                .interactive = c->opts->interactive != 0,
+                                .run = c};
         int rc = overlay_commit(&in, &gc, err);
-        fs_writeback_end(wb);
+        fs_writeback_end(c->wb);
+        c->wb = NULL;
         if (rc < 0)
             return r->commit_point_passed ? -2 : -1;
     } else {
