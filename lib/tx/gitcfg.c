@@ -426,7 +426,20 @@ static void state_entry(const char *ws, const char *g, json_t *st, const char *o
         if (rel)
             json_array_append_new(json_object_get(st, "hookdirs"), json_string(rel));
     }
-    if (gitcfg_exec_key(key, value)) {
+    /* core.worktree decides where the person's next git checkout writes
+     * and git clean deletes: judged by its value, one that leads outside
+     * the workspace counts (relative: to the git directory, as git reads
+     * it, which holds the file that sets it; ~: the home). A submodule's,
+     * which git writes, stays inside. */
+    bool outside_worktree = false;
+    if (!strcasecmp(key, "core.worktree") && value && *value) {
+        const char *of = !strncmp(origin, "file:", 5) ? origin + 5 : NULL, *sl = of ? strrchr(of, '/') : NULL;
+        _cleanup_free_ char *dir = sl ? xasprintf("%.*s", (int)(sl - of), of) : xstrdup("");
+        _cleanup_free_ char *p = value[0] == '/' ? xstrdup(value) : path_join(dir, value);
+        _cleanup_free_ char *rel = value[0] == '~' || (!of && value[0] != '/') ? NULL : ws_rel(ws, p);
+        outside_worktree = rel == NULL;
+    }
+    if (outside_worktree || gitcfg_exec_key(key, value)) {
         _cleanup_free_ char *e = value ? xasprintf("%s=%s", key, value) : xstrdup(key);
         json_array_append_new(json_object_get(st, "exec"), json_string(e));
     }

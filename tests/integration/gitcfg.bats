@@ -201,6 +201,32 @@ reject_and_use_git() {
     assert_held core.fsmonitor
 }
 
+@test "core.worktree leading outside the workspace is held; one inside it commits" {
+    txj -c "git config core.worktree $BATS_TEST_TMPDIR"
+    assert_held core.worktree
+    reject_and_use_git
+    txj -c 'git config core.worktree ../../..'
+    assert_held core.worktree
+    jget paths | grep -qxF .git || fail "paths: $(jget paths)"
+    run --separate-stderr txbox_bin reject -C "$WS" "$(jget tx)"
+    assert_status 0
+    # relative to the git directory: .. is the workspace itself
+    txj -c 'git config core.worktree ..'
+    assert_outcome committed
+    # a submodule's, which git writes there: inside (its source in the
+    # workspace, where the sandbox sees it; file:// clones without hard
+    # links, which an unprivileged overlay cannot keep)
+    gitrepo "$WS/subsrc"
+    hgit -c protocol.file.allow=always submodule add -q "file://$WS/subsrc" sub >/dev/null 2>&1 ||
+        fail "cannot add a submodule"
+    hgit commit -qm sub
+    hgit submodule -q deinit -f sub
+    rm -rf "$WS/.git/modules/sub"
+    txj -c 'git -c protocol.file.allow=always submodule -q update --init'
+    assert_outcome committed
+    [ -f "$WS/sub/README" ] || fail "the submodule was not checked out"
+}
+
 @test "a nested repository's configuration is held" {
     gitrepo "$WS/vendor/lib"
     txj -c "git -C vendor/lib config core.pager $EVIL"
