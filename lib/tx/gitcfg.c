@@ -386,6 +386,27 @@ static char *hooks_base(const char *g)
     return xstrdup(g);
 }
 
+/* A path a setting names, as git resolves it against base (NULL: an
+ * absolute one only), workspace-relative; NULL when it leads outside the
+ * workspace or starts with ~ (the home). */
+static char *setting_path(const char *ws, const char *base, const char *value)
+{
+    if (value[0] == '~' || (!base && value[0] != '/'))
+        return NULL;
+    _cleanup_free_ char *p = value[0] == '/' ? xstrdup(value) : path_join(base, value);
+    return ws_rel(ws, p);
+}
+
+/* The directory of the file a setting came from (origin "file:PATH"),
+ * NULL for another origin (the command line, a blob). */
+static char *origin_dir(const char *origin)
+{
+    if (strncmp(origin, "file:", 5))
+        return NULL;
+    const char *of = origin + 5, *sl = strrchr(of, '/');
+    return sl ? xasprintf("%.*s", (int)(sl - of), of) : xstrdup("");
+}
+
 static void state_entry(const char *ws, const char *g, json_t *st, const char *origin, const char *kv)
 {
     const char *nl = strchr(kv, '\n');
@@ -408,21 +429,18 @@ static void state_entry(const char *ws, const char *g, json_t *st, const char *o
     /* a file an include names, read or not (its condition may hold later,
      * or it may not exist yet): written, it changes the configuration */
     size_t kl = strlen(key);
-    if (value && *value && value[0] != '~' && !strncmp(origin, "file:", 5) &&
+    _cleanup_free_ char *dir = origin_dir(origin);
+    if (value && *value && dir &&
         (!strcasecmp(key, "include.path") ||
          (!strncasecmp(key, "includeif.", 10) && kl > 5 && !strcasecmp(key + kl - 5, ".path")))) {
-        const char *of = origin + 5, *sl = strrchr(of, '/');
-        _cleanup_free_ char *dir = sl ? xasprintf("%.*s", (int)(sl - of), of) : xstrdup("");
-        _cleanup_free_ char *p = value[0] == '/' ? xstrdup(value) : path_join(dir, value);
-        _cleanup_free_ char *rel = ws_rel(ws, p);
+        _cleanup_free_ char *rel = setting_path(ws, dir, value);
         json_t *o = json_object_get(st, "origins");
         if (rel && *rel && json_array_size(o) < 256)
             json_array_append_new(o, json_string(rel));
     }
     if (!strcasecmp(key, "core.hookspath") && value && *value) {
         _cleanup_free_ char *base = hooks_base(g);
-        _cleanup_free_ char *p = value[0] == '/' ? xstrdup(value) : path_join(base, value);
-        _cleanup_free_ char *rel = value[0] == '~' ? NULL : ws_rel(ws, p);
+        _cleanup_free_ char *rel = setting_path(ws, base, value);
         if (rel)
             json_array_append_new(json_object_get(st, "hookdirs"), json_string(rel));
     }
@@ -433,10 +451,7 @@ static void state_entry(const char *ws, const char *g, json_t *st, const char *o
      * which git writes, stays inside. */
     bool outside_worktree = false;
     if (!strcasecmp(key, "core.worktree") && value && *value) {
-        const char *of = !strncmp(origin, "file:", 5) ? origin + 5 : NULL, *sl = of ? strrchr(of, '/') : NULL;
-        _cleanup_free_ char *dir = sl ? xasprintf("%.*s", (int)(sl - of), of) : xstrdup("");
-        _cleanup_free_ char *p = value[0] == '/' ? xstrdup(value) : path_join(dir, value);
-        _cleanup_free_ char *rel = value[0] == '~' || (!of && value[0] != '/') ? NULL : ws_rel(ws, p);
+        _cleanup_free_ char *rel = setting_path(ws, dir, value);
         outside_worktree = rel == NULL;
     }
     if (outside_worktree || gitcfg_exec_key(key, value)) {

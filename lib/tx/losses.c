@@ -754,8 +754,7 @@ static const char *kind_default_why(const struct lfile *f)
                : f->secret
                    ? "deleted; git does not track it, and it holds secrets, which no build makes again"
                    : "deleted; git does not track it and does not ignore it";
-    return f->secret && !f->tracked ? "overwritten; it holds secrets, which no build makes again"
-                                    : "overwritten";
+    return f->secret ? "overwritten; it holds secrets, which no build makes again" : "overwritten";
 }
 
 /* The index of a repository, read once: before, and after when the

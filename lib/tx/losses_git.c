@@ -1374,9 +1374,10 @@ void losses_git(struct lctx *c)
                 _cleanup_close_ int wfd = open(wp, O_RDONLY | O_CLOEXEC);
                 ssize_t wn = wfd >= 0 ? read(wfd, wc, sizeof wc - 1) : -1;
                 wc[wn > 0 ? wn : 0] = 0;
-                snprintf(late, sizeof late, "git's reading did not finish in time%s%s%s",
-                         wc[0] && strcmp(wc, "0") ? " (it waited in " : "",
-                         wc[0] && strcmp(wc, "0") ? wc : "", wc[0] && strcmp(wc, "0") ? ")" : "");
+                if (wc[0] && strcmp(wc, "0"))
+                    snprintf(late, sizeof late, "git's reading did not finish in time (it waited in %s)", wc);
+                else
+                    snprintf(late, sizeof late, "git's reading did not finish in time");
                 why = late;
                 break;
             }
