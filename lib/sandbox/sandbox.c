@@ -1867,6 +1867,7 @@ struct pump {
     uint64_t free0;     /* the workspace's free bytes before the run */
     uint64_t deadline, started;
     bool init_done, killed;
+    bool survivors_said; /* in a session: MSG_SURVIVORS came, init's last report */
     struct netproxy *proxy;
     struct sb_msg msg;
     size_t msg_have;
@@ -2138,6 +2139,7 @@ static void pump_report(struct pump *p)
         pump_discard(p, msg);
     } else if (msg->type == MSG_SURVIVORS) {
         p->st->survivors = msg->val > 0 ? (size_t)msg->val : 0;
+        p->survivors_said = true;
     }
 }
 
@@ -2191,11 +2193,14 @@ static void pump_leave_outputs(struct pump *p)
  * last report, after report_discarded), nothing of the sandbox writes any
  * more; what is left of init's end is the kernel's teardown of its
  * namespaces, which even closes init's descriptors last (the unmount and
- * the final close are both deferred work of the exit, run in reverse). */
+ * the final close are both deferred work of the exit, run in reverse).
+ * In a session the same holds once init said that none of the command's
+ * processes is left (MSG_SURVIVORS 0, after which it only exits): with
+ * some left, their handover comes first. */
 static bool pump_init_quiet(const struct pump *p)
 {
-    return p->s->reap_later && p->s->report_after && !p->s->session && p->st->discarded.known &&
-           p->io->ptm < 0 && !p->killed;
+    bool said = p->s->session ? p->survivors_said && !p->st->survivors : p->st->discarded.known;
+    return p->s->reap_later && p->s->report_after && said && p->io->ptm < 0 && !p->killed;
 }
 
 /* The end of the pump once init is quiet: its reports end, and the
