@@ -29,7 +29,9 @@
  *      │ idempotent: a line of log.pending, or the log's row with its WAL
  *      │ not synced by SQLite), then one sync set of the touched dirs,
  *      │ undo/, commits/ and that file; only then journal/ID ->
- *      │ tx/ID/journal
+ *      │ tx/ID/journal. With JOURNAL_LEAVE_OPEN journal_commit returns
+ *      │ after the audit row, and recovery does the rest, as after a
+ *      │ crash there (a session's steward does, right after the answer)
  *   S4 DONE      recorded; active/ID removed
  *
  *   From S2 or S3, when the apply or finalize fails (the filesystem refuses
@@ -680,13 +682,18 @@ static int journal_rollback(txbox_ws *ws, int txfd, const struct tx_journal *j, 
     return 0;
 }
 
+enum {
+    FIN_LEAVE_OPEN = 1, /* JOURNAL_LEAVE_OPEN: the record and the row, then back to the caller */
+    FIN_HAS_ROW = 2,    /* recovery: the row is in the log already (its owner's), made durable as it is */
+};
+
 /* S3 -> S4. Idempotent. The commit record, the cached generation and the
  * audit log's row are written, then made durable in one sync set with the
  * directories the apply touched (sync): a crash before that sync ends
  * leaves journal/ID, so recovery applies and records again (I3: every step
  * idempotent, the row keyed by the id); only then is the journal closed. */
 static int finalize(txbox_ws *ws, const struct tx_journal *j, int txfd, struct fs_syncset *sync,
-                    struct store_prep *prep, txbox_error *err)
+                    struct store_prep *prep, unsigned how, txbox_error *err)
 {
     char idn[32], genn[32], jn[32];
     jnl_name(idn, j->id, "");
@@ -701,9 +708,16 @@ static int finalize(txbox_ws *ws, const struct tx_journal *j, int txfd, struct f
     if (ws_gen_cache(ws) < j->gen && ws_write_gen(ws, j->gen, err) < 0)
         return -1;
     tx_mark("fin:gen");
-    if (store_log_commit(ws, j->id, j->info, &j->ops, txfd, sync, prep, err) < 0)
+    if (how & FIN_HAS_ROW)
+        sync->all = true; /* the row where its owner put it: the pending file or the log's WAL */
+    else if (store_log_commit(ws, j->id, j->info, &j->ops, txfd, sync, prep, err) < 0)
         return tx_err_ctx(err, "cannot record the commit in the audit log");
     tx_mark("fin:log");
+    /* Left open (JOURNAL_LEAVE_OPEN): the state a crash here leaves, which
+     * recovery finishes (the sync, the close); the caller's owner lock
+     * goes, so the next recovery, whoever runs it, does. */
+    if (how & FIN_LEAVE_OPEN)
+        return 1;
     if (fs_syncset_sync(sync, ws->fd) < 0)
         return tx_errno(err, errno, "cannot make the workspace changes durable");
     tx_mark("fin:sync");
@@ -720,7 +734,8 @@ static int finalize(txbox_ws *ws, const struct tx_journal *j, int txfd, struct f
 }
 
 int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struct tx_ops *ops,
-                   const char *info, struct fs_syncset *pre, uint64_t *gen_out, txbox_error *err)
+                   const char *info, struct fs_syncset *pre, unsigned flags, uint64_t *gen_out,
+                   txbox_error *err)
 {
     uint64_t gen;
     if (ws_read_gen(ws, &gen, err) < 0)
@@ -773,7 +788,7 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
     int rc = apply_ops(ws, txfd, ops, &sync, err);
     tx_mark("apply");
     if (rc == 0)
-        rc = finalize(ws, &j, txfd, &sync, prep, err);
+        rc = finalize(ws, &j, txfd, &sync, prep, flags & JOURNAL_LEAVE_OPEN ? FIN_LEAVE_OPEN : 0, err);
     if (rc < 0) {
         /* Whatever failed after the commit point (the filesystem refused a
          * rename, ran out of space...) fails the same way for recovery:
@@ -799,7 +814,7 @@ int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struc
     }
     tx_mark("finalize");
     *gen_out = j.gen;
-    return 0;
+    return rc;
 }
 
 /* A journal left stuck (journal_hold) while later transactions committed on
@@ -917,11 +932,16 @@ int journal_recover_one(txbox_ws *ws, uint64_t id, txbox_error *err)
     int rc;
     _cleanup_syncset_ struct fs_syncset sync = {0};
     txbox_error fe = {0};
+    /* Left open on purpose (JOURNAL_LEAVE_OPEN) and answered: its run
+     * wrote the outcome, after the row. The row it wrote, if the log has
+     * it, stays (timed, not "recovered"); one a crash lost is written. */
+    bool left_open = txfd >= 0 && exists_at(txfd, "outcome") > 0;
     if (txfd < 0) {
         rc = tx_errno(err, errno, "transaction %s has a journal but no directory", jn);
     } else if (!damaged && settle_gen(ws, txfd, &j, &fe) == 0 &&
                apply_ops(ws, txfd, &j.ops, &sync, &fe) == 0 &&
-               finalize(ws, &j, txfd, &sync, NULL, &fe) == 0) {
+               finalize(ws, &j, txfd, &sync, NULL,
+                        left_open && store_has_commit_row(ws, id) ? FIN_HAS_ROW : 0, &fe) == 0) {
         rc = 0;
     } else {
         /* Cannot be finished (the damaged journal, or the same refusal

@@ -516,6 +516,24 @@ out:
     return rc;
 }
 
+bool store_has_commit_row(txbox_ws *ws, uint64_t id)
+{
+    char head[80];
+    int hl = snprintf(head, sizeof head, "{\"id\":%llu,\"outcome\":\"committed\",", (unsigned long long)id);
+    if (store_pending_has(ws, head, (size_t)hl))
+        return true;
+    sqlite3 *db = NULL;
+    if (store_open(ws, false, &db, NULL) < 0) /* (which moves the pending rows in) */
+        return false;
+    sqlite3_stmt *q = NULL;
+    bool has = sqlite3_prepare_v2(db, "SELECT 1 FROM tx WHERE id=?1 AND outcome='committed'", -1, &q, NULL) ==
+                   SQLITE_OK &&
+               sqlite3_bind_int64(q, 1, (sqlite3_int64)id) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW;
+    sqlite3_finalize(q);
+    store_close(db);
+    return has;
+}
+
 int store_log(txbox_ws *ws, uint64_t id, const char *outcome, const char *info, const struct tx_ops *ops,
               int txfd, txbox_error *err)
 {

@@ -34,6 +34,10 @@ MUST_CHECK int store_check(txbox_ws *ws, size_t nops, txbox_error *err);
 /* Moves the rows waiting in .txbox/log.pending into the log now (every
  * open of the log does it first; see store.c, "pending rows"). */
 void store_import_pending(txbox_ws *ws);
+/* Does the audit log hold transaction id's commit row: a whole line of
+ * the pending file, or a row of the log? (Recovery, finishing a journal
+ * whose owner wrote its row before leaving it open: journal.c.) */
+bool store_has_commit_row(txbox_ws *ws, uint64_t id);
 
 /* The context of a command that the audit log records besides its result:
  * command text (and argv), cwd relative to the workspace, workspace,

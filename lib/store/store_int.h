@@ -91,6 +91,8 @@ int store_write_rows(sqlite3 *db, uint64_t id, const struct rows *rows, txbox_er
 int store_pending_add(txbox_ws *ws, uint64_t id, const char *outcome, const char *text, json_t *in,
                       bool recovered, const struct rows *rows, int txfd, struct fs_syncset *sync,
                       sqlite3_int64 *gen);
+/* A whole line of the pending file that begins with head (hl bytes). */
+bool store_pending_has(txbox_ws *ws, const char *head, size_t hl);
 /* Has text the shape a pending line's info needs (one line, braces)? Its
  * syntax is not checked: only a dump of this process's goes in as text. */
 bool pending_info_ok(const char *text);

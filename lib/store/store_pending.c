@@ -314,6 +314,25 @@ static bool shadow_tables(sqlite3 *db)
  * are a copy of the whole log. */
 static bool pending_rows_into(txbox_ws *ws, sqlite3 *db, const char *buf, size_t len);
 
+bool store_pending_has(txbox_ws *ws, const char *head, size_t hl)
+{
+    _cleanup_close_ int fd = openat(ws->sfd, PENDING_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || tx_flock_wait(fd, "the audit log's pending rows", 0, NULL, NULL) < 0 ||
+        fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0 ||
+        (uint64_t)st.st_size > 4 * PENDING_MAX)
+        return false;
+    size_t len = (size_t)st.st_size;
+    _cleanup_free_ char *buf = xmalloc(len);
+    if (read_all(fd, buf, len) != (ssize_t)len)
+        return false;
+    /* whole lines only: one a crash cut short is no row */
+    for (char *p = buf, *nl; (nl = memchr(p, '\n', len - (size_t)(p - buf))); p = nl + 1)
+        if ((size_t)(nl - p) > hl && !memcmp(p, head, hl))
+            return true;
+    return false;
+}
+
 void store_pending_import(txbox_ws *ws, sqlite3 *db, bool reader)
 {
     _cleanup_close_ int fd = openat(ws->sfd, PENDING_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC);

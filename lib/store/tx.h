@@ -251,9 +251,14 @@ struct tx_journal {
 };
 
 /* The commit protocol, from a scanned upper to the applied workspace. The
- * caller holds the workspace lock. */
+ * caller holds the workspace lock. 0: applied, recorded and closed; 1
+ * (flags JOURNAL_LEAVE_OPEN): applied, its record and audit row written,
+ * the journal left open for recovery to make durable and close (what a
+ * crash at that point leaves), the write set kept; -1: an error. */
+enum { JOURNAL_LEAVE_OPEN = 1 };
 MUST_CHECK int journal_commit(txbox_ws *ws, uint64_t id, int txfd, uint64_t base_gen, struct tx_ops *ops,
-                              const char *info, struct fs_syncset *pre, uint64_t *gen_out, txbox_error *err);
+                              const char *info, struct fs_syncset *pre, unsigned flags, uint64_t *gen_out,
+                              txbox_error *err);
 /* Renames old (under ofd) to new (under nfd), never replacing, for the
  * commit protocol. Unprivileged, moving a directory to another parent needs
  * write permission on the directory itself: one that lacks it is given it

@@ -501,13 +501,15 @@ static int step_space(struct tx_commit *c, char *info, txbox_error *err)
 static int step_journal(struct tx_commit *c, char *info, txbox_error *err)
 {
     uint64_t gen = 0;
-    int rc = journal_commit(c->ws, c->id, c->txfd, c->base_gen, &c->ops, info, &c->durable, &gen, err);
+    int rc = journal_commit(c->ws, c->id, c->txfd, c->base_gen, &c->ops, info, &c->durable,
+                            c->leave_open ? JOURNAL_LEAVE_OPEN : 0, &gen, err);
     if (rc < 0) {
         c->passed = faccessat(c->ws->jnld, c->ids, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
         return -1;
     }
     c->gen = gen;
     c->end = COMMIT_APPLIED;
+    c->left_open = rc > 0;
     return 0;
 }
 
@@ -533,7 +535,7 @@ int commit_run(struct tx_commit *c, txbox_error *err)
     snprintf(c->ids, sizeof c->ids, "%llu", (unsigned long long)c->id);
     c->lockfd = c->activefd = -1;
     c->end = 0;
-    c->passed = c->prepared = false;
+    c->passed = c->prepared = c->left_open = false;
     int rc = 0;
     for (size_t i = 0; i < ARRAY_SIZE(steps) && rc == 0; i++)
         rc = steps[i].run(c, err);
@@ -548,7 +550,7 @@ int commit_run(struct tx_commit *c, txbox_error *err)
     bool armed = c->lockfd >= 0;
     if (c->lockfd >= 0 && c->h && c->h->finish)
         c->h->finish(c, rc, err);
-    if (rc == 0 && (c->end == COMMIT_APPLIED || c->end == COMMIT_EMPTY))
+    if (rc == 0 && (c->end == COMMIT_APPLIED || c->end == COMMIT_EMPTY) && !c->left_open)
         commit_tidy(c->txfd, c->keep_upper);
     if (armed)
         fs_fault_disarm();
@@ -767,7 +769,10 @@ static int finish_one_armed(txbox_ws *ws, uint64_t id, const char *name, json_t 
     if (txfd >= 0) {
         commit_tidy_dead(txfd);
         (void)saga_recovered(txfd, NULL); /* best effort, as the outcome */
-        tx_write_outcome(txfd, "committed (completed by recovery)");
+        /* one its run wrote stays: a journal left open on purpose
+         * (JOURNAL_LEAVE_OPEN) was answered "committed" */
+        if (exists_at(txfd, "outcome") <= 0)
+            tx_write_outcome(txfd, "committed (completed by recovery)");
     }
     ws_end_tx(ws, id, -1);
     return 0;

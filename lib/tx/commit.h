@@ -63,16 +63,17 @@ struct tx_commit {
     /* ---- the caller's ---- */
     txbox_ws *ws;
     uint64_t id;
-    int txfd;                   /* tx/ID */
-    int upperfd;                /* the write set (tx/ID/upper); -1: opened after prepare */
-    uint64_t base_gen;          /* what the write set was made against */
-    bool scan;                  /* the sequence scans the upper into ops (else ops is the caller's) */
-    bool own;                   /* no process owns the transaction (multi, held): registered meanwhile */
-    bool all_clashes;           /* list every conflicting path in c->clashes, not only the first */
-    bool keeps_no_data;         /* an undo: moves retained entries back, brings no new data */
-    bool keep_upper;            /* after the commit the caller discards tx/ID/upper itself (run: the trash) */
-    uint64_t file_limit;        /* the file size limit the command ran under (0: none) */
-    int64_t min_free;           /* the floor: <0 the default (tx_space_floor), 0 none, else bytes */
+    int txfd;            /* tx/ID */
+    int upperfd;         /* the write set (tx/ID/upper); -1: opened after prepare */
+    uint64_t base_gen;   /* what the write set was made against */
+    bool scan;           /* the sequence scans the upper into ops (else ops is the caller's) */
+    bool own;            /* no process owns the transaction (multi, held): registered meanwhile */
+    bool all_clashes;    /* list every conflicting path in c->clashes, not only the first */
+    bool keeps_no_data;  /* an undo: moves retained entries back, brings no new data */
+    bool keep_upper;     /* after the commit the caller discards tx/ID/upper itself (run: the trash) */
+    bool leave_open;     /* the journal left open once applied (JOURNAL_LEAVE_OPEN): recovery closes it */
+    uint64_t file_limit; /* the file size limit the command ran under (0: none) */
+    int64_t min_free;    /* the floor: <0 the default (tx_space_floor), 0 none, else bytes */
     const volatile int *cancel; /* a wait for the lock ends when it is set */
     struct tx_ops ops;
     struct fs_syncset durable; /* the scan's new data, durable with the journal (or a hold) */
@@ -85,9 +86,10 @@ struct tx_commit {
     uint64_t held_by; /* COMMIT_CONFLICT: the stuck transaction that holds it (0: a later commit) */
     json_t *changes;  /* the paths added, modified, deleted (TX_CHANGES_CAP), with counts */
     struct commit_space space;
-    uint64_t gen;  /* the generation read under the lock; after COMMIT_APPLIED, the commit's */
-    bool passed;   /* commit_run failed after the commit point: recovery finishes it */
-    bool prepared; /* prepare ran */
+    uint64_t gen;   /* the generation read under the lock; after COMMIT_APPLIED, the commit's */
+    bool passed;    /* commit_run failed after the commit point: recovery finishes it */
+    bool prepared;  /* prepare ran */
+    bool left_open; /* COMMIT_APPLIED with leave_open: journal/ID and tx/ID's scratch stay for recovery */
     int lockfd, activefd;
 };
 

@@ -699,6 +699,9 @@ struct run {
      * renamed live/ (live_upper), its commit taken from a copy (upper/) */
     struct sess_link link;
     bool kept, live_upper;
+    /* committed with its journal left open (run_retire_later): the
+     * session's steward retires it after the answer */
+    bool left_open;
     char proxy_slots[SB_PROXY_ENV_N][SB_PROXY_ENV_LEN];
 };
 
@@ -1248,6 +1251,8 @@ struct overlay_in {
     int64_t min_free; /* run_min_free's */
     volatile int *cancel;
     bool interactive;
+    bool leave_open; /* the journal left open once applied (commit.h) */
+    bool *left_open; /* set when it was */
     struct run *run; /* NULL: no threads of its own to end before a fork */
 };
 
@@ -1266,8 +1271,11 @@ static int overlay_commit(const struct overlay_in *in, const struct gitcfg_ctx *
                            .file_limit = in->file_limit,
                            .min_free = in->min_free,
                            .cancel = in->cancel,
+                           .leave_open = in->leave_open,
                            .h = &hooks};
     int ret = commit_run(&cm, err);
+    if (in->left_open)
+        *in->left_open = ret == 0 && cm.left_open;
     if (ret == 0) {
         switch (cm.end) {
         case COMMIT_APPLIED:
@@ -1303,6 +1311,18 @@ static int overlay_commit(const struct overlay_in *in, const struct gitcfg_ctx *
     }
     commit_free(&cm);
     return ret;
+}
+
+/* In a session, the journal's retirement (the sync of what the apply
+ * touched, the journal's close, the write set's removal, the bounds on
+ * history) is the steward's, after the answer: the answer waits only for
+ * the commit point and the apply. What the command left running (kept),
+ * or an external effect's record (saga), is this run's to finish. The
+ * TXBOX_TEST_NO_RETIRE hook leaves it to the next recovery instead, as a
+ * steward killed before it retired it would. */
+static bool run_retire_later(const struct run *c)
+{
+    return c->opts->session && c->link.sock >= 0 && !c->kept && !c->saga;
 }
 
 /* Commit or roll back, by backend. -2: failed past the commit point. */
@@ -1347,6 +1367,8 @@ static int run_decide(struct run *c, txbox_error *err)
                                 .min_free = run_min_free(c->opts),
                                 .cancel = c->opts->cancel,
                                 .interactive = c->opts->interactive != 0,
+                                .leave_open = run_retire_later(c),
+                                .left_open = &c->left_open,
                                 .run = c};
         int rc = overlay_commit(&in, &gc, err);
         fs_writeback_end(c->wb);
@@ -1397,8 +1419,10 @@ static void run_finish(struct run *c)
         return;
     }
     bool trashed = false;
-    if (r->write_limit ||
-        r->outcome == TXBOX_OUTCOME_NO_SPACE) /* its space back at once, not after the next command */
+    if (c->left_open)
+        ; /* upper/ and work/: recovery's (commit_tidy_dead), once the journal is closed */
+    else if (r->write_limit ||
+             r->outcome == TXBOX_OUTCOME_NO_SPACE) /* its space back at once, not after the next command */
         (void)tree_remove(c->txfd, "upper");
     else if (r->outcome != TXBOX_OUTCOME_CONFLICT && r->outcome != TXBOX_OUTCOME_HELD)
         trashed =
@@ -1407,7 +1431,7 @@ static void run_finish(struct run *c)
     /* a conflict's or held upper stays, kept aside; the work directory of
      * an upper that processes kept in the session still write (live/)
      * stays theirs */
-    if (!(c->kept && c->live_upper))
+    if (!(c->kept && c->live_upper) && !c->left_open)
         trashed |= discard_dir(ws, c->txfd, "work", r->txs, WS_TRASH_GRANT_DIRS | WS_TRASH_GRANT_FILES);
     tx_mark("rm-upper");
     tx_write_outcome(c->txfd, txbox_outcome_name(r->outcome));
@@ -1434,6 +1458,14 @@ static void run_finish(struct run *c)
     tx_free_strv(c->hide);
     tx_free_strv(c->state_hide);
     json_decref(c->scrubbed);
+    if (c->left_open) {
+        /* the rest is the steward's (run_retire_later) */
+        if (!getenv("TXBOX_TEST_NO_RETIRE"))
+            sl_retire(&c->link, r->id);
+        tx_mark("end");
+        tx_marks_print(stderr);
+        return;
+    }
     if (r->outcome == TXBOX_OUTCOME_COMMITTED && r->logged)
         history_autogc(ws); /* history: retention bounds */
     /* Bounded: when commands end too soon for the cleaner to keep up. */

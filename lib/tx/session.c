@@ -35,7 +35,11 @@
  *     when every one of them that the keeper reaped exited 0, else rolled
  *     back. Its report goes with the next command's result and into the
  *     session's end report.
- *  4. The session ends on request (end), after idle_s without a command
+ *  4. A command's commit is answered once applied and recorded, its
+ *     journal left open (run.c, run_retire_later): the steward retires it
+ *     (recovery: the sync, the journal's close, the write set's removal)
+ *     right after the answer, off the command's time (do_retire).
+ *  5. The session ends on request (end), after idle_s without a command
  *     attached, when its owner process ends, or on SIGTERM: the keeper is
  *     killed (its pid namespace, every background process, dies with it),
  *     the late writes of those still running are rolled back, and what
@@ -333,6 +337,20 @@ static void do_attach(struct steward *st, int sock)
     reply(sock, o, fds, n);
 }
 
+/* A command's transaction committed with its journal left open (run.c,
+ * run_retire_later), its answer given: recovery closes it (the sync, the
+ * journal's close, the write set's removal), then what its run left
+ * (history's bounds, .txbox/tx/'s compaction). No answer. Any recovery
+ * that comes first does the same; a failure is the next one's to meet. */
+static void do_retire(struct steward *st, uint64_t tx)
+{
+    txbox_error e = {0};
+    if (!tx || txbox_recover(st->ws, NULL, &e) < 0)
+        return;
+    history_autogc(st->ws);
+    ws_compact_maybe(st->ws, tx);
+}
+
 static void do_begin(struct steward *st, int sock, json_t *req, int *fds, int nfds)
 {
     txbox_error e = {0};
@@ -585,6 +603,8 @@ static bool on_request(struct steward *st, size_t i)
         close(fds[k]);
     if (!strcmp(op, "attach")) {
         do_attach(st, sock);
+    } else if (!strcmp(op, "retire")) {
+        do_retire(st, (uint64_t)json_integer_value(json_object_get(req, "tx")));
     } else if (!strcmp(op, "status")) {
         reply(sock, status_json(st), NULL, 0);
     } else if (!strcmp(op, "end")) {

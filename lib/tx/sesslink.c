@@ -192,6 +192,18 @@ void sl_detach(struct sess_link *l)
     l->late = NULL;
 }
 
+void sl_retire(struct sess_link *l, uint64_t tx)
+{
+    if (l->sock < 0)
+        return;
+    json_t *req = json_pack("{s:s,s:I}", "op", "retire", "tx", (json_int_t)tx);
+    txbox_error e = {0};
+    if (sl_send(l->sock, req, NULL, 0, &e) < 0) {
+        /* the steward is gone: the next recovery retires it */
+    }
+    json_decref(req);
+}
+
 int sl_group_begin(struct sess_link *l, const struct sl_group *g, size_t *stopped, txbox_error *err)
 {
     *stopped = 0;

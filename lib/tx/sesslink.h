@@ -53,6 +53,10 @@ struct sess_link {
 
 MUST_CHECK int sl_attach(txbox_session *s, struct sess_link *l, txbox_error *err);
 void sl_detach(struct sess_link *l);
+/* Transaction tx committed with its journal left open (commit.h,
+ * leave_open): the steward retires it (recovery), after the answer. Not
+ * answered; were the steward gone, the next recovery does it. */
+void sl_retire(struct sess_link *l, uint64_t tx);
 
 /* The command's processes left running when its shell exited (sandbox.h,
  * sb_status): the steward stops them all while the command's transaction

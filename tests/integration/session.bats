@@ -208,6 +208,65 @@ no_process() {
     [ "$(pj 'len([s for s in d["sessions"] if s["running"]])')" = 1 ] || fail "list: $output"
 }
 
+# journal_open ID: is transaction ID's journal still open (.txbox/journal/ID)?
+journal_open() { [ -e "$WS/.txbox/journal/$1" ]; }
+
+@test "session: answered once applied; the steward retires the commit, else the next recovery" {
+    echo 0 >"$WS/log.txt"
+    sess_start
+    local line id ids=() n
+    for line in 1 2 3; do
+        stxj -c "echo $line >>log.txt"
+        assert_status 0
+        assert_outcome committed
+        ids+=("$(jget tx)")
+        # applied before the answer
+        [ "$(tail -n 1 "$WS/log.txt")" = "$line" ] || fail "answered before the apply: $(cat "$WS/log.txt")"
+    done
+    # retired after it: journals closed, scratch gone, the outcome as answered
+    for n in $(seq 100); do
+        [ -z "$(ls -A "$WS/.txbox/journal")" ] && break
+        sleep 0.1
+    done
+    [ -z "$(ls -A "$WS/.txbox/journal")" ] || fail "not retired: $(ls "$WS/.txbox/journal")"
+    for id in "${ids[@]}"; do
+        [ -e "$WS/.txbox/tx/$id/journal" ] || fail "tx $id: no closed journal"
+        [ ! -e "$WS/.txbox/tx/$id/upper" ] || fail "tx $id: its upper is left"
+        [ "$(cat "$WS/.txbox/tx/$id/outcome")" = committed ] || fail "tx $id: $(cat "$WS/.txbox/tx/$id/outcome")"
+    done
+    # a steward that never retires it (gone, killed): the journal stays
+    # open, as after a crash there, and the next command takes it from
+    # there: the next transaction in the session sees the change and commits
+    # on top of it, and a history command's recovery closes it
+    TXBOX_TEST_NO_RETIRE=1 stxj -c 'echo 4 >>log.txt'
+    assert_status 0
+    assert_outcome committed
+    id="$(jget tx)"
+    journal_open "$id" || fail "the journal of tx $id was not left open"
+    [ "$(tail -n 1 "$WS/log.txt")" = 4 ] || fail "not applied: $(cat "$WS/log.txt")"
+    TXBOX_TEST_NO_RETIRE=1 stxj -c 'echo 5 >>log.txt'
+    assert_status 0
+    assert_outcome committed
+    ! journal_open "$id" || fail "the next command's recovery left tx $id open"
+    [ "$(cat "$WS/log.txt")" = "$(printf '0\n1\n2\n3\n4\n5')" ] || fail "log.txt: $(cat "$WS/log.txt")"
+    local last
+    last="$(jget tx)"
+    journal_open "$last" || fail "the journal of tx $last was not left open"
+    # the log has every row as its run wrote it (timed, not "recovered"),
+    # the open one's too
+    h log --json
+    assert_status 0
+    [ "$(pj '" ".join(r["outcome"] + ":" + str(r["recovered"]) + ":" + str(r["duration_ms"] is not None) for r in d)')" = "$(printf 'committed:0:True %.0s' 1 2 3 4 5 | sed 's/ $//')" ] ||
+        fail "log: $(pj '[(r["tx"], r["outcome"], r["recovered"], r["duration_ms"]) for r in d]')"
+    journal_open "$last" || fail "a reader closed tx $last"
+    # and undone as any other, its journal closed first
+    h undo
+    assert_status 0
+    ! journal_open "$last" || fail "undo's recovery left tx $last open"
+    [ "$(tail -n 1 "$WS/log.txt")" = 4 ] || fail "undo: $(cat "$WS/log.txt")"
+    [ ! -e "$WS/.txbox/tx/$last/upper" ] || fail "tx $last: its upper is left"
+}
+
 @test "session: /tmp persists from command to command, stays in the session, is reported at its end" {
     sess_start
     stxj -c 'printf "print(6 * 7)\n" >/tmp/helper.py && mkdir -p /tmp/work && echo data >/tmp/work/in.txt'

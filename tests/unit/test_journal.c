@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "fsops.h"
+#include "safepath.h"
 #include "tx.h"
 
 static char root[64];
@@ -29,21 +30,31 @@ static void rewrite(int dfd, const char *name, const char *data, size_t n)
     close(fd);
 }
 
-static void commit_and_damage(void **state)
+/* A workspace in root (from tmpl) whose file "old" holds 1, and a
+ * transaction whose upper changes it to 2. */
+static txbox_ws *ws_with_change(const char *tmpl, uint64_t *id, int *txfd, int *act, int *up)
 {
-    (void)state;
-    snprintf(root, sizeof root, "/tmp/txbox-jnl-XXXXXX");
+    snprintf(root, sizeof root, "%s", tmpl);
     assert_non_null(mkdtemp(root));
     txbox_ws *ws;
     txbox_error e = {0};
     assert_int_equal(txbox_ws_open(root, TXBOX_WS_CREATE, &ws, &e), 0);
     mkfile(ws->fd, "old", "1");
+    assert_int_equal(ws_new_tx(ws, id, txfd, act, NULL, &e), 0);
+    mkdirat(*txfd, "upper", 0755);
+    *up = openat(*txfd, "upper", O_RDONLY | O_DIRECTORY);
+    assert_true(*up >= 0);
+    mkfile(*up, "old", "2");
+    return ws;
+}
+
+static void commit_and_damage(void **state)
+{
+    (void)state;
+    txbox_error e = {0};
     uint64_t id;
-    int txfd, act;
-    assert_int_equal(ws_new_tx(ws, &id, &txfd, &act, NULL, &e), 0);
-    mkdirat(txfd, "upper", 0755);
-    int up = openat(txfd, "upper", O_RDONLY | O_DIRECTORY);
-    mkfile(up, "old", "2");
+    int txfd, act, up;
+    txbox_ws *ws = ws_with_change("/tmp/txbox-jnl-XXXXXX", &id, &txfd, &act, &up);
     mkfile(up, "new file \xff", "3");
     struct tx_ops ops = {0};
     /* the scan's new data made durable with the journal (run.c's way) */
@@ -51,7 +62,7 @@ static void commit_and_damage(void **state)
     assert_int_equal(scan_upper(up, ws->fd, !ws->root, &ops, &durable, &e), 0);
     assert_true(durable.n > 0 || durable.all);
     uint64_t gen = 0;
-    int jr = journal_commit(ws, id, txfd, 0, &ops, "{\"command\":\"x\"}", &durable, &gen, &e);
+    int jr = journal_commit(ws, id, txfd, 0, &ops, "{\"command\":\"x\"}", &durable, 0, &gen, &e);
     if (jr)
         print_error("%s\n", e.msg);
     assert_int_equal(jr, 0);
@@ -105,6 +116,51 @@ static void commit_and_damage(void **state)
     close(up);
     close(txfd);
     ws_end_tx(ws, id, act);
+    txbox_ws_close(ws);
+    tree_remove(AT_FDCWD, root);
+}
+
+/* JOURNAL_LEAVE_OPEN: applied, recorded and logged, the journal left in
+ * journal/ for recovery, which makes it durable and closes it. */
+static void leave_open(void **state)
+{
+    (void)state;
+    txbox_error e = {0};
+    uint64_t id;
+    int txfd, act, up;
+    txbox_ws *ws = ws_with_change("/tmp/txbox-jlo-XXXXXX", &id, &txfd, &act, &up);
+    struct tx_ops ops = {0};
+    _cleanup_syncset_ struct fs_syncset durable = {0};
+    assert_int_equal(scan_upper(up, ws->fd, !ws->root, &ops, &durable, &e), 0);
+    uint64_t gen = 0;
+    assert_int_equal(
+        journal_commit(ws, id, txfd, 0, &ops, "{\"command\":\"x\"}", &durable, JOURNAL_LEAVE_OPEN, &gen, &e),
+        1);
+    assert_int_equal(gen, 1);
+    char idn[32], *s;
+    snprintf(idn, sizeof idn, "%llu", (unsigned long long)id);
+    /* applied and counted, the journal still open */
+    assert_int_equal(read_file_at(ws->fd, "old", 16, &s, NULL, &e), 0);
+    assert_string_equal(s, "2");
+    free(s);
+    uint64_t g = 0;
+    assert_int_equal(ws_read_gen(ws, &g, &e), 0);
+    assert_int_equal(g, 1);
+    assert_int_equal(exists_at(ws->jnld, idn), 1);
+    assert_int_equal(exists_at(txfd, "journal"), 0);
+    /* its owner gone, recovery closes it: the commit stays */
+    ws_end_tx(ws, id, act);
+    assert_int_equal(journal_recover_one(ws, id, &e), 0);
+    assert_int_equal(exists_at(ws->jnld, idn), 0);
+    assert_int_equal(exists_at(txfd, "journal"), 1);
+    assert_int_equal(read_file_at(ws->fd, "old", 16, &s, NULL, &e), 0);
+    assert_string_equal(s, "2");
+    free(s);
+    assert_int_equal(ws_read_gen(ws, &g, &e), 0);
+    assert_int_equal(g, 1);
+    ops_free(&ops);
+    close(up);
+    close(txfd);
     txbox_ws_close(ws);
     tree_remove(AT_FDCWD, root);
 }
@@ -202,7 +258,7 @@ static void apply_tells_moved_from_unreadable(void **state)
     assert_int_equal(renameat(up, "d", up, "d.real"), 0);
     assert_int_equal(symlinkat("d.real", up, "d"), 0);
     uint64_t gen = 0;
-    assert_int_equal(journal_commit(ws, id, txfd, 0, &ops, NULL, NULL, &gen, &e), -1);
+    assert_int_equal(journal_commit(ws, id, txfd, 0, &ops, NULL, NULL, 0, &gen, &e), -1);
     if (!strstr(e.msg, "rolled back"))
         print_error("%s\n", e.msg);
     assert_non_null(strstr(e.msg, "rolled back"));
@@ -226,6 +282,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(commit_and_damage),
+        cmocka_unit_test(leave_open),
         cmocka_unit_test(apply_tells_moved_from_unreadable),
         cmocka_unit_test(counters),
     };

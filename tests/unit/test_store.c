@@ -104,7 +104,7 @@ static void commit_logs_write_set_once(void **state)
                        "\"uncertain\",\"started\":1.5,\"stdout\":\"out\",\"changes\":{\"added\":"
                        "[\"new\"],\"modified\":[\"f\"],\"deleted\":[]}}";
     uint64_t gen;
-    int rc = journal_commit(ws, id, txfd, 0, &ops, info, NULL, &gen, &e);
+    int rc = journal_commit(ws, id, txfd, 0, &ops, info, NULL, 0, &gen, &e);
     if (rc)
         print_error("%s\n", e.msg);
     assert_int_equal(rc, 0);
@@ -118,9 +118,14 @@ static void commit_logs_write_set_once(void **state)
     char line[16384];
     ssize_t pn = pread(pfd, line, sizeof line, 0);
     assert_true(pn > 0 && pn < (ssize_t)sizeof line && line[pn - 1] == '\n');
+    /* recovery's question (journal.c: a journal left open once logged):
+     * the row is found in the pending file */
+    assert_true(store_has_commit_row(ws, id));
     assert_int_equal(write(pfd, line, (size_t)pn), pn);
     close(pfd);
-    store_import_pending(ws); /* any open of the log moves the rows in */
+    store_import_pending(ws);                  /* any open of the log moves the rows in */
+    assert_true(store_has_commit_row(ws, id)); /* and then in the log */
+    assert_false(store_has_commit_row(ws, id + 1));
     assert_int_equal(fstatat(ws->sfd, "log.pending", &pst, 0), 0);
     assert_int_equal(pst.st_size, 0);
     sqlite3 *db = db_open();
@@ -204,7 +209,8 @@ static void large_commit_row_in_its_own_file(void **state)
     assert_int_equal(scan_upper(up, ws->fd, !ws->root, &ops, NULL, &e), 0);
     assert_true(ops.n <= 2); /* the new tree (and the root's times) */
     uint64_t gen;
-    int rc = journal_commit(ws, id, txfd, 0, &ops, "{\"command\":\"gen\",\"exit_code\":0}", NULL, &gen, &e);
+    int rc =
+        journal_commit(ws, id, txfd, 0, &ops, "{\"command\":\"gen\",\"exit_code\":0}", NULL, 0, &gen, &e);
     if (rc)
         print_error("%s\n", e.msg);
     assert_int_equal(rc, 0);
@@ -515,7 +521,7 @@ static void noted_hashes_are_used(void **state)
     assert_int_equal(scan_upper(up, ws->fd, !ws->root, &ops, NULL, &e), 0);
     const char *info = "{\"command\":\"x\",\"exit_code\":0,\"started\":1.5}";
     uint64_t gen;
-    assert_int_equal(journal_commit(ws, id, txfd, 0, &ops, info, NULL, &gen, &e), 0);
+    assert_int_equal(journal_commit(ws, id, txfd, 0, &ops, info, NULL, 0, &gen, &e), 0);
     store_hash_forget(ws);
     assert_null(ws->hashes);
     store_import_pending(ws);
