@@ -1317,9 +1317,9 @@ static int overlay_commit(const struct overlay_in *in, const struct gitcfg_ctx *
  * touched, the journal's close, the write set's removal, the bounds on
  * history) is the steward's, after the answer: the answer waits only for
  * the commit point and the apply. What the command left running (kept),
- * or an external effect's record (saga), is this run's to finish. The
- * TXBOX_TEST_NO_RETIRE hook leaves it to the next recovery instead, as a
- * steward killed before it retired it would. */
+ * or an external effect's record (saga), is this run's to finish. In test
+ * builds TXBOX_TEST_NO_RETIRE leaves it to the next recovery instead, as
+ * a steward killed before it retired it would. */
 static bool run_retire_later(const struct run *c)
 {
     return c->opts->session && c->link.sock >= 0 && !c->kept && !c->saga;
@@ -1460,7 +1460,11 @@ static void run_finish(struct run *c)
     json_decref(c->scrubbed);
     if (c->left_open) {
         /* the rest is the steward's (run_retire_later) */
-        if (!getenv("TXBOX_TEST_NO_RETIRE"))
+        bool tell = true;
+#ifdef TXBOX_TEST_HOOKS
+        tell = !getenv("TXBOX_TEST_NO_RETIRE"); /* test builds only */
+#endif
+        if (tell)
             sl_retire(&c->link, r->id);
         tx_mark("end");
         tx_marks_print(stderr);
