@@ -12,9 +12,10 @@
  *     tool regenerates (node_modules, __pycache__ ...), or it moved (the same
  *     content is written elsewhere by the same commit), or it is empty;
  *   - a replaced content is lost only when it was clobbered: reset to the
- *     index's or HEAD's version, emptied, or overwritten with little in
- *     common (less than half of its lines kept, whitespace aside); an
- *     ordinary edit loses nothing;
+ *     index's or HEAD's version, or to an older version git holds when git
+ *     holds the replaced content nowhere (a restore from history), emptied,
+ *     or overwritten with little in common (less than half of its lines
+ *     kept, whitespace aside); an ordinary edit loses nothing;
  *   - a database file (SQLite) is judged by its pages instead: rewritten
  *     (more than half of its pages changed), shrunk, or with fewer pages
  *     in use (tables dropped, rows deleted in bulk), or deleted.
@@ -826,6 +827,26 @@ static void hash_old(struct lfile *f, const struct blob *a)
     f->have_sha = true;
 }
 
+/* A tracked file's edit that put back an older version of git's (git
+ * restore --source, git show REV:F >F, git cat-file): lost when git holds
+ * the new content and not the old one, whatever wrote it. */
+static void judge_restore(struct lctx *c, struct lrepo *r, struct lfile *f, const struct blob *a,
+                          const struct blob *b)
+{
+    if (!f->have_noid) {
+        gix_blob_oid(b->p, b->n, f->noid);
+        f->have_noid = true;
+    }
+    if (!f->have_oid) {
+        gix_blob_oid(a->p, a->n, f->oid);
+        f->have_oid = true;
+    }
+    if (losses_object_known(c, r, f->noid) && !losses_object_known(c, r, f->oid)) {
+        f->state = LF_LOST;
+        f->why = xstrdup("an older version from git's history put back: its changes discarded");
+    }
+}
+
 /* One file: is its old content lost? */
 static void judge_file(struct lctx *c, struct lfile *f)
 {
@@ -941,6 +962,8 @@ static void judge_file(struct lctx *c, struct lfile *f)
             f->why = xasprintf("overwritten: %.0f%% of its content kept", k * 100);
         } else {
             f->state = LF_EDITED; /* an edit, unless git says it went back to HEAD's */
+            if (f->tracked)
+                judge_restore(c, r, f, &a, &b);
         }
     }
     if (f->state == LF_LOST && a.p)
@@ -1284,6 +1307,7 @@ int losses_measure(const struct losses_in *in, struct losses *out, txbox_error *
         free(r->mirror_abs);
         gix_free(&r->ib);
         gix_free(&r->ia);
+        losses_packs_free(r);
     }
     free(c.r);
     for (size_t i = 0; i < ng; i++) {

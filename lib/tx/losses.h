@@ -137,5 +137,9 @@ void gix_entries_digest(const struct gix *x, char hex[41]);
 #define LOSSES_INDEX_RECORD "gitindex"
 /* git's blob id of n bytes: SHA-1 of "blob N\0" and them. */
 void gix_blob_oid(const void *data, size_t n, unsigned char oid[20]);
+/* Does a pack's index (gitformat-pack(5), version 2: buf, len bytes,
+ * untrusted) list the object id? One too short for what it claims, or of
+ * another version, lists none. */
+bool gix_pack_has(const unsigned char *buf, size_t len, const unsigned char id[20]);
 
 #endif

@@ -18,7 +18,9 @@
  * checkout's directories is refused rather than half read: the caller
  * then counts what it could not check as lost (fail closed). The fuzzer
  * tests/fuzz/fuzz_git_index.c feeds it. */
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <nettle/sha1.h>
@@ -304,4 +306,94 @@ void gix_blob_oid(const void *data, size_t n, unsigned char oid[20])
     sha1_update(&c, (size_t)hl + 1, (const uint8_t *)h);
     sha1_update(&c, n, data);
     sha1_digest(&c, SHA1_DIGEST_SIZE, oid);
+}
+
+/* Version 2: "\377tOc", 2, a fan-out table (256 big-endian counts: the
+ * objects whose first byte is at most i), then the sorted ids. */
+bool gix_pack_has(const unsigned char *buf, size_t len, const unsigned char id[20])
+{
+    if (len < 8 + 1024 || memcmp(buf, "\377tOc", 4) || be32(buf + 4) != 2)
+        return false;
+    const unsigned char *fan = buf + 8, *ids = buf + 8 + 1024;
+    uint32_t n = be32(fan + 255 * 4);
+    if ((len - 8 - 1024) / 20 < n)
+        return false;
+    uint32_t lo = id[0] ? be32(fan + (id[0] - 1) * 4) : 0, hi = be32(fan + id[0] * 4);
+    if (lo > hi || hi > n)
+        return false;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        int d = memcmp(ids + (size_t)mid * 20, id, 20);
+        if (!d)
+            return true;
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+/* The packs' indexes of one objects/pack directory (under root), read
+ * into r->packs (at most LOSS_PACKS of them, LOSS_PACK_IDX_MAX bytes
+ * each: more are not read). */
+static void read_packs(struct lrepo *r, int root, const char *dir)
+{
+    _cleanup_close_ int dfd = safe_openat(root, dir, O_RDONLY | O_DIRECTORY, 0);
+    DIR *d = dfd >= 0 ? fdopendir(dup(dfd)) : NULL;
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) && r->npacks < LOSS_PACKS) {
+        size_t l = strlen(e->d_name);
+        if (l < 5 || strcmp(e->d_name + l - 4, ".idx"))
+            continue;
+        _cleanup_close_ int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < 8 + 1024 ||
+            st.st_size > LOSS_PACK_IDX_MAX)
+            continue;
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED)
+            continue;
+        r->packs[r->npacks].p = m;
+        r->packs[r->npacks++].n = (size_t)st.st_size;
+    }
+    closedir(d);
+}
+
+bool losses_object_known(struct lctx *c, struct lrepo *r, const unsigned char id[20])
+{
+    if (!r->gitdir || r->linked)
+        return false;
+    char hex[41];
+    for (int i = 0; i < 20; i++)
+        snprintf(hex + 2 * i, 3, "%02x", id[i]);
+    _cleanup_free_ char *loose =
+        xasprintf("%s%sobjects/%.2s/%s", r->gitdir, *r->gitdir ? "/" : "", hex, hex + 2);
+    int roots[2] = {c->in->upperfd, c->in->ws->fd};
+    for (int k = 0; k < 2; k++) {
+        int fd = safe_openat(roots[k], loose, O_PATH, 0);
+        if (fd >= 0) {
+            close(fd);
+            return true;
+        }
+    }
+    if (!r->packs_read) {
+        r->packs_read = true;
+        _cleanup_free_ char *pd = xasprintf("%s%sobjects/pack", r->gitdir, *r->gitdir ? "/" : "");
+        for (int k = 0; k < 2; k++)
+            read_packs(r, roots[k], pd);
+    }
+    for (size_t i = 0; i < r->npacks; i++)
+        if (gix_pack_has(r->packs[i].p, r->packs[i].n, id))
+            return true;
+    return false;
+}
+
+void losses_packs_free(struct lrepo *r)
+{
+    for (size_t i = 0; i < r->npacks; i++)
+        munmap(r->packs[i].p, r->packs[i].n);
+    r->npacks = 0;
 }

@@ -16,6 +16,8 @@
 #define LOSS_TIPS_MAX 200000            /* refs and reflog entries read per state */
 #define LOSS_WALK_COMMITS 200000        /* commits walked for what became unreachable */
 #define LOSS_NEW_COMMITS 256            /* new commits whose trees may hold a file's content */
+#define LOSS_PACKS 64                   /* packs' indexes read per repository */
+#define LOSS_PACK_IDX_MAX (256u << 20)  /* bytes of one (about 9 million objects) */
 #define LOSS_STAGED_MAX 50000           /* index entries compared with HEAD */
 #define LOSS_ORIGIN_MAX 200             /* files whose last writer is looked up */
 
@@ -92,6 +94,12 @@ struct lrepo {
     int ib_state, ia_state; /* 0 loaded; 1 none; -1 unreadable */
     struct gix ib, ia;
     char *mirror_abs; /* the after state's git directory for libgit2 (losses_git.c) */
+    struct {
+        void *p;
+        size_t n;
+    } packs[LOSS_PACKS]; /* its packs' indexes, mapped (losses_object_known) */
+    size_t npacks;
+    bool packs_read;
 };
 
 /* A repository removal noted while collecting (losses.c). */
@@ -138,6 +146,13 @@ int losses_repo_of(struct lctx *c, const char *p);
 /* p inside its repository's worktree, as the index names it (caller
  * frees). */
 char *losses_index_path(const struct lrepo *r, const char *p);
+
+/* Does r's object store hold the object id (raw), before or after the
+ * commit: a loose object, or one its packs' indexes list (losses_index.c)?
+ * false when that cannot be told (a git directory outside the workspace,
+ * a linked worktree's, an alternate's objects). */
+bool losses_object_known(struct lctx *c, struct lrepo *r, const unsigned char id[20]);
+void losses_packs_free(struct lrepo *r);
 
 /* losses_git.c: the checks only git's objects can answer, for the
  * repositories with need_git, in a confined child; results into c's files

@@ -46,6 +46,33 @@ setup() {
     [ "$(jget losses.items.0.detail)" = emptied ]
 }
 
+@test "uncommitted: an older version put back over changes is a loss, however git wrote it; over a clean file none" {
+    printf 'my work\n' >>"$WS/a.txt"
+    snap pre "$WS"
+    local cmd
+    # HEAD~1's a.txt keeps most of the lines: no clobber by the lines kept
+    for cmd in 'git restore --source=HEAD~1 a.txt' 'git show HEAD~1:a.txt >a.txt' \
+        'git cat-file -p "$(git rev-parse HEAD~1:a.txt)" >a.txt' 'git checkout HEAD~1 -- a.txt'; do
+        txj -c "$cmd"
+        assert_status 0
+        assert_lost uncommitted a.txt
+        [[ "$(jget losses.items.0.detail)" == "an older version from git's history put back"* ||
+            ("$cmd" == *checkout* && "$(jget losses.items.0.detail)" == "reset to the index's version"*) ]] ||
+            fail "$cmd: $(jget losses.items.0.detail)"
+        undo_latest
+    done
+    # the work stashed first is held by git: none
+    txj -c 'git stash -q && git stash apply -q && git show HEAD~1:a.txt >a.txt'
+    assert_status 0
+    assert_no_loss
+    undo_latest
+    # over a clean file: HEAD holds what it replaced
+    g checkout -q -- a.txt
+    txj -c 'git show HEAD~1:a.txt >a.txt'
+    assert_status 0
+    assert_no_loss
+}
+
 @test "untracked: git clean -fd deletes untracked files; ignored build products and caches are not losses" {
     mkdir -p "$WS/docs/journeys" "$WS/build" "$WS/node_modules/x"
     printf 'notes\n' >"$WS/notes.md"

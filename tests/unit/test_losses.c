@@ -80,6 +80,47 @@ static void blob_ids(void **state)
     assert_memory_equal(oid, hello, 20);
 }
 
+static void put32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+/* A pack's index (version 2) lists its ids; a short, claiming or other
+ * version's lists none. */
+static void pack_index(void **state)
+{
+    (void)state;
+    unsigned char ids[3][20] = {{0x00}, {0x7f}, {0xff}};
+    for (int k = 0; k < 3; k++)
+        ids[k][19] = (unsigned char)(k + 1);
+    size_t len = 8 + 1024 + sizeof ids;
+    unsigned char *b = calloc(1, len);
+    assert_non_null(b);
+    memcpy(b, "\377tOc", 4);
+    put32(b + 4, 2);
+    for (int i = 0; i < 256; i++)
+        put32(b + 8 + 4 * i, (uint32_t)(1 + (i >= 0x7f) + (i >= 0xff)));
+    memcpy(b + 8 + 1024, ids, sizeof ids);
+    for (int k = 0; k < 3; k++)
+        assert_true(gix_pack_has(b, len, ids[k]));
+    unsigned char other[20] = {0x7f};
+    other[19] = 9;
+    assert_false(gix_pack_has(b, len, other));
+    assert_false(gix_pack_has(b, len - 1, ids[2])); /* too short for its three */
+    put32(b + 4, 3);
+    assert_false(gix_pack_has(b, len, ids[0]));
+    put32(b + 4, 2);
+    put32(b + 8 + 255 * 4, 1000); /* claims more than it holds */
+    assert_false(gix_pack_has(b, len, ids[2]));
+    put32(b + 8 + 255 * 4, 3);
+    put32(b + 8 + 0x7e * 4, 3); /* a fan-out that goes down */
+    assert_false(gix_pack_has(b, len, ids[1]));
+    free(b);
+}
+
 static void after_state(void **state)
 {
     (void)state;
@@ -192,8 +233,9 @@ int main(int argc, char **argv)
     corpus = argc > 1 ? argv[1] : "tests/fuzz/corpus/git_index";
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(index_versions), cmocka_unit_test(index_stages_and_refusals),
-        cmocka_unit_test(blob_ids),       cmocka_unit_test(after_state),
-        cmocka_unit_test(report_caps),    cmocka_unit_test(losses_rules),
+        cmocka_unit_test(blob_ids),       cmocka_unit_test(pack_index),
+        cmocka_unit_test(after_state),    cmocka_unit_test(report_caps),
+        cmocka_unit_test(losses_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
