@@ -1453,6 +1453,8 @@ static void run_finish(struct run *c)
     close(c->txfd);
     if (c->kept)
         close(c->activefd); /* the steward's lock now: active/ID stays */
+    else if (c->left_open)
+        close(c->activefd); /* its owner gone; active/ID goes with the journal's close (recovery) */
     else
         ws_end_tx(ws, r->id, c->activefd);
     tx_free_strv(c->hide);

@@ -233,6 +233,7 @@ journal_open() { [ -e "$WS/.txbox/journal/$1" ]; }
         [ -e "$WS/.txbox/tx/$id/journal" ] || fail "tx $id: no closed journal"
         [ ! -e "$WS/.txbox/tx/$id/upper" ] || fail "tx $id: its upper is left"
         [ "$(cat "$WS/.txbox/tx/$id/outcome")" = committed ] || fail "tx $id: $(cat "$WS/.txbox/tx/$id/outcome")"
+        [ ! -e "$WS/.txbox/active/$id" ] || fail "tx $id: still active"
     done
     # a steward that never retires it (gone, killed): the journal stays
     # open, as after a crash there, and the next command takes it from
