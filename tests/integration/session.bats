@@ -224,8 +224,9 @@ journal_open() { [ -e "$WS/.txbox/journal/$1" ]; }
         [ "$(tail -n 1 "$WS/log.txt")" = "$line" ] || fail "answered before the apply: $(cat "$WS/log.txt")"
     done
     # retired after it: journals closed, scratch gone, the outcome as answered
+    # (active/ID goes last)
     for n in $(seq 100); do
-        [ -z "$(ls -A "$WS/.txbox/journal")" ] && break
+        [ -z "$(ls -A "$WS/.txbox/journal")" ] && [ -z "$(ls -A "$WS/.txbox/active")" ] && break
         sleep 0.1
     done
     [ -z "$(ls -A "$WS/.txbox/journal")" ] || fail "not retired: $(ls "$WS/.txbox/journal")"
