@@ -241,6 +241,16 @@ static int empty_log_lost(txbox_ws *ws, txbox_error *err)
     uint64_t gen = ws_gen_cache(ws);
     if (wal || gen == 0)
         return 0;
+    /* Or another process is making the log right now (its first open made
+     * the file; the schema follows within milliseconds): a session's
+     * steward, say, closing a commit while a reader comes. Emptied, it
+     * stays empty. */
+    for (unsigned ms = 0; ms < 500; ms += 10) {
+        usleep(10000);
+        if (fstatat(ws->sfd, DB_NAME, &wst, AT_SYMLINK_NOFOLLOW) < 0 || wst.st_size > 0 ||
+            (fstatat(ws->sfd, DB_NAME "-wal", &wst, AT_SYMLINK_NOFOLLOW) == 0 && wst.st_size > 32))
+            return 0;
+    }
     return tx_err(err, EBADMSG,
                   "the audit log %s/%s is empty although %llu commits were recorded (it was "
                   "truncated); nothing was changed. Move it aside to start a new log",

@@ -255,6 +255,25 @@ printf "\000\001\002" >bin.dat; setfattr -n user.new -v v xattr.txt; rm fifo'
     done
 }
 
+@test "a log another process is making (empty for a moment) is waited for, not called truncated" {
+    commit 'printf "one\n" >>README'
+    h log --json
+    assert_status 0
+    sq 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
+    cp "$DB" "$BATS_TEST_TMPDIR/good.db"
+    rm -f "$DB-wal" "$DB-shm"
+    : >"$DB" # its first open made the file; its schema comes a moment later
+    (
+        sleep 0.3
+        cp "$BATS_TEST_TMPDIR/good.db" "$DB"
+    ) </dev/null >/dev/null 2>&1 3>&- &
+    local maker=$!
+    h log --json
+    wait "$maker"
+    assert_status 0
+    [ "$(pj 'd[0]["outcome"]')" = committed ] || fail "$output $stderr"
+}
+
 @test "an audit log from a newer txbox: a clear error, nothing changed" {
     commit 'printf "one\n" >>README'
     snap s "$WS" --mtime
