@@ -709,7 +709,7 @@ static int finalize(txbox_ws *ws, const struct tx_journal *j, int txfd, struct f
         return -1;
     tx_mark("fin:gen");
     if (how & FIN_HAS_ROW)
-        sync->all = true; /* the row where its owner put it: the pending file or the log's WAL */
+        store_sync_rows(ws, sync); /* the row where its owner put it: the pending file or the log's WAL */
     else if (store_log_commit(ws, j->id, j->info, &j->ops, txfd, sync, prep, err) < 0)
         return tx_err_ctx(err, "cannot record the commit in the audit log");
     tx_mark("fin:log");

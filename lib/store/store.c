@@ -526,6 +526,19 @@ out:
     return rc;
 }
 
+void store_sync_rows(txbox_ws *ws, struct fs_syncset *s)
+{
+    static const char *const names[] = {PENDING_NAME, DB_NAME, DB_NAME "-wal"};
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+        int fd = openat(ws->sfd, names[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0) {
+            fs_syncset_add(s, fd);
+            close(fd);
+        }
+    }
+    fs_syncset_add(s, ws->sfd); /* a pending file's name, if it is new */
+}
+
 bool store_has_commit_row(txbox_ws *ws, uint64_t id)
 {
     char head[80];

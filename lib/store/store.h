@@ -38,6 +38,9 @@ void store_import_pending(txbox_ws *ws);
  * the pending file, or a row of the log? (Recovery, finishing a journal
  * whose owner wrote its row before leaving it open: journal.c.) */
 bool store_has_commit_row(txbox_ws *ws, uint64_t id);
+/* Adds to s the audit log's files that may hold rows not yet durable (the
+ * pending file, the log and its WAL) and the state directory. */
+void store_sync_rows(txbox_ws *ws, struct fs_syncset *s);
 
 /* The context of a command that the audit log records besides its result:
  * command text (and argv), cwd relative to the workspace, workspace,
