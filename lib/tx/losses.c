@@ -837,11 +837,13 @@ static void judge_restore(struct lctx *c, struct lrepo *r, struct lfile *f, cons
         gix_blob_oid(b->p, b->n, f->noid);
         f->have_noid = true;
     }
+    if (!losses_object_known(c, r, f->noid))
+        return; /* an edit's usual case: its new content is git's nowhere */
     if (!f->have_oid) {
         gix_blob_oid(a->p, a->n, f->oid);
         f->have_oid = true;
     }
-    if (losses_object_known(c, r, f->noid) && !losses_object_known(c, r, f->oid)) {
+    if (!losses_object_known(c, r, f->oid)) {
         f->state = LF_LOST;
         f->why = xstrdup("an older version from git's history put back: its changes discarded");
     }

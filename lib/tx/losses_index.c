@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include <nettle/base16.h>
 #include <nettle/sha1.h>
 
 #include "losses_int.h"
@@ -293,8 +294,8 @@ void gix_entries_digest(const struct gix *x, char hex[41])
     }
     unsigned char d[SHA1_DIGEST_SIZE];
     sha1_digest(&c, sizeof d, d);
-    for (size_t i = 0; i < sizeof d; i++)
-        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    base16_encode_update(hex, sizeof d, d);
+    hex[2 * sizeof d] = 0;
 }
 
 void gix_blob_oid(const void *data, size_t n, unsigned char oid[20])
@@ -367,8 +368,8 @@ bool losses_object_known(struct lctx *c, struct lrepo *r, const unsigned char id
     if (!r->gitdir || r->linked)
         return false;
     char hex[41];
-    for (int i = 0; i < 20; i++)
-        snprintf(hex + 2 * i, 3, "%02x", id[i]);
+    base16_encode_update(hex, 20, id);
+    hex[40] = 0;
     _cleanup_free_ char *loose =
         xasprintf("%s%sobjects/%.2s/%s", r->gitdir, *r->gitdir ? "/" : "", hex, hex + 2);
     int roots[2] = {c->in->upperfd, c->in->ws->fd};

@@ -1468,17 +1468,15 @@ static void run_finish(struct run *c)
 #endif
         if (tell)
             sl_retire(&c->link, r->id);
-        tx_mark("end");
-        tx_marks_print(stderr);
-        return;
+    } else {
+        if (r->outcome == TXBOX_OUTCOME_COMMITTED && r->logged)
+            history_autogc(ws); /* history: retention bounds */
+        /* Bounded: when commands end too soon for the cleaner to keep up. */
+        if (trashed)
+            ws_trash_clean(ws, NULL, TXBOX_TRASH_KEEP);
+        tx_mark("gc");
+        ws_compact_maybe(ws, r->id); /* every 64th: .txbox/tx/ stays bounded */
     }
-    if (r->outcome == TXBOX_OUTCOME_COMMITTED && r->logged)
-        history_autogc(ws); /* history: retention bounds */
-    /* Bounded: when commands end too soon for the cleaner to keep up. */
-    if (trashed)
-        ws_trash_clean(ws, NULL, TXBOX_TRASH_KEEP);
-    tx_mark("gc");
-    ws_compact_maybe(ws, r->id); /* every 64th: .txbox/tx/ stays bounded */
     tx_mark("end");
     tx_marks_print(stderr);
 }
