@@ -18,7 +18,12 @@
  *     kept, whitespace aside); an ordinary edit loses nothing;
  *   - a database file (SQLite) is judged by its pages instead: rewritten
  *     (more than half of its pages changed), shrunk, or with fewer pages
- *     in use (tables dropped, rows deleted in bulk), or deleted.
+ *     in use (tables dropped, rows deleted in bulk), or deleted; another
+ *     database's file (by its header: DuckDB, LMDB, Berkeley DB, Redis,
+ *     H2, Access, Realm; or by the directory its server keeps, PostgreSQL,
+ *     MySQL, MariaDB, MongoDB, LevelDB/RocksDB) is lost when deleted or
+ *     emptied, and git's ignoring it clears none of them (no build makes
+ *     a database's rows again).
  *
  * What git keeps besides files is judged by git's own reading of both
  * states in losses_git.c: staged changes dropped, stash entries dropped,
@@ -36,6 +41,7 @@
  * beneath the workspace without following symlinks, reads are capped
  * (LOSS_*), and what cannot be read within the caps is counted as lost
  * and said to be unverified (fail closed). */
+#include <ctype.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -183,10 +189,71 @@ static void tree_size(struct lctx *c, int dfd, uint64_t *bytes, uint64_t *files,
         closedir(d);
 }
 
+/* ---- databases a server keeps in a directory ---- */
+
+/* The file a database server keeps at the top of its directory, and the
+ * database's kind. LevelDB's and RocksDB's CURRENT is told by what it
+ * holds (the manifest's name), not by its name alone. */
+static const struct {
+    const char *file, *kind;
+} db_marks[] = {
+    {"PG_VERSION", "PostgreSQL"}, {"ibdata1", "MySQL"},           {"aria_log_control", "MariaDB"},
+    {"WiredTiger", "MongoDB"},    {"CURRENT", "LevelDB/RocksDB"},
+};
+
+/* Is name, in directory dfd (before the commit), such a file? Its index in
+ * db_marks, or -1. */
+static int db_marker(int dfd, const char *name)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(db_marks); i++) {
+        if (strcmp(name, db_marks[i].file))
+            continue;
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+            return -1;
+        if (strcmp(name, "CURRENT"))
+            return (int)i;
+        char buf[9];
+        _cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        return fd >= 0 && read_all(fd, buf, sizeof buf) == (ssize_t)sizeof buf && !memcmp(buf, "MANIFEST-", 9)
+                   ? (int)i
+                   : -1;
+    }
+    return -1;
+}
+
+/* Workspace directory dir (c->dir_up's probe): a database server's (its
+ * db_marks index), or -2 to look further up; at the top, -1. */
+static int db_dir_probe(struct lctx *c, const char *dir)
+{
+    _cleanup_close_ int fd = *dir ? safe_openat(c->in->ws->fd, dir, O_PATH | O_DIRECTORY, 0)
+                                  : fcntl(c->in->ws->fd, F_DUPFD_CLOEXEC, 0);
+    for (size_t i = 0; fd >= 0 && i < ARRAY_SIZE(db_marks); i++)
+        if (db_marker(fd, db_marks[i].file) >= 0)
+            return (int)i;
+    return *dir ? -2 : -1;
+}
+
+/* The kind of database whose server's directory holds workspace path p
+ * (p itself aside), before the commit: its nearest such parent's. */
+static const char *db_above(struct lctx *c, const char *p)
+{
+    int i = losses_dir_up(c, &c->dbm, p, db_dir_probe);
+    return i >= 0 ? db_marks[i].kind : NULL;
+}
+
+static void set_db_dir(struct lfile *f, const char *kind)
+{
+    if (f && kind && !f->db_kind) {
+        f->db_kind = kind;
+        f->db_dir = true;
+    }
+}
+
 /* Every regular file of the old tree dfd/name (workspace path path),
  * deleted, or replaced by the new tree's file of the same path (newdir). */
 static void walk_old(struct lctx *c, int dfd, const char *name, const char *path, bool newdir, size_t droot,
-                     unsigned depth)
+                     const char *dbk, unsigned depth)
 {
     struct stat st;
     if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -207,7 +274,7 @@ static void walk_old(struct lctx *c, int dfd, const char *name, const char *path
             if (nfd >= 0 && fstat(nfd, &nst) == 0 && S_ISREG(nst.st_mode))
                 what = LFR_MODIFIED;
         }
-        add_file(c, path, (uint64_t)st.st_size, what, droot);
+        set_db_dir(add_file(c, path, (uint64_t)st.st_size, what, droot), dbk);
         return;
     }
     if (!S_ISDIR(st.st_mode) || depth > 4096)
@@ -234,15 +301,24 @@ static void walk_old(struct lctx *c, int dfd, const char *name, const char *path
         return;
     fd = -1;
     struct dirent *de;
+    size_t first = c->nf;
+    const char *here = dbk; /* a database server's directory: by a name read here */
     while ((de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
+        if (!here) {
+            int k = db_marker(dirfd(d), de->d_name);
+            here = k >= 0 ? db_marks[k].kind : NULL;
+        }
         _cleanup_free_ char *p = *path ? xasprintf("%s/%s", path, de->d_name) : xstrdup(de->d_name);
-        walk_old(c, dirfd(d), de->d_name, p, newdir, droot, depth + 1);
+        walk_old(c, dirfd(d), de->d_name, p, newdir, droot, here, depth + 1);
         if (c->walk_capped)
             break;
     }
     closedir(d);
+    /* the files walked before the name that told it */
+    for (size_t i = first; here && i < c->nf; i++)
+        set_db_dir(&c->f[i], here);
 }
 
 /* The repository removals noted while collecting: resolved to repositories
@@ -316,7 +392,8 @@ static void collect(struct lctx *c, struct gitchange **gch, size_t *ngch)
             if (pfd < 0)
                 continue;
             lnames_push(&c->droots, xstrdup(o->path));
-            walk_old(c, pfd, base, o->path, o->kind == OP_REPLACE && o->new_dir, c->droots.n, 0);
+            walk_old(c, pfd, base, o->path, o->kind == OP_REPLACE && o->new_dir, c->droots.n,
+                     db_above(c, o->path), 0);
             continue;
         }
         const char *bn = strrchr(o->path, '/');
@@ -326,7 +403,7 @@ static void collect(struct lctx *c, struct gitchange **gch, size_t *ngch)
         /* its size, and whether it is a file at all when the journal did
          * not say: judge_file */
         bool new_reg = o->kind == OP_REPLACE && !o->new_dir && (!o->nw.mode || S_ISREG(o->nw.mode));
-        add_file(c, o->path, 0, new_reg ? LFR_MODIFIED : LFR_DELETED, 0);
+        set_db_dir(add_file(c, o->path, 0, new_reg ? LFR_MODIFIED : LFR_DELETED, 0), db_above(c, o->path));
     }
 }
 
@@ -497,41 +574,49 @@ static int repo_above(struct lctx *c)
     return -1;
 }
 
-int losses_repo_of(struct lctx *c, const char *path)
+int losses_dir_up(struct lctx *c, struct ldmap *m, const char *path,
+                  int (*probe)(struct lctx *, const char *))
 {
     _cleanup_free_ char *d = xstrdup(path);
     struct lnames seen = {0};
-    int found = -1;
+    int found;
     for (;;) {
         char *slash = strrchr(d, '/');
         if (slash)
             *slash = 0;
         else
             d[0] = 0;
-        int *v = dmap_slot(&c->dm, d, false);
+        int *v = dmap_slot(m, d, false);
         if (v) {
             found = *v;
             break;
         }
         lnames_push(&seen, xstrdup(d));
-        struct stat st;
-        _cleanup_free_ char *g = *d ? xasprintf("%s/.git", d) : xstrdup(".git");
-        _cleanup_close_ int fd = safe_openat(c->in->ws->fd, g, O_PATH, 0);
-        if (fd >= 0 && fstat(fd, &st) == 0 && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))) {
-            _cleanup_free_ char *abs = *d ? xasprintf("%s/%s", c->in->ws->path, d) : xstrdup(c->in->ws->path);
-            found = add_repo(c, d, abs, "");
+        if ((found = probe(c, d)) != -2)
             break;
-        }
-        if (!*d) {
-            found = repo_above(c);
-            break;
-        }
     }
     for (size_t i = 0; i < seen.n; i++)
-        *dmap_slot(&c->dm, seen.v[i], true) = found;
+        *dmap_slot(m, seen.v[i], true) = found;
     lnames_free(&seen);
     return found;
 }
+
+/* Workspace directory d (losses_dir_up's probe): a repository's worktree
+ * (its index in c->r), or -2 to look further up; at the top, the
+ * repository above the workspace's, or -1. */
+static int repo_probe(struct lctx *c, const char *d)
+{
+    struct stat st;
+    _cleanup_free_ char *g = *d ? xasprintf("%s/.git", d) : xstrdup(".git");
+    _cleanup_close_ int fd = safe_openat(c->in->ws->fd, g, O_PATH, 0);
+    if (fd >= 0 && fstat(fd, &st) == 0 && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))) {
+        _cleanup_free_ char *abs = *d ? xasprintf("%s/%s", c->in->ws->path, d) : xstrdup(c->in->ws->path);
+        return add_repo(c, d, abs, "");
+    }
+    return *d ? -2 : repo_above(c);
+}
+
+int losses_repo_of(struct lctx *c, const char *path) { return losses_dir_up(c, &c->dm, path, repo_probe); }
 
 /* The repository whose git directory is gitdir (a workspace path); -1. */
 static int repo_by_gitdir(struct lctx *c, const char *gitdir)
@@ -621,7 +706,43 @@ static bool sqlite_of(const char *d, size_t n, struct sqlite_hdr *h)
     return true;
 }
 
-static bool sqlite_header_at(int dfd, const char *path, struct sqlite_hdr *h, uint64_t *size)
+static uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+}
+
+/* Another database's file, by the bytes it starts with (n of them): its
+ * kind, or NULL. Judged whole, not by pages: deleted or emptied is a
+ * loss, any other rewrite its use. */
+static const char *db_file_kind(const char *d, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)d;
+    if (n >= 12 && !memcmp(d + 8, "DUCK", 4))
+        return "DuckDB";
+    if (n >= 20 && le32(u + 16) == 0xBEEFC0DEu) /* the first meta page's magic */
+        return "LMDB";
+    if (n >= 16) {
+        static const uint32_t bdb[] = {0x053162, 0x061561, 0x042253, 0x074582}; /* btree hash queue heap */
+        for (size_t i = 0; i < ARRAY_SIZE(bdb); i++)
+            if (le32(u + 12) == bdb[i] || be32(u + 12) == bdb[i])
+                return "Berkeley DB";
+    }
+    if (n >= 9 && !memcmp(d, "REDIS", 5) && isdigit(u[5]) && isdigit(u[6]) && isdigit(u[7]) && isdigit(u[8]))
+        return "Redis";
+    if (n >= 10 && !memcmp(d, "H:2,block:", 10))
+        return "H2";
+    if (n >= 19 && (!memcmp(d + 4, "Standard Jet DB", 15) || !memcmp(d + 4, "Standard ACE DB", 15)))
+        return "Microsoft Access";
+    if (n >= 20 && !memcmp(d + 16, "T-DB", 4))
+        return "Realm";
+    return NULL;
+}
+
+/* A file too large to read whole, by its first bytes: SQLite's header
+ * (true, *h), or another database's kind (*kind); *size, its size (0 when
+ * it cannot be opened). */
+static bool sqlite_header_at(int dfd, const char *path, struct sqlite_hdr *h, uint64_t *size,
+                             const char **kind)
 {
     char buf[100];
     _cleanup_close_ int fd = safe_openat_noatime(dfd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
@@ -629,7 +750,22 @@ static bool sqlite_header_at(int dfd, const char *path, struct sqlite_hdr *h, ui
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
         return false;
     *size = (uint64_t)st.st_size;
-    return read_all(fd, buf, sizeof buf) == (ssize_t)sizeof buf && sqlite_of(buf, sizeof buf, h);
+    if (read_all(fd, buf, sizeof buf) != (ssize_t)sizeof buf)
+        return false;
+    if (sqlite_of(buf, sizeof buf, h))
+        return true;
+    if (kind && !*kind)
+        *kind = db_file_kind(buf, sizeof buf);
+    return false;
+}
+
+/* What the deletion of a database's file is called. */
+static char *db_deleted_why(const struct lfile *f)
+{
+    if (!f->db_kind)
+        return xstrdup("a database deleted");
+    return f->db_dir ? xasprintf("a file of a %s database deleted", f->db_kind)
+                     : xasprintf("a %s database deleted", f->db_kind);
 }
 
 /* A database rewritten or shrunk (a loss: *why) or used as databases are
@@ -889,15 +1025,18 @@ static void judge_file(struct lctx *c, struct lfile *f)
     struct sqlite_hdr ha, hb;
     uint64_t sa = (uint64_t)st.st_size, sb = 0;
     if (read_fd(c, fd, &st, &a, &why) < 0) {
-        f->db = sqlite_header_at(wsfd, f->path, &ha, &sa);
-        if (!f->db || f->what == LFR_DELETED) {
+        f->db = sqlite_header_at(wsfd, f->path, &ha, &sa, &f->db_kind);
+        bool anydb = f->db || f->db_kind;
+        if (f->what == LFR_DELETED || !anydb) {
             f->state = LF_LOST;
-            f->unverified = !f->db || f->what != LFR_DELETED;
-            f->why = f->db ? xstrdup("a database deleted") : xasprintf("not verified: %s", why);
+            f->unverified = !anydb || f->what != LFR_DELETED;
+            f->why = anydb ? db_deleted_why(f) : xasprintf("not verified: %s", why);
             return;
         }
     } else {
         f->db = sqlite_of(a.p, a.n, &ha);
+        if (!f->db && !f->db_kind)
+            f->db_kind = db_file_kind(a.p, a.n);
         if (size_may_be(eb, a.n) || size_may_be(ea, a.n)) {
             gix_blob_oid(a.p, a.n, f->oid);
             f->have_oid = true;
@@ -910,14 +1049,14 @@ static void judge_file(struct lctx *c, struct lfile *f)
     }
     if (f->what == LFR_DELETED) {
         f->state = LF_LOST;
-        f->why = xstrdup(f->db ? "a database deleted" : kind_default_why(f));
+        f->why = f->db || f->db_kind ? db_deleted_why(f) : xstrdup(kind_default_why(f));
         if (a.p)
             hash_old(f, &a);
         free(a.p);
         return;
     }
     /* replaced: read the new content */
-    struct stat nst;
+    struct stat nst = {0};
     const char *nwhy = NULL;
     _cleanup_close_ int nfd = open_file_in(&c->dup, c->in->upperfd, f->path);
     bool have_b =
@@ -934,7 +1073,7 @@ static void judge_file(struct lctx *c, struct lfile *f)
             f->have_noid = true;
         }
     } else {
-        b_db = sqlite_header_at(c->in->upperfd, f->path, &hb, &sb);
+        b_db = sqlite_header_at(c->in->upperfd, f->path, &hb, &sb, NULL);
     }
     if (a.p && have_b && a.n == b.n && !memcmp(a.p, b.p, a.n)) {
         f->state = LF_SAFE;
@@ -943,6 +1082,14 @@ static void judge_file(struct lctx *c, struct lfile *f)
         if (db_destroyed(&ha, sa, &a, b_db, &hb, sb, &b, &dwhy)) {
             f->state = LF_LOST;
             f->why = dwhy;
+        } else {
+            f->state = LF_SAFE; /* a database in use */
+        }
+    } else if (f->db_kind && (have_b || (nfd >= 0 && S_ISREG(nst.st_mode)))) {
+        if (have_b ? !b.n : !nst.st_size) {
+            f->state = LF_LOST;
+            f->why = f->db_dir ? xasprintf("a file of a %s database emptied", f->db_kind)
+                               : xasprintf("a %s database emptied", f->db_kind);
         } else {
             f->state = LF_SAFE; /* a database in use */
         }
@@ -1178,7 +1325,9 @@ static void note_file_items(struct lctx *c)
         if (f->state != LF_LOST || f->folded)
             continue;
         struct lrepo *r = f->repo >= 0 ? &c->r[f->repo] : NULL;
-        int kind = f->db ? EFF_LOSS_DATABASE : r && f->tracked ? EFF_LOSS_UNCOMMITTED : EFF_LOSS_UNTRACKED;
+        int kind = f->db || f->db_kind ? EFF_LOSS_DATABASE
+                   : r && f->tracked   ? EFF_LOSS_UNCOMMITTED
+                                       : EFF_LOSS_UNTRACKED;
         const char *why = f->why ? f->why : kind_default_why(f);
         struct loss_item *it = losses_add(c->out, kind, f->path, f->size, why);
         if (!it)
@@ -1318,6 +1467,7 @@ int losses_measure(const struct losses_in *in, struct losses *out, txbox_error *
     }
     free(g);
     lnames_free(&c.droots);
+    dmap_free(&c.dbm);
     lview_free(&c.view);
     dmap_free(&c.dm);
     dircache_free(&c.dws);

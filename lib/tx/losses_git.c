@@ -625,7 +625,7 @@ static void check_files(struct gctx *g)
             json_array_append_new(g->safe, json_integer((json_int_t)i));
             continue;
         }
-        if (f->tracked || f->db || f->secret)
+        if (f->tracked || f->db || f->db_kind || f->secret)
             continue; /* a database, a file of secrets: never a build product */
         /* git's ignore rules: the deleted tree's root first (a build
          * directory: one question for all its files) */

@@ -64,12 +64,14 @@ struct lfile {
     char *path; /* workspace-relative */
     int repo;   /* index into repos; -1: none */
     uint64_t size;
-    uint8_t what;  /* LFR_* */
-    uint8_t state; /* LF_*; LF_EDITED: an ordinary edit, unless git says it was a reset */
-    bool tracked;  /* in the index before */
-    bool db;       /* a database file */
-    bool secret;   /* named by the policy's secrets: never a build product */
-    bool folded;   /* counted in its removed repository's item */
+    uint8_t what;        /* LFR_* */
+    uint8_t state;       /* LF_*; LF_EDITED: an ordinary edit, unless git says it was a reset */
+    bool tracked;        /* in the index before */
+    bool db;             /* a database file (SQLite: judged by its pages) */
+    bool db_dir;         /* db_kind: by the directory it lies in (a database server's) */
+    const char *db_kind; /* another database's (static): by its header or directory */
+    bool secret;         /* named by the policy's secrets: never a build product */
+    bool folded;         /* counted in its removed repository's item */
     bool unverified;
     bool have_oid, have_noid, have_sha;
     unsigned char oid[20], noid[20]; /* git blob ids of the old and new content */
@@ -135,6 +137,7 @@ struct lctx {
     struct lrepo *r;
     size_t nr;
     struct lnames droots; /* deleted trees (workspace paths), for git's ignore rules */
+    struct ldmap dbm;     /* directory -> the database server's above it (losses.c: db_above) */
     size_t walked;
     uint64_t budget; /* bytes left to read */
     bool walk_capped;
@@ -143,6 +146,12 @@ struct lctx {
 /* The repository of workspace path p (index into c->r), -1 for none;
  * found once per directory. */
 int losses_repo_of(struct lctx *c, const char *p);
+/* What probe(c, dir) says of the nearest of path's parent directories
+ * (workspace paths; "" the root) for which it says anything but -2 (look
+ * further up; the root's must not be -2); each directory asked once per
+ * map m. */
+int losses_dir_up(struct lctx *c, struct ldmap *m, const char *path,
+                  int (*probe)(struct lctx *, const char *));
 /* p inside its repository's worktree, as the index names it (caller
  * frees). */
 char *losses_index_path(const struct lrepo *r, const char *p);

@@ -311,6 +311,76 @@ c.commit()' "$WS/app.db"
     [ "$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("select count(*) from users").fetchone()[0])' "$WS/app.db")" = 501 ]
 }
 
+# db_files: databases git ignores, made as their engines lay them out (the
+# header bytes or the file the server keeps at the top of its directory),
+# and an ignored build directory.
+db_files() {
+    printf '*.duckdb\n*.mdb\npgdata/\ndata/\n' >>"$WS/.gitignore"
+    g commit -qam 'ignore the databases'
+    mkdir -p "$WS/pgdata/base/1" "$WS/data/index" "$WS/build"
+    python3 - "$WS" <<'PY'
+import os, struct, sys
+ws = sys.argv[1]
+def put(p, b):
+    with open(os.path.join(ws, p), "wb") as f:
+        f.write(b)
+put("app.duckdb", bytes(8) + b"DUCK" + os.urandom(4084))  # DuckDB: its magic after a checksum
+put("cache.mdb", bytes(16) + struct.pack("<I", 0xBEEFC0DE) + os.urandom(8172))  # LMDB's meta page
+put("pgdata/PG_VERSION", b"16\n")
+put("pgdata/base/1/1259", os.urandom(8192))
+put("data/index/CURRENT", b"MANIFEST-000002\n")  # LevelDB/RocksDB
+put("data/index/000003.log", os.urandom(4096))
+put("build/out.bin", os.urandom(4096))
+PY
+}
+
+@test "database: another engine's file or a database server's directory, ignored by git, deleted is a loss; a build directory is not" {
+    db_files
+    snap pre "$WS"
+    txj -c 'rm -rf app.duckdb cache.mdb pgdata data build'
+    assert_status 0
+    [ ! -e "$WS/pgdata" ] && [ ! -e "$WS/build" ]
+    assert_lost database app.duckdb
+    assert_lost database cache.mdb
+    assert_lost database pgdata/base/1/1259
+    assert_lost database pgdata/PG_VERSION
+    assert_lost database data/index/000003.log
+    ! losses_of | grep -q build/ || fail "an ignored build product counted: $(losses_of)"
+    local details
+    details="$(printf '%s' "$output" | python3 -c '
+import json, sys
+for it in json.load(sys.stdin)["losses"]["items"]:
+    print(it["path"], "=", it["detail"])')"
+    grep -qxF 'app.duckdb = a DuckDB database deleted' <<<"$details" || fail "$details"
+    grep -qxF 'pgdata/base/1/1259 = a file of a PostgreSQL database deleted' <<<"$details" || fail "$details"
+    grep -qxF 'data/index/000003.log = a file of a LevelDB/RocksDB database deleted' <<<"$details" || fail "$details"
+    undo_latest
+}
+
+@test "database: a server's files removed below its directory are a loss; written in place is its use, emptied a loss" {
+    db_files
+    snap pre "$WS"
+    txj -c 'rm -rf pgdata/base'
+    assert_status 0
+    assert_lost database pgdata/base/1/1259
+    undo_latest
+    # a page written in place, a DuckDB file grown: the engines at work
+    txj -c 'printf x | dd of=pgdata/base/1/1259 bs=1 seek=100 conv=notrunc status=none && head -c 4096 /dev/urandom >>app.duckdb'
+    assert_status 0
+    assert_no_loss
+    snap pre "$WS"
+    txj -c ': >app.duckdb'
+    assert_status 0
+    assert_lost database app.duckdb
+    [ "$(jget losses.items.0.detail)" = "a DuckDB database emptied" ] || fail "$(jget losses.items.0.detail)"
+    undo_latest
+    # a CURRENT file that names no manifest marks no database
+    printf 'v2\n' >"$WS/build/CURRENT"
+    txj -c 'rm -rf build'
+    assert_status 0
+    assert_no_loss
+}
+
 @test "ordinary work loses nothing: new files, edits, git add and commit, a move, a clean tracked file deleted" {
     txj -c 'printf "x\n" >new.txt && mkdir -p src && printf "y\n" >src/m.py'
     assert_no_loss
