@@ -13,13 +13,14 @@
 
 bats_require_minimum_version 1.5.0
 load ../lib/common
+load common
 
 CLIENTS="$REPO_DIR/tests/clients"
 NM="$CLIENTS/node_modules"
 
 setup() {
     W="$BATS_TEST_TMPDIR/ws"
-    export HOME="$BATS_TEST_TMPDIR/home"
+    clients_home
     mkdir -p "$W" "$HOME/keep"
     printf 'canary\n' >"$HOME/keep/canary"
     printf 'base\n' >"$W/base.txt"
@@ -113,12 +114,12 @@ cli_claude() {
 }
 
 # opencode: its platform package's binary; the fake model as an
-# OpenAI-compatible provider (the rest of its configuration is setup's)
+# OpenAI-compatible provider (the rest of its configuration is setup's;
+# its XDG directories are clients_home's)
 cli_opencode() {
     local oc="$NM/opencode-linux-x64/bin/opencode"
     [ -x "$oc" ] || oc="$NM/opencode-linux-x64-baseline/bin/opencode"
-    (cd "$W" && XDG_CONFIG_HOME="$HOME/.config" XDG_DATA_HOME="$HOME/.local/share" XDG_CACHE_HOME="$HOME/.cache" \
-        XDG_STATE_HOME="$HOME/.local/state" OPENCODE_DISABLE_AUTOUPDATE=1 \
+    (cd "$W" && OPENCODE_DISABLE_AUTOUPDATE=1 \
         OPENCODE_CONFIG_CONTENT="{\"provider\":{\"fake\":{\"npm\":\"@ai-sdk/openai-compatible\",\"name\":\"fake\",\"options\":{\"baseURL\":\"http://127.0.0.1:$PORT/v1\",\"apiKey\":\"test\"},\"models\":{\"fake-model\":{\"name\":\"fake\"}}}},\"model\":\"fake/fake-model\"}" \
         timeout 300 "$oc" run "do the task") \
         >"$BATS_TEST_TMPDIR/cli.out" 2>"$BATS_TEST_TMPDIR/cli.err" </dev/null

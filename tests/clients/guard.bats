@@ -10,13 +10,14 @@
 
 bats_require_minimum_version 1.5.0
 load ../lib/common
+load common
 
 CLIENTS="${TXBOX_CLIENTS_DIR:-$REPO_DIR/tests/clients}"
 NM="$CLIENTS/node_modules"
 
 setup() {
     W="$BATS_TEST_TMPDIR/ws"
-    export HOME="$BATS_TEST_TMPDIR/home"
+    clients_home
     mkdir -p "$W" "$HOME/keep"
     printf 'canary\n' >"$HOME/keep/canary"
     unset CODEX_HOME CLAUDE_CONFIG_DIR GEMINI_PROJECT_DIR CLAUDE_PROJECT_DIR
