@@ -35,7 +35,7 @@ listener_reached_by_control() {
     start_listener
     export ESC_ADDRS="$(hostname -I 2>/dev/null)"
     attempt <<'EOF'
-cat >/tmp/conn.py <<'PY'
+cat >"${ESC_TMP:-/tmp}/conn.py" <<'PY'
 import os, socket, sys
 fam, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 s = socket.socket(socket.AF_INET6 if fam == "6" else socket.AF_INET)
@@ -43,12 +43,12 @@ s.settimeout(2)
 s.connect((host, port))
 s.sendall(b"from-sandbox")
 PY
-try tcp4-loopback python3 /tmp/conn.py 4 127.0.0.1 "$ESC_TCP4"
-[ "$ESC_TCP6" = 0 ] || try tcp6-loopback python3 /tmp/conn.py 6 ::1 "$ESC_TCP6"
-try tcp4-loopback-other-name python3 /tmp/conn.py 4 127.1.2.3 "$ESC_TCP4"
+try tcp4-loopback python3 "${ESC_TMP:-/tmp}/conn.py" 4 127.0.0.1 "$ESC_TCP4"
+[ "$ESC_TCP6" = 0 ] || try tcp6-loopback python3 "${ESC_TMP:-/tmp}/conn.py" 6 ::1 "$ESC_TCP6"
+try tcp4-loopback-other-name python3 "${ESC_TMP:-/tmp}/conn.py" 4 127.1.2.3 "$ESC_TCP4"
 for a in $ESC_ADDRS; do
     case "$a" in *:*) f=6 ;; *) f=4 ;; esac
-    try "tcp-host-address-$a" python3 /tmp/conn.py "$f" "$a" "$ESC_TCP4"
+    try "tcp-host-address-$a" python3 "${ESC_TMP:-/tmp}/conn.py" "$f" "$a" "$ESC_TCP4"
 done
 try curl-loopback curl -s -m 2 "http://127.0.0.1:$ESC_TCP4/"
 exit 3
@@ -400,9 +400,9 @@ try svc-connect python3 -c "$conn" "$ESC_SVC.sock"
 try svc-connect-relative python3 -c "$conn" "../outside/$(basename "$ESC_SVC").sock"
 ln -s "$ESC_SVC.sock" ws-link.sock 2>/dev/null
 try svc-connect-ws-symlink python3 -c "$conn" ws-link.sock
-ln -s "$ESC_SVC.sock" /tmp/tmp-link.sock 2>/dev/null
-try svc-connect-tmp-symlink python3 -c "$conn" /tmp/tmp-link.sock
-try svc-hardlink-into-tmp ln "$ESC_SVC.sock" /tmp/hard.sock
+ln -s "$ESC_SVC.sock" "${ESC_TMP:-/tmp}/tmp-link.sock" 2>/dev/null
+try svc-connect-tmp-symlink python3 -c "$conn" "${ESC_TMP:-/tmp}/tmp-link.sock"
+try svc-hardlink-into-tmp ln "$ESC_SVC.sock" "${ESC_TMP:-/tmp}/hard.sock"
 try svc-dgram python3 -c 'import socket, sys; d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); d.sendto(b"dgram", sys.argv[1])' "$ESC_SVC.dgram"
 try svc-dgram-socketpair python3 -c 'import socket, sys; a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); a.sendto(b"dgram", sys.argv[1])' "$ESC_SVC.dgram"
 [ -n "${ESC_CONTROL:-}" ] || "$PROBE" uring-connect "$ESC_SVC.sock"

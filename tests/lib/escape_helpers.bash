@@ -442,8 +442,13 @@ esc_done() {
 # same user, with the same environment. Its output in CONTROL_OUT.
 # ESC_CONTROL=1 is set: lines of a script that would touch the real host
 # when run without txbox skip themselves with [ -n "${ESC_CONTROL:-}" ] ||.
+# ESC_TMP is the test's own directory: a script writes the shared temporary
+# directory as "${ESC_TMP:-/tmp}" (in the box its own /tmp; in the control
+# run not the host's, where nothing of a test may stay).
 control_run() {
-    CONTROL_OUT="$(cd "$WS" && ESC_CONTROL=1 /bin/sh "$ESC_SCRIPT" 2>&1 <"${ESC_STDIN:-/dev/null}")" || true
+    mkdir -p "$BATS_TEST_TMPDIR/control-tmp"
+    CONTROL_OUT="$(cd "$WS" && ESC_CONTROL=1 ESC_TMP="$BATS_TEST_TMPDIR/control-tmp" /bin/sh "$ESC_SCRIPT" 2>&1 \
+        <"${ESC_STDIN:-/dev/null}")" || true
 }
 
 # expect_detected WHAT: after control_run, the checks must see the change.
