@@ -211,6 +211,8 @@ json_t *result_obj(const txbox_result *rc)
     }
     if (r->session)
         json_object_set_new(o, "session", json_string(r->session));
+    if (r->session && r->session_started)
+        json_object_set_new(o, "session_started", json_string(r->session_started > 1 ? "again" : "new"));
     json_object_set_new(o, "discarded",
                         r->discarded ? json_incref(r->discarded)
                                      : json_pack("{s:i,s:[],s:b}", "count", 0, "paths", "truncated", 0));
@@ -367,6 +369,23 @@ static char *summary_discarded(const txbox_result *r, char *s)
 
 /* "; background processes of tx 5: tx 8 committed (...)", one clause per
  * late transaction reported with this result. */
+/* A session the command started (txbox run --session ID of none that
+ * runs): said, so that a mistyped id, or a session that ended while the
+ * agent was away, is not taken for the one whose /tmp and background
+ * processes the command expected. */
+static char *summary_session(const txbox_result *r, char *s)
+{
+    if (!r->session || !r->session_started)
+        return s;
+    char *t = r->session_started > 1
+                  ? xasprintf("%s; session %s started again: the one of that id had ended, and its /tmp and "
+                              "background processes are gone",
+                              s, r->session)
+                  : xasprintf("%s; session %s started: no session of that id was running", s, r->session);
+    free(s);
+    return t;
+}
+
 static char *summary_late(const txbox_result *r, char *s)
 {
     size_t i;
@@ -409,7 +428,7 @@ char *txbox_result_summary(const txbox_result *r, txbox_remedy *remedy)
     }
     s = summary_effects(r, s, remedy);
     s = summary_discarded(r, s);
-    return summary_late(r, s);
+    return summary_session(r, summary_late(r, s));
 }
 
 static char *summary_effects(const txbox_result *r, char *s, txbox_remedy *remedy)

@@ -52,6 +52,7 @@ struct txbox_result {
      * transactions of the session's background processes committed or
      * rolled back before this command (an array, or NULL) */
     char *session;
+    int session_started; /* txbox_session_started: 1 new, 2 in place of one that had ended */
     json_t *discarded;
     char *cwd_after;
     json_t *late;

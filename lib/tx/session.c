@@ -867,6 +867,8 @@ int txbox_session_open(txbox_ws *ws, const txbox_session_opts *o, txbox_session 
     struct stat sb;
     if (rc == 0 && !up && !create && fstatat(dirfd, REPORT_NAME, &sb, 0) < 0)
         rc = tx_err(err, ENOENT, "no session %s runs", id);
+    /* one that ended on its own keeps its report until it is read */
+    bool ended = !up && fstatat(dirfd, REPORT_NAME, &sb, 0) == 0;
     if (rc == 0 && !up && create)
         rc = steward_start(ws, id, dirfd, o, err);
     if (rc < 0) {
@@ -878,6 +880,7 @@ int txbox_session_open(txbox_ws *ws, const txbox_session_opts *o, txbox_session 
     s->id = steal_pointer(&id);
     s->dirfd = dirfd;
     s->policy = o->policy;
+    s->started = !up && create ? 1 + ended : 0;
     *out = s;
     return 0;
 }

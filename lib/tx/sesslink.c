@@ -182,6 +182,8 @@ int sl_attach(txbox_session *s, struct sess_link *l, txbox_error *err)
 
 const char *txbox_session_id(const txbox_session *s) { return s ? s->id : NULL; }
 
+int txbox_session_started(const txbox_session *s) { return s ? s->started : 0; }
+
 void sl_detach(struct sess_link *l)
 {
     if (l->sock >= 0)

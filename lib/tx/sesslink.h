@@ -20,6 +20,7 @@ struct txbox_session {
     char *id;
     int dirfd; /* .txbox/sessions/ID */
     const struct txbox_policy *policy;
+    int started; /* txbox_session_started */
 };
 
 /* Is id a session id (1-64 of [A-Za-z0-9._-], not starting with '.')? */

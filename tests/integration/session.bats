@@ -413,6 +413,36 @@ for i in $(seq 50); do [ -s /tmp/pty.txt ] && break; sleep 0.1; done; cat /tmp/p
     no_process "$mark"
 }
 
+@test "run --session: a session the command starts is said (an id none runs; one that ended while idle), one it joins is not" {
+    local id="fresh-$BATS_TEST_NUMBER-$$"
+    SESSIONS+=("$id")
+    txj --session "$id" -c 'echo x >a.txt'
+    assert_status 0
+    [ "$(pj 'd.get("session_started")')" = new ] || fail "session_started: $(clip "$output")"
+    tx --session "$id" -c 'echo y >>a.txt'
+    assert_status 0
+    [[ "$stderr" != *"session $id started"* ]] || fail "a running session said started: $stderr"
+    txj --session "$id" -c true
+    [ "$(pj 'd.get("session_started")')" = None ] || fail "session_started: $(clip "$output")"
+    # a mistyped id: a new session, said on the status line
+    tx --session "$id-x" -c 'echo z >>a.txt'
+    SESSIONS+=("$id-x")
+    assert_status 0
+    [[ "$stderr" == *"committed ("*"); session $id-x started: no session of that id was running"* ]] ||
+        fail "status line: $stderr"
+    # one that ended on its own: what it kept is gone, and that is said
+    sess_start --idle 1
+    stx -c 'echo note >/tmp/note'
+    assert_status 0
+    sleep 3 # (no status asked meanwhile: every request restarts its idle clock)
+    ! "$TXBOX" session status -C "$WS" "$SID" >/dev/null 2>&1 || fail "the session runs after its idle limit"
+    stx -c 'cat /tmp/note 2>/dev/null || echo gone'
+    assert_status 0
+    [ "$output" = gone ] || fail "the ended session's /tmp is there: $output"
+    [[ "$stderr" == *"; session $SID started again: the one of that id had ended, and its /tmp and background processes are gone"* ]] ||
+        fail "status line: $stderr"
+}
+
 # cgroup_of PID: the name of the txbox control group PID is in (as root;
 # empty for a user's commands, which have none).
 cgroup_of() {
