@@ -711,10 +711,7 @@ static uint32_t le32(const unsigned char *p)
     return (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
 }
 
-/* Another database's file, by the bytes it starts with (n of them): its
- * kind, or NULL. Judged whole, not by pages: deleted or emptied is a
- * loss, any other rewrite its use. */
-static const char *db_file_kind(const char *d, size_t n)
+const char *losses_db_kind(const char *d, size_t n)
 {
     const unsigned char *u = (const unsigned char *)d;
     if (n >= 12 && !memcmp(d + 8, "DUCK", 4))
@@ -755,7 +752,7 @@ static bool sqlite_header_at(int dfd, const char *path, struct sqlite_hdr *h, ui
     if (sqlite_of(buf, sizeof buf, h))
         return true;
     if (kind && !*kind)
-        *kind = db_file_kind(buf, sizeof buf);
+        *kind = losses_db_kind(buf, sizeof buf);
     return false;
 }
 
@@ -1036,7 +1033,7 @@ static void judge_file(struct lctx *c, struct lfile *f)
     } else {
         f->db = sqlite_of(a.p, a.n, &ha);
         if (!f->db && !f->db_kind)
-            f->db_kind = db_file_kind(a.p, a.n);
+            f->db_kind = losses_db_kind(a.p, a.n);
         if (size_may_be(eb, a.n) || size_may_be(ea, a.n)) {
             gix_blob_oid(a.p, a.n, f->oid);
             f->have_oid = true;

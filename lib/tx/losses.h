@@ -142,4 +142,11 @@ void gix_blob_oid(const void *data, size_t n, unsigned char oid[20]);
  * another version, lists none. */
 bool gix_pack_has(const unsigned char *buf, size_t len, const unsigned char id[20]);
 
+/* A database file other than SQLite's (whose pages are judged instead),
+ * by the first n bytes of it (d; 100 are enough): its kind ("DuckDB",
+ * "LMDB", "Berkeley DB", "Redis", "H2", "Microsoft Access", "Realm"), or
+ * NULL. Workspace content: never read past n. Deleted or emptied, such a
+ * file is a loss; any other rewrite is its engine's use. */
+const char *losses_db_kind(const char *d, size_t n);
+
 #endif

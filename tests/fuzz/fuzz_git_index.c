@@ -5,7 +5,8 @@
  *
  * Invariants, checked with abort():
  *   - the reader ends, within its bounds, on any bytes (ASan, UBSan), and
- *     so does a pack index's lookup (gix_pack_has);
+ *     so does a pack index's lookup (gix_pack_has) and a database file's
+ *     header's (losses_db_kind);
  *   - what it accepts is sorted as git sorts it, every path non-empty and
  *     found again by gix_find (its lowest stage), and no more entries than
  *     the bytes can hold;
@@ -23,6 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* a pack's index read from the same bytes ends within them too */
     static const unsigned char id[20] = {0x5a};
     (void)gix_pack_has(data, size, id);
+    /* and so does the look at a database file's header */
+    (void)losses_db_kind((const char *)data, size);
     char *buf = malloc(size ? size : 1);
     if (!buf)
         return 0;

@@ -1,5 +1,5 @@
 /* Losses (lib/tx/losses*.c): git's index read directly, the after state of
- * a path from a transaction's operations, the report's caps, and the rules
+ * a path from a transaction's operations, databases' headers, the report's caps, and the rules
  * with `losses:` (lib/policy/effect_rules.c). The whole check, on real
  * repositories: tests/integration/losses.bats. argv[1]: the corpus of
  * indexes (tests/fuzz/corpus/git_index). */
@@ -90,6 +90,48 @@ static void put32(unsigned char *p, uint32_t v)
 
 /* A pack's index (version 2) lists its ids; a short, claiming or other
  * version's lists none. */
+/* hdr: n bytes of zeros with text at offset at (the header losses_db_kind
+ * reads), in buf. */
+static size_t hdr(char *buf, size_t n, size_t at, const void *text, size_t len)
+{
+    memset(buf, 0, n);
+    memcpy(buf + at, text, len);
+    return n;
+}
+
+static void db_kinds(void **state)
+{
+    (void)state;
+    char b[128];
+    static const unsigned char lmdb[] = {0xde, 0xc0, 0xef, 0xbe};   /* 0xBEEFC0DE, little-endian */
+    static const unsigned char bdb_le[] = {0x62, 0x31, 0x05, 0x00}; /* a btree's magic */
+    static const unsigned char bdb_be[] = {0x00, 0x06, 0x15, 0x61}; /* a hash's, big-endian */
+    assert_string_equal(losses_db_kind(b, hdr(b, 100, 8, "DUCK", 4)), "DuckDB");
+    assert_string_equal(losses_db_kind(b, hdr(b, 100, 16, lmdb, 4)), "LMDB");
+    assert_string_equal(losses_db_kind(b, hdr(b, 100, 12, bdb_le, 4)), "Berkeley DB");
+    assert_string_equal(losses_db_kind(b, hdr(b, 100, 12, bdb_be, 4)), "Berkeley DB");
+    assert_string_equal(losses_db_kind(b, hdr(b, 100, 0, "REDIS0011", 9)), "Redis");
+    assert_string_equal(losses_db_kind(b, hdr(b, 100, 0, "H:2,block:0", 11)), "H2");
+    assert_string_equal(losses_db_kind(b, hdr(b, 100, 4, "Standard Jet DB", 15)), "Microsoft Access");
+    assert_string_equal(losses_db_kind(b, hdr(b, 100, 4, "Standard ACE DB", 15)), "Microsoft Access");
+    assert_string_equal(losses_db_kind(b, hdr(b, 100, 16, "T-DB", 4)), "Realm");
+    /* not one: text, zeros, a near miss, SQLite's own (judged by pages) */
+    assert_null(losses_db_kind(b, hdr(b, 100, 0, "hello, world\n", 13)));
+    assert_null(losses_db_kind(b, hdr(b, 100, 0, "", 0)));
+    assert_null(losses_db_kind(b, hdr(b, 100, 0, "REDIS00x1", 9)));
+    assert_null(losses_db_kind(b, hdr(b, 100, 0, "SQLite format 3", 16)));
+    /* never read past n: each magic cut short by a byte is none */
+    hdr(b, 100, 8, "DUCK", 4);
+    assert_null(losses_db_kind(b, 11));
+    hdr(b, 100, 16, lmdb, 4);
+    assert_null(losses_db_kind(b, 19));
+    hdr(b, 100, 0, "REDIS0011", 9);
+    assert_null(losses_db_kind(b, 8));
+    hdr(b, 100, 4, "Standard Jet DB", 15);
+    assert_null(losses_db_kind(b, 18));
+    assert_null(losses_db_kind(b, 0));
+}
+
 static void pack_index(void **state)
 {
     (void)state;
@@ -234,8 +276,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(index_versions), cmocka_unit_test(index_stages_and_refusals),
         cmocka_unit_test(blob_ids),       cmocka_unit_test(pack_index),
-        cmocka_unit_test(after_state),    cmocka_unit_test(report_caps),
-        cmocka_unit_test(losses_rules),
+        cmocka_unit_test(db_kinds),       cmocka_unit_test(after_state),
+        cmocka_unit_test(report_caps),    cmocka_unit_test(losses_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
