@@ -283,7 +283,8 @@ TXBOX_API const char *txbox_session_id(const txbox_session *s);
 /* Did txbox_session_open start it? 0: it ran already (or was opened
  * without TXBOX_SESSION_CREATE); 1: started, none of that id had run; 2:
  * started in place of one of that id that had ended on its own (what that
- * one kept, its /tmp and background processes, is gone). */
+ * one kept, its /tmp and background processes, is gone). The first
+ * command run with the handle says it in its result (session_started). */
 TXBOX_API int txbox_session_started(const txbox_session *s);
 /* Ends the session: its background processes are killed, their late
  * writes rolled back (those of processes that had already exited 0 are

@@ -367,8 +367,6 @@ static char *summary_discarded(const txbox_result *r, char *s)
     return t;
 }
 
-/* "; background processes of tx 5: tx 8 committed (...)", one clause per
- * late transaction reported with this result. */
 /* A session the command started (txbox run --session ID of none that
  * runs): said, so that a mistyped id, or a session that ended while the
  * agent was away, is not taken for the one whose /tmp and background
@@ -386,6 +384,8 @@ static char *summary_session(const txbox_result *r, char *s)
     return t;
 }
 
+/* "; background processes of tx 5: tx 8 committed (...)", one clause per
+ * late transaction reported with this result. */
 static char *summary_late(const txbox_result *r, char *s)
 {
     size_t i;

@@ -226,8 +226,8 @@ static int db_marker(int dfd, const char *name)
  * db_marks index), or -2 to look further up; at the top, -1. */
 static int db_dir_probe(struct lctx *c, const char *dir)
 {
-    _cleanup_close_ int fd = *dir ? safe_openat(c->in->ws->fd, dir, O_PATH | O_DIRECTORY, 0)
-                                  : fcntl(c->in->ws->fd, F_DUPFD_CLOEXEC, 0);
+    _cleanup_close_ int own = *dir ? safe_openat(c->in->ws->fd, dir, O_PATH | O_DIRECTORY, 0) : -1;
+    int fd = *dir ? own : c->in->ws->fd;
     for (size_t i = 0; fd >= 0 && i < ARRAY_SIZE(db_marks); i++)
         if (db_marker(fd, db_marks[i].file) >= 0)
             return (int)i;
@@ -738,8 +738,7 @@ const char *losses_db_kind(const char *d, size_t n)
 /* A file too large to read whole, by its first bytes: SQLite's header
  * (true, *h), or another database's kind (*kind); *size, its size (0 when
  * it cannot be opened). */
-static bool sqlite_header_at(int dfd, const char *path, struct sqlite_hdr *h, uint64_t *size,
-                             const char **kind)
+static bool db_header_at(int dfd, const char *path, struct sqlite_hdr *h, uint64_t *size, const char **kind)
 {
     char buf[100];
     _cleanup_close_ int fd = safe_openat_noatime(dfd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
@@ -1022,7 +1021,7 @@ static void judge_file(struct lctx *c, struct lfile *f)
     struct sqlite_hdr ha, hb;
     uint64_t sa = (uint64_t)st.st_size, sb = 0;
     if (read_fd(c, fd, &st, &a, &why) < 0) {
-        f->db = sqlite_header_at(wsfd, f->path, &ha, &sa, &f->db_kind);
+        f->db = db_header_at(wsfd, f->path, &ha, &sa, &f->db_kind);
         bool anydb = f->db || f->db_kind;
         if (f->what == LFR_DELETED || !anydb) {
             f->state = LF_LOST;
@@ -1070,7 +1069,7 @@ static void judge_file(struct lctx *c, struct lfile *f)
             f->have_noid = true;
         }
     } else {
-        b_db = sqlite_header_at(c->in->upperfd, f->path, &hb, &sb, NULL);
+        b_db = db_header_at(c->in->upperfd, f->path, &hb, &sb, NULL);
     }
     if (a.p && have_b && a.n == b.n && !memcmp(a.p, b.p, a.n)) {
         f->state = LF_SAFE;

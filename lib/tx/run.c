@@ -1723,7 +1723,7 @@ int txbox_run(txbox_ws *ws, const txbox_run_opts *opts, txbox_result **out, txbo
             return -1;
         }
         c.r->session = xstrdup(txbox_session_id(opts->session));
-        c.r->session_started = txbox_session_started(opts->session);
+        c.r->session_started = sl_take_started(opts->session);
         c.r->late = c.link.late;
         c.link.late = NULL;
         tx_mark("attach");

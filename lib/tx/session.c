@@ -864,11 +864,11 @@ int txbox_session_open(txbox_ws *ws, const txbox_session_opts *o, txbox_session 
     bool up = rc == 0 && running(dirfd);
     if (rc == 0 && up && create && (o->flags & TXBOX_SESSION_EXCL))
         rc = tx_err(err, EEXIST, "session %s runs already", id);
-    struct stat sb;
-    if (rc == 0 && !up && !create && fstatat(dirfd, REPORT_NAME, &sb, 0) < 0)
-        rc = tx_err(err, ENOENT, "no session %s runs", id);
     /* one that ended on its own keeps its report until it is read */
-    bool ended = !up && fstatat(dirfd, REPORT_NAME, &sb, 0) == 0;
+    struct stat sb;
+    bool ended = rc == 0 && !up && fstatat(dirfd, REPORT_NAME, &sb, 0) == 0;
+    if (rc == 0 && !up && !create && !ended)
+        rc = tx_err(err, ENOENT, "no session %s runs", id);
     if (rc == 0 && !up && create)
         rc = steward_start(ws, id, dirfd, o, err);
     if (rc < 0) {

@@ -184,6 +184,11 @@ const char *txbox_session_id(const txbox_session *s) { return s ? s->id : NULL; 
 
 int txbox_session_started(const txbox_session *s) { return s ? s->started : 0; }
 
+int sl_take_started(txbox_session *s)
+{
+    return s && s->started && !__atomic_exchange_n(&s->start_told, true, __ATOMIC_RELAXED) ? s->started : 0;
+}
+
 void sl_detach(struct sess_link *l)
 {
     if (l->sock >= 0)

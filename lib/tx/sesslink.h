@@ -20,7 +20,8 @@ struct txbox_session {
     char *id;
     int dirfd; /* .txbox/sessions/ID */
     const struct txbox_policy *policy;
-    int started; /* txbox_session_started */
+    int started;     /* txbox_session_started */
+    bool start_told; /* a command's result said so (sl_take_started) */
 };
 
 /* Is id a session id (1-64 of [A-Za-z0-9._-], not starting with '.')? */
@@ -53,6 +54,10 @@ struct sess_link {
 };
 
 MUST_CHECK int sl_attach(txbox_session *s, struct sess_link *l, txbox_error *err);
+/* txbox_session_started, for the first command run with the handle only
+ * (the one whose open started it; a handle serves many commands, from
+ * several threads at once); 0 for the others. */
+int sl_take_started(txbox_session *s);
 void sl_detach(struct sess_link *l);
 /* Transaction tx committed with its journal left open (commit.h,
  * leave_open): the steward retires it (recovery), after the answer. Not

@@ -10,6 +10,7 @@
 
 #include "remedy.h"
 #include "result.h"
+#include "sesslink.h"
 #include "store.h"
 #include "util.h"
 
@@ -130,12 +131,48 @@ static void losses_name_the_way_back(void **state)
     result_free(r);
 }
 
+/* A session a command's open started is said by the first command run with
+ * that handle, in its line and its JSON; not by the next ones (a library
+ * caller runs many commands with one handle). */
+static void a_started_session_is_said_once(void **state)
+{
+    (void)state;
+    char id[] = "s1";
+    txbox_session s = {.id = id, .started = 2};
+    txbox_result *r = result_new();
+    r->outcome = TXBOX_OUTCOME_COMMITTED;
+    snprintf(r->txs, sizeof r->txs, "3");
+    r->session = xstrdup(s.id);
+    r->session_started = sl_take_started(&s);
+    assert_int_equal(r->session_started, 2);
+    char *line = txbox_result_summary(r, NULL);
+    assert_non_null(strstr(line,
+                           "); session s1 started again: the one of that id had ended, and its /tmp and "
+                           "background processes are gone"));
+    free(line);
+    json_t *o = result_obj(r);
+    assert_string_equal(json_string_value(json_object_get(o, "session_started")), "again");
+    json_decref(o);
+    /* the handle's next command: nothing said; the open's fact stays */
+    r->session_started = sl_take_started(&s);
+    assert_int_equal(r->session_started, 0);
+    assert_int_equal(txbox_session_started(&s), 2);
+    line = txbox_result_summary(r, NULL);
+    assert_null(strstr(line, "started"));
+    free(line);
+    o = result_obj(r);
+    assert_null(json_object_get(o, "session_started"));
+    json_decref(o);
+    result_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(lib_names_the_remedy_front_words_it, setup, teardown),
         cmocka_unit_test(context_goes_before_the_remedy),
         cmocka_unit_test(losses_name_the_way_back),
+        cmocka_unit_test(a_started_session_is_said_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
