@@ -42,9 +42,13 @@ export async function startServer(txbox, args, opts = {}) {
                        { stdio: ['ignore', 'pipe', 'pipe'], env: opts.env ?? process.env });
     let out = '', err = '';
     live.set(proc, dir);
+    // the exit, once stdout is read to its end too (the access log's last
+    // lines may still be in the pipe at 'exit'); 5 s at most, should a
+    // process the server left hold its stdout
+    const drained = new Promise((res) => { proc.stdout.on('end', res); proc.stdout.on('error', res); });
     const exited = new Promise((res) => proc.on('exit', (code, sig) => {
         live.delete(proc);
-        res({ code, sig });
+        Promise.race([drained, new Promise((r) => setTimeout(r, 5000).unref())]).then(() => res({ code, sig }));
     }));
     proc.stderr.on('data', (d) => { err += d; });
     stderrs.push(() => err);
