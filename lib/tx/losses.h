@@ -68,6 +68,12 @@ struct losses_in {
      * threaded process copies only the forking thread). */
     void (*quiesce)(void *ctx);
     void *quiesce_ctx;
+    /* Called (when set) first, for what needs no view of a change of git
+     * (losses_git.c, "warm"): question q to a session's warm reader, its
+     * answer in *ans (the caller's). 0: answered; -1: nobody to ask (a
+     * child of its own instead); -2: no answer in timeout_ms. */
+    int (*git_ask)(void *ctx, json_t *q, json_t **ans, int timeout_ms);
+    void *git_ask_ctx;
 };
 
 /* Measures what the commit of in->ops destroys into *out (zeroed first).
@@ -80,6 +86,12 @@ MUST_CHECK int losses_measure(const struct losses_in *in, struct losses *out, tx
  * r->losses. */
 MUST_CHECK int losses_of_commit(const struct losses_in *in, struct txbox_result *r, struct losses *out,
                                 txbox_error *err);
+/* A session's warm reader of git (its steward's child, session.c): libgit2
+ * loaded and started ahead, confined to reading ws_path; it takes one
+ * question (losses_in.git_ask's) with the asker's socket from ctl,
+ * answers on that socket, and exits; 4 when libgit2 cannot start. */
+__attribute__((noreturn)) void losses_git_warm(int ctl, const char *ws_path);
+
 /* The report: {"count", "bytes", "truncated", "items": [{"kind", "path",
  * "bytes", "detail", ...}]} (at most LOSSES_ITEMS_SHOWN items). NULL l:
  * nothing lost. */

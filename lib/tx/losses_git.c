@@ -46,6 +46,7 @@
 #include "confine.h"
 #include "losses_int.h"
 #include "safepath.h"
+#include "sesslink.h"
 #include "tree.h"
 
 /* ---- libgit2, loaded when needed ---- */
@@ -605,6 +606,39 @@ static void describe_commit(struct gctx *g, const git_oid *o, char *buf, size_t 
 /* ---- the checks ---- */
 
 /* The files losses.c could not clear without git. */
+/* A file whose old content is lost unless git keeps it (LF_LOST): is it
+ * HEAD's (or, after a change of git, the after state's or a new commit's),
+ * or ignored (may_ignore: neither tracked, a database nor a secret)? ip:
+ * its path in the index; oid: its old content's blob id (NULL: not
+ * known); droot_ip: the deleted tree it came from, asked first (one
+ * question for a build directory's files; answers kept in roots). */
+static bool lost_is_safe(struct gctx *g, const char *ip, const unsigned char *oid, bool may_ignore,
+                         const char *droot_ip, json_t *roots)
+{
+    if (oid && (blob_at(g->hb, ip, oid) || (g->ra && (blob_at(g->ha, ip, oid) || in_new(g, ip, oid)))))
+        return true;
+    if (!may_ignore)
+        return false;
+    int ign = 0;
+    if (droot_ip) {
+        json_t *known = json_object_get(roots, droot_ip);
+        if (known) {
+            ign = json_is_true(known);
+        } else {
+            _cleanup_free_ char *dir = xasprintf("%s/", droot_ip);
+            if (G(git_ignore_path_is_ignored)(&ign, g->rb, dir) < 0)
+                ign = 0;
+            json_object_set_new(roots, droot_ip, json_boolean(ign));
+        }
+    }
+    if (!ign && G(git_ignore_path_is_ignored)(&ign, g->rb, ip) < 0)
+        ign = 0;
+    return ign;
+}
+
+/* May git's ignore rules make f's loss a build product's? */
+static bool may_ignore(const struct lfile *f) { return !(f->tracked || f->db || f->db_kind || f->secret); }
+
 static void check_files(struct gctx *g)
 {
     struct lctx *c = g->c;
@@ -620,32 +654,8 @@ static void check_files(struct gctx *g)
                 json_array_append_new(g->reset, json_integer((json_int_t)i));
             continue;
         }
-        if (f->have_oid && (blob_at(g->hb, ip, f->oid) ||
-                            (g->ra && (blob_at(g->ha, ip, f->oid) || in_new(g, ip, f->oid))))) {
-            json_array_append_new(g->safe, json_integer((json_int_t)i));
-            continue;
-        }
-        if (f->tracked || f->db || f->db_kind || f->secret)
-            continue; /* a database, a file of secrets: never a build product */
-        /* git's ignore rules: the deleted tree's root first (a build
-         * directory: one question for all its files) */
-        int ign = 0;
-        if (f->droot) {
-            const char *root = c->droots.v[f->droot - 1];
-            json_t *known = json_object_get(ignored_roots, root);
-            if (known) {
-                ign = json_is_true(known);
-            } else {
-                _cleanup_free_ char *rip = losses_index_path(g->r, root);
-                _cleanup_free_ char *dir = xasprintf("%s/", rip);
-                if (G(git_ignore_path_is_ignored)(&ign, g->rb, dir) < 0)
-                    ign = 0;
-                json_object_set_new(ignored_roots, root, json_boolean(ign));
-            }
-        }
-        if (!ign && G(git_ignore_path_is_ignored)(&ign, g->rb, ip) < 0)
-            ign = 0;
-        if (ign)
+        _cleanup_free_ char *rip = f->droot ? losses_index_path(g->r, c->droots.v[f->droot - 1]) : NULL;
+        if (lost_is_safe(g, ip, f->have_oid ? f->oid : NULL, may_ignore(f), rip, ignored_roots))
             json_array_append_new(g->safe, json_integer((json_int_t)i));
     }
     json_decref(ignored_roots);
@@ -1021,65 +1031,180 @@ static json_t *check_repo(struct lctx *c, size_t ri, double deadline)
 
 static void build_mirrors(struct lctx *c, char **topabs);
 
-static void child_main(struct lctx *c, int wfd)
+/* libgit2 started for reading: confined to read rd (NULL-terminated) and
+ * below only, no configuration but the repositories' own, its caps set.
+ * NULL, or why not (static, or in *buf). */
+static const char *git_start(const char *const *rd, char *buf, size_t bufsz)
 {
     const char *why = gitdl_load();
+    if (why)
+        return why;
+    txbox_error le = {0};
+    int abi = confine_landlock_abi();
+    /* without Landlock in the kernel at all, as the sandbox runs when
+     * allowed to (--allow-degraded): the deadline and caps still hold */
+    if (abi >= 1 && confine_landlock_readonly(rd, abi, &le) < 0) {
+        snprintf(buf, bufsz, "git's reading could not be confined (%s)", le.msg);
+        return buf;
+    }
+    setenv("HOME", "/nonexistent/txbox-losses", 1);
+    unsetenv("XDG_CONFIG_HOME");
+    if (G(git_libgit2_init)() < 0)
+        return "libgit2 could not start";
+    static const int levels[] = {GIT_CONFIG_LEVEL_SYSTEM, GIT_CONFIG_LEVEL_XDG, GIT_CONFIG_LEVEL_GLOBAL,
+                                 GIT_CONFIG_LEVEL_PROGRAMDATA};
+    for (size_t i = 0; i < ARRAY_SIZE(levels); i++)
+        G(git_libgit2_opts)(GIT_OPT_SET_SEARCH_PATH, levels[i], "");
+    G(git_libgit2_opts)(GIT_OPT_SET_OWNER_VALIDATION, 0);
+    G(git_libgit2_opts)(GIT_OPT_SET_MWINDOW_MAPPED_LIMIT, (size_t)256 << 20);
+    G(git_libgit2_opts)(GIT_OPT_SET_CACHE_MAX_SIZE, (ssize_t)64 << 20);
+    G(git_libgit2_opts)(GIT_OPT_SET_PACK_MAX_OBJECT_SIZE, (size_t)256 << 20);
+    return NULL;
+}
+
+static void child_main(struct lctx *c, int wfd)
+{
     json_t *out = json_object();
+    /* what libgit2 may read: the workspace, the repositories' own
+     * directories outside it; nothing else (the CA certificates its
+     * initialisation would parse included) */
+    _cleanup_free_ char *scratch = NULL;
+    build_mirrors(c, &scratch);
+    const char **rd = xcalloc(4 * c->nr + 3, sizeof *rd);
+    size_t k = 0;
+    rd[k++] = c->in->ws->path;
+    if (scratch)
+        rd[k++] = scratch;
+    for (size_t i = 0; i < c->nr; i++) {
+        if (!c->r[i].need_git)
+            continue;
+        if (!c->r[i].wt)
+            rd[k++] = c->r[i].wt_abs;
+        if (!c->r[i].gitdir && c->r[i].gitdir_abs)
+            rd[k++] = c->r[i].gitdir_abs;
+        if (c->r[i].common_abs)
+            rd[k++] = c->r[i].common_abs;
+    }
+    char buf[sizeof((txbox_error *)0)->msg + 64];
+    const char *why = git_start(rd, buf, sizeof buf);
+    free(rd);
     if (why) {
         json_object_set_new(out, "error", json_string(why));
     } else {
-        /* what libgit2 may read: the workspace, the repositories' own
-         * directories outside it; nothing else (the CA certificates
-         * its initialisation would parse included) */
-        _cleanup_free_ char *scratch = NULL;
-        build_mirrors(c, &scratch);
-        const char **rd = xcalloc(4 * c->nr + 3, sizeof *rd);
-        size_t k = 0;
-        rd[k++] = c->in->ws->path;
-        if (scratch)
-            rd[k++] = scratch;
-        for (size_t i = 0; i < c->nr; i++) {
-            if (!c->r[i].need_git)
-                continue;
-            if (!c->r[i].wt)
-                rd[k++] = c->r[i].wt_abs;
-            if (!c->r[i].gitdir && c->r[i].gitdir_abs)
-                rd[k++] = c->r[i].gitdir_abs;
-            if (c->r[i].common_abs)
-                rd[k++] = c->r[i].common_abs;
-        }
-        txbox_error le = {0};
-        int abi = confine_landlock_abi();
-        /* without Landlock in the kernel at all, as the sandbox runs when
-         * allowed to (--allow-degraded): the deadline and caps still hold */
-        bool confined = abi < 1 || confine_landlock_readonly(rd, abi, &le) == 0;
-        free(rd);
-        setenv("HOME", "/nonexistent/txbox-losses", 1);
-        unsetenv("XDG_CONFIG_HOME");
-        if (!confined) {
-            json_object_set_new(out, "error",
-                                json_sprintf("git's reading could not be confined (%s)", le.msg));
-        } else if (G(git_libgit2_init)() < 0) {
-            json_object_set_new(out, "error", json_string("libgit2 could not start"));
-        } else {
-            static const int levels[] = {GIT_CONFIG_LEVEL_SYSTEM, GIT_CONFIG_LEVEL_XDG,
-                                         GIT_CONFIG_LEVEL_GLOBAL, GIT_CONFIG_LEVEL_PROGRAMDATA};
-            for (size_t i = 0; i < ARRAY_SIZE(levels); i++)
-                G(git_libgit2_opts)(GIT_OPT_SET_SEARCH_PATH, levels[i], "");
-            G(git_libgit2_opts)(GIT_OPT_SET_OWNER_VALIDATION, 0);
-            G(git_libgit2_opts)(GIT_OPT_SET_MWINDOW_MAPPED_LIMIT, (size_t)256 << 20);
-            G(git_libgit2_opts)(GIT_OPT_SET_CACHE_MAX_SIZE, (ssize_t)64 << 20);
-            G(git_libgit2_opts)(GIT_OPT_SET_PACK_MAX_OBJECT_SIZE, (size_t)256 << 20);
-            json_t *repos = json_array();
-            double deadline = wall_time() + LOSS_GIT_TIMEOUT_S * 0.7;
-            for (size_t i = 0; i < c->nr; i++)
-                if (c->r[i].need_git)
-                    json_array_append_new(repos, check_repo(c, i, deadline));
-            json_object_set_new(out, "repos", repos);
-        }
+        json_t *repos = json_array();
+        double deadline = wall_time() + LOSS_GIT_TIMEOUT_S * 0.7;
+        for (size_t i = 0; i < c->nr; i++)
+            if (c->r[i].need_git)
+                json_array_append_new(repos, check_repo(c, i, deadline));
+        json_object_set_new(out, "repos", repos);
     }
     char *s = json_dumps(out, JSON_COMPACT);
     if (s && write_all(wfd, s, strlen(s)) < 0)
+        _exit(3);
+    _exit(0);
+}
+
+/* ---- a session's warm reader ----
+ *
+ * Loading and starting libgit2 is most of a child's cost (about 3 ms of a
+ * commit's time). A session's steward keeps one reader started ahead, in
+ * the same confinement (reading the workspace only), and hands it one
+ * question with the asker's socket; the asker reads the answer, in the
+ * child's form. Asked only for what needs no view of a change of git
+ * (repositories whose git the commit leaves alone, in the workspace:
+ * HEAD's blobs and the ignore rules), else the child of its own. */
+
+#define WARM_FILES_MAX 4096 /* files per question (more: a child of its own) */
+
+static bool hex_oid(const char *h, unsigned char oid[20])
+{
+    if (!h || strlen(h) != 40)
+        return false;
+    for (size_t i = 0; i < 20; i++) {
+        int v = 0;
+        for (int k = 0; k < 2; k++) {
+            char ch = h[2 * i + (size_t)k];
+            int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+            if (d < 0)
+                return false;
+            v = v * 16 + d;
+        }
+        oid[i] = (unsigned char)v;
+    }
+    return true;
+}
+
+/* One repository of the question: {"i", "wt", "files": [{"i", "ip",
+ * "oid"?, "ign"?, "droot"?}]}, answered as check_repo would. */
+static json_t *warm_repo(json_t *rq, double deadline)
+{
+    json_int_t ri = json_integer_value(json_object_get(rq, "i"));
+    const char *wt = json_string_value(json_object_get(rq, "wt"));
+    struct gctx g = {
+        .safe = json_array(), .reset = json_array(), .items = json_array(), .deadline = deadline};
+    json_t *out = json_pack("{s:I,s:o,s:o,s:o}", "i", ri, "safe", g.safe, "reset", g.reset, "items", g.items);
+    if (!wt || *wt != '/') {
+        json_object_set_new(out, "error", json_string("a question without its worktree"));
+        return out;
+    }
+    if (G(git_repository_open_ext)(&g.rb, wt, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
+        json_object_set_new(out, "error", json_sprintf("git cannot open it: %s", git_why()));
+        return out;
+    }
+    g.hb = head_tree(g.rb);
+    json_t *roots = json_object(), *fj;
+    size_t k;
+    json_array_foreach(json_object_get(rq, "files"), k, fj)
+    {
+        if (wall_time() > deadline) {
+            json_object_set_new(out, "error", json_string("git's reading did not finish in time"));
+            break;
+        }
+        json_int_t fi = json_integer_value(json_object_get(fj, "i"));
+        const char *ip = json_string_value(json_object_get(fj, "ip"));
+        const char *hx = json_string_value(json_object_get(fj, "oid"));
+        unsigned char oid[20];
+        if (!ip || (hx && !hex_oid(hx, oid)))
+            continue; /* not answered: lost, as asked */
+        if (lost_is_safe(&g, ip, hx ? oid : NULL, json_is_true(json_object_get(fj, "ign")),
+                         json_string_value(json_object_get(fj, "droot")), roots))
+            json_array_append_new(g.safe, json_integer(fi));
+    }
+    json_decref(roots);
+    gctx_free(&g);
+    return out;
+}
+
+void losses_git_warm(int ctl, const char *ws_path)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGALRM, SIG_DFL);
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives its steward */
+    if (ctl != 3) {
+        if (dup2(ctl, 3) < 0)
+            _exit(2);
+        ctl = 3;
+    }
+    close_range(4, ~0u, 0); /* the steward's own: the session's namespaces, its clients */
+    const char *rd[] = {ws_path, NULL};
+    char buf[sizeof((txbox_error *)0)->msg + 64];
+    if (git_start(rd, buf, sizeof buf))
+        _exit(4);
+    json_t *req = NULL;
+    int sock = -1, n = 0;
+    txbox_error e = {0};
+    if (sl_recv(ctl, &req, &sock, 1, &n, -1, &e) < 0 || n != 1)
+        _exit(0);                            /* the steward ended, or asked nothing */
+    alarm((unsigned)LOSS_GIT_TIMEOUT_S + 1); /* the asker has stopped waiting by then */
+    json_t *repos = json_array(), *rq;
+    double deadline = wall_time() + LOSS_GIT_TIMEOUT_S * 0.7;
+    size_t i;
+    json_array_foreach(json_object_get(json_object_get(req, "q"), "repos"), i, rq)
+        json_array_append_new(repos, warm_repo(rq, deadline));
+    json_t *out = json_pack("{s:o}", "repos", repos);
+    if (sl_send(sock, out, NULL, 0, &e) < 0)
         _exit(3);
     _exit(0);
 }
@@ -1330,6 +1455,87 @@ static void apply_answer(struct lctx *c, json_t *ans)
         }
 }
 
+/* The question for the warm reader; NULL when it cannot answer all of it. */
+static json_t *warm_question(struct lctx *c)
+{
+    json_t *repos = json_array();
+    size_t nq = 0;
+    bool ok = true;
+    for (size_t i = 0; ok && i < c->nr; i++) {
+        struct lrepo *r = &c->r[i];
+        if (!r->need_git)
+            continue;
+        json_t *files = json_array(), *wt = json_string(r->wt_abs); /* NULL: not UTF-8 */
+        ok = !r->git_changed && r->wt && r->gitdir && !r->linked && !r->common_abs && wt;
+        json_array_append_new(repos,
+                              json_pack("{s:I,s:o?,s:o}", "i", (json_int_t)i, "wt", wt, "files", files));
+        for (size_t k = 0; ok && k < c->nf; k++) {
+            struct lfile *f = &c->f[k];
+            if (f->repo != (int)i || f->folded || f->unverified || f->state != LF_LOST)
+                continue;
+            _cleanup_free_ char *ip = losses_index_path(r, f->path);
+            _cleanup_free_ char *rip =
+                f->droot && may_ignore(f) ? losses_index_path(r, c->droots.v[f->droot - 1]) : NULL;
+            json_t *ipj = json_string(ip), *ripj = rip ? json_string(rip) : NULL;
+            ok = ++nq <= WARM_FILES_MAX && ipj && (!rip || ripj);
+            json_t *fj = json_pack("{s:I,s:o?,s:o?}", "i", (json_int_t)k, "ip", ipj, "droot", ripj);
+            if (f->have_oid) {
+                char hx[41];
+                for (size_t b = 0; b < 20; b++)
+                    snprintf(hx + 2 * b, 3, "%02x", f->oid[b]);
+                json_object_set_new(fj, "oid", json_string(hx));
+            }
+            if (may_ignore(f))
+                json_object_set_new(fj, "ign", json_true());
+            json_array_append_new(files, fj);
+        }
+    }
+    if (!ok) { /* a name that is not UTF-8, too many, git changed: the child */
+        json_decref(repos);
+        return NULL;
+    }
+    return json_pack("{s:o}", "repos", repos);
+}
+
+/* Asks the warm reader. true: answered (or it failed as the child would,
+ * counted the same); false: the child of its own instead. */
+static bool warm_ask(struct lctx *c)
+{
+    if (!c->in->git_ask)
+        return false;
+    json_t *q = warm_question(c);
+    if (!q)
+        return false;
+    json_t *ans = NULL;
+    int rc = c->in->git_ask(c->in->git_ask_ctx, q, &ans, (int)(LOSS_GIT_TIMEOUT_S * 1000));
+    json_decref(q);
+    if (rc == -2) {
+        for (size_t i = 0; i < c->nr; i++)
+            if (c->r[i].need_git) {
+                c->r[i].need_git = false;
+                repo_failed(c, i, "git's reading did not finish in time");
+            }
+        return true;
+    }
+    /* whole, or not at all: every repository asked answered, none with an
+     * error (the child of its own says why, as it does alone) */
+    bool whole = rc == 0 && json_is_array(json_object_get(ans, "repos"));
+    for (size_t i = 0; whole && i < c->nr; i++) {
+        if (!c->r[i].need_git)
+            continue;
+        bool found = false;
+        json_t *rj;
+        size_t k;
+        json_array_foreach(json_object_get(ans, "repos"), k, rj) found |=
+            json_integer_value(json_object_get(rj, "i")) == (json_int_t)i && !json_object_get(rj, "error");
+        whole = found;
+    }
+    if (whole)
+        apply_answer(c, ans);
+    json_decref(ans);
+    return whole;
+}
+
 void losses_git(struct lctx *c)
 {
     bool any = false;
@@ -1338,6 +1544,10 @@ void losses_git(struct lctx *c)
     if (!any)
         return;
     tx_mark("losses:prepare");
+    if (warm_ask(c)) {
+        tx_mark("losses:warm");
+        return;
+    }
     if (c->in->quiesce)
         c->in->quiesce(c->in->quiesce_ctx);
     int p[2];

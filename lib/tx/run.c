@@ -1200,6 +1200,32 @@ static void run_quiesce(void *arg)
     c->wb = NULL;
 }
 
+/* losses_in.git_ask: the session's warm reader of git, on a connection of
+ * its own (an answer that comes late is never read as another's). */
+static int run_git_ask(void *arg, json_t *q, json_t **ans, int timeout_ms)
+{
+    struct run *c = arg;
+    *ans = NULL;
+    txbox_error e = {0};
+    int sock = sl_connect(c->opts->session->dirfd, &e);
+    if (sock < 0)
+        return -1;
+    json_t *req = json_pack("{s:s,s:O}", "op", "gitcheck", "q", q);
+    int rc = sl_send(sock, req, NULL, 0, &e);
+    json_decref(req);
+    if (rc == 0)
+        rc = sl_recv(sock, ans, NULL, 0, NULL, timeout_ms, &e);
+    close(sock);
+    if (rc < 0)
+        return e.code == ETIMEDOUT ? -2 : -1;
+    if (json_object_get(*ans, "none")) { /* no reader ready: the steward starts one */
+        json_decref(*ans);
+        *ans = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 /* The judge: what the commit would destroy that exists nowhere else
  * (losses.h), reported, then the rules on effects (those on losses too). */
 static int run_judge_effects(struct tx_commit *c, txbox_error *err)
@@ -1208,16 +1234,20 @@ static int run_judge_effects(struct tx_commit *c, txbox_error *err)
     if (!rc->r->changes)
         rc->r->changes = json_incref(c->changes);
     struct losses ls = {0};
-    int e = losses_of_commit(&(struct losses_in){.ws = c->ws,
-                                                 .txfd = c->txfd,
-                                                 .txs = rc->r->txs,
-                                                 .upperfd = c->upperfd,
-                                                 .ops = &c->ops,
-                                                 .now = wall_time(),
-                                                 .pol = rc->pol,
-                                                 .quiesce = rc->run ? run_quiesce : NULL,
-                                                 .quiesce_ctx = rc->run},
-                             rc->r, &ls, err);
+    int e = losses_of_commit(
+        &(struct losses_in){
+            .ws = c->ws,
+            .txfd = c->txfd,
+            .txs = rc->r->txs,
+            .upperfd = c->upperfd,
+            .ops = &c->ops,
+            .now = wall_time(),
+            .pol = rc->pol,
+            .quiesce = rc->run ? run_quiesce : NULL,
+            .quiesce_ctx = rc->run,
+            .git_ask = rc->run && rc->run->opts->session && rc->run->link.sock >= 0 ? run_git_ask : NULL,
+            .git_ask_ctx = rc->run},
+        rc->r, &ls, err);
     /* an index that was only refreshed (losses.c) is no change to report */
     if (e == 0 && commit_relist_changes(c)) {
         json_decref(rc->r->changes);

@@ -66,6 +66,7 @@
 #include "connguard.h"
 #include "fdpass.h"
 #include "keeper.h"
+#include "losses.h"
 #include "run.h"
 #include "sesslink.h"
 #include "store.h"
@@ -122,6 +123,13 @@ struct steward {
     json_t *pending; /* late reports not yet given to a command */
     json_t *history; /* all of them, for the end report */
     size_t killed;
+    struct {
+        pid_t pid; /* 0: none */
+        int pidfd; /* its end, polled */
+        int sock;  /* where its question goes; -1 once asked */
+        bool off;  /* libgit2 cannot start here: none again */
+        uint64_t served;
+    } warm; /* git's warm reader (losses.h, losses_git_warm) */
 };
 
 static void reply_error(int sock, const txbox_error *e)
@@ -463,6 +471,15 @@ static json_t *status_json(struct steward *st)
                   st->started, "idle_s", st->idle_s, "last_command", st->last_command, "background", procs,
                   "pending", (json_int_t)json_array_size(st->pending), "pid", (json_int_t)getpid());
     json_object_set_new(o, "owner", st->owner >= 0 ? json_true() : json_null());
+    json_object_set_new(o, "git_reader",
+                        json_pack("{s:s,s:I}", "state",
+                                  st->warm.off         ? "off"
+                                  : st->warm.sock >= 0 ? "ready"
+                                  : st->warm.pid       ? "busy"
+                                                       : "none",
+                                  "served", (json_int_t)st->warm.served));
+    if (st->warm.pid)
+        json_object_set_new(json_object_get(o, "git_reader"), "pid", json_integer(st->warm.pid));
     return o;
 }
 
@@ -525,6 +542,8 @@ static size_t count_all(int procfd)
     return n;
 }
 
+static void warm_stop(struct steward *st);
+
 __attribute__((noreturn)) static void session_end(struct steward *st, const char *by, int client)
 {
     for (size_t i = 0; i < st->ng; i++) {
@@ -534,6 +553,7 @@ __attribute__((noreturn)) static void session_end(struct steward *st, const char
             snprintf(g->why, sizeof g->why, "killed at the session's end (%s)", by);
         }
     }
+    warm_stop(st);
     st->killed = count_all(st->fds.fd[KP_PROC]);
     kp_stop(&st->k); /* its pid namespace dies with it */
     while (st->ng)
@@ -581,6 +601,92 @@ static void drop_client(struct steward *st, size_t i)
         st->idle_since = now_ns();
 }
 
+/* ---- git's warm reader ----
+ * A commit's losses check may need libgit2 (losses_git.c), whose loading
+ * and start cost a commit about 3 ms: the steward keeps a reader started
+ * ahead, from the first question on, and a new one after each it hands a
+ * question to. */
+
+static void warm_start(struct steward *st)
+{
+    if (st->warm.pid || st->warm.off)
+        return;
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+        return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(sp[0]);
+        losses_git_warm(sp[1], st->ws->path);
+    }
+    close(sp[1]);
+    int pfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+    if (pfd < 0) {
+        if (pid > 0) {
+            kill(pid, SIGKILL);
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        }
+        close(sp[0]);
+        return;
+    }
+    st->warm.pid = pid;
+    st->warm.pidfd = pfd;
+    st->warm.sock = sp[0];
+}
+
+/* The reader ended (its pidfd readable): reaped; the next one started
+ * when it answered (exit 0), none again when libgit2 cannot start (4). */
+static void warm_ended(struct steward *st)
+{
+    int status = 0;
+    while (waitpid(st->warm.pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    bool asked = st->warm.sock < 0;
+    close_fd(&st->warm.pidfd);
+    close_fd(&st->warm.sock);
+    st->warm.pid = 0;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 4)
+        st->warm.off = true;
+    else if (asked)
+        warm_start(st);
+}
+
+static void warm_stop(struct steward *st)
+{
+    if (!st->warm.pid)
+        return;
+    kill(st->warm.pid, SIGKILL);
+    while (waitpid(st->warm.pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    close_fd(&st->warm.pidfd);
+    close_fd(&st->warm.sock);
+    st->warm.pid = 0;
+}
+
+/* A question (losses_in.git_ask) on connection sock: handed with the
+ * connection to the reader, which answers it there (true: the connection
+ * is the reader's now); or {"none": true} when no reader is ready, and
+ * one is started for the next. */
+static bool do_gitcheck(struct steward *st, int sock, json_t *req)
+{
+    json_t *q = json_object_get(req, "q");
+    if (st->warm.pid && st->warm.sock >= 0 && json_is_object(q)) {
+        json_t *m = json_pack("{s:O}", "q", q);
+        txbox_error e = {0};
+        int rc = sl_send(st->warm.sock, m, &sock, 1, &e);
+        json_decref(m);
+        close_fd(&st->warm.sock); /* one question each */
+        if (rc == 0) {
+            st->warm.served++;
+            return true;
+        }
+    }
+    reply(sock, json_pack("{s:b}", "none", 1), NULL, 0);
+    warm_start(st);
+    return false;
+}
+
 /* A request of client i. false: the client is gone. */
 static bool on_request(struct steward *st, size_t i)
 {
@@ -603,6 +709,10 @@ static bool on_request(struct steward *st, size_t i)
         close(fds[k]);
     if (!strcmp(op, "attach")) {
         do_attach(st, sock);
+    } else if (!strcmp(op, "gitcheck")) {
+        bool handed = do_gitcheck(st, sock, req);
+        json_decref(req);
+        return !handed; /* handed: the reader's; the steward's copy goes */
     } else if (!strcmp(op, "retire")) {
         do_retire(st, (uint64_t)json_integer_value(json_object_get(req, "tx")));
     } else if (!strcmp(op, "status")) {
@@ -644,7 +754,7 @@ static void drain(int *fd)
         close_fd(fd);
 }
 
-enum { PF_LISTEN, PF_SIG, PF_KEEPER, PF_KEEPER_DEAD, PF_OWNER, PF_FIXED };
+enum { PF_LISTEN, PF_SIG, PF_KEEPER, PF_KEEPER_DEAD, PF_OWNER, PF_WARM, PF_FIXED };
 
 static __attribute__((noreturn)) void steward_loop(struct steward *st)
 {
@@ -658,6 +768,7 @@ static __attribute__((noreturn)) void steward_loop(struct steward *st)
         pf[PF_KEEPER] = (struct pollfd){.fd = st->k.sock, .events = POLLIN};
         pf[PF_KEEPER_DEAD] = (struct pollfd){.fd = st->k.pidfd, .events = POLLIN};
         pf[PF_OWNER] = (struct pollfd){.fd = st->owner, .events = POLLIN};
+        pf[PF_WARM] = (struct pollfd){.fd = st->warm.pidfd, .events = POLLIN};
         size_t n = PF_FIXED;
         for (size_t i = 0; i < st->nclients; i++) {
             map[n - PF_FIXED] = (typeof(map[0])){0, (int)i};
@@ -693,6 +804,8 @@ static __attribute__((noreturn)) void steward_loop(struct steward *st)
             session_end(st, "keeper", -1);
         if (r > 0 && pf[PF_KEEPER].revents)
             drain_exits(st);
+        if (r > 0 && pf[PF_WARM].revents && st->warm.pid)
+            warm_ended(st);
         /* groups and clients by index, from the last (a removal moves the
          * last one into its place) */
         for (size_t j = n; r > 0 && j-- > PF_FIXED;) {
@@ -734,7 +847,10 @@ static __attribute__((noreturn)) void steward_main(const char *ws_path, const ch
         _exit(1);
     lsock = keep[0];
     ready = keep[1];
-    struct steward st = {.lsock = lsock, .owner = -1, .idle_s = o->idle_s > 0 ? o->idle_s : DEFAULT_IDLE_S};
+    struct steward st = {.lsock = lsock,
+                         .owner = -1,
+                         .idle_s = o->idle_s > 0 ? o->idle_s : DEFAULT_IDLE_S,
+                         .warm = {.pidfd = -1, .sock = -1}};
     txbox_error e = {0};
     const char *fail = NULL;
     sigset_t sigs;

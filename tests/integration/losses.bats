@@ -576,3 +576,81 @@ PY
     assert_status 0
     [ "$(tail -n 1 "$WS/a.txt")" = "more work" ] || fail "undo did not bring the second loss back: $(cat "$WS/a.txt")"
 }
+
+# ---- in a session: git's warm reader (the steward's) ----
+
+teardown() {
+    [ -z "${SID:-}" ] || "$TXBOX" session end -C "$WS" "$SID" >/dev/null 2>&1 || true
+}
+
+# reader FIELD: what the status of session $SID says of its warm reader
+# of git (served, pid, state).
+reader() {
+    "$TXBOX" session status -C "$WS" "$SID" --json |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["git_reader"].get(sys.argv[1], ""))' "$1"
+}
+
+@test "in a session, the steward's warm reader of git judges losses as a commit's own child does" {
+    printf '.env\nnode_modules/\n' >>"$WS/.gitignore"
+    g commit -qam 'ignore more'
+    g rm -q --cached lib.py # untracked now, its content HEAD's
+    mkdir -p "$WS/build" "$WS/scratch" "$WS/node_modules/p"
+    printf 'draft\n' >"$WS/notes.txt"
+    printf 'obj\n' >"$WS/x.o"
+    printf 'out\n' >"$WS/build/out.o"
+    printf 'mine\n' >"$WS/scratch/s.txt"
+    printf 'KEY=1\n' >"$WS/.env"
+    printf 'dep\n' >"$WS/node_modules/p/i.js"
+    local odd alone="$BATS_TEST_TMPDIR/alone" ci served
+    odd="$(printf 'odd-\xff.txt')"
+    printf 'odd\n' >"$WS/$odd"
+    cp -a "$WS" "$alone"
+    SID="$("$TXBOX" session start -C "$WS")" || fail "session start failed"
+    # each command in the session, and alone on the copy: the losses each
+    # of them is known to have, the same in both
+    local cmds=('echo r1 >notes.txt; echo r1 >x.o' 'echo r2 >notes.txt' 'git clean -fdq scratch; rm -rf build'
+        'rm -f .env; rm -rf node_modules' 'echo mine >lib.py' 'echo r3 >notes.txt; echo r3 >x.o')
+    local want=('untracked notes.txt' 'untracked notes.txt' 'untracked scratch/s.txt' 'untracked .env' ''
+        'untracked notes.txt')
+    for ci in "${!cmds[@]}"; do
+        run --separate-stderr txbox_bin run -C "$alone" --json -c "${cmds[ci]}"
+        check_run_json
+        assert_status 0
+        [ "$(losses_of)" = "${want[ci]}" ] || fail "${cmds[ci]}: alone '$(losses_of)', not '${want[ci]}'"
+        txj --session "$SID" -c "${cmds[ci]}"
+        assert_status 0
+        [ "$(losses_of)" = "${want[ci]}" ] || fail "${cmds[ci]}: in the session '$(losses_of)', not '${want[ci]}'"
+    done
+    [ "$(cat "$WS/notes.txt")" = r3 ] && [ ! -e "$WS/.env" ] && [ ! -e "$WS/build" ] || fail "not committed"
+    # the first question started the reader; it answered every other one
+    served="$(reader served)"
+    [ "$served" -ge $((${#cmds[@]} - 1)) ] || fail "the warm reader answered $served of ${#cmds[@]} questions"
+    # a name that is not UTF-8: the commit's own child, with the same answer
+    txj --session "$SID" -c "echo x >'$odd'"
+    assert_status 0
+    [ "$(jget losses.count)" = 1 ] || fail "the odd name's loss: $(losses_of)"
+    [ "$(reader served)" = "$served" ] || fail "a question the reader cannot take was asked of it"
+}
+
+@test "in a session, a warm reader killed is replaced; the losses stay right; none outlives the session" {
+    printf 'draft\n' >"$WS/notes.txt"
+    SID="$("$TXBOX" session start -C "$WS")" || fail "session start failed"
+    txj --session "$SID" -c 'echo 1 >notes.txt'
+    assert_lost untracked notes.txt
+    local pid
+    pid="$(reader pid)"
+    [ -n "$pid" ] && kill -0 "$pid" || fail "no warm reader after the first question"
+    kill -9 "$pid"
+    txj --session "$SID" -c 'echo 2 >notes.txt'
+    assert_status 0
+    assert_lost untracked notes.txt
+    txj --session "$SID" -c 'echo 3 >notes.txt'
+    assert_lost untracked notes.txt
+    [ "$(reader served)" -ge 1 ] || fail "no reader answered after the kill"
+    pid="$(reader pid)"
+    [ -n "$pid" ] && [ "$(sed -n 's/^State:\s*\(.\).*/\1/p' "/proc/$pid/status")" = S ] ||
+        fail "no new reader waiting"
+    "$TXBOX" session end -C "$WS" "$SID" >/dev/null
+    SID=
+    ! kill -0 "$pid" 2>/dev/null || fail "the warm reader $pid outlived its session"
+}
