@@ -1045,7 +1045,13 @@ static void take_session_facts(struct run *c)
                                  "truncated", st->discarded.count > st->discarded.n);
     }
     bool in_tmp = c->opts->session && path_under(st->cwd_after ? st->cwd_after : "", "/tmp");
-    if (st->cwd_after && (path_under(st->cwd_after, c->ws->path) || in_tmp) && !strstr(st->cwd_after, "\n"))
+    /* only of a shell that exited: one killed (the time limit, a signal)
+     * may or may not have stopped at its exit to say it (SIGKILL skips
+     * the stop at times), and where it was when killed is no place to go
+     * on from */
+    bool exited = st->exited && WIFEXITED(st->wstatus) && !st->timed_out && !st->cancelled;
+    if (exited && st->cwd_after && (path_under(st->cwd_after, c->ws->path) || in_tmp) &&
+        !strstr(st->cwd_after, "\n"))
         r->cwd_after = xstrdup(st->cwd_after);
     if (c->opts->session) {
         json_object_set_new(r->protections, "session",

@@ -88,6 +88,19 @@ setup() {
     assert_json_field cwd_after "$WS/src"
 }
 
+@test "cwd_after: none for a shell killed (the time limit, a signal): where it was is no place to go on from" {
+    local i
+    for i in 1 2 3; do # whether a killed shell stopped at its exit was a race: never now
+        txj --timeout 0.3 -c 'cd src && sleep 5'
+        assert_outcome timed_out
+        [ "$(pj 'd.get("cwd_after")')" = None ] || fail "cwd_after of a timed-out shell: $(pj 'd.get("cwd_after")')"
+        txj -c 'cd src && kill -KILL $$'
+        [ "$(pj 'd.get("cwd_after")')" = None ] || fail "cwd_after of a killed shell: $(pj 'd.get("cwd_after")')"
+    done
+    txj -c 'cd src && exit 3'
+    assert_json_field cwd_after "$WS/src"
+}
+
 @test "--cwd-file: the directory is written there (0600), emptied when unknown, never through a link" {
     local f="$BATS_TEST_TMPDIR/cwd"
     tx --cwd-file "$f" -c 'mkdir -p a/b && cd a/b'
