@@ -1108,13 +1108,16 @@ static void child_main(struct lctx *c, int wfd)
  *
  * Loading and starting libgit2 is most of a child's cost (about 3 ms of a
  * commit's time). A session's steward keeps one reader started ahead, in
- * the same confinement (reading the workspace only), and hands it one
- * question with the asker's socket; the asker reads the answer, in the
- * child's form. Asked only for what needs no view of a change of git
+ * the same confinement (reading the workspace only), and hands it each
+ * question with the asker's socket, answered one at a time in the child's
+ * form, each from the repository opened again (nothing of one kept for
+ * the next but libgit2's start); after WARM_QUESTIONS, a new reader
+ * (libgit2's memory stays bounded). Asked only for what needs no view of a change of git
  * (repositories whose git the commit leaves alone, in the workspace:
  * HEAD's blobs and the ignore rules), else the child of its own. */
 
 #define WARM_FILES_MAX 4096 /* files per question (more: a child of its own) */
+#define WARM_QUESTIONS 256  /* a reader's (then a new one: libgit2's memory bounded) */
 
 static bool hex_oid(const char *h, unsigned char oid[20])
 {
@@ -1192,20 +1195,31 @@ void losses_git_warm(int ctl, const char *ws_path)
     char buf[sizeof((txbox_error *)0)->msg + 64];
     if (git_start(rd, buf, sizeof buf))
         _exit(4);
-    json_t *req = NULL;
-    int sock = -1, n = 0;
-    txbox_error e = {0};
-    if (sl_recv(ctl, &req, &sock, 1, &n, -1, &e) < 0 || n != 1)
-        _exit(0);                            /* the steward ended, or asked nothing */
-    alarm((unsigned)LOSS_GIT_TIMEOUT_S + 1); /* the asker has stopped waiting by then */
-    json_t *repos = json_array(), *rq;
-    double deadline = wall_time() + LOSS_GIT_TIMEOUT_S * 0.7;
-    size_t i;
-    json_array_foreach(json_object_get(json_object_get(req, "q"), "repos"), i, rq)
-        json_array_append_new(repos, warm_repo(rq, deadline));
-    json_t *out = json_pack("{s:o}", "repos", repos);
-    if (sl_send(sock, out, NULL, 0, &e) < 0)
-        _exit(3);
+    for (unsigned n = 0; n < WARM_QUESTIONS; n++) {
+        json_t *req = NULL;
+        int sock = -1, nfd = 0;
+        txbox_error e = {0};
+        if (sl_recv(ctl, &req, &sock, 1, &nfd, -1, &e) < 0)
+            _exit(0); /* the steward ended */
+        if (nfd != 1) {
+            json_decref(req);
+            continue;
+        }
+        alarm((unsigned)LOSS_GIT_TIMEOUT_S + 1); /* its asker has stopped waiting by then */
+        json_t *repos = json_array(), *rq;
+        double deadline = wall_time() + LOSS_GIT_TIMEOUT_S * 0.7;
+        size_t i;
+        json_array_foreach(json_object_get(json_object_get(req, "q"), "repos"), i, rq)
+            json_array_append_new(repos, warm_repo(rq, deadline));
+        json_t *out = json_pack("{s:o}", "repos", repos);
+        if (sl_send(sock, out, NULL, 0, &e) < 0) {
+            /* its asker is gone: the answer with it */
+        }
+        json_decref(out);
+        json_decref(req);
+        close(sock);
+        alarm(0);
+    }
     _exit(0);
 }
 

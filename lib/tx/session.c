@@ -124,12 +124,12 @@ struct steward {
     json_t *history; /* all of them, for the end report */
     size_t killed;
     struct {
-        pid_t pid; /* 0: none */
-        int pidfd; /* its end, polled */
-        int sock;  /* where its question goes; -1 once asked */
-        bool off;  /* libgit2 cannot start here: none again */
-        uint64_t served;
-    } warm; /* git's warm reader (losses.h, losses_git_warm) */
+        pid_t pid;               /* 0: none */
+        int pidfd;               /* its end, polled */
+        int sock;                /* where its questions go */
+        bool off;                /* libgit2 cannot start here: none again */
+        uint64_t handed, served; /* questions handed this one, all */
+    } warm;                      /* git's warm reader (losses.h, losses_git_warm) */
 };
 
 static void reply_error(int sock, const txbox_error *e)
@@ -473,10 +473,9 @@ static json_t *status_json(struct steward *st)
     json_object_set_new(o, "owner", st->owner >= 0 ? json_true() : json_null());
     json_object_set_new(o, "git_reader",
                         json_pack("{s:s,s:I}", "state",
-                                  st->warm.off         ? "off"
-                                  : st->warm.sock >= 0 ? "ready"
-                                  : st->warm.pid       ? "busy"
-                                                       : "none",
+                                  st->warm.off   ? "off"
+                                  : st->warm.pid ? "running"
+                                                 : "none",
                                   "served", (json_int_t)st->warm.served));
     if (st->warm.pid)
         json_object_set_new(json_object_get(o, "git_reader"), "pid", json_integer(st->warm.pid));
@@ -603,9 +602,9 @@ static void drop_client(struct steward *st, size_t i)
 
 /* ---- git's warm reader ----
  * A commit's losses check may need libgit2 (losses_git.c), whose loading
- * and start cost a commit about 3 ms: the steward keeps a reader started
- * ahead, from the first question on, and a new one after each it hands a
- * question to. */
+ * and start cost a commit about 3 ms: the steward keeps a reader started,
+ * from the first question on, and hands it the questions; a new one when
+ * it ends after its share of them. */
 
 static void warm_start(struct steward *st)
 {
@@ -633,23 +632,7 @@ static void warm_start(struct steward *st)
     st->warm.pid = pid;
     st->warm.pidfd = pfd;
     st->warm.sock = sp[0];
-}
-
-/* The reader ended (its pidfd readable): reaped; the next one started
- * when it answered (exit 0), none again when libgit2 cannot start (4). */
-static void warm_ended(struct steward *st)
-{
-    int status = 0;
-    while (waitpid(st->warm.pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    bool asked = st->warm.sock < 0;
-    close_fd(&st->warm.pidfd);
-    close_fd(&st->warm.sock);
-    st->warm.pid = 0;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 4)
-        st->warm.off = true;
-    else if (asked)
-        warm_start(st);
+    st->warm.handed = 0;
 }
 
 static void warm_stop(struct steward *st)
@@ -664,20 +647,38 @@ static void warm_stop(struct steward *st)
     st->warm.pid = 0;
 }
 
+/* The reader ended (its pidfd readable): reaped (a question handed it
+ * and not answered finds its connection closed: its asker's own child
+ * answers); the next one started when it ended after its share (exit 0),
+ * none again when libgit2 cannot start (4), else at the next question. */
+static void warm_ended(struct steward *st)
+{
+    int status = 0;
+    while (waitpid(st->warm.pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    close_fd(&st->warm.pidfd);
+    close_fd(&st->warm.sock);
+    st->warm.pid = 0;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 4)
+        st->warm.off = true;
+    else if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && st->warm.handed)
+        warm_start(st);
+}
+
 /* A question (losses_in.git_ask) on connection sock: handed with the
  * connection to the reader, which answers it there (true: the connection
- * is the reader's now); or {"none": true} when no reader is ready, and
- * one is started for the next. */
+ * is the reader's now); or {"none": true} when no reader runs, and one
+ * is started for the next. */
 static bool do_gitcheck(struct steward *st, int sock, json_t *req)
 {
     json_t *q = json_object_get(req, "q");
-    if (st->warm.pid && st->warm.sock >= 0 && json_is_object(q)) {
+    if (st->warm.pid && json_is_object(q)) {
         json_t *m = json_pack("{s:O}", "q", q);
         txbox_error e = {0};
         int rc = sl_send(st->warm.sock, m, &sock, 1, &e);
         json_decref(m);
-        close_fd(&st->warm.sock); /* one question each */
         if (rc == 0) {
+            st->warm.handed++;
             st->warm.served++;
             return true;
         }

@@ -601,7 +601,7 @@ reader() {
     printf 'mine\n' >"$WS/scratch/s.txt"
     printf 'KEY=1\n' >"$WS/.env"
     printf 'dep\n' >"$WS/node_modules/p/i.js"
-    local odd alone="$BATS_TEST_TMPDIR/alone" ci served
+    local odd alone="$BATS_TEST_TMPDIR/alone" ci served pid
     odd="$(printf 'odd-\xff.txt')"
     printf 'odd\n' >"$WS/$odd"
     cp -a "$WS" "$alone"
@@ -620,11 +620,13 @@ reader() {
         txj --session "$SID" -c "${cmds[ci]}"
         assert_status 0
         [ "$(losses_of)" = "${want[ci]}" ] || fail "${cmds[ci]}: in the session '$(losses_of)', not '${want[ci]}'"
+        [ "$ci" != 0 ] || pid="$(reader pid)"
     done
     [ "$(cat "$WS/notes.txt")" = r3 ] && [ ! -e "$WS/.env" ] && [ ! -e "$WS/build" ] || fail "not committed"
     # the first question started the reader; it answered every other one
     served="$(reader served)"
     [ "$served" -ge $((${#cmds[@]} - 1)) ] || fail "the warm reader answered $served of ${#cmds[@]} questions"
+    [ -n "$pid" ] && [ "$(reader pid)" = "$pid" ] || fail "not one reader for all: $pid, then $(reader pid)"
     # a name that is not UTF-8: the commit's own child, with the same answer
     txj --session "$SID" -c "echo x >'$odd'"
     assert_status 0
