@@ -87,11 +87,10 @@ MUST_CHECK int losses_measure(const struct losses_in *in, struct losses *out, tx
 MUST_CHECK int losses_of_commit(const struct losses_in *in, struct txbox_result *r, struct losses *out,
                                 txbox_error *err);
 /* A session's warm reader of git (its steward's child, session.c): libgit2
- * loaded and started ahead, confined to reading ws_path; it takes
- * questions (losses_in.git_ask's), each with its asker's socket, from ctl,
- * and answers each on that socket; exits 0 after a number of them or when
- * ctl closes, 4 when libgit2 cannot start. */
-__attribute__((noreturn)) void losses_git_warm(int ctl, const char *ws_path);
+ * loaded and started ahead, confined to reading ws_path; it accepts
+ * connections on lsock, each one question (losses_in.git_ask's), answered
+ * there; exits 0 after a number of them, 4 when libgit2 cannot start. */
+__attribute__((noreturn)) void losses_git_warm(int lsock, const char *ws_path);
 
 /* The report: {"count", "bytes", "truncated", "items": [{"kind", "path",
  * "bytes", "detail", ...}]} (at most LOSSES_ITEMS_SHOWN items). NULL l:

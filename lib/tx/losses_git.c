@@ -37,6 +37,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sched.h>
 #include <sys/wait.h>
@@ -1108,16 +1109,18 @@ static void child_main(struct lctx *c, int wfd)
  *
  * Loading and starting libgit2 is most of a child's cost (about 3 ms of a
  * commit's time). A session's steward keeps one reader started ahead, in
- * the same confinement (reading the workspace only), and hands it each
- * question with the asker's socket, answered one at a time in the child's
- * form, each from the repository opened again (nothing of one kept for
- * the next but libgit2's start); after WARM_QUESTIONS, a new reader
- * (libgit2's memory stays bounded). Asked only for what needs no view of a change of git
+ * the same confinement (reading the workspace only), listening on the
+ * session's socket (sesslink.h, SL_GIT); the committing process asks it
+ * straight, one question per connection, answered in the child's form,
+ * each from the repository opened again (nothing of one kept for the next
+ * but libgit2's start); after WARM_QUESTIONS, a new reader (libgit2's
+ * memory stays bounded). Asked only for what needs no view of a change of git
  * (repositories whose git the commit leaves alone, in the workspace:
  * HEAD's blobs and the ignore rules), else the child of its own. */
 
 #define WARM_FILES_MAX 4096 /* files per question (more: a child of its own) */
 #define WARM_QUESTIONS 256  /* a reader's (then a new one: libgit2's memory bounded) */
+#define WARM_ASK_MS 2000    /* from a connection to its question */
 
 static bool hex_oid(const char *h, unsigned char oid[20])
 {
@@ -1178,38 +1181,43 @@ static json_t *warm_repo(json_t *rq, double deadline)
     return out;
 }
 
-void losses_git_warm(int ctl, const char *ws_path)
+void losses_git_warm(int lsock, const char *ws_path)
 {
     sigset_t none;
     sigemptyset(&none);
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGALRM, SIG_DFL);
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives its steward */
-    if (ctl != 3) {
-        if (dup2(ctl, 3) < 0)
+    if (lsock != 3) {
+        if (dup2(lsock, 3) < 0)
             _exit(2);
-        ctl = 3;
+        lsock = 3;
     }
     close_range(4, ~0u, 0); /* the steward's own: the session's namespaces, its clients */
     const char *rd[] = {ws_path, NULL};
     char buf[sizeof((txbox_error *)0)->msg + 64];
     if (git_start(rd, buf, sizeof buf))
         _exit(4);
-    for (unsigned n = 0; n < WARM_QUESTIONS; n++) {
+    for (unsigned n = 0; n < WARM_QUESTIONS;) {
+        int sock = accept4(lsock, NULL, NULL, SOCK_CLOEXEC);
+        if (sock < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            _exit(3);
+        }
         json_t *req = NULL;
-        int sock = -1, nfd = 0;
         txbox_error e = {0};
-        if (sl_recv(ctl, &req, &sock, 1, &nfd, -1, &e) < 0)
-            _exit(0); /* the steward ended */
-        if (nfd != 1) {
-            json_decref(req);
+        /* its own user's, and a question soon: an asker never stalls it */
+        if (!sl_peer_ok(sock) || sl_recv(sock, &req, NULL, 0, NULL, WARM_ASK_MS, &e) < 0) {
+            close(sock);
             continue;
         }
+        n++;
         alarm((unsigned)LOSS_GIT_TIMEOUT_S + 1); /* its asker has stopped waiting by then */
         json_t *repos = json_array(), *rq;
         double deadline = wall_time() + LOSS_GIT_TIMEOUT_S * 0.7;
         size_t i;
-        json_array_foreach(json_object_get(json_object_get(req, "q"), "repos"), i, rq)
+        json_array_foreach(json_object_get(req, "repos"), i, rq)
             json_array_append_new(repos, warm_repo(rq, deadline));
         json_t *out = json_pack("{s:o}", "repos", repos);
         if (sl_send(sock, out, NULL, 0, &e) < 0) {

@@ -1206,29 +1206,30 @@ static void run_quiesce(void *arg)
     c->wb = NULL;
 }
 
-/* losses_in.git_ask: the session's warm reader of git, on a connection of
- * its own (an answer that comes late is never read as another's). */
+/* losses_in.git_ask: the session's warm reader of git, asked straight on
+ * a connection of its own (sesslink.h, SL_GIT). None listening: the
+ * steward is told to start one for the next commit (not answered: it may
+ * be waiting for the workspace's lock, which this commit holds). */
 static int run_git_ask(void *arg, json_t *q, json_t **ans, int timeout_ms)
 {
     struct run *c = arg;
     *ans = NULL;
     txbox_error e = {0};
-    int sock = sl_connect(c->opts->session->dirfd, &e);
-    if (sock < 0)
+    int sock = sl_connect_to(c->opts->session->dirfd, SL_GIT, &e);
+    if (sock < 0) {
+        json_t *req = json_pack("{s:s}", "op", "gitreader");
+        if (sl_send(c->link.sock, req, NULL, 0, &e) < 0) {
+            /* the steward is gone: the commit's own child answers */
+        }
+        json_decref(req);
         return -1;
-    json_t *req = json_pack("{s:s,s:O}", "op", "gitcheck", "q", q);
-    int rc = sl_send(sock, req, NULL, 0, &e);
-    json_decref(req);
+    }
+    int rc = sl_send(sock, q, NULL, 0, &e);
     if (rc == 0)
         rc = sl_recv(sock, ans, NULL, 0, NULL, timeout_ms, &e);
     close(sock);
     if (rc < 0)
         return e.code == ETIMEDOUT ? -2 : -1;
-    if (json_object_get(*ans, "none")) { /* no reader ready: the steward starts one */
-        json_decref(*ans);
-        *ans = NULL;
-        return -1;
-    }
     return 0;
 }
 

@@ -124,12 +124,11 @@ struct steward {
     json_t *history; /* all of them, for the end report */
     size_t killed;
     struct {
-        pid_t pid;               /* 0: none */
-        int pidfd;               /* its end, polled */
-        int sock;                /* where its questions go */
-        bool off;                /* libgit2 cannot start here: none again */
-        uint64_t handed, served; /* questions handed this one, all */
-    } warm;                      /* git's warm reader (losses.h, losses_git_warm) */
+        pid_t pid;        /* 0: none */
+        int pidfd;        /* its end, polled */
+        bool off;         /* libgit2 cannot start here: none again */
+        uint64_t started; /* readers started */
+    } warm;               /* git's warm reader (losses.h, losses_git_warm) */
 };
 
 static void reply_error(int sock, const txbox_error *e)
@@ -471,14 +470,14 @@ static json_t *status_json(struct steward *st)
                   st->started, "idle_s", st->idle_s, "last_command", st->last_command, "background", procs,
                   "pending", (json_int_t)json_array_size(st->pending), "pid", (json_int_t)getpid());
     json_object_set_new(o, "owner", st->owner >= 0 ? json_true() : json_null());
-    json_object_set_new(o, "git_reader",
-                        json_pack("{s:s,s:I}", "state",
-                                  st->warm.off   ? "off"
-                                  : st->warm.pid ? "running"
-                                                 : "none",
-                                  "served", (json_int_t)st->warm.served));
+    json_t *gr = json_pack("{s:s,s:I}", "state",
+                           st->warm.off   ? "off"
+                           : st->warm.pid ? "running"
+                                          : "none",
+                           "started", (json_int_t)st->warm.started);
     if (st->warm.pid)
-        json_object_set_new(json_object_get(o, "git_reader"), "pid", json_integer(st->warm.pid));
+        json_object_set_new(gr, "pid", json_integer(st->warm.pid));
+    json_object_set_new(o, "git_reader", gr);
     return o;
 }
 
@@ -560,7 +559,8 @@ __attribute__((noreturn)) static void session_end(struct steward *st, const char
     json_t *rep = json_pack("{s:s,s:s,s:I,s:O,s:o}", "session", st->id, "ended_by", by, "processes_killed",
                             (json_int_t)st->killed, "late_transactions", st->history, "discarded",
                             session_discarded(st));
-    (void)unlinkat(st->dirfd, "ctl", 0);
+    (void)unlinkat(st->dirfd, SL_CTL, 0);
+    (void)unlinkat(st->dirfd, SL_GIT, 0);
     if (client >= 0) {
         json_t *o = json_pack("{s:O}", "report", rep);
         reply(client, o, NULL, 0);
@@ -602,23 +602,25 @@ static void drop_client(struct steward *st, size_t i)
 
 /* ---- git's warm reader ----
  * A commit's losses check may need libgit2 (losses_git.c), whose loading
- * and start cost a commit about 3 ms: the steward keeps a reader started,
- * from the first question on, and hands it the questions; a new one when
- * it ends after its share of them. */
+ * and start cost a commit about 3 ms: the steward keeps a reader started
+ * from the first command that asks for one on (gitreader), listening on
+ * the session's socket SL_GIT, which only it holds. The questions go to
+ * it straight, never through the steward: a command asks while it holds
+ * the workspace's lock, which the steward may be waiting for (a late
+ * transaction's commit, a retirement). */
 
 static void warm_start(struct steward *st)
 {
     if (st->warm.pid || st->warm.off)
         return;
-    int sp[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+    txbox_error e = {0};
+    int ls = sl_listen(st->dirfd, SL_GIT, 16, &e);
+    if (ls < 0)
         return;
     pid_t pid = fork();
-    if (pid == 0) {
-        close(sp[0]);
-        losses_git_warm(sp[1], st->ws->path);
-    }
-    close(sp[1]);
+    if (pid == 0)
+        losses_git_warm(ls, st->ws->path);
+    close(ls); /* the reader's alone: gone with it (ECONNREFUSED) */
     int pfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
     if (pfd < 0) {
         if (pid > 0) {
@@ -626,13 +628,12 @@ static void warm_start(struct steward *st)
             while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
                 ;
         }
-        close(sp[0]);
+        (void)unlinkat(st->dirfd, SL_GIT, 0);
         return;
     }
     st->warm.pid = pid;
     st->warm.pidfd = pfd;
-    st->warm.sock = sp[0];
-    st->warm.handed = 0;
+    st->warm.started++;
 }
 
 static void warm_stop(struct steward *st)
@@ -643,49 +644,23 @@ static void warm_stop(struct steward *st)
     while (waitpid(st->warm.pid, NULL, 0) < 0 && errno == EINTR)
         ;
     close_fd(&st->warm.pidfd);
-    close_fd(&st->warm.sock);
     st->warm.pid = 0;
 }
 
-/* The reader ended (its pidfd readable): reaped (a question handed it
- * and not answered finds its connection closed: its asker's own child
- * answers); the next one started when it ended after its share (exit 0),
- * none again when libgit2 cannot start (4), else at the next question. */
+/* The reader ended (its pidfd readable): reaped; the next one started at
+ * once when it ended after its share of questions (exit 0), none again
+ * when libgit2 cannot start (4), else when a command asks again. */
 static void warm_ended(struct steward *st)
 {
     int status = 0;
     while (waitpid(st->warm.pid, &status, 0) < 0 && errno == EINTR)
         ;
     close_fd(&st->warm.pidfd);
-    close_fd(&st->warm.sock);
     st->warm.pid = 0;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 4)
         st->warm.off = true;
-    else if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && st->warm.handed)
+    else if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         warm_start(st);
-}
-
-/* A question (losses_in.git_ask) on connection sock: handed with the
- * connection to the reader, which answers it there (true: the connection
- * is the reader's now); or {"none": true} when no reader runs, and one
- * is started for the next. */
-static bool do_gitcheck(struct steward *st, int sock, json_t *req)
-{
-    json_t *q = json_object_get(req, "q");
-    if (st->warm.pid && json_is_object(q)) {
-        json_t *m = json_pack("{s:O}", "q", q);
-        txbox_error e = {0};
-        int rc = sl_send(st->warm.sock, m, &sock, 1, &e);
-        json_decref(m);
-        if (rc == 0) {
-            st->warm.handed++;
-            st->warm.served++;
-            return true;
-        }
-    }
-    reply(sock, json_pack("{s:b}", "none", 1), NULL, 0);
-    warm_start(st);
-    return false;
 }
 
 /* A request of client i. false: the client is gone. */
@@ -710,10 +685,8 @@ static bool on_request(struct steward *st, size_t i)
         close(fds[k]);
     if (!strcmp(op, "attach")) {
         do_attach(st, sock);
-    } else if (!strcmp(op, "gitcheck")) {
-        bool handed = do_gitcheck(st, sock, req);
-        json_decref(req);
-        return !handed; /* handed: the reader's; the steward's copy goes */
+    } else if (!strcmp(op, "gitreader")) {
+        warm_start(st); /* not answered: the asker does not wait */
     } else if (!strcmp(op, "retire")) {
         do_retire(st, (uint64_t)json_integer_value(json_object_get(req, "tx")));
     } else if (!strcmp(op, "status")) {
@@ -734,10 +707,7 @@ static void on_accept(struct steward *st)
     int c = accept4(st->lsock, NULL, NULL, SOCK_CLOEXEC);
     if (c < 0)
         return;
-    struct ucred uc;
-    socklen_t ul = sizeof uc;
-    if (st->nclients == MAX_CLIENTS || getsockopt(c, SOL_SOCKET, SO_PEERCRED, &uc, &ul) < 0 ||
-        (uc.uid != getuid() && uc.uid != 0)) {
+    if (st->nclients == MAX_CLIENTS || !sl_peer_ok(c)) {
         close(c);
         return;
     }
@@ -851,7 +821,7 @@ static __attribute__((noreturn)) void steward_main(const char *ws_path, const ch
     struct steward st = {.lsock = lsock,
                          .owner = -1,
                          .idle_s = o->idle_s > 0 ? o->idle_s : DEFAULT_IDLE_S,
-                         .warm = {.pidfd = -1, .sock = -1}};
+                         .warm = {.pidfd = -1}};
     txbox_error e = {0};
     const char *fail = NULL;
     sigset_t sigs;
@@ -899,13 +869,10 @@ static __attribute__((noreturn)) void steward_main(const char *ws_path, const ch
 static int steward_start(txbox_ws *ws, const char *id, int dirfd, const txbox_session_opts *o,
                          txbox_error *err)
 {
-    (void)unlinkat(dirfd, "ctl", 0);
     (void)unlinkat(dirfd, REPORT_NAME, 0);
-    _cleanup_close_ int ls = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    snprintf(a.sun_path, sizeof a.sun_path, "/proc/self/fd/%d/ctl", dirfd);
-    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) < 0 || listen(ls, 64) < 0)
-        return tx_errno(err, errno, "cannot make the session's socket");
+    _cleanup_close_ int ls = sl_listen(dirfd, SL_CTL, 64, err);
+    if (ls < 0)
+        return -1;
     int rd[2];
     if (pipe2(rd, O_CLOEXEC) < 0)
         return tx_errno(err, errno, "pipe");
@@ -931,7 +898,7 @@ static int steward_start(txbox_ws *ws, const char *id, int dirfd, const txbox_se
     close(rd[0]);
     msg[n > 0 ? n : 0] = 0;
     if (strcmp(msg, "ok") != 0) {
-        (void)unlinkat(dirfd, "ctl", 0);
+        (void)unlinkat(dirfd, SL_CTL, 0);
         return tx_err(err, EIO, "cannot start the session: %s", n > 0 ? msg : "its process ended");
     }
     return 0;

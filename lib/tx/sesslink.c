@@ -39,36 +39,58 @@ int sl_dir_open(txbox_ws *ws, const char *id, bool create, txbox_error *err)
     return fd;
 }
 
-/* dirfd/ctl, as a socket address: through /proc/self/fd, so that a long
+/* dirfd/NAME, as a socket address: through /proc/self/fd, so that a long
  * workspace path does not overflow sun_path. */
-static socklen_t ctl_addr(int dirfd, struct sockaddr_un *a)
+static socklen_t sock_addr(int dirfd, const char *name, struct sockaddr_un *a)
 {
     memset(a, 0, sizeof *a);
     a->sun_family = AF_UNIX;
-    snprintf(a->sun_path, sizeof a->sun_path, "/proc/self/fd/%d/ctl", dirfd);
+    snprintf(a->sun_path, sizeof a->sun_path, "/proc/self/fd/%d/%s", dirfd, name);
     return (socklen_t)sizeof *a;
 }
 
-int sl_connect(int dirfd, txbox_error *err)
+int sl_connect_to(int dirfd, const char *name, txbox_error *err)
 {
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s < 0)
         return tx_errno(err, errno, "socket");
     struct sockaddr_un a;
-    socklen_t al = ctl_addr(dirfd, &a);
+    socklen_t al = sock_addr(dirfd, name, &a);
     if (connect(s, (struct sockaddr *)&a, al) < 0) {
         int e = errno;
         close(s);
         return tx_errno(err, e, "cannot reach the session");
     }
     /* the steward is the caller's own process, or root's */
-    struct ucred uc;
-    socklen_t ul = sizeof uc;
-    if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &uc, &ul) < 0 || (uc.uid != getuid() && uc.uid != 0)) {
+    if (!sl_peer_ok(s)) {
         close(s);
         return tx_err(err, EPERM, "the session's socket is not the caller's");
     }
     return s;
+}
+
+int sl_connect(int dirfd, txbox_error *err) { return sl_connect_to(dirfd, SL_CTL, err); }
+
+int sl_listen(int dirfd, const char *name, int backlog, txbox_error *err)
+{
+    (void)unlinkat(dirfd, name, 0);
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct sockaddr_un a;
+    socklen_t al = sock_addr(dirfd, name, &a);
+    if (s < 0 || bind(s, (struct sockaddr *)&a, al) < 0 || listen(s, backlog) < 0) {
+        int e = errno;
+        if (s >= 0)
+            close(s);
+        return tx_errno(err, e, "cannot make the session's socket");
+    }
+    return s;
+}
+
+bool sl_peer_ok(int sock)
+{
+    struct ucred uc;
+    socklen_t ul = sizeof uc;
+    return getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &uc, &ul) == 0 && (uc.uid == getuid() || uc.uid == 0);
 }
 
 int sl_send(int sock, json_t *obj, const int *fds, int nfds, txbox_error *err)

@@ -29,9 +29,18 @@ bool sl_id_valid(const char *id);
 /* .txbox/sessions/ID, made (0700) when create; -1 with ENOENT when it is
  * not there. */
 int sl_dir_open(txbox_ws *ws, const char *id, bool create, txbox_error *err);
+#define SL_CTL "ctl" /* the steward's socket in the session's directory */
+#define SL_GIT "git" /* its warm reader of git's (losses.h, losses_git_warm) */
+
 /* A connection to the steward of the session whose directory is dirfd:
  * -1 with ECONNREFUSED or ENOENT when none runs. */
 int sl_connect(int dirfd, txbox_error *err);
+/* ... to socket name there (SL_CTL, SL_GIT). */
+int sl_connect_to(int dirfd, const char *name, txbox_error *err);
+/* A listening socket made at dirfd/name (what was there removed first). */
+int sl_listen(int dirfd, const char *name, int backlog, txbox_error *err);
+/* Is the peer of a connected socket the caller's own user, or root? */
+bool sl_peer_ok(int sock);
 
 /* One message: obj, and nfds descriptors. */
 MUST_CHECK int sl_send(int sock, json_t *obj, const int *fds, int nfds, txbox_error *err);

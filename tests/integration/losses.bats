@@ -584,10 +584,18 @@ teardown() {
 }
 
 # reader FIELD: what the status of session $SID says of its warm reader
-# of git (served, pid, state).
+# of git (state, started, pid).
 reader() {
     "$TXBOX" session status -C "$WS" "$SID" --json |
         python3 -c 'import json, sys; print(json.load(sys.stdin)["git_reader"].get(sys.argv[1], ""))' "$1"
+}
+
+# stxw ARGS...: txj in the session $SID, with the phases' timing on stderr
+# (TXBOX_TIMING): $warm says whether the warm reader answered git's part.
+stxw() {
+    TXBOX_TIMING=1 txj --session "$SID" "$@"
+    warm=no
+    [[ "$stderr" != *"losses:warm"* ]] || warm=yes
 }
 
 @test "in a session, the steward's warm reader of git judges losses as a commit's own child does" {
@@ -601,7 +609,7 @@ reader() {
     printf 'mine\n' >"$WS/scratch/s.txt"
     printf 'KEY=1\n' >"$WS/.env"
     printf 'dep\n' >"$WS/node_modules/p/i.js"
-    local odd alone="$BATS_TEST_TMPDIR/alone" ci served pid
+    local odd alone="$BATS_TEST_TMPDIR/alone" ci pid warm answered=0
     odd="$(printf 'odd-\xff.txt')"
     printf 'odd\n' >"$WS/$odd"
     cp -a "$WS" "$alone"
@@ -617,41 +625,47 @@ reader() {
         check_run_json
         assert_status 0
         [ "$(losses_of)" = "${want[ci]}" ] || fail "${cmds[ci]}: alone '$(losses_of)', not '${want[ci]}'"
-        txj --session "$SID" -c "${cmds[ci]}"
+        stxw -c "${cmds[ci]}"
         assert_status 0
         [ "$(losses_of)" = "${want[ci]}" ] || fail "${cmds[ci]}: in the session '$(losses_of)', not '${want[ci]}'"
+        [ "$warm" = no ] || answered=$((answered + 1))
         [ "$ci" != 0 ] || pid="$(reader pid)"
     done
     [ "$(cat "$WS/notes.txt")" = r3 ] && [ ! -e "$WS/.env" ] && [ ! -e "$WS/build" ] || fail "not committed"
     # the first question started the reader; it answered every other one
-    served="$(reader served)"
-    [ "$served" -ge $((${#cmds[@]} - 1)) ] || fail "the warm reader answered $served of ${#cmds[@]} questions"
-    [ -n "$pid" ] && [ "$(reader pid)" = "$pid" ] || fail "not one reader for all: $pid, then $(reader pid)"
+    [ "$answered" -ge $((${#cmds[@]} - 1)) ] || fail "the warm reader answered $answered of ${#cmds[@]} questions"
+    [ -n "$pid" ] && [ "$(reader pid)" = "$pid" ] && [ "$(reader started)" = 1 ] ||
+        fail "not one reader for all: $pid, then $(reader pid), $(reader started) started"
     # a name that is not UTF-8: the commit's own child, with the same answer
-    txj --session "$SID" -c "echo x >'$odd'"
+    stxw -c "echo x >'$odd'"
     assert_status 0
     [ "$(jget losses.count)" = 1 ] || fail "the odd name's loss: $(losses_of)"
-    [ "$(reader served)" = "$served" ] || fail "a question the reader cannot take was asked of it"
+    [ "$warm" = no ] || fail "a question the reader cannot take was asked of it"
 }
 
 @test "in a session, a warm reader killed is replaced; the losses stay right; none outlives the session" {
     printf 'draft\n' >"$WS/notes.txt"
     SID="$("$TXBOX" session start -C "$WS")" || fail "session start failed"
-    txj --session "$SID" -c 'echo 1 >notes.txt'
+    local pid warm
+    stxw -c 'echo 1 >notes.txt'
     assert_lost untracked notes.txt
-    local pid
     pid="$(reader pid)"
     [ -n "$pid" ] && kill -0 "$pid" || fail "no warm reader after the first question"
+    stxw -c 'echo 2 >notes.txt'
+    assert_lost untracked notes.txt
+    [ "$warm" = yes ] || fail "the reader did not answer: $(clip "$stderr")"
     kill -9 "$pid"
-    txj --session "$SID" -c 'echo 2 >notes.txt'
+    # the next commit finds none listening: its own child, and a new reader
+    stxw -c 'echo 3 >notes.txt'
     assert_status 0
     assert_lost untracked notes.txt
-    txj --session "$SID" -c 'echo 3 >notes.txt'
+    [ "$warm" = no ] || fail "a killed reader answered"
+    stxw -c 'echo 4 >notes.txt'
     assert_lost untracked notes.txt
-    [ "$(reader served)" -ge 1 ] || fail "no reader answered after the kill"
+    [ "$warm" = yes ] || fail "no new reader answered: $(clip "$stderr")"
+    [ "$(reader pid)" != "$pid" ] && [ "$(reader started)" = 2 ] || fail "not replaced: $(reader pid)"
     pid="$(reader pid)"
-    [ -n "$pid" ] && [ "$(sed -n 's/^State:\s*\(.\).*/\1/p' "/proc/$pid/status")" = S ] ||
-        fail "no new reader waiting"
+    [ "$(sed -n 's/^State:\s*\(.\).*/\1/p' "/proc/$pid/status")" = S ] || fail "no new reader waiting"
     "$TXBOX" session end -C "$WS" "$SID" >/dev/null
     SID=
     ! kill -0 "$pid" 2>/dev/null || fail "the warm reader $pid outlived its session"
