@@ -15,7 +15,7 @@
 #include "tx.h"
 
 /* Schema versions this txbox reads and writes (PRAGMA user_version). */
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
 
 /* Retention's count and size of the commits whose pre-images are kept,
  * answered from the partial index tx_retained (schema v3). */

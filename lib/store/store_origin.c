@@ -24,7 +24,7 @@ int store_origin(txbox_ws *ws, const char *path, const char sha[65], uint64_t be
     int rc = sqlite3_prepare_v2(db,
                                 "SELECT c.tx, c.kind, c.hash_before, c.hash_after, c.op, c.sub, t.finished,"
                                 " t.pruned, c.type_before FROM change c JOIN tx t ON t.id = c.tx"
-                                " WHERE c.path = ?1 AND t.outcome = 'committed' AND (?2 = 0 OR c.tx < ?2)"
+                                " WHERE c.path = ?1 AND c.tx < ?2 AND t.outcome = 'committed'"
                                 " ORDER BY c.tx DESC LIMIT 1",
                                 -1, &st, NULL);
     if (rc != SQLITE_OK) {
@@ -32,7 +32,7 @@ int store_origin(txbox_ws *ws, const char *path, const char sha[65], uint64_t be
         return store_db_fail(db, rc, err, "cannot read it");
     }
     sqlite3_bind_blob(st, 1, path, (int)strlen(path), SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, (sqlite3_int64)before_tx);
+    sqlite3_bind_int64(st, 2, before_tx ? (sqlite3_int64)before_tx : INT64_MAX);
     rc = sqlite3_step(st);
     int found = 0;
     if (rc == SQLITE_ROW) {

@@ -56,6 +56,13 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
      * losses, lib/tx/losses.h; NULL: none measured): retention keeps the
      * pre-images of such transactions longest */
     "ALTER TABLE tx ADD COLUMN lost_bytes INTEGER;",
+    /* v5: a lost file's last writer (store_origin), the newest change of
+     * a path before a transaction: the index on the path alone made it
+     * read and sort every change of the path, up to eight times a loss
+     * (0.08 ms a query at 250 changes, growing with the history); on
+     * (path, tx) it reads back from the newest, 0.004 ms */
+    "CREATE INDEX change_path_tx ON change(path, tx);"
+    "DROP INDEX change_path;",
 };
 
 int store_db_fail(sqlite3 *db, int rc, txbox_error *err, const char *what)

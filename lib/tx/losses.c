@@ -1436,7 +1436,9 @@ int losses_measure(const struct losses_in *in, struct losses *out, txbox_error *
         if (c.f[i].state == LF_EDITED)
             c.f[i].state = LF_SAFE;
     find_moves(&c);
+    tx_mark("losses:moves");
     note_file_items(&c);
+    tx_mark("losses:items");
     losses_git_cleanup(&c);
     for (size_t i = 0; i < c.nf; i++) {
         free(c.f[i].path);

@@ -295,6 +295,8 @@ printf "\000\001\002" >bin.dat; setfattr -n user.new -v v xattr.txt; rm fifo'
     sq 'DROP TABLE gc_run' >/dev/null
     sq 'DROP INDEX tx_undo_of' >/dev/null
     sq 'DROP INDEX tx_retained' >/dev/null
+    sq 'DROP INDEX change_path_tx' >/dev/null
+    sq 'CREATE INDEX change_path ON change(path)' >/dev/null
     sq 'ALTER TABLE tx DROP COLUMN pruned' >/dev/null
     sq 'ALTER TABLE tx DROP COLUMN pruned_bytes' >/dev/null
     sq 'ALTER TABLE tx DROP COLUMN lost_bytes' >/dev/null
@@ -303,8 +305,10 @@ printf "\000\001\002" >bin.dat; setfattr -n user.new -v v xattr.txt; rm fifo'
     h log --json
     assert_status 0
     [ "$(pj 'd[0]["command"]')" = 'printf "one\n" >>README' ] || fail "$output"
-    [ "$(sq 'PRAGMA user_version')" = 4 ]
+    [ "$(sq 'PRAGMA user_version')" = 5 ]
     [ "$(sq "SELECT count(*) FROM sqlite_master WHERE name='tx_retained'")" = 1 ]
+    [ "$(sq "SELECT group_concat(name) FROM sqlite_master WHERE tbl_name='change' AND type='index'")" = \
+        sqlite_autoindex_change_1,change_path_tx ] || fail "change's indexes after the migration"
     [ "$(sq "SELECT count(*) FROM pragma_table_info('tx') WHERE name='pruned'")" = 1 ]
     [ "$(sq "SELECT count(*) FROM pragma_table_info('tx') WHERE name='lost_bytes'")" = 1 ]
     h gc --keep 0
