@@ -1139,6 +1139,40 @@ static int layer_hide(txbox_policy *p, yctx *y, const pnode *v)
     return 0;
 }
 
+/* Program names -> 1 + their index in p->progs (0: an empty slot): open
+ * addressing, at most half full. */
+struct prog_names {
+    uint32_t *slot;
+    size_t mask;
+};
+
+static size_t name_hash(const char *s)
+{
+    size_t h = 14695981039346656037ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static uint32_t *prog_names_slot(struct prog_names *t, const txbox_policy *p, const char *name)
+{
+    for (size_t i = name_hash(name) & t->mask;; i = (i + 1) & t->mask)
+        if (!t->slot[i] || !strcmp(p->progs[t->slot[i] - 1].name, name))
+            return &t->slot[i];
+}
+
+/* For up to n programs, p's own in it. */
+static void prog_names_init(struct prog_names *t, const txbox_policy *p, size_t n)
+{
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    t->slot = xcalloc(cap, sizeof *t->slot);
+    t->mask = cap - 1;
+    for (size_t i = 0; i < p->nprogs; i++)
+        *prog_names_slot(t, p, p->progs[i].name) = (uint32_t)i + 1;
+}
+
 static int parse_doc(txbox_policy *p, yctx *y)
 {
     const pnode *root = ynode(y, 1);
@@ -1192,6 +1226,11 @@ static int parse_doc(txbox_policy *p, yctx *y)
             if (v->len > POLICY_MAX_RULES)
                 return yerr(y, v, "programs: more than %u programs", POLICY_MAX_RULES);
             reserve(&p->progs, &p->aprogs, p->nprogs + v->len, sizeof *p->progs, true);
+            /* the programs by name (a later one replaces an earlier), in a
+             * table for this mapping: a search of the list for each made
+             * the default policy's load quadratic */
+            struct prog_names pnames;
+            prog_names_init(&pnames, p, p->nprogs + v->len);
             FOR_PAIRS(y, v, pn, pv)
             {
                 progspec s = {0};
@@ -1199,6 +1238,7 @@ static int parse_doc(txbox_policy *p, yctx *y)
                     if (!*pn)
                         yerr(y, pn_node, "program names must be strings");
                     progspec_free(&s);
+                    free(pnames.slot);
                     return -1;
                 }
                 if (y->refused && (strpbrk(pn, "*?[") || policy_prog(p, pn))) {
@@ -1210,18 +1250,17 @@ static int parse_doc(txbox_policy *p, yctx *y)
                     progspec_free(&s);
                     continue;
                 }
-                size_t i;
-                for (i = 0; i < p->nprogs; i++)
-                    if (!strcmp(p->progs[i].name, pn))
-                        break;
-                if (i < p->nprogs) {
-                    progspec_free(&p->progs[i]);
-                    p->progs[i] = s;
+                uint32_t *slot = prog_names_slot(&pnames, p, pn);
+                if (*slot) {
+                    progspec_free(&p->progs[*slot - 1]);
+                    p->progs[*slot - 1] = s;
                 } else {
                     reserve(&p->progs, &p->aprogs, p->nprogs + 1, sizeof *p->progs, false);
                     p->progs[p->nprogs++] = s;
+                    *slot = (uint32_t)p->nprogs;
                 }
             }
+            free(pnames.slot);
         } else if (!strcmp(k, "effects")) {
             rc = parse_effects(p, y, v);
         } else if (!strcmp(k, "rules")) {

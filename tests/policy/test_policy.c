@@ -889,6 +889,43 @@ static void test_program_lookup(void **state)
     assert_verdict("f=a.txt; cat $f", TXBOX_VERDICT_SAFE, NULL);
 }
 
+/* A policy's programs: a later spec of a name replaces the earlier (the
+ * built-in one too), in its place; every one of many is found. */
+static void test_program_specs(void **state)
+{
+    (void)state;
+    dbuf d;
+    dbuf_init(&d, 0);
+    dbuf_addstr(&d, "version: 1\nprograms:\n  grep: {options_with_value: [-Q]}\n");
+    for (int i = 0; i < 600; i++) {
+        char line[96];
+        snprintf(line, sizeof line, "  tool%d: {options_with_value: [-%c]}\n", i, 'a' + i % 26);
+        dbuf_addstr(&d, line);
+    }
+    dbuf_addstr(&d, "rules: []\n");
+    const char *path = write_tmp("progs.yaml", dbuf_str(&d));
+    dbuf_free(&d);
+    txbox_policy *p = NULL;
+    txbox_error err = {0};
+    assert_int_equal(txbox_policy_load(path, NULL, &p, &err), 0);
+    size_t greps = 0;
+    for (size_t i = 0; i < p->nprogs; i++)
+        greps += !strcmp(p->progs[i].name, "grep");
+    assert_int_equal(greps, 1);
+    const progspec *g = policy_prog(p, "grep");
+    assert_non_null(g);
+    assert_true(strlist_has(&g->options_with_value, "-Q"));
+    for (int i = 0; i < 600; i++) {
+        char name[16], opt[4];
+        snprintf(name, sizeof name, "tool%d", i);
+        snprintf(opt, sizeof opt, "-%c", 'a' + i % 26);
+        const progspec *t = policy_prog(p, name);
+        assert_non_null(t);
+        assert_true(strlist_has(&t->options_with_value, opt));
+    }
+    txbox_policy_free(p);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/txbox-policy-test-XXXXXX");
@@ -903,6 +940,7 @@ int main(void)
         cmocka_unit_test(test_argv),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_policy_errors),
+        cmocka_unit_test(test_program_specs),
         cmocka_unit_test(test_policy_override),
         cmocka_unit_test(test_workspace_paths),
         cmocka_unit_test(test_threads),
