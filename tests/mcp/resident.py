@@ -243,15 +243,24 @@ def case_state():
         fail(f"the CLI's commit was not seen (its tx {cli_tx}): {sc}")
     # the state directory removed between calls: made again, as the CLI would
     # (the session's steward may still be closing the last commit's journal
-    # for a moment after the answer: docs/sessions.md)
-    for attempt in range(50):
+    # for a moment after the answer: docs/sessions.md; on a loaded machine
+    # the moment can be long: first the journal's close, 10 s at most)
+    jd = os.path.join(WS, ".txbox", "journal")
+    for attempt in range(500):
+        if not os.listdir(jd):
+            break
+        time.sleep(0.02)
+    why = None
+    for attempt in range(100):
         try:
             shutil.rmtree(os.path.join(WS, ".txbox"))
             break
-        except OSError:  # an entry it removed or added meanwhile
+        except OSError as e:  # an entry it removed or added meanwhile
+            why = e
             time.sleep(0.02)
     if os.path.exists(os.path.join(WS, ".txbox")):
-        fail("cannot remove .txbox")
+        left = [os.path.join(d, n) for d, ds, fs in os.walk(os.path.join(WS, ".txbox")) for n in ds + fs]
+        fail(f"cannot remove .txbox: {why}; left: {left[:20]}")
     r = s.tool("run", {"command": "echo c >> g"})
     if r["structuredContent"]["outcome"] != "committed":
         fail(f"after .txbox was removed: {r}")
