@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 #include <pthread.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <yaml.h>
 
@@ -926,6 +927,12 @@ static void test_program_specs(void **state)
     txbox_policy_free(p);
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/txbox-policy-test-XXXXXX");
@@ -954,12 +961,8 @@ int main(void)
         cmocka_unit_test(test_program_lookup),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
-    const char *files[] = {"p.yaml", "o.yaml", "ws/.txbox-policy.yaml", "ws", "ws2", ""};
-    for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
-        char path[256];
-        snprintf(path, sizeof path, "%s/%s", tmpdir, files[i]);
-        if (unlink(path) < 0)
-            rmdir(path);
-    }
+    /* all the tests wrote there, whatever it is */
+    if (nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) < 0)
+        fprintf(stderr, "cannot remove %s\n", tmpdir);
     return rc;
 }
