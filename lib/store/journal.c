@@ -244,9 +244,24 @@ int journal_load_gen(txbox_ws *ws, uint64_t gen, struct tx_journal *j, char idn[
     id[l] = 0;
     memcpy(idn, id, (size_t)l + 1);
     _cleanup_close_ int tfd = openat(ws->txd, idn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (tfd < 0 || journal_load(tfd, "journal", j, err) < 0)
+    if (tfd < 0)
         return 1;
-    return 0;
+    /* Closed, its record is tx/ID/journal. A session's commit is answered
+     * and the workspace's lock let go with its journal still open (the
+     * steward closes it: JOURNAL_LEAVE_OPEN), and its record is then
+     * journal/ID: read there, then here again (the close moves the one to
+     * the other in one rename, maybe between the two reads). */
+    txbox_error le = {0};
+    if (journal_load(tfd, "journal", j, &le) == 0)
+        return 0;
+    char jn[32];
+    jnl_name(jn, strtoull(idn, NULL, 10), "");
+    if (journal_load(ws->jnld, jn, j, &le) == 0) {
+        if (j->gen == gen)
+            return 0;
+        journal_free(j);
+    }
+    return journal_load(tfd, "journal", j, &le) == 0 ? 0 : 1;
 }
 
 int journal_peek_gen(int dirfd, const char *name, uint64_t *gen)

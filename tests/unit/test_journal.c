@@ -148,6 +148,19 @@ static void leave_open(void **state)
     assert_int_equal(g, 1);
     assert_int_equal(exists_at(ws->jnld, idn), 1);
     assert_int_equal(exists_at(txfd, "journal"), 0);
+    /* its record is read meanwhile (another commit's conflict check, which
+     * the answer's early release of the lock lets run now): its own paths,
+     * not "gone" (a conflict on every path) */
+    struct tx_journal lj;
+    char lidn[32];
+    assert_int_equal(journal_load_gen(ws, gen, &lj, lidn, &e), 0);
+    assert_string_equal(lidn, idn);
+    assert_true(lj.ops.n > 0);
+    journal_free(&lj);
+    char *clash = NULL;
+    struct tx_ops other = {0};
+    assert_int_equal(tx_check_conflict(ws, 0, gen, &other, &clash, &e), 0);
+    assert_null(clash);
     /* its owner gone, recovery closes it: the commit stays */
     ws_end_tx(ws, id, act);
     assert_int_equal(journal_recover_one(ws, id, &e), 0);
