@@ -254,9 +254,7 @@ int journal_load_gen(txbox_ws *ws, uint64_t gen, struct tx_journal *j, char idn[
     txbox_error le = {0};
     if (journal_load(tfd, "journal", j, &le) == 0)
         return 0;
-    char jn[32];
-    jnl_name(jn, strtoull(idn, NULL, 10), "");
-    if (journal_load(ws->jnld, jn, j, &le) == 0) {
+    if (journal_load(ws->jnld, idn, j, &le) == 0) {
         if (j->gen == gen)
             return 0;
         journal_free(j);

@@ -86,7 +86,8 @@ MUST_CHECK int losses_measure(const struct losses_in *in, struct losses *out, tx
  * r->losses. */
 MUST_CHECK int losses_of_commit(const struct losses_in *in, struct txbox_result *r, struct losses *out,
                                 txbox_error *err);
-/* A session's warm reader of git (its steward's child, session.c): libgit2
+/* A session's warm reader of git (its steward's child, session.c, which
+ * ties its life to the steward's before the call): libgit2
  * loaded and started ahead, confined to reading ws_path; it accepts
  * connections on lsock, each one question (losses_in.git_ask's), answered
  * there; exits 0 after a number of them, 4 when libgit2 cannot start. */

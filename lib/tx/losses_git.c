@@ -606,7 +606,6 @@ static void describe_commit(struct gctx *g, const git_oid *o, char *buf, size_t 
 
 /* ---- the checks ---- */
 
-/* The files losses.c could not clear without git. */
 /* A file whose old content is lost unless git keeps it (LF_LOST): is it
  * HEAD's (or, after a change of git, the after state's or a new commit's),
  * or ignored (may_ignore: neither tracked, a database nor a secret)? ip:
@@ -640,10 +639,32 @@ static bool lost_is_safe(struct gctx *g, const char *ip, const unsigned char *oi
 /* May git's ignore rules make f's loss a build product's? */
 static bool may_ignore(const struct lfile *f) { return !(f->tracked || f->db || f->db_kind || f->secret); }
 
+/* The deleted tree f came from, as r's index names it, when the ignore
+ * rules are asked of it (NULL otherwise): made once a tree, in roots
+ * (c->droots.n entries, the caller's to free), not once a file of it. */
+static const char *droot_ip(const struct lctx *c, const struct lrepo *r, char **roots, const struct lfile *f)
+{
+    if (!f->droot || !may_ignore(f))
+        return NULL;
+    char **rp = &roots[f->droot - 1];
+    if (!*rp)
+        *rp = losses_index_path(r, c->droots.v[f->droot - 1]);
+    return *rp;
+}
+
+static void roots_free(const struct lctx *c, char **roots)
+{
+    for (size_t i = 0; i < c->droots.n; i++)
+        free(roots[i]);
+    free(roots);
+}
+
+/* The files losses.c could not clear without git. */
 static void check_files(struct gctx *g)
 {
     struct lctx *c = g->c;
     json_t *ignored_roots = json_object();
+    char **rips = xcalloc(c->droots.n + 1, sizeof *rips);
     for (size_t i = 0; i < c->nf; i++) {
         struct lfile *f = &c->f[i];
         if (f->repo != (int)g->ri || f->folded || f->unverified ||
@@ -655,10 +676,11 @@ static void check_files(struct gctx *g)
                 json_array_append_new(g->reset, json_integer((json_int_t)i));
             continue;
         }
-        _cleanup_free_ char *rip = f->droot ? losses_index_path(g->r, c->droots.v[f->droot - 1]) : NULL;
-        if (lost_is_safe(g, ip, f->have_oid ? f->oid : NULL, may_ignore(f), rip, ignored_roots))
+        if (lost_is_safe(g, ip, f->have_oid ? f->oid : NULL, may_ignore(f), droot_ip(c, g->r, rips, f),
+                         ignored_roots))
             json_array_append_new(g->safe, json_integer((json_int_t)i));
     }
+    roots_free(c, rips);
     json_decref(ignored_roots);
 }
 
@@ -1187,7 +1209,6 @@ void losses_git_warm(int lsock, const char *ws_path)
     sigemptyset(&none);
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGALRM, SIG_DFL);
-    prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives its steward */
     if (lsock != 3) {
         if (dup2(lsock, 3) < 0)
             _exit(2);
@@ -1487,6 +1508,7 @@ static json_t *warm_question(struct lctx *c)
         struct lrepo *r = &c->r[i];
         if (!r->need_git)
             continue;
+        char **rips = xcalloc(c->droots.n + 1, sizeof *rips);
         json_t *files = json_array(), *wt = json_string(r->wt_abs); /* NULL: not UTF-8 */
         ok = !r->git_changed && r->wt && r->gitdir && !r->linked && !r->common_abs && wt;
         json_array_append_new(repos,
@@ -1496,8 +1518,7 @@ static json_t *warm_question(struct lctx *c)
             if (f->repo != (int)i || f->folded || f->unverified || f->state != LF_LOST)
                 continue;
             _cleanup_free_ char *ip = losses_index_path(r, f->path);
-            _cleanup_free_ char *rip =
-                f->droot && may_ignore(f) ? losses_index_path(r, c->droots.v[f->droot - 1]) : NULL;
+            const char *rip = droot_ip(c, r, rips, f);
             json_t *ipj = json_string(ip), *ripj = rip ? json_string(rip) : NULL;
             ok = ++nq <= WARM_FILES_MAX && ipj && (!rip || ripj);
             json_t *fj = json_pack("{s:I,s:o?,s:o?}", "i", (json_int_t)k, "ip", ipj, "droot", ripj);
@@ -1511,6 +1532,7 @@ static json_t *warm_question(struct lctx *c)
                 json_object_set_new(fj, "ign", json_true());
             json_array_append_new(files, fj);
         }
+        roots_free(c, rips);
     }
     if (!ok) { /* a name that is not UTF-8, too many, git changed: the child */
         json_decref(repos);

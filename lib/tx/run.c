@@ -1208,17 +1208,21 @@ static void run_quiesce(void *arg)
 
 /* losses_in.git_ask: the session's warm reader of git, asked straight on
  * a connection of its own (sesslink.h, SL_GIT). None listening: the
- * steward is told to start one for the next commit (not answered: it may
- * be waiting for the workspace's lock, which this commit holds). */
+ * steward is told to start one for the next commit, on a connection of
+ * its own too, not waited for (it may be waiting for the workspace's
+ * lock, which this commit holds; and a steward of an older txbox answers
+ * an error no one should read as another request's answer). */
 static int run_git_ask(void *arg, json_t *q, json_t **ans, int timeout_ms)
 {
     struct run *c = arg;
     *ans = NULL;
     txbox_error e = {0};
-    int sock = sl_connect_to(c->opts->session->dirfd, SL_GIT, &e);
+    int dirfd = c->opts->session->dirfd;
+    int sock = sl_connect_to(dirfd, SL_GIT, &e);
     if (sock < 0) {
+        _cleanup_close_ int ctl = sl_connect(dirfd, &e);
         json_t *req = json_pack("{s:s}", "op", "gitreader");
-        if (sl_send(c->link.sock, req, NULL, 0, &e) < 0) {
+        if (ctl < 0 || sl_send(ctl, req, NULL, 0, &e) < 0) {
             /* the steward is gone: the commit's own child answers */
         }
         json_decref(req);
@@ -1242,18 +1246,17 @@ static int run_judge_effects(struct tx_commit *c, txbox_error *err)
         rc->r->changes = json_incref(c->changes);
     struct losses ls = {0};
     int e = losses_of_commit(
-        &(struct losses_in){
-            .ws = c->ws,
-            .txfd = c->txfd,
-            .txs = rc->r->txs,
-            .upperfd = c->upperfd,
-            .ops = &c->ops,
-            .now = wall_time(),
-            .pol = rc->pol,
-            .quiesce = rc->run ? run_quiesce : NULL,
-            .quiesce_ctx = rc->run,
-            .git_ask = rc->run && rc->run->opts->session && rc->run->link.sock >= 0 ? run_git_ask : NULL,
-            .git_ask_ctx = rc->run},
+        &(struct losses_in){.ws = c->ws,
+                            .txfd = c->txfd,
+                            .txs = rc->r->txs,
+                            .upperfd = c->upperfd,
+                            .ops = &c->ops,
+                            .now = wall_time(),
+                            .pol = rc->pol,
+                            .quiesce = rc->run ? run_quiesce : NULL,
+                            .quiesce_ctx = rc->run,
+                            .git_ask = rc->run && rc->run->opts->session ? run_git_ask : NULL,
+                            .git_ask_ctx = rc->run},
         rc->r, &ls, err);
     /* an index that was only refreshed (losses.c) is no change to report */
     if (e == 0 && commit_relist_changes(c)) {

@@ -617,9 +617,13 @@ static void warm_start(struct steward *st)
     int ls = sl_listen(st->dirfd, SL_GIT, 16, &e);
     if (ls < 0)
         return;
-    pid_t pid = fork();
-    if (pid == 0)
+    pid_t me = getpid(), pid = fork();
+    if (pid == 0) {
+        /* never outlives the steward, even one gone before this line */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != me)
+            _exit(0);
         losses_git_warm(ls, st->ws->path);
+    }
     close(ls); /* the reader's alone: gone with it (ECONNREFUSED) */
     int pfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
     if (pfd < 0) {
